@@ -1,0 +1,1 @@
+"""trainstack Pulumi program: reads the stack config and declares the cluster."""

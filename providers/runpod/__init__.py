@@ -1,0 +1,1 @@
+"""trainstack: providers/runpod."""

@@ -1,0 +1,16 @@
+"""trainstack's policies, one module per concern; importing them only builds policy objects."""
+
+from __future__ import annotations
+
+from pulumi_policy import Policy
+
+from policy.rules import budget, capacity, placement, security
+
+ALL_POLICIES: tuple[Policy, ...] = (
+    *capacity.POLICIES,
+    *budget.POLICIES,
+    *security.POLICIES,
+    *placement.POLICIES,
+)
+
+__all__ = ["ALL_POLICIES"]

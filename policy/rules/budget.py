@@ -1,0 +1,210 @@
+"""Budget policies: hourly burn, cost of one run, monthly storage and RunPod's account spend limit."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pulumi_policy import EnforcementLevel, ReportViolation, StackValidationArgs, StackValidationPolicy
+from pydantic import Field
+
+from policy.rules.common import (
+    HOURS_PER_MONTH,
+    RUNPOD_TYPES,
+    PolicyConfig,
+    Resource,
+    config_schema,
+    listing,
+    load_config,
+    number,
+    read,
+    usd,
+)
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What one resource costs, as declared by its provider's check() (ARCHITECTURE.md)."""
+
+    name: str
+    per_hour: float  # compute, USD/h (for `capacity: auto` the dearer on-demand price)
+    storage_per_month: float  # USD/month; billed hourly, so it also adds to the hourly burn
+    run_hours: float | None  # training.max_run_hours when declared
+
+    @property
+    def burn(self) -> float:
+        return self.per_hour + self.storage_per_month / HOURS_PER_MONTH
+
+
+def costs(resources: Sequence[Resource], *types: str) -> list[Cost]:
+    """Costs of the resources that declare one; unknown figures count as nothing until `pulumi up`."""
+    found: list[Cost] = []
+    for res in resources:
+        if types and res.resource_type not in types:
+            continue
+        per_hour = number(read(res.props, "cost_per_hour"))
+        storage = number(read(res.props, "storage_cost_per_month"))
+        if per_hour is None and storage is None:
+            continue
+        hours = number(read(res.props, "training", "max_run_hours"))
+        found.append(Cost(res.name, per_hour or 0.0, storage or 0.0, hours))
+    return found
+
+
+def breakdown(items: Sequence[Cost]) -> str:
+    """`a: $255.36/h, b: $0.10/h`, dearest first."""
+    ranked = sorted((c for c in items if c.burn > 0), key=lambda c: c.burn, reverse=True)
+    return listing([f"{c.name}: {usd(round(c.burn, 2))}/h" for c in ranked])
+
+
+def _burn(items: Sequence[Cost]) -> float:
+    return round(sum(c.burn for c in items), 2)
+
+
+class HourlyConfig(PolicyConfig):
+    max_hourly_usd: float = Field(80, ge=0, description="Most the whole stack may cost per hour, USD.")
+
+
+def check_hourly_burn(args: StackValidationArgs, report: ReportViolation) -> None:
+    """The stack's hourly burn (compute plus storage billed hourly) stays under `max_hourly_usd`."""
+    cfg = load_config(HourlyConfig, args.get_config(), report)
+    if cfg is None:
+        return
+    items = costs(args.resources)
+    burn = _burn(items)
+    if burn <= cfg.max_hourly_usd:
+        return
+    report(
+        f"stack burns {usd(burn)}/h ({breakdown(items)}), {usd(round(burn - cfg.max_hourly_usd, 2))}/h over "
+        f"the configured cap of {usd(cfg.max_hourly_usd)}/h. Use fewer or cheaper GPUs, or raise "
+        "`max_hourly_usd` in the policy config if the budget allows it.",
+        None,
+    )
+
+
+class RunCostConfig(PolicyConfig):
+    max_run_usd: float = Field(5000, ge=0, description="Most one training run may cost, USD.")
+    default_run_hours: float = Field(
+        24,
+        gt=0,
+        description="Run length assumed when no resource declares training.max_run_hours.",
+    )
+
+
+def check_run_cost(args: StackValidationArgs, report: ReportViolation) -> None:
+    """One run (each resource's hourly burn times its training.max_run_hours) stays under `max_run_usd`."""
+    cfg = load_config(RunCostConfig, args.get_config(), report)
+    if cfg is None:
+        return
+    items = costs(args.resources)
+    declared = [c.run_hours for c in items if c.run_hours is not None]
+    # Volumes and other resources without a run length are billed for as long as the longest run.
+    longest = max(declared, default=cfg.default_run_hours)
+    parts = [(c, c.run_hours if c.run_hours is not None else longest) for c in items]
+    total = round(sum(c.burn * hours for c, hours in parts), 2)
+    if total <= cfg.max_run_usd:
+        return
+    ranked = sorted(parts, key=lambda part: part[0].burn * part[1], reverse=True)
+    shown = listing([f"{c.name}: {usd(round(c.burn, 2))}/h x {h:g} h" for c, h in ranked if c.burn > 0])
+    assumed = "" if declared else f" (no training.max_run_hours set: assumed {longest:g} h)"
+    report(
+        f"one run costs {usd(total)} ({shown}){assumed}, {usd(round(total - cfg.max_run_usd, 2))} over the "
+        f"configured cap of {usd(cfg.max_run_usd)}. Shorten training.max_run_hours, use fewer GPUs, or "
+        "raise `max_run_usd` in the policy config.",
+        None,
+    )
+
+
+class StorageConfig(PolicyConfig):
+    max_storage_monthly_usd: float = Field(
+        300, ge=0, description="Most the stack's volumes and disks may cost per month, USD."
+    )
+
+
+def check_storage_cost(args: StackValidationArgs, report: ReportViolation) -> None:
+    """Monthly storage (volumes, disks: storage_cost_per_month) stays under `max_storage_monthly_usd`."""
+    cfg = load_config(StorageConfig, args.get_config(), report)
+    if cfg is None:
+        return
+    items = [c for c in costs(args.resources) if c.storage_per_month > 0]
+    total = round(sum(c.storage_per_month for c in items), 2)
+    if total <= cfg.max_storage_monthly_usd:
+        return
+    ranked = sorted(items, key=lambda c: c.storage_per_month, reverse=True)
+    shown = listing([f"{c.name}: {usd(round(c.storage_per_month, 2))}/month" for c in ranked])
+    report(
+        f"storage costs {usd(total)}/month ({shown}), {usd(round(total - cfg.max_storage_monthly_usd, 2))}"
+        f"/month over the configured cap of {usd(cfg.max_storage_monthly_usd)}/month. Network volumes are "
+        "billed even with no pod attached: shrink or delete volumes, or raise `max_storage_monthly_usd`.",
+        None,
+    )
+
+
+class SpendLimitConfig(PolicyConfig):
+    runpod_spend_limit_per_hour: float = Field(
+        80,
+        ge=0,
+        description="The RunPod account's spend limit, USD/h (RunPod's default is $80/h).",
+    )
+
+
+def check_runpod_spend_limit(args: StackValidationArgs, report: ReportViolation) -> None:
+    """RunPod resources together stay under the account's hourly spend limit, or a deploy fails part-way."""
+    cfg = load_config(SpendLimitConfig, args.get_config(), report)
+    if cfg is None:
+        return
+    items = costs(args.resources, *RUNPOD_TYPES)
+    burn, limit = _burn(items), cfg.runpod_spend_limit_per_hour
+    if burn <= limit:
+        return
+    compute = [c.name for c in items if c.per_hour > 0 and c.name]
+    report(
+        f"stack burns {usd(burn)}/h ({breakdown(items)}), {usd(round(burn - limit, 2))}/h over RunPod's "
+        f"account spend limit of {usd(limit)}/h; RunPod refuses resources past the limit, so the deploy "
+        f"would stop part-way ({listing(compute)} may be left half-created). Ask RunPod support (or use "
+        "the console's billing settings) to raise the account's spend limit, then set the new figure as "
+        "`runpod_spend_limit_per_hour` in the policy config.",
+        None,
+    )
+
+
+HOURLY_BURN = StackValidationPolicy(
+    name="hourly-burn-limit",
+    description="The stack's hourly burn stays under `max_hourly_usd`.",
+    validate=check_hourly_burn,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    config_schema=config_schema(HourlyConfig),
+    remediation_steps="Use fewer or cheaper GPUs, or raise `max_hourly_usd` in the policy config.",
+)
+
+RUN_COST = StackValidationPolicy(
+    name="run-cost-limit",
+    description="One training run (hourly burn x training.max_run_hours) stays under `max_run_usd`.",
+    validate=check_run_cost,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    config_schema=config_schema(RunCostConfig),
+    remediation_steps="Shorten training.max_run_hours, use fewer GPUs, or raise `max_run_usd`.",
+)
+
+STORAGE_COST = StackValidationPolicy(
+    name="storage-cost-limit",
+    description="Monthly storage (storage_cost_per_month) stays under `max_storage_monthly_usd`.",
+    validate=check_storage_cost,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    config_schema=config_schema(StorageConfig),
+    remediation_steps="Shrink or delete volumes, or raise `max_storage_monthly_usd`.",
+)
+
+RUNPOD_SPEND_LIMIT = StackValidationPolicy(
+    name="runpod-spend-limit",
+    description="RunPod resources stay under the account's hourly spend limit (default $80/h).",
+    validate=check_runpod_spend_limit,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    config_schema=config_schema(SpendLimitConfig),
+    remediation_steps=(
+        "Ask RunPod support or use the console's billing settings to raise the spend limit, then set "
+        "`runpod_spend_limit_per_hour` in the policy config."
+    ),
+)
+
+POLICIES = (HOURLY_BURN, RUN_COST, STORAGE_COST, RUNPOD_SPEND_LIMIT)

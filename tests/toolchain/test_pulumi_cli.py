@@ -1,0 +1,58 @@
+"""The built Pulumi CLI, our language host and Python dynamic providers work offline, for real."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.support.pulumi_cli import REPO, Pulumi, pinned_version
+
+PROGRAM = REPO / "tests/toolchain/program"
+PACK = REPO / "tests/toolchain/pack"
+THING = "pulumi-python:dynamic/toolcheck:Thing"
+
+
+@pytest.fixture
+def cli(tmp_path: Path) -> Pulumi:
+    p = Pulumi(project=PROGRAM, state=tmp_path)
+    p.stack_init("check")
+    return p
+
+
+def test_version_is_the_pinned_one(cli: Pulumi) -> None:
+    out = cli.run("version").stdout.strip()
+    assert out == pinned_version()
+
+
+def test_up_twice_then_destroy(cli: Pulumi) -> None:
+    up = cli.run("up", "--yes", "--skip-preview")
+    assert "+ 2 created" in up.stdout
+    things = [r for r in cli.resources() if r["type"] == THING]
+    assert [t["outputs"]["value"] for t in things] == ["hello"]
+
+    # A second up must change nothing; --expect-no-changes makes pulumi itself fail otherwise.
+    again = cli.run("up", "--yes", "--expect-no-changes")
+    assert "2 unchanged" in again.stdout
+
+    # A changed input replaces the resource (the provider's diff names the replace).
+    cli.run("config", "set", "value", "world")
+    preview = cli.run("preview", "--json")
+    steps = json.loads(preview.stdout)["steps"]
+    assert [s["op"] for s in steps if s["urn"].endswith("::one")] == ["replace"]
+
+    cli.run("destroy", "--yes")
+    assert [r for r in cli.resources() if r["type"] == THING] == []
+
+
+def test_policy_pack_mandatory_violation_fails_preview(cli: Pulumi) -> None:
+    cli.run("config", "set", "value", "forbidden")
+    bad = cli.run("preview", "--policy-pack", str(PACK), check=False)
+    assert bad.returncode != 0
+    assert "no-forbidden" in bad.stdout
+    assert "mandatory" in bad.stdout
+    assert cli.resources() == []  # nothing was created
+
+    cli.run("config", "set", "value", "fine")
+    cli.run("preview", "--policy-pack", str(PACK))

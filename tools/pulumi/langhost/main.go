@@ -1,0 +1,306 @@
+// Command pulumi-language-python is trainstack's own Python language host for the Pulumi engine.
+//
+// Why it exists: Pulumi's own language host lives in a Go module without release tags, and the Go
+// module proxy reachable from these machines refuses the pseudo-versions that would name it, so it
+// cannot be built offline. This host implements the part of the LanguageRuntime gRPC contract that a
+// pip-managed Python project needs: running the program (through the pulumi-language-python-exec
+// helper shipped in the Pulumi SDK module), reporting the resource plugins its packages declare, and
+// running Python plugins such as policy packs. Dependency installation is deliberately not done here:
+// scripts/bootstrap owns the virtualenv.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/common/util/rpcutil"
+	pulumirpc "github.com/pulumi/pulumi/sdk/v3/proto/go"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/emptypb"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+// exitedAfterUserMessage is the exit code the exec helper uses after it already printed the error.
+const exitedAfterUserMessage = 32
+
+type host struct {
+	pulumirpc.UnimplementedLanguageRuntimeServer
+	engineAddress string
+	execHelper    string
+}
+
+func main() {
+	engine := ""
+	for _, a := range os.Args[1:] {
+		if !strings.HasPrefix(a, "-") {
+			engine = a // the engine passes its address as the last positional argument
+		}
+	}
+	self, err := os.Executable()
+	if err != nil {
+		fatal(err)
+	}
+	h := &host{engineAddress: engine, execHelper: filepath.Join(filepath.Dir(self), "pulumi-language-python-exec")}
+	handle, err := rpcutil.ServeWithOptions(rpcutil.ServeOptions{
+		Init: func(srv *grpc.Server) error {
+			pulumirpc.RegisterLanguageRuntimeServer(srv, h)
+			return nil
+		},
+		Options: rpcutil.OpenTracingServerInterceptorOptions(nil),
+	})
+	if err != nil {
+		fatal(err)
+	}
+	fmt.Printf("%d\n", handle.Port)
+	if err := <-handle.Done; err != nil {
+		fatal(err)
+	}
+}
+
+func fatal(err error) {
+	fmt.Fprintf(os.Stderr, "fatal: %v\n", err)
+	os.Exit(1)
+}
+
+func (h *host) Handshake(_ context.Context, req *pulumirpc.LanguageHandshakeRequest) (*pulumirpc.LanguageHandshakeResponse, error) {
+	if req.GetEngineAddress() != "" {
+		h.engineAddress = req.GetEngineAddress()
+	}
+	return &pulumirpc.LanguageHandshakeResponse{}, nil
+}
+
+func (h *host) GetPluginInfo(context.Context, *emptypb.Empty) (*pulumirpc.PluginInfo, error) {
+	return &pulumirpc.PluginInfo{Version: version}, nil
+}
+
+func (h *host) Cancel(context.Context, *emptypb.Empty) (*emptypb.Empty, error) {
+	return &emptypb.Empty{}, nil
+}
+
+// virtualenv resolves the `virtualenv` runtime option against the project (or policy pack) root.
+func virtualenv(info *pulumirpc.ProgramInfo) string {
+	if info == nil {
+		return os.Getenv("PULUMI_RUNTIME_VIRTUALENV")
+	}
+	venv := info.GetOptions().GetFields()["virtualenv"].GetStringValue()
+	if venv == "" {
+		return os.Getenv("PULUMI_RUNTIME_VIRTUALENV")
+	}
+	if !filepath.IsAbs(venv) {
+		venv = filepath.Join(info.GetRootDirectory(), venv)
+	}
+	return venv
+}
+
+// python returns the interpreter to run and the environment additions that select the virtualenv.
+func python(info *pulumirpc.ProgramInfo) (string, []string, error) {
+	venv := virtualenv(info)
+	if venv == "" {
+		cmd := os.Getenv("PULUMI_PYTHON_CMD")
+		if cmd == "" {
+			cmd = "python3"
+		}
+		return cmd, nil, nil
+	}
+	bin := filepath.Join(venv, "bin", "python")
+	if _, err := os.Stat(bin); err != nil {
+		return "", nil, fmt.Errorf("the virtualenv %q has no bin/python: run scripts/bootstrap to create it", venv)
+	}
+	path := filepath.Join(venv, "bin") + string(os.PathListSeparator) + os.Getenv("PATH")
+	return bin, []string{"PATH=" + path, "VIRTUAL_ENV=" + venv, "PULUMI_RUNTIME_VIRTUALENV=" + venv}, nil
+}
+
+type pluginManifest struct {
+	Resource bool   `json:"resource"`
+	Name     string `json:"name"`
+	Version  string `json:"version"`
+	Server   string `json:"server"`
+}
+
+// declaredPlugins reads the pulumi-plugin.json manifests that Pulumi packages install beside their code.
+func declaredPlugins(info *pulumirpc.ProgramInfo) ([]pluginManifest, error) {
+	venv := virtualenv(info)
+	if venv == "" {
+		return nil, nil
+	}
+	paths, err := filepath.Glob(filepath.Join(venv, "lib", "python*", "site-packages", "*", "pulumi-plugin.json"))
+	if err != nil {
+		return nil, err
+	}
+	var out []pluginManifest
+	for _, p := range paths {
+		raw, err := os.ReadFile(p)
+		if err != nil {
+			return nil, err
+		}
+		var m pluginManifest
+		if err := json.Unmarshal(raw, &m); err != nil {
+			return nil, fmt.Errorf("%s: %w", p, err)
+		}
+		if m.Resource && m.Name != "" {
+			if m.Version != "" && !strings.HasPrefix(m.Version, "v") {
+				m.Version = "v" + m.Version
+			}
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
+func (h *host) GetRequiredPlugins(_ context.Context, req *pulumirpc.GetRequiredPluginsRequest) (*pulumirpc.GetRequiredPluginsResponse, error) {
+	ms, err := declaredPlugins(req.GetInfo())
+	if err != nil {
+		return nil, err
+	}
+	resp := &pulumirpc.GetRequiredPluginsResponse{}
+	for _, m := range ms {
+		resp.Plugins = append(resp.Plugins, &pulumirpc.PluginDependency{Name: m.Name, Kind: "resource", Version: m.Version, Server: m.Server})
+	}
+	return resp, nil
+}
+
+func (h *host) GetRequiredPackages(_ context.Context, req *pulumirpc.GetRequiredPackagesRequest) (*pulumirpc.GetRequiredPackagesResponse, error) {
+	ms, err := declaredPlugins(req.GetInfo())
+	if err != nil {
+		return nil, err
+	}
+	resp := &pulumirpc.GetRequiredPackagesResponse{}
+	for _, m := range ms {
+		resp.Packages = append(resp.Packages, &pulumirpc.PackageDependency{Name: m.Name, Kind: "resource", Version: m.Version, Server: m.Server})
+	}
+	return resp, nil
+}
+
+func (h *host) Run(ctx context.Context, req *pulumirpc.RunRequest) (*pulumirpc.RunResponse, error) {
+	bin, env, err := python(req.GetInfo())
+	if err != nil {
+		return &pulumirpc.RunResponse{Error: err.Error()}, nil
+	}
+	// The exec helper expects a JSON object and a JSON list, never null.
+	cfg := map[string]string{}
+	for k, v := range req.GetConfig() {
+		cfg[k] = v
+	}
+	config, err := json.Marshal(cfg)
+	if err != nil {
+		return nil, err
+	}
+	secretKeys, err := json.Marshal(append([]string{}, req.GetConfigSecretKeys()...))
+	if err != nil {
+		return nil, err
+	}
+	program := req.GetProgram()
+	if info := req.GetInfo(); info != nil && info.GetProgramDirectory() != "" {
+		program = info.GetProgramDirectory()
+	}
+	args := []string{"-u", h.execHelper,
+		"--monitor", req.GetMonitorAddress(), "--engine", h.engineAddress,
+		"--project", req.GetProject(), "--stack", req.GetStack(), "--pwd", req.GetPwd(),
+		"--dry_run", fmt.Sprintf("%t", req.GetDryRun()), "--parallel", fmt.Sprintf("%d", req.GetParallel()),
+		"--organization", req.GetOrganization(), "--root_directory", req.GetInfo().GetRootDirectory(),
+		program}
+	args = append(args, req.GetArgs()...)
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Dir = req.GetPwd()
+	cmd.Env = append(append(os.Environ(), env...),
+		"PULUMI_CONFIG="+string(config), "PULUMI_CONFIG_SECRET_KEYS="+string(secretKeys))
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	if err := cmd.Run(); err != nil {
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			if exit.ExitCode() == exitedAfterUserMessage {
+				return &pulumirpc.RunResponse{Bail: true}, nil
+			}
+			return &pulumirpc.RunResponse{Error: fmt.Sprintf("Program exited with non-zero exit code: %d", exit.ExitCode())}, nil
+		}
+		return &pulumirpc.RunResponse{Error: err.Error()}, nil
+	}
+	return &pulumirpc.RunResponse{}, nil
+}
+
+// streamWriter forwards a plugin's output to the engine as RunPlugin messages.
+type streamWriter struct {
+	mu     *sync.Mutex
+	srv    pulumirpc.LanguageRuntime_RunPluginServer
+	stderr bool
+}
+
+func (w streamWriter) Write(p []byte) (int, error) {
+	data := append([]byte(nil), p...)
+	msg := &pulumirpc.RunPluginResponse{Output: &pulumirpc.RunPluginResponse_Stdout{Stdout: data}}
+	if w.stderr {
+		msg = &pulumirpc.RunPluginResponse{Output: &pulumirpc.RunPluginResponse_Stderr{Stderr: data}}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.srv.Send(msg); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// RunPlugin runs a Python plugin (a policy pack, for trainstack) from its directory's __main__.py.
+func (h *host) RunPlugin(req *pulumirpc.RunPluginRequest, srv pulumirpc.LanguageRuntime_RunPluginServer) error {
+	bin, env, err := python(req.GetInfo())
+	if err != nil {
+		return err
+	}
+	program := req.GetProgram()
+	if info := req.GetInfo(); info != nil && info.GetProgramDirectory() != "" {
+		program = info.GetProgramDirectory()
+	}
+	cmd := exec.CommandContext(srv.Context(), bin, append([]string{"-u", program}, req.GetArgs()...)...)
+	cmd.Dir = req.GetPwd()
+	cmd.Env = append(append(os.Environ(), req.GetEnv()...), env...)
+	mu := &sync.Mutex{}
+	cmd.Stdout = streamWriter{mu: mu, srv: srv}
+	cmd.Stderr = streamWriter{mu: mu, srv: srv, stderr: true}
+	code := int32(0)
+	if err := cmd.Run(); err != nil {
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) {
+			return err
+		}
+		code = int32(exit.ExitCode())
+	}
+	return srv.Send(&pulumirpc.RunPluginResponse{Output: &pulumirpc.RunPluginResponse_Exitcode{Exitcode: code}})
+}
+
+func (h *host) InstallDependencies(req *pulumirpc.InstallDependenciesRequest, srv pulumirpc.LanguageRuntime_InstallDependenciesServer) error {
+	// scripts/bootstrap installs requirements.txt into .venv; say so rather than silently doing nothing.
+	msg := "trainstack: dependencies are installed by scripts/bootstrap (requirements.txt into .venv)\n"
+	return srv.Send(&pulumirpc.InstallDependenciesResponse{Stdout: []byte(msg)})
+}
+
+func (h *host) RuntimeOptionsPrompts(context.Context, *pulumirpc.RuntimeOptionsRequest) (*pulumirpc.RuntimeOptionsResponse, error) {
+	return &pulumirpc.RuntimeOptionsResponse{}, nil
+}
+
+func (h *host) About(_ context.Context, req *pulumirpc.AboutRequest) (*pulumirpc.AboutResponse, error) {
+	bin, _, err := python(req.GetInfo())
+	if err != nil {
+		return nil, err
+	}
+	out, err := exec.Command(bin, "--version").Output()
+	if err != nil {
+		return nil, err
+	}
+	v := strings.TrimPrefix(strings.TrimSpace(string(out)), "Python ")
+	return &pulumirpc.AboutResponse{Executable: bin, Version: v}, nil
+}
+
+func (h *host) GetProgramDependencies(context.Context, *pulumirpc.GetProgramDependenciesRequest) (*pulumirpc.GetProgramDependenciesResponse, error) {
+	return &pulumirpc.GetProgramDependenciesResponse{}, nil
+}
+
+var _ io.Writer = streamWriter{}

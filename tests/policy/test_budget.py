@@ -1,0 +1,115 @@
+"""Budget policies: hourly burn, run cost, storage, RunPod account spend limit."""
+
+from __future__ import annotations
+
+from pulumi_policy import PolicyResource
+
+from policy.rules.budget import HOURLY_BURN, RUN_COST, RUNPOD_SPEND_LIMIT, STORAGE_COST
+from tests.policy.factories import (
+    BUCKET,
+    CLUSTER,
+    POD,
+    UNKNOWN_NUM,
+    VOLUME,
+    bucket,
+    check_stack,
+    cluster,
+    pod,
+    stack_resource,
+    volume,
+)
+
+
+def _prod() -> list[PolicyResource]:
+    return [stack_resource(CLUSTER, "prod-cluster", cluster()), stack_resource(BUCKET, "ckpt", bucket())]
+
+
+class TestRunpodSpendLimit:
+    def test_message_names_resource_dollars_and_how_to_raise(self) -> None:
+        reports = check_stack(RUNPOD_SPEND_LIMIT, _prod())
+        assert len(reports.calls) == 1
+        message = reports.text
+        assert message.startswith(
+            "stack burns $255.36/h (prod-cluster: $255.36/h), $175.36/h over RunPod's account spend "
+            "limit of $80/h;"
+        )
+        assert "RunPod support" in message and "billing settings" in message
+        assert "runpod_spend_limit_per_hour" in message
+
+    def test_raised_limit_from_config_passes(self) -> None:
+        assert check_stack(RUNPOD_SPEND_LIMIT, _prod(), {"runpod_spend_limit_per_hour": 300}).calls == []
+
+    def test_small_stack_passes_default(self) -> None:
+        resources = [stack_resource(POD, "dev", pod()), stack_resource(VOLUME, "vol", volume())]
+        assert check_stack(RUNPOD_SPEND_LIMIT, resources).calls == []
+
+    def test_volume_storage_counts_hourly(self) -> None:
+        resources = [stack_resource(CLUSTER, "c", cluster(cost_per_hour=79.99))]
+        resources.append(stack_resource(VOLUME, "vol", volume(storage_cost_per_month=73.0)))
+        reports = check_stack(RUNPOD_SPEND_LIMIT, resources)
+        assert "stack burns $80.09/h (c: $79.99/h, vol: $0.10/h)" in reports.text
+
+    def test_unknown_costs_are_tolerated(self) -> None:
+        resources = [stack_resource(CLUSTER, "c", cluster(cost_per_hour=UNKNOWN_NUM))]
+        assert check_stack(RUNPOD_SPEND_LIMIT, resources).calls == []
+
+
+class TestHourlyBurn:
+    def test_under_cap_passes(self) -> None:
+        assert check_stack(HOURLY_BURN, _prod(), {"max_hourly_usd": 280}).calls == []
+
+    def test_over_cap_names_resources_and_dollars(self) -> None:
+        resources = [stack_resource(POD, f"p{i}", pod(storage_cost_per_month=0.0)) for i in range(3)]
+        reports = check_stack(HOURLY_BURN, resources, {"max_hourly_usd": 60})
+        assert reports.text.startswith(
+            "stack burns $95.76/h (p0: $31.92/h, p1: $31.92/h, p2: $31.92/h), $35.76/h over the "
+            "configured cap of $60/h."
+        )
+
+    def test_unknown_cost_is_left_out(self) -> None:
+        resources = [stack_resource(POD, "p", pod(cost_per_hour=UNKNOWN_NUM, storage_cost_per_month=0))]
+        assert check_stack(HOURLY_BURN, resources, {"max_hourly_usd": 1}).calls == []
+
+
+class TestRunCost:
+    def test_run_cost_uses_max_run_hours(self) -> None:
+        reports = check_stack(RUN_COST, _prod(), {"max_run_usd": 3000})
+        # 255.36 $/h x 12 h = 3064.32
+        assert "one run costs $3,064.32 (prod-cluster: $255.36/h x 12 h)" in reports.text
+        assert "$64.32 over the configured cap of $3,000" in reports.text
+
+    def test_under_cap_passes(self) -> None:
+        assert check_stack(RUN_COST, _prod(), {"max_run_usd": 3100}).calls == []
+
+    def test_volumes_bill_for_the_longest_run(self) -> None:
+        resources = [
+            stack_resource(POD, "p", pod(storage_cost_per_month=0.0)),
+            stack_resource(VOLUME, "vol", volume(storage_cost_per_month=730.0)),
+        ]
+        reports = check_stack(RUN_COST, resources, {"max_run_usd": 100})
+        assert "vol: $1/h x 10 h" in reports.text and "$329.20" in reports.text
+
+    def test_default_hours_when_none_declared(self) -> None:
+        resources = [stack_resource(POD, "p", pod(training={}, storage_cost_per_month=0.0))]
+        reports = check_stack(RUN_COST, resources, {"max_run_usd": 100, "default_run_hours": 5})
+        assert "assumed 5 h" in reports.text and "$159.60" in reports.text
+
+
+class TestStorageCost:
+    def test_under_cap_passes(self) -> None:
+        assert check_stack(STORAGE_COST, [stack_resource(VOLUME, "vol", volume())]).calls == []
+
+    def test_over_cap_names_volumes_and_dollars(self) -> None:
+        resources = [
+            stack_resource(VOLUME, "big", volume(storage_cost_per_month=250.0)),
+            stack_resource(POD, "p", pod(storage_cost_per_month=5.0)),
+        ]
+        reports = check_stack(STORAGE_COST, resources, {"max_storage_monthly_usd": 200})
+        assert reports.text.startswith(
+            "storage costs $255/month (big: $250/month, p: $5/month), $55/month over the configured cap "
+            "of $200/month."
+        )
+
+    def test_unknown_storage_is_tolerated(self) -> None:
+        resources = [stack_resource(VOLUME, "v", volume(storage_cost_per_month=UNKNOWN_NUM))]
+        assert check_stack(STORAGE_COST, resources, {"max_storage_monthly_usd": 0}).calls == []

@@ -61,7 +61,9 @@ class Pulumi:
             check=False,
         )
         if check and proc.returncode != 0:
-            raise AssertionError(f"pulumi {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+            raise AssertionError(
+                f"pulumi {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+            )
         return proc
 
     def stack_init(self, stack: str) -> None:

@@ -10,7 +10,10 @@ from pulumi_policy import (
 
 
 def _no_forbidden(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
-    if args.resource_type == "pulumi-python:dynamic/toolcheck:Thing" and args.props.get("value") == "forbidden":
+    if (
+        args.resource_type == "pulumi-python:dynamic/toolcheck:Thing"
+        and args.props.get("value") == "forbidden"
+    ):
         report_violation("value 'forbidden' is not allowed: pick another value")
 
 
@@ -18,6 +21,8 @@ PolicyPack(
     name="toolcheck",
     enforcement_level=EnforcementLevel.MANDATORY,
     policies=[
-        ResourceValidationPolicy(name="no-forbidden", description="no forbidden values", validate=_no_forbidden)
+        ResourceValidationPolicy(
+            name="no-forbidden", description="no forbidden values", validate=_no_forbidden
+        )
     ],
 )

@@ -1,0 +1,325 @@
+"""Stack config (`trainstack:*`) parsed once into typed models; every problem names its key path and the fix.
+
+Keys (see stacks/Pulumi.*.yaml for worked examples):
+
+    trainstack:cluster                     object  ClusterConfig   what to rent
+    trainstack:bucket                      object  BucketConfig    S3 checkpoint bucket (optional)
+    trainstack:training                    object  TrainingConfig  what the nodes run
+    trainstack:runpod_spend_limit_per_hour number  the account's RunPod spend limit, USD/h (default 80)
+    trainstack:delivery_enabled            bool    hook: copy artifacts to the nodes over SSH (not wired yet)
+    trainstack:s3EndpointUrl               string  S3-compatible endpoint (shared with providers/s3)
+    trainstack:secrets.<ENV_NAME>          secret  value of a secret in training.secrets; never read here
+
+Every default is written once, on the model fields below.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+
+from components.config_rules import cross_field_problems
+from components.gpus import GPUS
+
+NAMESPACE = "trainstack"
+SECRETS_KEY = "secrets"  # values live under trainstack:secrets.<ENV_NAME>; this module never reads them
+
+
+def secret_config_key(env_name: str) -> str:
+    """The Pulumi config key holding a secret's value: `pulumi config set --secret <key> <value>`."""
+    return f"{NAMESPACE}:{SECRETS_KEY}.{env_name}"
+
+
+@dataclass(frozen=True)
+class ConfigProblem:
+    """One broken rule: where, what, and what to do about it."""
+
+    path: str  # full key path, e.g. "trainstack:cluster.nodes"
+    message: str  # what is wrong, ending with the fix after "; "
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
+class ConfigError(ValueError):
+    """The stack config breaks one or more rules; `problems` lists every one of them."""
+
+    def __init__(self, problems: list[ConfigProblem]) -> None:
+        self.problems = problems
+        lines = "\n".join(f"  - {p}" for p in problems)
+        super().__init__(f"{len(problems)} problem(s) in the stack config:\n{lines}")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+_DC_RE = re.compile(r"^[A-Z]{2}-[A-Z]{2,4}-\d+$")
+
+
+class ClusterConfig(_Model):
+    """What to rent from RunPod."""
+
+    gpu_type: str = "H100_SXM"  # key of components.gpus.GPUS
+    topology: Literal["cluster", "pods"] = "pods"  # one Instant Cluster, or independent pods
+    nodes: int = 1  # nodes of the cluster, or pods in the pool
+    gpus_per_node: int = 8
+    capacity: Literal["on_demand", "spot", "auto"] = "on_demand"  # auto: spot, falling back to on-demand
+    cloud: Literal["SECURE", "COMMUNITY"] = "SECURE"
+    data_centers: tuple[str, ...] = ()  # RunPod data center ids; empty lets RunPod choose (pods only)
+    image: str = "runpod/pytorch:2.4.0-py3.11-cuda12.4.1-devel-ubuntu22.04"
+    container_disk_gb: int = 50  # lost when a pod stops or is preempted
+    volume_gb: int = 0  # network volume (NVMe-backed), 0 for none
+    volume_type: Literal["STANDARD", "HIGH_PERFORMANCE"] = "STANDARD"
+    volume_mount_path: str = "/workspace"
+    master_port: int = 29500  # rendezvous port when RunPod does not inject MASTER_PORT
+
+    @field_validator("gpu_type")
+    @classmethod
+    def _known_gpu(cls, v: str) -> str:
+        if v not in GPUS:
+            raise ValueError(f"unknown GPU type {v!r}; use one of {', '.join(sorted(GPUS))}")
+        return v
+
+    @field_validator("nodes")
+    @classmethod
+    def _positive_nodes(cls, v: int) -> int:
+        if v < 1:
+            raise ValueError(f"must be at least 1, got {v}; set the number of nodes (or pods in the pool)")
+        return v
+
+    @field_validator("data_centers")
+    @classmethod
+    def _dc_format(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        bad = [dc for dc in v if not _DC_RE.match(dc)]
+        if bad:
+            raise ValueError(f"{bad} are not RunPod data center ids; write ids like 'US-TX-3' or 'EU-RO-1'")
+        return v
+
+    @field_validator("image")
+    @classmethod
+    def _pinned_image(cls, v: str) -> str:
+        last = v.rsplit("/", 1)[-1]
+        if not v.strip() or ("@sha256:" not in v and (":" not in last or last.endswith(":latest"))):
+            raise ValueError(
+                f"image {v!r} is not pinned; name a tag or digest (e.g. 'runpod/pytorch:2.4.0-py3.11-"
+                "cuda12.4.1-devel-ubuntu22.04'), never 'latest', so every node runs the same bits"
+            )
+        return v
+
+    @field_validator("container_disk_gb")
+    @classmethod
+    def _disk(cls, v: int) -> int:
+        if not 20 <= v <= 2000:
+            raise ValueError(f"must be 20-2000 GB, got {v}; CUDA images are ~16 GB, so give at least 20")
+        return v
+
+    @field_validator("volume_gb")
+    @classmethod
+    def _volume(cls, v: int) -> int:
+        if v != 0 and not 10 <= v <= 4096:
+            raise ValueError(f"must be 0 (no volume) or 10-4096 GB (RunPod's bounds), got {v}; pick a size")
+        return v
+
+    @field_validator("master_port")
+    @classmethod
+    def _port(cls, v: int) -> int:
+        if not 1024 <= v <= 65534:
+            raise ValueError(f"must be 1024-65534, got {v}; the default 29500 is torchrun's own")
+        return v
+
+
+_BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+_REGION_RE = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d$")
+_KMS_RE = re.compile(
+    r"^(arn:aws:kms:(?P<region>[a-z0-9-]+):\d{12}:(key|alias)/[\w/-]+|alias/[\w/-]+|[0-9a-f-]{36})$"
+)
+
+
+class BucketConfig(_Model):
+    """The S3 bucket that holds checkpoints, so a run survives losing every node."""
+
+    name: str
+    region: str
+    kms_key_id: str | None = None  # SSE-KMS key (ARN, alias or id); None means SSE-S3
+    prefix: str = "trainstack"  # keys are <prefix>/<stack>/[pod-<i>/]step-<n>.pt
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not _BUCKET_RE.match(v) or ".." in v:
+            raise ValueError(
+                f"{v!r} is not a valid S3 bucket name; use 3-63 lowercase letters, digits, '-' or '.', "
+                "starting and ending with a letter or digit"
+            )
+        return v
+
+    @field_validator("region")
+    @classmethod
+    def _region(cls, v: str) -> str:
+        if not _REGION_RE.match(v):
+            raise ValueError(f"{v!r} is not an AWS region; write one like 'us-east-1'")
+        return v
+
+    @field_validator("kms_key_id")
+    @classmethod
+    def _kms(cls, v: str | None) -> str | None:
+        if v is not None and not _KMS_RE.match(v):
+            raise ValueError(f"{v!r} is not a KMS key; give a key ARN, 'alias/<name>' or key id, or omit it")
+        return v
+
+
+_ENV_RE = re.compile(r"^[A-Z_][A-Z0-9_]*$")
+_RESERVED_ENV_PREFIXES = ("RUNPOD_", "NCCL_", "TRAINSTACK_", "TORCH_")
+_RESERVED = frozenset(
+    {"MASTER_ADDR", "MASTER_PORT", "PRIMARY_ADDR", "PRIMARY_PORT", "NODE_RANK", "NODE_ADDR", "NUM_NODES"}
+    | {"NUM_TRAINERS", "WORLD_SIZE", "RANK", "LOCAL_RANK", "HOST_NODE_ADDR", "PATH", "HOME"}
+)
+
+
+class TrainingConfig(_Model):
+    """What every node runs, and the guards around it."""
+
+    command: tuple[str, ...] = ("train/train.py",)  # torchrun's script (or -m module) and its arguments
+    workdir: str = "/workspace/trainstack"  # where the repo's train/ lands on the node
+    max_run_hours: float = 4.0  # the watchdog checkpoints and stops the run after this long
+    checkpoint_interval_min: int = 10  # checkpoints are synced to the bucket this often
+    nccl_min_busbw_gbps: float = 0.0  # preflight all-reduce bus bandwidth floor; 0 only reports
+    min_free_disk_gb: int = 20  # preflight: free space needed where checkpoints are written
+    max_restarts: int = 3  # torchrun --max-restarts
+    device: Literal["cuda", "cpu"] = "cuda"  # cpu: test clusters without GPUs (gloo, no nvidia-smi check)
+    secrets: tuple[str, ...] = ()  # env var names the node gets as RunPod secret references
+
+    @field_validator("command")
+    @classmethod
+    def _command(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        if not v or not v[0].strip():
+            raise ValueError("is empty; give torchrun's script and its arguments, e.g. ['train/train.py']")
+        return v
+
+    @field_validator("max_run_hours")
+    @classmethod
+    def _hours(cls, v: float) -> float:
+        if not 0 < v <= 168:
+            raise ValueError(
+                f"must be more than 0 and at most 168 (a week), got {v}; RunPod's own auto-stop timers "
+                "never fire, so this watchdog is the only bound on a run's bill"
+            )
+        return v
+
+    @field_validator("max_restarts")
+    @classmethod
+    def _restarts(cls, v: int) -> int:
+        if not 0 <= v <= 10:
+            raise ValueError(f"must be 0-10, got {v}; a job that fails 10 times needs a person, not a retry")
+        return v
+
+    @field_validator("min_free_disk_gb", "nccl_min_busbw_gbps")
+    @classmethod
+    def _non_negative(cls, v: float) -> float:
+        if v < 0:
+            raise ValueError(f"must be 0 or more, got {v}; use 0 to skip the check")
+        return v
+
+    @field_validator("secrets")
+    @classmethod
+    def _secret_names(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        bad = [s for s in v if not _ENV_RE.match(s) or s.startswith(_RESERVED_ENV_PREFIXES) or s in _RESERVED]
+        if bad:
+            raise ValueError(
+                f"{bad} cannot be secret names; use UPPER_SNAKE env var names that are not set by RunPod, "
+                "torchrun, NCCL or trainstack (e.g. HF_TOKEN)"
+            )
+        if len(set(v)) != len(v):
+            raise ValueError("lists a name twice; list each secret once")
+        return v
+
+
+class StackConfig(_Model):
+    """Everything the stack needs, parsed and checked."""
+
+    cluster: ClusterConfig = ClusterConfig()
+    bucket: BucketConfig | None = None
+    training: TrainingConfig = TrainingConfig()
+    runpod_spend_limit_per_hour: float = 80.0  # RunPod's default account limit [DOC]
+    delivery_enabled: bool = False
+    s3_endpoint_url: str | None = None  # config key trainstack:s3EndpointUrl, shared with providers/s3
+
+    @field_validator("runpod_spend_limit_per_hour")
+    @classmethod
+    def _limit(cls, v: float) -> float:
+        if v <= 0:
+            raise ValueError(f"must be more than 0, got {v}; RunPod's default account limit is 80")
+        return v
+
+
+_OBJECT_KEYS = frozenset({"cluster", "bucket", "training"})
+# Config keys whose name differs from the field (camelCase keys other parts of the project already read).
+_KEY_ALIASES = {"s3EndpointUrl": "s3_endpoint_url"}
+_KNOWN_KEYS = frozenset(StackConfig.model_fields) - set(_KEY_ALIASES.values()) | set(_KEY_ALIASES)
+
+
+def load_stack_config(raw: Mapping[str, Any]) -> StackConfig:
+    """Parse the `trainstack:*` config (keys with or without the namespace; values as Pulumi gives them:
+    strings, JSON strings for objects, or already-parsed values). Raises one ConfigError listing every
+    problem. Keys of other namespaces and `trainstack:secrets.*` values are ignored."""
+    values: dict[str, Any] = {}
+    problems: list[ConfigProblem] = []
+    for key, value in raw.items():
+        namespace, _, name = key.rpartition(":")
+        if namespace not in ("", NAMESPACE) or name == SECRETS_KEY or name.startswith(SECRETS_KEY + "."):
+            continue
+        if name not in _KNOWN_KEYS:
+            known = ", ".join(f"{NAMESPACE}:{k}" for k in sorted(_KNOWN_KEYS))
+            problems.append(ConfigProblem(f"{NAMESPACE}:{name}", f"unknown key; fix the spelling ({known})"))
+            continue
+        if name in _OBJECT_KEYS and isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError as exc:
+                msg = f"is not valid JSON ({exc.msg}); {_OBJ_FIX}"
+                problems.append(ConfigProblem(f"{NAMESPACE}:{name}", msg))
+                continue
+        values[_KEY_ALIASES.get(name, name)] = value
+    try:
+        config = StackConfig.model_validate(values)
+    except ValidationError as exc:
+        raise ConfigError(problems + [_from_pydantic(err) for err in exc.errors()]) from None
+    problems += [ConfigProblem(f"{NAMESPACE}:{path}", msg) for path, msg in cross_field_problems(config)]
+    if problems:
+        raise ConfigError(problems)
+    return config
+
+
+_OBJ_FIX = "write it as a YAML mapping under the key in stacks/Pulumi.<stack>.yaml"
+
+# Fixes for pydantic's own (type-level) errors; domain rules carry their fix in the validator text.
+_PYDANTIC_FIXES = {
+    "missing": "add it; see stacks/Pulumi.prod.yaml for an example",
+    "extra_forbidden": "remove it or fix the spelling; the fields are listed in components/config.py",
+    "literal_error": "use one of the values listed",
+    "int_parsing": "write a whole number",
+    "int_type": "write a whole number",
+    "int_from_float": "write a whole number",
+    "float_parsing": "write a number",
+    "float_type": "write a number",
+    "bool_parsing": "write true or false",
+    "bool_type": "write true or false",
+    "string_type": "write a string",
+    "tuple_type": "write a YAML list",
+    "model_type": _OBJ_FIX,
+    "model_attributes_type": _OBJ_FIX,
+}
+
+
+def _from_pydantic(err: Any) -> ConfigProblem:
+    path = NAMESPACE + ":" + ".".join(str(p) for p in err["loc"])
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    if err["type"] != "value_error":
+        msg = f"{msg[:1].lower()}{msg[1:]}; {_PYDANTIC_FIXES.get(err['type'], 'see components/config.py')}"
+    return ConfigProblem(path, msg)

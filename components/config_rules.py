@@ -1,0 +1,185 @@
+"""Rules that span several stack config fields (single-field rules sit on the models in config.py)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from components.gpus import GPUS
+
+if TYPE_CHECKING:
+    from components.config import StackConfig
+
+HOURS_PER_MONTH = 730.0  # RunPod bills storage per month and charges it hourly
+# FACTS §6: network volumes cost $0.07/GB/month for the first TB. Used only for the budget estimate; the
+# providers price from the live catalog.
+VOLUME_USD_PER_GB_MONTH = 0.07
+SPOT_MAX_CHECKPOINT_INTERVAL_MIN = 30  # a spot pod gets a 5 s notice: the timer is what limits lost work
+S3_CREDENTIAL_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
+
+Problem = tuple[str, str]  # (key path without the namespace, message ending with the fix)
+
+
+def estimate_cost_per_hour(config: StackConfig) -> float:
+    """USD/h the stack costs at the GPU table's price hint. Spot and `auto` are priced on-demand: `auto`
+    may fall back to it and RunPod publishes no spot price any more, so the budget assumes the dearer one."""
+    c = config.cluster
+    gpu_cost = c.nodes * c.gpus_per_node * GPUS[c.gpu_type].price_per_gpu_hour
+    return gpu_cost + c.volume_gb * VOLUME_USD_PER_GB_MONTH / HOURS_PER_MONTH
+
+
+def cross_field_problems(config: StackConfig) -> list[Problem]:
+    """Every cross-field rule the config breaks, in a stable order."""
+    return [
+        *_topology_problems(config),
+        *_capacity_problems(config),
+        *_placement_problems(config),
+        *_training_problems(config),
+        *_budget_problems(config),
+    ]
+
+
+def _topology_problems(config: StackConfig) -> list[Problem]:
+    c = config.cluster
+    gpu = GPUS[c.gpu_type]
+    out: list[Problem] = []
+    if c.gpus_per_node not in gpu.allowed_counts:
+        counts = ", ".join(map(str, gpu.allowed_counts))
+        out.append(
+            (
+                "cluster.gpus_per_node",
+                f"{c.gpu_type} pods come with {counts} GPUs, not {c.gpus_per_node}; use one of those counts",
+            )
+        )
+    if c.topology != "cluster":
+        return out
+    if not gpu.instant_cluster:
+        out.append(
+            (
+                "cluster.topology",
+                f"{gpu.label} has no Instant Clusters ({gpu.why}); use gpu_type "
+                "H100_SXM for a cluster, or topology 'pods'",
+            )
+        )
+    if not 2 <= c.nodes <= 8:
+        out.append(
+            (
+                "cluster.nodes",
+                f"must be 2-8 for topology 'cluster', got {c.nodes} (self-serve Instant "
+                "Clusters are 2-8 nodes); use topology 'pods' for 1 node",
+            )
+        )
+    if c.gpus_per_node != gpu.gpus_per_node:
+        out.append(
+            (
+                "cluster.gpus_per_node",
+                f"Instant Cluster nodes are whole {gpu.gpus_per_node}-GPU "
+                f"machines, got {c.gpus_per_node}; set gpus_per_node: {gpu.gpus_per_node}",
+            )
+        )
+    if config.training.nccl_min_busbw_gbps <= 0:
+        out.append(
+            (
+                "training.nccl_min_busbw_gbps",
+                "must be above 0 for topology 'cluster': a node off the "
+                "fabric (100 Mbps) would go unnoticed; set a floor, e.g. 300",
+            )
+        )
+    return out
+
+
+def _capacity_problems(config: StackConfig) -> list[Problem]:
+    c = config.cluster
+    if c.capacity == "on_demand":
+        return []
+    out: list[Problem] = []
+    if c.topology == "cluster":
+        out.append(
+            (
+                "cluster.capacity",
+                f"Instant Clusters are on-demand only, got {c.capacity!r}; set "
+                "capacity: on_demand, or use topology 'pods' for spot",
+            )
+        )
+    if config.bucket is None:
+        out.append(
+            (
+                "bucket",
+                f"capacity {c.capacity!r} can lose a pod with 5 s notice and its container "
+                "disk with it; configure trainstack:bucket so checkpoints survive",
+            )
+        )
+    if config.training.checkpoint_interval_min > SPOT_MAX_CHECKPOINT_INTERVAL_MIN:
+        out.append(
+            (
+                "training.checkpoint_interval_min",
+                f"must be at most {SPOT_MAX_CHECKPOINT_INTERVAL_MIN} "
+                f"with capacity {c.capacity!r}, got {config.training.checkpoint_interval_min} (a preempted "
+                "pod loses everything since the last sync); lower it",
+            )
+        )
+    return out
+
+
+def _placement_problems(config: StackConfig) -> list[Problem]:
+    c = config.cluster
+    out: list[Problem] = []
+    needs_one_dc = c.topology == "cluster" or c.volume_gb > 0
+    if needs_one_dc and len(c.data_centers) != 1:
+        why = (
+            "an Instant Cluster lives in one data center"
+            if c.topology == "cluster"
+            else ("a network volume attaches only to pods in its own data center")
+        )
+        out.append(
+            (
+                "cluster.data_centers",
+                f"must name exactly one data center, got {len(c.data_centers)} "
+                f"({why}); list one, e.g. ['US-TX-3']",
+            )
+        )
+    if c.volume_gb > 0 and c.cloud != "SECURE":
+        out.append(
+            ("cluster.cloud", "network volumes exist only on Secure Cloud; set cloud: SECURE or volume_gb: 0")
+        )
+    return out
+
+
+def _training_problems(config: StackConfig) -> list[Problem]:
+    t = config.training
+    out: list[Problem] = []
+    if t.checkpoint_interval_min < 1 or t.checkpoint_interval_min > t.max_run_hours * 60:
+        out.append(
+            (
+                "training.checkpoint_interval_min",
+                f"must be 1 to max_run_hours x 60 "
+                f"({t.max_run_hours * 60:g}), got {t.checkpoint_interval_min}; pick an interval inside "
+                "the run",
+            )
+        )
+    missing = [name for name in S3_CREDENTIAL_ENV if name not in t.secrets]
+    if config.bucket is not None and missing:
+        out.append(
+            (
+                "training.secrets",
+                f"a bucket is configured but the nodes would get no {missing} "
+                "(RunPod pods have no IAM role); add them to training.secrets and set their values "
+                "with `pulumi config set --secret trainstack:secrets.<NAME> <value>`",
+            )
+        )
+    return out
+
+
+def _budget_problems(config: StackConfig) -> list[Problem]:
+    c = config.cluster
+    cost = estimate_cost_per_hour(config)
+    limit = config.runpod_spend_limit_per_hour
+    if cost <= limit:
+        return []
+    gpu = GPUS[c.gpu_type]
+    message = (
+        f"the stack costs about ${cost:.2f}/h ({c.nodes} x {c.gpus_per_node} {c.gpu_type} at "
+        f"${gpu.price_per_gpu_hour:.2f}/GPU-h, priced on-demand) but the account may spend "
+        f"${limit:g}/h, so the deploy would fail part-way; ask RunPod to raise the account limit and "
+        "set this key to the new limit, or use fewer nodes"
+    )
+    return [("runpod_spend_limit_per_hour", message)]

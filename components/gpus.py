@@ -1,0 +1,111 @@
+"""GPU capability table: what each RunPod GPU type can do, as data with the reason for every limit.
+
+Read by the stack config validation (components/config.py) and by the policy pack, so that both say the same
+thing. Tags in `why`/`price_source` follow /work/shared/reference/runpod/FACTS.md: [DOC] RunPod docs/spec,
+[3P] third-party observation, [INF] inference to verify.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class SpotAvailability(StrEnum):
+    """Whether RunPod still rents this GPU as interruptible (spot) capacity."""
+
+    # Only through the deprecated GraphQL `podRentInterruptable` mutation, which RunPod said it is removing
+    # (FACTS §4): a request may be refused at any time, so `auto` falls back to on-demand.
+    LEGACY = "legacy"
+    # Never offered as spot.
+    NONE = "none"
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    """One GPU type as the stack sees it."""
+
+    key: str  # name used in stack config (`trainstack:cluster.gpu_type`)
+    api_id: str  # RunPod `gpuTypeId` (v2 uses long names) [DOC]
+    gpus_per_node: int  # GPUs on one full node (board); Instant Clusters use full nodes
+    allowed_counts: tuple[int, ...]  # GPU counts a single pod may ask for
+    interconnect: str  # within a node, and between nodes when in an Instant Cluster
+    instant_cluster: bool  # self-serve Instant Clusters offered for this type
+    spot: SpotAvailability
+    price_per_gpu_hour: float  # USD, secure cloud on-demand: offline fallback for the live catalog
+    price_source: str  # where and when the price was observed
+    min_cuda_version: str  # sent as `gpu.minCudaVersion` so no pod lands on a too-old driver [RP]
+    why: str  # why the limits above are what they are
+
+    @property
+    def label(self) -> str:
+        """Short human name for messages, e.g. "H100_SXM (NVIDIA H100 80GB HBM3)"."""
+        return f"{self.key} ({self.api_id})"
+
+
+_SPOT_WHY = (
+    "spot exists only through the deprecated GraphQL podRentInterruptable mutation that RunPod is removing "
+    "(FACTS §4 [DOC/RP]); REST v2 has no spot field"
+)
+
+GPUS: dict[str, GpuSpec] = {
+    spec.key: spec
+    for spec in (
+        GpuSpec(
+            key="H100_SXM",
+            api_id="NVIDIA H100 80GB HBM3",
+            gpus_per_node=8,
+            allowed_counts=(1, 2, 4, 8),
+            interconnect="NVLink 4 via NVSwitch in a node; 3200 Gbps fabric (ens1-ens8) in Instant Clusters",
+            instant_cluster=True,
+            spot=SpotAvailability.LEGACY,
+            price_per_gpu_hour=3.99,
+            price_source="FACTS §7: secure on-demand $3.99/GPU-h observed 2026-10-19 and 2026-11-09 [3P]",
+            min_cuda_version="12.4",
+            why=(
+                "SXM boards hold 8 GPUs on one NVSwitch; self-serve Instant Clusters are 2-8 such nodes "
+                f"(16-64 GPUs) in one data center [DOC]; {_SPOT_WHY}"
+            ),
+        ),
+        GpuSpec(
+            key="H100_PCIE",
+            api_id="NVIDIA H100 PCIe",
+            gpus_per_node=8,
+            allowed_counts=(1, 2, 4, 8),
+            interconnect="PCIe 5 (optional NVLink bridges between pairs); no cluster fabric",
+            instant_cluster=False,
+            spot=SpotAvailability.LEGACY,
+            price_per_gpu_hour=2.89,
+            price_source="FACTS §7: secure on-demand $2.89/GPU-h [3P]",
+            min_cuda_version="12.4",
+            why=(
+                "PCIe cards have no NVSwitch, and Instant Clusters are documented for SXM parts only [INF]: "
+                f"use single-node pods; {_SPOT_WHY}"
+            ),
+        ),
+        GpuSpec(
+            key="H100_NVL",
+            api_id="NVIDIA H100 NVL",
+            gpus_per_node=8,
+            allowed_counts=(1, 2, 4, 8),
+            interconnect="NVLink bridges between card pairs; PCIe otherwise; no cluster fabric",
+            instant_cluster=False,
+            spot=SpotAvailability.LEGACY,
+            price_per_gpu_hour=3.19,
+            price_source="FACTS §7: secure on-demand $3.19/GPU-h [3P]",
+            min_cuda_version="12.4",
+            why=(
+                "NVL cards are bridged in pairs only, and Instant Clusters are documented for SXM parts only "
+                f"[INF]: use single-node pods; {_SPOT_WHY}"
+            ),
+        ),
+    )
+}
+
+
+def gpu_spec(key: str) -> GpuSpec:
+    """The table row for `key`; KeyError names the known keys."""
+    try:
+        return GPUS[key]
+    except KeyError:
+        raise KeyError(f"unknown GPU type {key!r}; known: {', '.join(sorted(GPUS))}") from None

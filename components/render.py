@@ -1,0 +1,179 @@
+"""Pure rendering of the node artifacts (hostfile, hosts, start scripts) from plain records and the config."""
+
+from __future__ import annotations
+
+import math
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from components.config import StackConfig
+
+# The static part of every start script; the rendered header above it sets the variables it reads.
+_BODY = (Path(__file__).parent / "templates" / "start-node.body.bash").read_text(encoding="utf-8")
+_ADDR_RE = re.compile(r"^[A-Za-z0-9.:-]+$")  # an IP or host name: nothing a shell or hosts file would split
+_NO_VOLUME_CHECKPOINT_ROOT = "/root/trainstack-checkpoints"  # container disk: lost when the pod stops
+STOP_GRACE_S = 300  # after max_run_hours: time the job gets to checkpoint and stop before SIGTERM
+TERM_UPLOAD_S = 4  # on SIGTERM: a spot pod is killed 5 s after the notice (FACTS §4)
+
+
+@dataclass(frozen=True)
+class Node:
+    """One machine as the providers report it."""
+
+    rank: int  # 0 = primary (Instant Cluster rank) or index in the pod pool
+    ip: str  # fabric IP (cluster) or private IP (pods)
+    pod_id: str  # RunPod pod id
+    ssh_host: str  # where `ssh -p <ssh_port> root@<ssh_host>` reaches the node
+    ssh_port: int
+
+    @property
+    def ssh_endpoint(self) -> str:
+        return f"{self.ssh_host}:{self.ssh_port}"
+
+
+@dataclass(frozen=True)
+class Artifacts:
+    """Everything rendered for one stack; file name -> text in `files`."""
+
+    hostfile: str
+    hosts: str
+    start_scripts: Mapping[str, str] = field(default_factory=dict)  # "start-node-<rank>.sh" -> script
+
+    def files(self) -> dict[str, str]:
+        return {"hostfile": self.hostfile, "hosts": self.hosts, **self.start_scripts}
+
+
+@dataclass(frozen=True)
+class _Job:
+    """What one node's torchrun joins: the whole cluster, or its own pod (pods topology)."""
+
+    name: str  # rendezvous id, checkpoint dir and bucket prefix
+    node_rank: int
+    num_nodes: int
+    master_addr: str
+    shard_by_node: bool  # cluster: each node reads its own data shard; pods: every trial reads all data
+    index: int  # the node's rank in the stack's node list (cluster rank or pool index)
+
+
+def render_hostfile(nodes: Sequence[Node], gpus_per_node: int) -> str:
+    """DeepSpeed/MPI hostfile, `<ip> slots=<gpus>` in rank order."""
+    return "".join(f"{n.ip} slots={gpus_per_node}\n" for n in _checked(nodes))
+
+
+def render_hosts(nodes: Sequence[Node]) -> str:
+    """/etc/hosts lines, `<ip> node-<rank>`, so nodes never depend on DNS."""
+    return "".join(f"{n.ip} node-{n.rank}\n" for n in _checked(nodes))
+
+
+def render_artifacts(
+    stack: str, config: StackConfig, nodes: Sequence[Node], s3_endpoint_url: str | None = None
+) -> Artifacts:
+    """All artifacts for the stack; `s3_endpoint_url` (if any) becomes the nodes' default S3 endpoint."""
+    nodes = _checked(nodes)
+    return Artifacts(
+        hostfile=render_hostfile(nodes, config.cluster.gpus_per_node),
+        hosts=render_hosts(nodes),
+        start_scripts={
+            f"start-node-{n.rank}.sh": render_start_script(stack, config, nodes, n.rank, s3_endpoint_url)
+            for n in nodes
+        },
+    )
+
+
+def render_start_script(
+    stack: str, config: StackConfig, nodes: Sequence[Node], rank: int, s3_endpoint_url: str | None = None
+) -> str:
+    """The strict-bash start script of node `rank` (see templates/start-node.body.bash for what it does)."""
+    if not re.fullmatch(r"[a-z0-9][a-z0-9-]*", stack):
+        raise ValueError(f"stack name {stack!r}: use lowercase letters, digits and '-'")
+    nodes = _checked(nodes)
+    job = _job(stack, config, nodes, rank)
+    header = [
+        "#!/usr/bin/env bash",
+        f"# start-node-{rank}.sh: trainstack stack '{stack}', node {rank} of {len(nodes)} "
+        f"(topology {config.cluster.topology}, job {job.name}).",
+        "# Rendered by components/render.py: do not edit, re-render. RunPod's injected cluster variables",
+        "# (MASTER_ADDR, NODE_RANK, ...) win over the RENDERED_* values; every TRAINSTACK_* value below",
+        "# can be overridden from the environment. No secret value is ever written here.",
+        "set -euo pipefail",
+        "",
+        *_assignments(stack, config, job, nodes, s3_endpoint_url),
+        "",
+    ]
+    return "\n".join(header) + _BODY
+
+
+def _assignments(
+    stack: str, config: StackConfig, job: _Job, nodes: Sequence[Node], s3_endpoint_url: str | None
+) -> list[str]:
+    c, t = config.cluster, config.training
+    root = f"{c.volume_mount_path}/checkpoints" if c.volume_gb else _NO_VOLUME_CHECKPOINT_ROOT
+    bucket = config.bucket
+    overridable: dict[str, str | int | float] = {
+        "TRAINSTACK_STACK": stack,
+        "TRAINSTACK_JOB": job.name,
+        "TRAINSTACK_DEVICE": t.device,
+        "TRAINSTACK_WORKDIR": t.workdir,
+        "TRAINSTACK_CHECKPOINT_DIR": f"{root}/{job.name}",
+        "TRAINSTACK_CHECKPOINT_BUCKET": bucket.name if bucket else "",
+        "TRAINSTACK_CHECKPOINT_PREFIX": f"{bucket.prefix}/{job.name}" if bucket else "",
+        "TRAINSTACK_CHECKPOINT_INTERVAL_S": t.checkpoint_interval_min * 60,
+        "TRAINSTACK_MAX_RUN_S": math.ceil(t.max_run_hours * 3600),
+        "TRAINSTACK_STOP_GRACE_S": STOP_GRACE_S,
+        "TRAINSTACK_TERM_UPLOAD_S": TERM_UPLOAD_S,
+        "TRAINSTACK_MAX_RESTARTS": t.max_restarts,
+        "TRAINSTACK_MIN_FREE_DISK_GB": t.min_free_disk_gb,
+        "TRAINSTACK_NCCL_MIN_BUSBW_GBPS": f"{t.nccl_min_busbw_gbps:g}",
+        "TRAINSTACK_SHARD_BY_NODE": int(job.shard_by_node),
+        "TRAINSTACK_POD_INDEX": job.index,
+    }
+    lines = [
+        "# Identity of this node; RunPod's injected variables take precedence (see section 1 below).",
+        f"RENDERED_NODE_RANK={job.node_rank}",
+        f"RENDERED_NUM_NODES={job.num_nodes}",
+        f"RENDERED_GPUS_PER_NODE={c.gpus_per_node}",
+        f"RENDERED_MASTER_ADDR={shlex.quote(job.master_addr)}",
+        f"RENDERED_MASTER_PORT={c.master_port}",
+        "",
+        "# Settings; each may be overridden from the environment.",
+    ]
+    lines += [f"{k}=${{{k}:-{shlex.quote(str(v))}}}" for k, v in overridable.items()]
+    if s3_endpoint_url:
+        lines.append(f"AWS_ENDPOINT_URL_S3=${{AWS_ENDPOINT_URL_S3:-{shlex.quote(s3_endpoint_url)}}}")
+        lines.append("export AWS_ENDPOINT_URL_S3")
+    lines += [
+        "",
+        "# torchrun's script and arguments, run from TRAINSTACK_WORKDIR.",
+        f"TRAIN_COMMAND=({' '.join(shlex.quote(a) for a in t.command)})",
+        "# Env vars RunPod fills from its secret store ({{ RUNPOD_SECRET_<name> }}); checked, never printed.",
+        f"SECRET_NAMES=({' '.join(t.secrets)})",
+        "# Appended to the hosts file between marker lines, replacing any earlier block of this stack.",
+        "HOSTS_BLOCK=$(cat <<'EOF'",
+        render_hosts(nodes).rstrip("\n"),
+        "EOF",
+        ")",
+    ]
+    return lines
+
+
+def _job(stack: str, config: StackConfig, nodes: Sequence[Node], rank: int) -> _Job:
+    node = next((n for n in nodes if n.rank == rank), None)
+    if node is None:
+        raise ValueError(f"no node with rank {rank} among ranks {[n.rank for n in nodes]}")
+    if config.cluster.topology == "cluster":
+        return _Job(stack, rank, len(nodes), nodes[0].ip, shard_by_node=True, index=rank)
+    # A pod of the pool is a single-node job of its own, so it is its own primary.
+    return _Job(f"{stack}-pod-{rank}", 0, 1, "127.0.0.1", shard_by_node=False, index=rank)
+
+
+def _checked(nodes: Sequence[Node]) -> list[Node]:
+    ordered = sorted(nodes, key=lambda n: n.rank)
+    if [n.rank for n in ordered] != list(range(len(ordered))) or not ordered:
+        raise ValueError(f"node ranks must be 0..n-1 with no gaps, got {[n.rank for n in nodes]}")
+    bad = [n.rank for n in ordered if not _ADDR_RE.match(n.ip)]
+    if bad:
+        raise ValueError(f"nodes {bad} have no usable IP address (got {[ordered[r].ip for r in bad]})")
+    return ordered

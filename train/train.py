@@ -1,0 +1,127 @@
+"""A tiny DDP training job the start scripts launch with torchrun: resumes, checkpoints atomically, stops.
+
+Environment (set by the start script; defaults let it run by hand under torchrun):
+  TRAINSTACK_CHECKPOINT_DIR     where step-<n>.pt checkpoints live (default ./checkpoints)
+  TRAINSTACK_STOP_FILE          when this file appears, checkpoint and stop (the max-run watchdog)
+  TRAINSTACK_DEVICE             cuda (nccl) or cpu (gloo); default: cuda when available
+  TRAINSTACK_SHARD_INDEX/_NUM_SHARDS  which slice of the (synthetic) data this node reads
+  TRAINSTACK_STEPS              total steps (default 300)
+  TRAINSTACK_CHECKPOINT_EVERY   steps between checkpoints (default 50)
+
+torch is imported here only: it exists on the nodes, not in the project's venv.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import time
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+_CKPT_RE = re.compile(r"^step-(\d+)\.pt$")
+KEEP_LOCAL = 3  # older checkpoints are already in the bucket (the start script syncs them)
+LOG_EVERY = 50
+_term_requested = False
+
+
+def newest_checkpoint(directory: Path) -> Path | None:
+    """The checkpoint with the highest step number (names, not mtimes: copies reset mtimes)."""
+    found = [(int(m.group(1)), p) for p in directory.glob("step-*.pt") if (m := _CKPT_RE.match(p.name))]
+    return max(found)[1] if found else None
+
+
+def save_checkpoint(directory: Path, step: int, state: dict[str, Any]) -> Path:
+    """Write atomically (temp file, then rename) so a reader or an uploader never sees half a file."""
+    final = directory / f"step-{step:08d}.pt"
+    tmp = directory / f".{final.name}.tmp"
+    torch.save(state, tmp)
+    os.replace(tmp, final)
+    for old in sorted(directory.glob("step-*.pt"))[:-KEEP_LOCAL]:
+        old.unlink(missing_ok=True)
+    return final
+
+
+def _on_term(signum: int, frame: FrameType | None) -> None:
+    global _term_requested
+    _term_requested = True
+
+
+def _should_stop(stop_file: str, device: torch.device) -> bool:
+    """Every rank must stop at the same step or DDP hangs: agree on the flag with an all_reduce."""
+    flag = torch.tensor([1.0 if (_term_requested or (stop_file and os.path.exists(stop_file))) else 0.0])
+    flag = flag.to(device)
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+    return bool(flag.item() > 0)
+
+
+def _batch(step: int, shard: int, num_shards: int, device: torch.device) -> tuple[Any, Any]:
+    """Synthetic regression data; each shard draws from its own seed stream."""
+    gen = torch.Generator().manual_seed(step * num_shards + shard)
+    x = torch.randn(64, 32, generator=gen)
+    y = x.sum(dim=1, keepdim=True)
+    return x.to(device), y.to(device)
+
+
+def main() -> None:
+    use_cuda = os.environ.get("TRAINSTACK_DEVICE", "cuda" if torch.cuda.is_available() else "cpu") == "cuda"
+    dist.init_process_group("nccl" if use_cuda else "gloo")
+    rank, local_rank = dist.get_rank(), int(os.environ.get("LOCAL_RANK", "0"))
+    device = torch.device(f"cuda:{local_rank}" if use_cuda else "cpu")
+    if use_cuda:
+        torch.cuda.set_device(device)
+    ckpt_dir = Path(os.environ.get("TRAINSTACK_CHECKPOINT_DIR", "checkpoints"))
+    ckpt_dir.mkdir(parents=True, exist_ok=True)
+    stop_file = os.environ.get("TRAINSTACK_STOP_FILE", "")
+    steps = int(os.environ.get("TRAINSTACK_STEPS", "300"))
+    every = int(os.environ.get("TRAINSTACK_CHECKPOINT_EVERY", "50"))
+    shard = int(os.environ.get("TRAINSTACK_SHARD_INDEX", "0"))
+    num_shards = int(os.environ.get("TRAINSTACK_NUM_SHARDS", "1"))
+    signal.signal(signal.SIGTERM, _on_term)
+
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1)).to(device)
+    optim = torch.optim.SGD(model.parameters(), lr=0.01)
+    first = 0
+    newest = newest_checkpoint(ckpt_dir)
+    if newest is not None:
+        state = torch.load(newest, map_location=device)
+        model.load_state_dict(state["model"])
+        optim.load_state_dict(state["optim"])
+        first = int(state["step"])
+    if rank == 0:
+        origin = f"resumed from {newest.name}" if newest else "fresh start"
+        print(f"first step {first} ({origin})", flush=True)
+    ddp = DistributedDataParallel(model, device_ids=[local_rank] if use_cuda else None)
+
+    step, tick = first, time.perf_counter()
+    while step < steps:
+        x, y = _batch(step, shard, num_shards, device)
+        loss = torch.nn.functional.mse_loss(ddp(x), y)
+        optim.zero_grad()
+        loss.backward()
+        optim.step()
+        step += 1
+        stop = _should_stop(stop_file, device)
+        if rank == 0 and (step % every == 0 or step == steps or stop):
+            state = {"model": model.state_dict(), "optim": optim.state_dict(), "step": step}
+            save_checkpoint(ckpt_dir, step, state)
+        if rank == 0 and step % LOG_EVERY == 0:
+            now = time.perf_counter()
+            print(f"step {step} loss {loss.item():.4f} {LOG_EVERY / (now - tick):.1f} steps/s", flush=True)
+            tick = now
+        if stop:
+            if rank == 0:
+                print(f"stopping at step {step} (checkpoint saved)", flush=True)
+            break
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

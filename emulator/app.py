@@ -1,0 +1,87 @@
+"""Assemble the server: world, routers, problem+json error handlers, the gate, and uvicorn."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+from typing import Any
+
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp
+
+from emulator import admin, graphql_api, routes_catalog, routes_v2
+from emulator.catalog import Catalog
+from emulator.config import Settings
+from emulator.gate import Counters, Gate
+from emulator.problems import ApiError, problem
+from emulator.spec import Spec
+from emulator.store import Store
+from emulator.world import World
+
+log = logging.getLogger("emulator")
+
+
+async def _api_error(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, ApiError)
+    return problem(exc)
+
+
+async def _http_error(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, HTTPException)
+    return problem(ApiError(exc.status_code, str(exc.detail), headers=dict(exc.headers or {})))
+
+
+async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    errors = [f"{'/'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg')}" for e in exc.errors()]
+    return problem(ApiError(422, "the request does not validate", errors=errors))
+
+
+def create_app(settings: Settings) -> tuple[ASGIApp, World]:
+    """The ASGI app to serve (the gate around FastAPI) and its world, for tests and `serve`."""
+    world = World(settings, Store(settings.state_dir), Catalog.load())
+    spec = Spec(settings.spec_path)
+    api = FastAPI(title="local RunPod", docs_url=None, redoc_url=None, openapi_url=None)
+    for router in (routes_v2.router, routes_catalog.router, graphql_api.router, admin.router):
+        api.include_router(router)
+    api.add_exception_handler(ApiError, _api_error)
+    api.add_exception_handler(HTTPException, _http_error)
+    api.add_exception_handler(RequestValidationError, _validation_error)
+    counters = Counters()
+    gate = Gate(api, world, spec, counters)
+    api.state.world, api.state.spec, api.state.counters, api.state.gate_buckets = world, spec, counters, gate.buckets
+    return gate, world
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    return sock
+
+
+def serve(settings: Settings, access_log: bool = False) -> None:
+    """Bind first (port 0 picks a free one), publish `server.json`, then serve until signalled."""
+    app, world = create_app(settings)
+    sock = _bind(settings.host, settings.port)
+    port = sock.getsockname()[1]
+    info: dict[str, Any] = {"pid": os.getpid(), "host": settings.host, "port": port,
+                            "baseUrl": f"http://{settings.host}:{port}"}  # fmt: skip
+    marker = settings.state_dir / "server.json"
+    tmp = marker.with_suffix(".tmp")
+    tmp.write_text(json.dumps(info), encoding="utf-8")
+    tmp.replace(marker)  # atomic, so a reader never sees half a file
+    config = uvicorn.Config(app, log_level=settings.log_level, access_log=access_log, lifespan="off")
+    try:
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        world.store.set_setting("clock", world.now())
+        world.store.close()
+        marker.unlink(missing_ok=True)

@@ -1,0 +1,130 @@
+"""The dated price and stock snapshot, and the v2 catalog views built from it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+CATALOG_FILE = Path(__file__).parent / "data" / "catalog-2026-11-09.json"
+
+
+class Prices(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    secure: float
+    community: float
+
+
+class MaxCount(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    secure: int
+    community: int
+
+
+class Gpu(BaseModel):
+    """One GPU type; `id` is RunPod's long name, the one `gpu.id` carries."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    name: str
+    pool: str
+    manufacturer: str
+    memory: int
+    price: Prices  # USD per GPU-hour
+    maxCount: MaxCount  # noqa: N815 - RunPod's field name
+    spotMinBid: float  # noqa: N815 - USD per GPU-hour, legacy interruptible pods only
+
+
+class DataCenter(BaseModel):
+    """One location; `stock` is free GPUs per GPU type before any pod is placed."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    name: str
+    region: str
+    countryCode: str  # noqa: N815
+    globalNetwork: bool  # noqa: N815
+    networkVolumeTypes: list[str]  # noqa: N815
+    compliance: list[str]
+    stock: dict[str, int]
+
+
+class Catalog(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    snapshotDate: str  # noqa: N815
+    cudaVersions: list[str]  # noqa: N815
+    gpus: list[Gpu]
+    dataCenters: list[DataCenter]  # noqa: N815
+
+    @classmethod
+    def load(cls, path: Path = CATALOG_FILE) -> Catalog:
+        return cls.model_validate(json.loads(path.read_text(encoding="utf-8")))
+
+    def gpu(self, gpu_id: str) -> Gpu | None:
+        return next((g for g in self.gpus if g.id == gpu_id), None)
+
+    def data_center(self, dc_id: str) -> DataCenter | None:
+        return next((d for d in self.dataCenters if d.id == dc_id), None)
+
+    def price(self, gpu_id: str, cloud: str) -> float:
+        gpu = self.gpu(gpu_id)
+        if gpu is None:
+            return 0.0
+        return gpu.price.secure if cloud == "SECURE" else gpu.price.community
+
+
+def availability_level(free: int) -> str:
+    """RunPod publishes stock as a coarse level; these thresholds are ours."""
+    if free <= 0:
+        return "NONE"
+    return "LOW" if free < 8 else ("MEDIUM" if free < 32 else "HIGH")
+
+
+def gpu_view(catalog: Catalog, gpu: Gpu, free: dict[str, int] | None) -> dict[str, Any]:
+    """A `GpuType`; `free` (per data center) adds the availability fields."""
+    view: dict[str, Any] = {
+        "id": gpu.id,
+        "name": gpu.name,
+        "pool": gpu.pool,
+        "manufacturer": gpu.manufacturer,
+        "memory": gpu.memory,
+        "secure": True,
+        "community": True,
+        "price": gpu.price.model_dump(),
+        "maxCount": gpu.maxCount.model_dump(),
+    }
+    if free is not None:
+        view["availability"] = availability_level(sum(free.values()))
+        view["dataCenters"] = [
+            {"id": dc.id, "name": dc.name, "availability": availability_level(free.get(dc.id, 0))}
+            for dc in catalog.dataCenters
+            if gpu.id in dc.stock
+        ]
+        view["cudaVersions"] = [{"version": v, "available": True} for v in catalog.cudaVersions]
+    return view
+
+
+def data_center_view(catalog: Catalog, dc: DataCenter, free: dict[str, int] | None) -> dict[str, Any]:
+    """A `DataCenter`; `free` (per GPU type) adds `gpuAvailability`."""
+    view: dict[str, Any] = {
+        "id": dc.id,
+        "name": dc.name,
+        "region": dc.region,
+        "globalNetwork": dc.globalNetwork,
+        "networkVolumeTypes": list(dc.networkVolumeTypes),
+        "compliance": list(dc.compliance),
+    }
+    if free is not None:
+        view["gpuAvailability"] = [
+            {"id": g.id, "name": g.name, "availability": availability_level(free.get(g.id, 0))}
+            for g in catalog.gpus
+            if g.id in dc.stock
+        ]
+    return view

@@ -1,0 +1,59 @@
+"""Settings of one local RunPod server: timings, limits, faults at start, where state lives."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+DEFAULT_API_KEY = "local-runpod-key"
+# RunPod's default account spend limit (FACTS.md section 7).
+DEFAULT_SPEND_LIMIT = 80.0
+# RunPod's example quota in the v2 spec: 60 requests per minute per user.
+DEFAULT_RATE_PER_MINUTE = 60
+
+
+def default_spec_path() -> Path:
+    """The RunPod v2 spec beside the repo (`../shared/...`), or `TRAINSTACK_OPENAPI_V2`."""
+    override = os.environ.get("TRAINSTACK_OPENAPI_V2")
+    if override:
+        return Path(override)
+    repo = Path(__file__).resolve().parent.parent
+    return repo.parent / "shared" / "reference" / "runpod" / "openapi-v2.json"
+
+
+class Timing(BaseModel):
+    """How long (in emulated seconds) a pod spends in each phase of its start."""
+
+    model_config = ConfigDict(frozen=True)
+
+    provisioning_s: float = Field(default=10.0, ge=0)
+    starting_s: float = Field(default=5.0, ge=0)
+    # RunPod reports RUNNING before `runtime` and the port map exist (FACTS.md section 2).
+    runtime_lag_s: float = Field(default=3.0, ge=0)
+    # The historical spot warning: SIGTERM, then SIGKILL 5 s later (FACTS.md section 4).
+    preempt_notice_s: float = Field(default=5.0, ge=0)
+
+
+class Settings(BaseModel):
+    """Everything a server is started with; the admin API may change limits and faults later."""
+
+    model_config = ConfigDict(frozen=True)
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8787, ge=0, le=65535)
+    state_dir: Path = Path(".state/local-runpod/emulator")
+    spec_path: Path = Field(default_factory=default_spec_path)
+    api_key: str = DEFAULT_API_KEY
+    # 1.0 is real time; 0 freezes the clock so only the admin API moves it.
+    time_scale: float = Field(default=1.0, ge=0)
+    timing: Timing = Timing()
+    offer_spot: bool = False
+    spend_limit: float = Field(default=DEFAULT_SPEND_LIMIT, ge=0)
+    balance: float = Field(default=1000.0, ge=0)
+    rate_per_minute: int = Field(default=DEFAULT_RATE_PER_MINUTE, ge=1)
+    error_rate: float = Field(default=0.0, ge=0, le=1)
+    latency_ms: int = Field(default=0, ge=0)
+    seed: int = 0
+    log_level: str = "warning"

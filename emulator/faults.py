@@ -1,0 +1,61 @@
+"""Faults injected on demand: 5xx answers, latency, dropped connections and lost responses."""
+
+from __future__ import annotations
+
+import random
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class FaultConfig(BaseModel):
+    """What the admin API sets. `match*` narrow every fault to matching requests."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    errorRate: float = Field(default=0.0, ge=0, le=1)  # noqa: N815 - JSON field names
+    errorNext: int = Field(default=0, ge=0)  # noqa: N815
+    errorStatus: int = Field(default=503, ge=500, le=599)  # noqa: N815
+    latencyMs: int = Field(default=0, ge=0, le=60_000)  # noqa: N815
+    # Close the socket before the request reaches the API: nothing changed.
+    dropNext: int = Field(default=0, ge=0)  # noqa: N815
+    # Let the API commit the change, then close the socket: the reply is lost, the pod is billed.
+    loseNext: int = Field(default=0, ge=0)  # noqa: N815
+    matchMethod: str | None = None  # noqa: N815 - e.g. "POST"
+    matchPath: str | None = None  # noqa: N815 - a templated path prefix, e.g. "/v2/pods"
+    seed: int = 0
+
+
+class Faults:
+    """The live fault state; the RNG is seeded so an error-rate run is reproducible."""
+
+    def __init__(self, config: FaultConfig) -> None:
+        self.set(config)
+
+    def set(self, config: FaultConfig) -> None:
+        self.config = config
+        self._rng = random.Random(config.seed)
+
+    def applies(self, endpoint: str) -> bool:
+        method, _, template = endpoint.partition(" ")
+        cfg = self.config
+        if cfg.matchMethod and cfg.matchMethod.upper() != method:
+            return False
+        return not (cfg.matchPath and not template.startswith(cfg.matchPath))
+
+    def _take(self, field: str) -> bool:
+        left = getattr(self.config, field)
+        if left <= 0:
+            return False
+        self.config = self.config.model_copy(update={field: left - 1})
+        return True
+
+    def take_drop(self) -> bool:
+        return self._take("dropNext")
+
+    def take_lose(self) -> bool:
+        return self._take("loseNext")
+
+    def take_error(self) -> bool:
+        if self._take("errorNext"):
+            return True
+        return self.config.errorRate > 0 and self._rng.random() < self.config.errorRate

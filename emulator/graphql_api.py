@@ -1,0 +1,212 @@
+"""The GraphQL subset v2 lacks: console secrets and legacy spot pods, answered the GraphQL way."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+from graphql import GraphQLError, GraphQLResolveInfo, GraphQLSchema, build_schema, graphql_sync
+
+from emulator.models import PodRecord, SecretRecord
+from emulator.pods import check_ports, new_pod, start_pod, volume_placement
+from emulator.problems import ApiError
+from emulator.views import iso
+from emulator.world import World, new_id
+
+SDL = """
+type Query { myself: User! }
+type User { id: String!  secrets(name: String, id: String): [Secret!]! }
+type Secret { id: String!  name: String!  description: String  createdAt: String! }
+type Pod { id: String!  name: String!  desiredStatus: String!  costPerHr: Float!  gpuCount: Int!
+           imageName: String  dataCenterId: String  bidPerGpu: Float }
+enum CloudTypeEnum { SECURE COMMUNITY ALL }
+input SecretCreateInput { name: String!  value: String!  description: String }
+input SecretValueUpdateInput { id: String!  value: String! }
+input EnvironmentVariableInput { key: String!  value: String! }
+input PodRentInterruptableInput {
+  bidPerGpu: Float!  gpuTypeId: String!  gpuCount: Int!  imageName: String!  name: String
+  cloudType: CloudTypeEnum  containerDiskInGb: Int  volumeInGb: Int  volumeMountPath: String
+  dockerArgs: String  ports: String  env: [EnvironmentVariableInput!]  networkVolumeId: String
+  dataCenterId: String  startSsh: Boolean  supportPublicIp: Boolean  minVcpuCount: Int  minMemoryInGb: Int
+}
+input PodBidResumeInput { podId: String!  bidPerGpu: Float!  gpuCount: Int }
+type Mutation {
+  secretCreate(input: SecretCreateInput!): Secret
+  secretValueUpdate(input: SecretValueUpdateInput!): Secret
+  secretDelete(id: String!): Boolean
+  podRentInterruptable(input: PodRentInterruptableInput!): Pod
+  podBidResume(input: PodBidResumeInput!): Pod
+}
+"""
+# RunPod withdrew spot on 2026-05-06 (FACTS.md section 4); this is how a refusal reads here.
+SPOT_WITHDRAWN = (
+    "Interruptible (spot) pods are no longer offered. Deploy on-demand instead: POST /v2/pods, "
+    "or the 'capacity: on_demand' setting."
+)
+
+
+def _world(info: GraphQLResolveInfo) -> World:
+    world: World = info.context
+    return world
+
+
+def _secret(record: SecretRecord) -> dict[str, Any]:
+    return {"id": record.id, "name": record.name, "description": record.description, "createdAt": iso(record.created_at)}
+
+
+def resolve_myself(_root: object, info: GraphQLResolveInfo) -> dict[str, Any]:
+    world = _world(info)
+
+        # graphql-core calls a callable field value with (info, **args).
+    def secrets(_info: GraphQLResolveInfo, name: str | None = None, id: str | None = None) -> list[dict[str, Any]]:  # noqa: A002
+        found = [s for s in world.secrets.values() if name in (None, s.name) and id in (None, s.id)]
+        return [_secret(s) for s in found]
+
+    return {"id": "local-user", "secrets": secrets}
+
+
+def secret_create(_root: object, info: GraphQLResolveInfo, input: dict[str, Any]) -> dict[str, Any]:  # noqa: A002
+    world, name = _world(info), input["name"]
+    if not name or not name.replace("_", "").replace("-", "").isalnum():
+        raise GraphQLError("Secret names may use letters, digits, '_' and '-' only.")
+    if any(s.name == name for s in world.secrets.values()):
+        raise GraphQLError(f"A secret named {name!r} already exists; names are immutable, update its value instead.")
+    record = SecretRecord(id=new_id(), name=name, description=input.get("description"), created_at=world.now())
+    world.save(record)
+    world.audit("secret.create", "secret", record.id, record.name)
+    return _secret(record)
+
+
+def _find_secret(world: World, ident: str) -> SecretRecord:
+    record = world.secrets.get(ident)
+    if record is None:
+        raise GraphQLError(f"Secret {ident!r} was not found.")
+    return record
+
+
+def secret_update(_root: object, info: GraphQLResolveInfo, input: dict[str, Any]) -> dict[str, Any]:  # noqa: A002
+    world = _world(info)
+    record = _find_secret(world, input["id"])
+    record.value_version += 1
+    world.save(record)
+    world.audit("secret.update", "secret", record.id, record.name, valueVersion=record.value_version)
+    return _secret(record)
+
+
+def secret_delete(_root: object, info: GraphQLResolveInfo, id: str) -> bool:  # noqa: A002
+    world = _world(info)
+    record = _find_secret(world, id)
+    world.forget(record)
+    world.audit("secret.delete", "secret", record.id, record.name)
+    return True
+
+
+def _pod(world: World, pod: PodRecord) -> dict[str, Any]:
+    return {"id": pod.id, "name": pod.name, "desiredStatus": "EXITED" if pod.halted else "RUNNING",
+            "costPerHr": pod.hourly_cost, "gpuCount": pod.gpu_count, "imageName": pod.image,
+            "dataCenterId": pod.data_center_id, "bidPerGpu": pod.bid_per_gpu}  # fmt: skip
+
+
+def _check_bid(world: World, gpu_id: str, bid: float) -> None:
+    gpu = world.catalog.gpu(gpu_id)
+    if gpu is None:
+        raise GraphQLError(f"GPU type {gpu_id!r} is not offered.")
+    if bid < gpu.spotMinBid:
+        raise GraphQLError(f"Bid ${bid:.2f}/GPU-h is below the current minimum of ${gpu.spotMinBid:.2f} for {gpu_id}.")
+
+
+def _spot_body(input: dict[str, Any]) -> dict[str, Any]:  # noqa: A002
+    ports = [p.strip() for p in (input.get("ports") or "").split(",") if p.strip()]
+    check_ports(ports)
+    body: dict[str, Any] = {"ports": ports, "dataCenterIds": [input["dataCenterId"]] if input.get("dataCenterId") else []}
+    if input.get("networkVolumeId"):
+        body["mounts"] = {"network": [{"volumeId": input["networkVolumeId"], "path": input.get("volumeMountPath") or "/workspace"}]}
+    return body
+
+
+def rent_interruptable(_root: object, info: GraphQLResolveInfo, input: dict[str, Any]) -> dict[str, Any]:  # noqa: A002
+    world = _world(info)
+    if not world.limits.offerSpot:
+        raise GraphQLError(SPOT_WITHDRAWN, extensions={"code": "SPOT_NOT_OFFERED"})
+    gpu_id, count, bid = input["gpuTypeId"], input["gpuCount"], input["bidPerGpu"]
+    _check_bid(world, gpu_id, bid)
+    cloud = "COMMUNITY" if input.get("cloudType") == "COMMUNITY" else "SECURE"
+    world.gpu_price(gpu_id, cloud, count)
+    body = _spot_body(input)
+    candidates = world.candidates(gpu_id, body["dataCenterIds"])
+    candidates, volume_id, volume_path = volume_placement(world, body, cloud, candidates)
+    world.check_money(bid * count)
+    dc_id = world.place(gpu_id, candidates, count)
+    env = {e["key"]: e["value"] for e in input.get("env") or []}
+    pod = new_pod(
+        world, name=input.get("name") or f"spot-{gpu_id.split()[-1].lower()}", image=input["imageName"],
+        args=input.get("dockerArgs") or "", disk=input.get("containerDiskInGb") or 50, ports=body["ports"], env=env,
+        cloud=cloud, gpu_id=gpu_id, gpu_count=count, data_center_id=dc_id, volume_id=volume_id, volume_path=volume_path,
+        start_ssh=bool(input.get("startSsh")), cost_per_gpu=bid, spot=True, bid_per_gpu=bid,
+    )  # fmt: skip
+    world.save(pod)
+    world.audit("pod.create", "pod", pod.id, pod.name, gpu=gpu_id, count=count, dataCenterId=dc_id, spot=True, bidPerGpu=bid)
+    return _pod(world, pod)
+
+
+def bid_resume(_root: object, info: GraphQLResolveInfo, input: dict[str, Any]) -> dict[str, Any]:  # noqa: A002
+    world = _world(info)
+    if not world.limits.offerSpot:
+        raise GraphQLError(SPOT_WITHDRAWN, extensions={"code": "SPOT_NOT_OFFERED"})
+    pod = world.pods.get(input["podId"])
+    if pod is None or not pod.spot:
+        raise GraphQLError(f"Spot pod {input['podId']!r} was not found.")
+    if pod.halted is None:
+        raise GraphQLError(f"Pod {pod.id} is not stopped; only an EXITED spot pod can resume.")
+    _check_bid(world, pod.gpu_id, input["bidPerGpu"])
+    pod.cost_per_gpu = pod.bid_per_gpu = input["bidPerGpu"]
+    start_pod(world, pod)
+    world.save(pod)
+    world.audit("pod.resume", "pod", pod.id, pod.name, bidPerGpu=pod.bid_per_gpu)
+    return _pod(world, pod)
+
+
+def build() -> GraphQLSchema:
+    schema = build_schema(SDL)
+    assert schema.query_type is not None and schema.mutation_type is not None
+    schema.query_type.fields["myself"].resolve = resolve_myself
+    resolvers = {"secretCreate": secret_create, "secretValueUpdate": secret_update, "secretDelete": secret_delete,
+                 "podRentInterruptable": rent_interruptable, "podBidResume": bid_resume}  # fmt: skip
+    for name, resolver in resolvers.items():
+        schema.mutation_type.fields[name].resolve = _as_graphql_errors(resolver)
+    return schema
+
+
+def _as_graphql_errors(resolver: Any) -> Any:
+    """Rule violations shared with v2 (capacity, money) surface as GraphQL errors, not HTTP statuses."""
+
+    def wrapped(root: object, info: GraphQLResolveInfo, **args: Any) -> Any:
+        try:
+            return resolver(root, info, **args)
+        except ApiError as exc:
+            raise GraphQLError(exc.detail, extensions={"status": exc.status}) from None
+
+    return wrapped
+
+
+router = APIRouter()
+SCHEMA = build()
+
+
+@router.post("/graphql")
+async def graphql_endpoint(request: Request) -> JSONResponse:
+    try:
+        payload = json.loads(await request.body())
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        payload = None
+    if not isinstance(payload, dict) or not isinstance(payload.get("query"), str):
+        return JSONResponse({"errors": [{"message": "POST a JSON object with a 'query' string."}]}, status_code=400)
+    variables = payload.get("variables")
+    result = graphql_sync(
+        SCHEMA, payload["query"], variable_values=variables if isinstance(variables, dict) else None,
+        operation_name=payload.get("operationName"), context_value=request.app.state.world,
+    )  # fmt: skip
+    # GraphQL answers client errors with HTTP 200 and an `errors` array (FACTS.md section 1).
+    return JSONResponse(result.formatted)

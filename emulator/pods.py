@@ -1,0 +1,183 @@
+"""Pod rules: create (placement, money, volumes), patch, actions and delete, as RunPod documents them."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Any
+
+from emulator.models import PodRecord
+from emulator.problems import ApiError
+from emulator.world import World, new_id
+
+_PORT = re.compile(r"^(\d{1,5})/(tcp|http|udp)$")
+# Fields whose change resets a running container (FACTS.md section 2: data outside the volume is lost).
+_RESETTING = ("image", "args", "disk", "ports", "env", "registry", "mounts")
+
+
+def _digest(text: str) -> int:
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "big")
+
+
+def check_ports(ports: list[str]) -> None:
+    bad = [p for p in ports if not (m := _PORT.match(p)) or not 0 < int(m.group(1)) < 65536]
+    if bad:
+        raise ApiError(400, f"Invalid port spec(s) {bad}; use '<port>/tcp' or '<port>/http', e.g. '22/tcp'.")
+
+
+def new_pod(world: World, *, ident: str | None = None, **fields: Any) -> PodRecord:
+    """A pod record with its addresses derived from its id (TEST-NET-2 public IPs, never routable)."""
+    pod_id = ident or new_id()
+    digest = _digest(pod_id)
+    now = world.now()
+    return PodRecord(
+        id=pod_id,
+        created_at=now,
+        boot_at=now,
+        public_ip=f"198.51.100.{digest % 254 + 1}",
+        port_base=20000 + digest % 40000,
+        gn_ip=f"100.65.{digest // 256 % 256}.{digest % 254 + 1}",
+        **fields,
+    )
+
+
+def volume_placement(world: World, body: dict[str, Any], cloud: str, candidates: list[str]) -> tuple[list[str], str | None, str | None]:
+    """Narrow candidates to the attached volume's data center; refuse a pod elsewhere."""
+    network = (body.get("mounts") or {}).get("network") or []
+    if not network:
+        return candidates, None, None
+    volume_id, path = network[0]["volumeId"], network[0]["path"]
+    volume = world.volumes.get(volume_id)
+    if volume is None:
+        raise ApiError(400, f"Network volume {volume_id!r} does not exist.")
+    if cloud != "SECURE":
+        raise ApiError(400, "Network volumes attach to Secure Cloud only; set cloud to SECURE.")
+    if body.get("dataCenterIds") and volume.data_center_id not in candidates:
+        raise ApiError(
+            400,
+            f"Network volume {volume_id!r} lives in data center {volume.data_center_id}; a pod using it must be "
+            f"created there too, but the request allows only {', '.join(candidates)}.",
+        )
+    return [volume.data_center_id], volume_id, path
+
+
+def global_candidates(world: World, candidates: list[str]) -> list[str]:
+    usable = [d for d in candidates if (dc := world.catalog.data_center(d)) is not None and dc.globalNetwork]
+    if not usable:
+        raise ApiError(400, f"Global networking is not available in {', '.join(candidates)}.")
+    return usable
+
+
+def create_pod(world: World, body: dict[str, Any]) -> PodRecord:
+    if ("gpu" in body) == ("cpu" in body):
+        raise ApiError(400, "Supply exactly one of 'gpu' or 'cpu'.")
+    if "cpu" in body:
+        raise ApiError(400, "CPU pods are not offered by the local RunPod; request a GPU pod.")
+    if "templateId" in body:
+        raise ApiError(404, f"Template {body['templateId']!r} was not found.")
+    check_ports(body.get("ports", []))
+    cloud, gpu_id, count = body.get("cloud", "SECURE"), body["gpu"]["id"], body["gpu"].get("count", 1)
+    price = world.gpu_price(gpu_id, cloud, count)
+    candidates = world.candidates(gpu_id, body.get("dataCenterIds"))
+    candidates, volume_id, volume_path = volume_placement(world, body, cloud, candidates)
+    if body.get("globalNetworking"):
+        candidates = global_candidates(world, candidates)
+    world.check_money(price * count)
+    dc_id = world.place(gpu_id, candidates, count)
+    pod = new_pod(
+        world, name=body["name"], image=body["image"], args=body.get("args", ""), disk=body.get("disk", 50),
+        ports=body.get("ports", []), env=body.get("env", {}), registry=body.get("registry"), cloud=cloud,
+        gpu_id=gpu_id, gpu_count=count, data_center_id=dc_id, volume_id=volume_id, volume_path=volume_path,
+        persistent=(body.get("mounts") or {}).get("persistent"), start_ssh=body.get("startSsh", False),
+        global_networking=body.get("globalNetworking", False), cost_per_gpu=price,
+    )  # fmt: skip
+    world.save(pod)
+    world.audit("pod.create", "pod", pod.id, pod.name, gpu=gpu_id, count=count, dataCenterId=dc_id, cost=pod.hourly_cost)
+    return pod
+
+
+def get_pod(world: World, pod_id: str) -> PodRecord:
+    pod = world.pods.get(pod_id)
+    if pod is None:
+        raise ApiError(404, f"Pod {pod_id!r} was not found.")
+    return pod
+
+
+def refuse_member(pod: PodRecord, verb: str) -> None:
+    if pod.cluster_id is not None:
+        raise ApiError(
+            409, f"Pod {pod.id} belongs to cluster {pod.cluster_id} and cannot be {verb} here; use /v2/clusters/{pod.cluster_id}."
+        )
+
+
+def _patch_mounts(pod: PodRecord, mounts: dict[str, Any]) -> None:
+    network = mounts.get("network") or []
+    wanted = network[0]["volumeId"] if network else None
+    if wanted != pod.volume_id:
+        raise ApiError(400, "The network volume is fixed when the pod is created; replace the pod to change it.")
+    persistent = mounts.get("persistent")
+    if persistent and pod.persistent and int(persistent["size"]) < int(pod.persistent["size"]):
+        raise ApiError(400, "The persistent volume can only grow.")
+    if persistent:
+        pod.persistent = dict(persistent)
+
+
+def patch_pod(world: World, pod: PodRecord, body: dict[str, Any]) -> PodRecord:
+    refuse_member(pod, "updated")
+    if "templateId" in body:
+        raise ApiError(404, f"Template {body['templateId']!r} was not found.")
+    check_ports(body.get("ports", []))
+    if "mounts" in body:
+        _patch_mounts(pod, body["mounts"])
+    for field in ("name", "image", "args", "disk", "ports", "env", "registry", "locked"):
+        if field in body:
+            setattr(pod, field, body[field])
+    if "globalNetworking" in body:
+        pod.global_networking_next = body["globalNetworking"]
+    reset = pod.halted is None and any(f in body for f in _RESETTING)
+    if reset:
+        pod.boot_at = world.now() - world.timing.provisioning_s
+    world.save(pod)
+    world.audit("pod.update", "pod", pod.id, pod.name, fields=sorted(body), containerReset=reset)
+    return pod
+
+
+def _boot(world: World, pod: PodRecord, at: float) -> None:
+    if pod.global_networking_next is not None:
+        pod.global_networking, pod.global_networking_next = pod.global_networking_next, None
+    pod.halted, pod.boot_at, pod.preempt_at = None, at, None
+
+
+def start_pod(world: World, pod: PodRecord) -> None:
+    world.check_money(pod.hourly_cost)
+    world.place(pod.gpu_id, [pod.data_center_id], pod.gpu_count)
+    _boot(world, pod, world.now())
+
+
+def act(world: World, pod: PodRecord, action: str) -> PodRecord | None:
+    """Apply a pod action; `None` when the pod is gone (terminate)."""
+    refuse_member(pod, "changed")
+    status = world.status(pod)
+    allowed = {"RUNNING": {"stop", "restart", "terminate"}, "PROVISIONING": {"stop", "terminate"},
+               "STARTING": {"stop", "terminate"}}.get(status, {"start", "terminate"})  # fmt: skip
+    if action not in allowed:
+        raise ApiError(409, f"Action {action!r} is not valid while the pod is {status}; allowed: {sorted(allowed)}.")
+    if pod.locked and action in ("stop", "restart"):
+        raise ApiError(409, f"Pod {pod.id} is locked; unlock it with PATCH {{'locked': false}} first.")
+    if action == "terminate":
+        delete_pod(world, pod)
+        return None
+    if action == "start":
+        start_pod(world, pod)
+    elif action == "stop":
+        pod.halted = "EXITED"
+    else:
+        _boot(world, pod, world.now() - world.timing.provisioning_s)
+    world.save(pod)
+    world.audit(f"pod.{action}", "pod", pod.id, pod.name)
+    return pod
+
+
+def delete_pod(world: World, pod: PodRecord, *, event: str = "pod.delete") -> None:
+    world.forget(pod)
+    world.audit(event, "pod", pod.id, pod.name)

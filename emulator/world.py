@@ -1,0 +1,190 @@
+"""The emulated account: records, the clock, limits, placement rules and the audit trail."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from emulator.catalog import Catalog
+from emulator.clock import ScaledClock
+from emulator.config import Settings
+from emulator.faults import FaultConfig, Faults
+from emulator.models import ClusterRecord, PodRecord, SecretRecord, VolumeRecord
+from emulator.problems import NO_CAPACITY, ApiError
+from emulator.store import Store
+
+
+class Limits(BaseModel):
+    """Account limits; the admin API changes them and they survive a restart."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    spendLimit: float = Field(ge=0)  # noqa: N815 - USD/h across all live pods
+    balance: float = Field(ge=0)  # USD of credit
+    ratePerMinute: int = Field(ge=1)  # noqa: N815
+    offerSpot: bool  # noqa: N815
+
+
+class CapacityFaults(BaseModel):
+    """Capacity taken away by the admin API, on top of the catalog's stock."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    exhaustNext: int = Field(default=0, ge=0)  # noqa: N815 - refuse the next N creates
+    exhausted: bool = False  # refuse every create until reset
+    # "gpu id@dc id" -> GPUs in stock there, replacing the catalog figure.
+    stock: dict[str, int] = Field(default_factory=dict)
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex[:14]
+
+
+class World:
+    """All state of one server. Handlers run on one event loop, so no locking is needed."""
+
+    def __init__(self, settings: Settings, store: Store, catalog: Catalog) -> None:
+        self.settings = settings
+        self.timing = settings.timing
+        self.store = store
+        self.catalog = catalog
+        self.clock = ScaledClock(settings.time_scale, store.get_setting("clock"))
+        self.faults = Faults(FaultConfig(errorRate=settings.error_rate, latencyMs=settings.latency_ms, seed=settings.seed))
+        self.capacity = CapacityFaults()
+        self.limits = Limits.model_validate(store.get_setting("limits") or self.default_limits())
+        self.ssh_keys: list[str] = store.get_setting("ssh_keys") or []
+        self.pods = {r["id"]: PodRecord.model_validate(r) for r in store.load("pod")}
+        self.clusters = {r["id"]: ClusterRecord.model_validate(r) for r in store.load("cluster")}
+        self.volumes = {r["id"]: VolumeRecord.model_validate(r) for r in store.load("volume")}
+        self.secrets = {r["id"]: SecretRecord.model_validate(r) for r in store.load("secret")}
+
+    def default_limits(self) -> dict[str, Any]:
+        s = self.settings
+        return {"spendLimit": s.spend_limit, "balance": s.balance, "ratePerMinute": s.rate_per_minute, "offerSpot": s.offer_spot}
+
+    def now(self) -> float:
+        return self.clock.now()
+
+    # -- persistence -----------------------------------------------------------------------------
+
+    def save(self, record: PodRecord | ClusterRecord | VolumeRecord | SecretRecord) -> None:
+        kind, table = self._table(record)
+        table[record.id] = record
+        self.store.put(kind, record.id, record.model_dump(mode="json"))
+        self.store.set_setting("clock", self.now())
+
+    def forget(self, record: PodRecord | ClusterRecord | VolumeRecord | SecretRecord) -> None:
+        kind, table = self._table(record)
+        table.pop(record.id, None)
+        self.store.delete(kind, record.id)
+
+    def _table(self, record: object) -> tuple[str, dict[str, Any]]:
+        tables: dict[type, tuple[str, dict[str, Any]]] = {
+            PodRecord: ("pod", self.pods),
+            ClusterRecord: ("cluster", self.clusters),
+            VolumeRecord: ("volume", self.volumes),
+            SecretRecord: ("secret", self.secrets),
+        }
+        return tables[type(record)]
+
+    def audit(self, event: str, kind: str, ident: str | None, name: str | None, **detail: Any) -> None:
+        self.store.audit(self.now(), event, kind, ident, name, detail)
+
+    def set_limits(self, limits: Limits) -> None:
+        self.limits = limits
+        self.store.set_setting("limits", limits.model_dump())
+        self.audit("account.limits", "account", None, None, **limits.model_dump())
+
+    # -- pod lifecycle, derived from the clock ---------------------------------------------------
+
+    def status(self, pod: PodRecord) -> str:
+        if pod.halted:
+            return pod.halted
+        elapsed = self.now() - pod.boot_at
+        if elapsed < self.timing.provisioning_s:
+            return "PROVISIONING"
+        if elapsed < self.timing.provisioning_s + self.timing.starting_s:
+            return "STARTING"
+        return "RUNNING"
+
+    def running_since(self, pod: PodRecord) -> float:
+        return pod.boot_at + self.timing.provisioning_s + self.timing.starting_s
+
+    def runtime_ready(self, pod: PodRecord) -> bool:
+        return pod.halted is None and self.now() >= self.running_since(pod) + self.timing.runtime_lag_s
+
+    def tick(self) -> None:
+        """Settle what time alone changes: spot pods whose 5 s notice ran out are now EXITED."""
+        now = self.now()
+        for pod in list(self.pods.values()):
+            if pod.preempt_at is not None and pod.halted is None and now >= pod.preempt_at:
+                pod.halted, pod.preempt_at = "EXITED", None
+                self.save(pod)
+                self.audit("pod.preempted", "pod", pod.id, pod.name, signal="SIGKILL")
+
+    # -- placement rules -------------------------------------------------------------------------
+
+    def free_gpus(self, gpu_id: str, dc_id: str) -> int:
+        dc = self.catalog.data_center(dc_id)
+        stock = self.capacity.stock.get(f"{gpu_id}@{dc_id}", dc.stock.get(gpu_id, 0) if dc else 0)
+        used = sum(p.gpu_count for p in self.pods.values() if p.halted is None and p.gpu_id == gpu_id and p.data_center_id == dc_id)
+        return stock - used
+
+    def live_spend(self) -> float:
+        return round(sum(p.hourly_cost for p in self.pods.values() if p.halted is None), 4)
+
+    def check_money(self, hourly_cost: float) -> None:
+        """402 below one hour of credit; 400 naming the limit when spend would pass it (FACTS.md section 7)."""
+        if self.limits.balance < hourly_cost:
+            raise ApiError(
+                402,
+                f"Insufficient balance: ${self.limits.balance:.2f} is less than one hour (${hourly_cost:.2f}) "
+                "of this deploy. Add credit, then retry.",
+            )
+        after = self.live_spend() + hourly_cost
+        if after > self.limits.spendLimit + 1e-9:
+            raise ApiError(
+                400,
+                f"This deploy would raise your spend to ${after:.2f}/h, above your account spend limit of "
+                f"${self.limits.spendLimit:.2f}/h. Ask RunPod to raise the spend limit, or deploy less.",
+                title="Spend limit exceeded",
+            )
+
+    def place(self, gpu_id: str, candidates: list[str], gpus_needed: int) -> str:
+        """The first candidate data center with `gpus_needed` free GPUs, or RunPod's no-capacity 400."""
+        if self.capacity.exhausted or self.capacity.exhaustNext > 0:
+            self.capacity.exhaustNext = max(0, self.capacity.exhaustNext - 1)
+            raise ApiError(400, NO_CAPACITY)
+        for dc_id in candidates:
+            if self.free_gpus(gpu_id, dc_id) >= gpus_needed:
+                return dc_id
+        raise ApiError(400, NO_CAPACITY)
+
+    def candidates(self, gpu_id: str, requested: list[str] | None) -> list[str]:
+        if not requested:
+            return [dc.id for dc in self.catalog.dataCenters if gpu_id in dc.stock]
+        unknown = [d for d in requested if self.catalog.data_center(d) is None]
+        if unknown:
+            raise ApiError(400, f"Unknown data center id(s): {', '.join(unknown)}. See GET /v2/catalog/datacenters.")
+        return list(requested)
+
+    def gpu_price(self, gpu_id: str, cloud: str, count: int) -> float:
+        gpu = self.catalog.gpu(gpu_id)
+        if gpu is None:
+            raise ApiError(400, f"GPU type {gpu_id!r} is not offered. See GET /v2/catalog/gpus for ids.")
+        ceiling = gpu.maxCount.secure if cloud == "SECURE" else gpu.maxCount.community
+        if count > ceiling:
+            raise ApiError(400, f"{gpu_id} allows at most {ceiling} GPUs per pod on {cloud} cloud; asked for {count}.")
+        return self.catalog.price(gpu_id, cloud)
+
+    def reset(self) -> None:
+        """Forget every resource and fault; limits go back to the start settings."""
+        for table in (self.pods, self.clusters, self.volumes, self.secrets):
+            table.clear()
+        self.store.clear_resources()
+        self.capacity = CapacityFaults()
+        self.faults.set(FaultConfig(errorRate=self.settings.error_rate, latencyMs=self.settings.latency_ms, seed=self.settings.seed))
+        self.set_limits(Limits.model_validate(self.default_limits()))
+        self.audit("admin.reset", "account", None, None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,13 @@ THING = "pulumi-python:dynamic/toolcheck:Thing"
 
 @pytest.fixture
 def cli(tmp_path: Path) -> Pulumi:
-    p = Pulumi(project=PROGRAM, state=tmp_path)
+    # A copy of the program, so stack config files (Pulumi.<stack>.yaml) never land in the repo.
+    project = tmp_path / "program"
+    shutil.copytree(PROGRAM, project, ignore=shutil.ignore_patterns("__pycache__", "Pulumi.*.yaml"))
+    (project / "Pulumi.yaml").write_text(
+        (PROGRAM / "Pulumi.yaml").read_text().replace("../../../.venv", str(REPO / ".venv"))
+    )
+    p = Pulumi(project=project, state=tmp_path / "state")
     p.stack_init("check")
     return p
 
@@ -49,6 +56,7 @@ def test_up_twice_then_destroy(cli: Pulumi) -> None:
 def test_policy_pack_mandatory_violation_fails_preview(cli: Pulumi) -> None:
     cli.run("config", "set", "value", "forbidden")
     bad = cli.run("preview", "--policy-pack", str(PACK), check=False)
+    assert "Policies:" in bad.stdout, bad.stdout + bad.stderr
     assert bad.returncode != 0
     assert "no-forbidden" in bad.stdout
     assert "mandatory" in bad.stdout

@@ -6,7 +6,14 @@ import argparse
 import os
 from pathlib import Path
 
-from emulator.config import DEFAULT_API_KEY, DEFAULT_RATE_PER_MINUTE, DEFAULT_SPEND_LIMIT, Settings, Timing, default_spec_path
+from emulator.config import (
+    DEFAULT_API_KEY,
+    DEFAULT_RATE_PER_MINUTE,
+    DEFAULT_SPEND_LIMIT,
+    Settings,
+    Timing,
+    default_spec_path,
+)
 
 
 def _env_float(name: str, default: float) -> float:
@@ -14,24 +21,37 @@ def _env_float(name: str, default: float) -> float:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m emulator", description="Local RunPod (REST v2 + GraphQL subset).")
+    p = argparse.ArgumentParser(
+        prog="python -m emulator", description="Local RunPod (REST v2 + GraphQL subset)."
+    )
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("serve", help="serve on a loopback port until SIGTERM/SIGINT")
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--port", type=int, default=8787, help="0 picks a free port (see STATE_DIR/server.json)")
     s.add_argument("--state-dir", type=Path, default=Path(".state/local-runpod/emulator"))
-    s.add_argument("--spec", type=Path, default=None, help="RunPod openapi-v2.json (env TRAINSTACK_OPENAPI_V2)")
-    s.add_argument("--api-key-env", default="RUNPOD_API_KEY",
-                   help=f"env var holding the accepted key (default key: {DEFAULT_API_KEY})")  # fmt: skip
+    s.add_argument(
+        "--spec", type=Path, default=None, help="RunPod openapi-v2.json (env TRAINSTACK_OPENAPI_V2)"
+    )
+    s.add_argument(
+        "--api-key-env",
+        default="RUNPOD_API_KEY",
+        help=f"env var holding the accepted key (default key: {DEFAULT_API_KEY})",
+    )
     s.add_argument("--offer-spot", action="store_true", help="accept podRentInterruptable again")
-    s.add_argument("--time-scale", type=float, default=1.0, help="emulated seconds per real second; 0 freezes")
+    s.add_argument(
+        "--time-scale", type=float, default=1.0, help="emulated seconds per real second; 0 freezes"
+    )
     s.add_argument("--provisioning-s", type=float, default=10.0)
     s.add_argument("--starting-s", type=float, default=5.0)
     s.add_argument("--runtime-lag-s", type=float, default=3.0, help="RUNNING before runtime/ports appear")
     s.add_argument("--preempt-notice-s", type=float, default=5.0)
     s.add_argument("--spend-limit", type=float, default=_env_float("RUNPOD_SPEND_LIMIT", DEFAULT_SPEND_LIMIT))
     s.add_argument("--balance", type=float, default=_env_float("RUNPOD_BALANCE", 1000.0))
-    s.add_argument("--rate-per-minute", type=int, default=int(_env_float("RUNPOD_RATE_PER_MINUTE", DEFAULT_RATE_PER_MINUTE)))
+    s.add_argument(
+        "--rate-per-minute",
+        type=int,
+        default=int(_env_float("RUNPOD_RATE_PER_MINUTE", DEFAULT_RATE_PER_MINUTE)),
+    )
     s.add_argument("--error-rate", type=float, default=0.0, help="share of API requests answered 503")
     s.add_argument("--latency-ms", type=int, default=0)
     s.add_argument("--seed", type=int, default=0)
@@ -41,15 +61,29 @@ def parser() -> argparse.ArgumentParser:
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
-    timing = Timing(provisioning_s=args.provisioning_s, starting_s=args.starting_s,
-                    runtime_lag_s=args.runtime_lag_s, preempt_notice_s=args.preempt_notice_s)  # fmt: skip
+    timing = Timing(
+        provisioning_s=args.provisioning_s,
+        starting_s=args.starting_s,
+        runtime_lag_s=args.runtime_lag_s,
+        preempt_notice_s=args.preempt_notice_s,
+    )
     return Settings(
-        host=args.host, port=args.port, state_dir=args.state_dir, spec_path=args.spec or default_spec_path(),
-        api_key=os.environ.get(args.api_key_env) or DEFAULT_API_KEY, time_scale=args.time_scale, timing=timing,
-        offer_spot=args.offer_spot, spend_limit=args.spend_limit, balance=args.balance,
-        rate_per_minute=args.rate_per_minute, error_rate=args.error_rate, latency_ms=args.latency_ms,
-        seed=args.seed, log_level=args.log_level,
-    )  # fmt: skip
+        host=args.host,
+        port=args.port,
+        state_dir=args.state_dir,
+        spec_path=args.spec or default_spec_path(),
+        api_key=os.environ.get(args.api_key_env) or DEFAULT_API_KEY,
+        time_scale=args.time_scale,
+        timing=timing,
+        offer_spot=args.offer_spot,
+        spend_limit=args.spend_limit,
+        balance=args.balance,
+        rate_per_minute=args.rate_per_minute,
+        error_rate=args.error_rate,
+        latency_ms=args.latency_ms,
+        seed=args.seed,
+        log_level=args.log_level,
+    )
 
 
 def main() -> None:

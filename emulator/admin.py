@@ -116,7 +116,15 @@ async def preempt(request: Request, pod_id: str) -> dict[str, Any]:
     notice = world.timing.preempt_notice_s
     pod.preempt_at = world.now() + notice
     world.save(pod)
-    world.audit("pod.preempt_notice", "pod", pod.id, pod.name, signal="SIGTERM", noticeSeconds=notice, exitAt=pod.preempt_at)
+    world.audit(
+        "pod.preempt_notice",
+        "pod",
+        pod.id,
+        pod.name,
+        signal="SIGTERM",
+        noticeSeconds=notice,
+        exitAt=pod.preempt_at,
+    )
     world.tick()
     return {"podId": pod.id, "exitAt": pod.preempt_at, "noticeSeconds": notice}
 
@@ -149,13 +157,41 @@ async def counters(request: Request) -> dict[str, Any]:
 async def live(request: Request) -> dict[str, Any]:
     """Everything still billed or stored, and names held by more than one live resource."""
     world = world_of(request)
-    pods = [{"id": p.id, "name": p.name, "status": world.status(p), "cost": 0.0 if p.halted else p.hourly_cost,
-             "clusterId": p.cluster_id, "spot": p.spot} for p in world.pods.values()]  # fmt: skip
-    clusters = [{"id": c.id, "name": c.name, "podIds": c.pod_ids} for c in world.clusters.values()]
-    volumes = [{"id": v.id, "name": v.name, "dataCenterId": v.data_center_id, "size": v.size} for v in world.volumes.values()]
-    secrets = [{"id": s.id, "name": s.name, "valueVersion": s.value_version} for s in world.secrets.values()]
-    named = {"pod": [p["name"] for p in pods if p["clusterId"] is None], "cluster": [c["name"] for c in clusters],
-             "volume": [v["name"] for v in volumes], "secret": [s["name"] for s in secrets]}  # fmt: skip
-    duplicates = {kind: sorted(n for n, c in Counter(names).items() if c > 1) for kind, names in named.items()}
-    return {"pods": pods, "clusters": clusters, "volumes": volumes, "secrets": secrets,
-            "spendPerHour": world.live_spend(), "duplicates": duplicates}  # fmt: skip
+    pods: list[dict[str, Any]] = [
+        {
+            "id": p.id,
+            "name": p.name,
+            "status": world.status(p),
+            "cost": 0.0 if p.halted else p.hourly_cost,
+            "clusterId": p.cluster_id,
+            "spot": p.spot,
+        }
+        for p in world.pods.values()
+    ]
+    clusters: list[dict[str, Any]] = [
+        {"id": c.id, "name": c.name, "podIds": c.pod_ids} for c in world.clusters.values()
+    ]
+    volumes: list[dict[str, Any]] = [
+        {"id": v.id, "name": v.name, "dataCenterId": v.data_center_id, "size": v.size}
+        for v in world.volumes.values()
+    ]
+    secrets: list[dict[str, Any]] = [
+        {"id": s.id, "name": s.name, "valueVersion": s.value_version} for s in world.secrets.values()
+    ]
+    named: dict[str, list[str]] = {
+        "pod": [p["name"] for p in pods if p["clusterId"] is None],
+        "cluster": [c["name"] for c in clusters],
+        "volume": [v["name"] for v in volumes],
+        "secret": [s["name"] for s in secrets],
+    }
+    duplicates = {
+        kind: sorted(n for n, c in Counter(names).items() if c > 1) for kind, names in named.items()
+    }
+    return {
+        "pods": pods,
+        "clusters": clusters,
+        "volumes": volumes,
+        "secrets": secrets,
+        "spendPerHour": world.live_spend(),
+        "duplicates": duplicates,
+    }

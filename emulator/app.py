@@ -55,7 +55,12 @@ def create_app(settings: Settings) -> tuple[ASGIApp, World]:
     api.add_exception_handler(RequestValidationError, _validation_error)
     counters = Counters()
     gate = Gate(api, world, spec, counters)
-    api.state.world, api.state.spec, api.state.counters, api.state.gate_buckets = world, spec, counters, gate.buckets
+    api.state.world, api.state.spec, api.state.counters, api.state.gate_buckets = (
+        world,
+        spec,
+        counters,
+        gate.buckets,
+    )
     return gate, world
 
 
@@ -72,8 +77,12 @@ def serve(settings: Settings, access_log: bool = False) -> None:
     app, world = create_app(settings)
     sock = _bind(settings.host, settings.port)
     port = sock.getsockname()[1]
-    info: dict[str, Any] = {"pid": os.getpid(), "host": settings.host, "port": port,
-                            "baseUrl": f"http://{settings.host}:{port}"}  # fmt: skip
+    info: dict[str, Any] = {
+        "pid": os.getpid(),
+        "host": settings.host,
+        "port": port,
+        "baseUrl": f"http://{settings.host}:{port}",
+    }
     marker = settings.state_dir / "server.json"
     tmp = marker.with_suffix(".tmp")
     tmp.write_text(json.dumps(info), encoding="utf-8")

@@ -36,8 +36,8 @@ class Gpu(BaseModel):
     manufacturer: str
     memory: int
     price: Prices  # USD per GPU-hour
-    maxCount: MaxCount  # noqa: N815 - RunPod's field name
-    spotMinBid: float  # noqa: N815 - USD per GPU-hour, legacy interruptible pods only
+    maxCount: MaxCount
+    spotMinBid: float
 
 
 class DataCenter(BaseModel):
@@ -48,9 +48,9 @@ class DataCenter(BaseModel):
     id: str
     name: str
     region: str
-    countryCode: str  # noqa: N815
-    globalNetwork: bool  # noqa: N815
-    networkVolumeTypes: list[str]  # noqa: N815
+    countryCode: str
+    globalNetwork: bool
+    networkVolumeTypes: list[str]
     compliance: list[str]
     stock: dict[str, int]
 
@@ -58,10 +58,10 @@ class DataCenter(BaseModel):
 class Catalog(BaseModel):
     model_config = ConfigDict(frozen=True)
 
-    snapshotDate: str  # noqa: N815
-    cudaVersions: list[str]  # noqa: N815
+    snapshotDate: str
+    cudaVersions: list[str]
     gpus: list[Gpu]
-    dataCenters: list[DataCenter]  # noqa: N815
+    dataCenters: list[DataCenter]
 
     @classmethod
     def load(cls, path: Path = CATALOG_FILE) -> Catalog:

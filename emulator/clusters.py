@@ -36,27 +36,48 @@ def _next_subnet(world: World) -> int:
     return seq
 
 
-def _members(world: World, cluster: ClusterRecord, body: dict[str, Any], price: float, volume: tuple[str | None, str | None]) -> list[PodRecord]:
+def _members(
+    world: World,
+    cluster: ClusterRecord,
+    body: dict[str, Any],
+    price: float,
+    volume: tuple[str | None, str | None],
+) -> list[PodRecord]:
     prefix = cluster.cidr.rsplit(".", 1)[0]
     ips = [f"{prefix}.{rank + 2}" for rank in range(cluster.pod_count)]
     members = []
     for rank, ip in enumerate(ips):
         members.append(
             new_pod(
-                world, name=f"{cluster.name}-{rank}", image=body["image"], args=body.get("args", ""),
-                disk=body.get("disk", 50), ports=body.get("ports", ["22/tcp"]), env=body.get("env", {}),
-                gpu_id=cluster.gpu_id, gpu_count=cluster.gpu_count_per_pod, data_center_id=cluster.data_center_id,
-                volume_id=volume[0], volume_path=volume[1], persistent=(body.get("mounts") or {}).get("persistent"),
-                start_ssh=body.get("startSsh", False), cost_per_gpu=price, cluster_id=cluster.id, rank=rank,
-                fabric_ip=ip, cluster_env=node_env(ips[0], ip, rank, cluster.pod_count, cluster.gpu_count_per_pod),
+                world,
+                name=f"{cluster.name}-{rank}",
+                image=body["image"],
+                args=body.get("args", ""),
+                disk=body.get("disk", 50),
+                ports=body.get("ports", ["22/tcp"]),
+                env=body.get("env", {}),
+                gpu_id=cluster.gpu_id,
+                gpu_count=cluster.gpu_count_per_pod,
+                data_center_id=cluster.data_center_id,
+                volume_id=volume[0],
+                volume_path=volume[1],
+                persistent=(body.get("mounts") or {}).get("persistent"),
+                start_ssh=body.get("startSsh", False),
+                cost_per_gpu=price,
+                cluster_id=cluster.id,
+                rank=rank,
+                fabric_ip=ip,
+                cluster_env=node_env(ips[0], ip, rank, cluster.pod_count, cluster.gpu_count_per_pod),
             )
-        )  # fmt: skip
+        )
     return members
 
 
 def create_cluster(world: World, body: dict[str, Any]) -> ClusterRecord:
     if not body.get("image"):
-        raise ApiError(400, "'image' is required for a cluster (clusters cannot use private registries or templates).")
+        raise ApiError(
+            400, "'image' is required for a cluster (clusters cannot use private registries or templates)."
+        )
     check_ports(body.get("ports", []))
     compute = body["compute"]
     gpu_id, per_pod, count = compute["gpuTypeId"], compute["gpuCountPerPod"], compute["podCount"]
@@ -67,17 +88,31 @@ def create_cluster(world: World, body: dict[str, Any]) -> ClusterRecord:
     dc_id = world.place(gpu_id, candidates, per_pod * count)
     seq = _next_subnet(world)
     cluster = ClusterRecord(
-        id=new_id(), name=body["name"], type=body["type"], gpu_id=gpu_id, gpu_count_per_pod=per_pod,
-        pod_count=count, data_center_id=dc_id, cidr=f"10.{64 + seq // 256 % 64}.{seq % 256}.0/24",
-        vxlan_id=1000 + seq, created_at=world.now(),
-    )  # fmt: skip
+        id=new_id(),
+        name=body["name"],
+        type=body["type"],
+        gpu_id=gpu_id,
+        gpu_count_per_pod=per_pod,
+        pod_count=count,
+        data_center_id=dc_id,
+        cidr=f"10.{64 + seq // 256 % 64}.{seq % 256}.0/24",
+        vxlan_id=1000 + seq,
+        created_at=world.now(),
+    )
     members = _members(world, cluster, body, price, (volume_id, volume_path))
     cluster.pod_ids = [m.id for m in members]
     for member in members:
         world.save(member)
     world.save(cluster)
-    world.audit("cluster.create", "cluster", cluster.id, cluster.name, dataCenterId=dc_id, podIds=cluster.pod_ids,
-                cost=round(price * per_pod * count, 4))  # fmt: skip
+    world.audit(
+        "cluster.create",
+        "cluster",
+        cluster.id,
+        cluster.name,
+        dataCenterId=dc_id,
+        podIds=cluster.pod_ids,
+        cost=round(price * per_pod * count, 4),
+    )
     return cluster
 
 

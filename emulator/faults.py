@@ -12,16 +12,16 @@ class FaultConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
-    errorRate: float = Field(default=0.0, ge=0, le=1)  # noqa: N815 - JSON field names
-    errorNext: int = Field(default=0, ge=0)  # noqa: N815
-    errorStatus: int = Field(default=503, ge=500, le=599)  # noqa: N815
-    latencyMs: int = Field(default=0, ge=0, le=60_000)  # noqa: N815
+    errorRate: float = Field(default=0.0, ge=0, le=1)
+    errorNext: int = Field(default=0, ge=0)
+    errorStatus: int = Field(default=503, ge=500, le=599)
+    latencyMs: int = Field(default=0, ge=0, le=60_000)
     # Close the socket before the request reaches the API: nothing changed.
-    dropNext: int = Field(default=0, ge=0)  # noqa: N815
+    dropNext: int = Field(default=0, ge=0)
     # Let the API commit the change, then close the socket: the reply is lost, the pod is billed.
-    loseNext: int = Field(default=0, ge=0)  # noqa: N815
-    matchMethod: str | None = None  # noqa: N815 - e.g. "POST"
-    matchPath: str | None = None  # noqa: N815 - a templated path prefix, e.g. "/v2/pods"
+    loseNext: int = Field(default=0, ge=0)
+    matchMethod: str | None = None
+    matchPath: str | None = None
     seed: int = 0
 
 

@@ -53,7 +53,10 @@ class TokenBucket:
         per_second = rate / 60
         remaining = int(self.tokens)
         reset = math.ceil((rate - self.tokens) / per_second)
-        return {"RateLimit": f'"minute";r={remaining};t={reset}', "RateLimit-Policy": f'"minute";q={rate};w=60'}
+        return {
+            "RateLimit": f'"minute";r={remaining};t={reset}',
+            "RateLimit-Policy": f'"minute";q={rate};w=60',
+        }
 
     def retry_after(self, rate: int) -> int:
         return max(1, math.ceil((1 - self.tokens) / (rate / 60)))
@@ -114,7 +117,9 @@ class Gate:
         if faults.take_error():
             status = faults.config.errorStatus
             self.counters.record(endpoint, str(status))
-            await problem(ApiError(status, "injected fault: the upstream failed, nothing was changed"))(scope, receive, send)
+            await problem(ApiError(status, "injected fault: the upstream failed, nothing was changed"))(
+                scope, receive, send
+            )
             return True
         return False
 

@@ -47,33 +47,44 @@ SPOT_WITHDRAWN = (
 )
 
 
-def _world(info: GraphQLResolveInfo) -> World:
+def _world(info: GraphQLResolveInfo[World]) -> World:
     world: World = info.context
     return world
 
 
 def _secret(record: SecretRecord) -> dict[str, Any]:
-    return {"id": record.id, "name": record.name, "description": record.description, "createdAt": iso(record.created_at)}
+    return {
+        "id": record.id,
+        "name": record.name,
+        "description": record.description,
+        "createdAt": iso(record.created_at),
+    }
 
 
-def resolve_myself(_root: object, info: GraphQLResolveInfo) -> dict[str, Any]:
+def resolve_myself(_root: object, info: GraphQLResolveInfo[World]) -> dict[str, Any]:
     world = _world(info)
 
-        # graphql-core calls a callable field value with (info, **args).
-    def secrets(_info: GraphQLResolveInfo, name: str | None = None, id: str | None = None) -> list[dict[str, Any]]:  # noqa: A002
+    # graphql-core calls a callable field value with (info, **args).
+    def secrets(
+        _info: GraphQLResolveInfo[World], name: str | None = None, id: str | None = None
+    ) -> list[dict[str, Any]]:
         found = [s for s in world.secrets.values() if name in (None, s.name) and id in (None, s.id)]
         return [_secret(s) for s in found]
 
     return {"id": "local-user", "secrets": secrets}
 
 
-def secret_create(_root: object, info: GraphQLResolveInfo, input: dict[str, Any]) -> dict[str, Any]:  # noqa: A002
+def secret_create(_root: object, info: GraphQLResolveInfo[World], input: dict[str, Any]) -> dict[str, Any]:
     world, name = _world(info), input["name"]
     if not name or not name.replace("_", "").replace("-", "").isalnum():
         raise GraphQLError("Secret names may use letters, digits, '_' and '-' only.")
     if any(s.name == name for s in world.secrets.values()):
-        raise GraphQLError(f"A secret named {name!r} already exists; names are immutable, update its value instead.")
-    record = SecretRecord(id=new_id(), name=name, description=input.get("description"), created_at=world.now())
+        raise GraphQLError(
+            f"A secret named {name!r} already exists; names are immutable, update its value instead."
+        )
+    record = SecretRecord(
+        id=new_id(), name=name, description=input.get("description"), created_at=world.now()
+    )
     world.save(record)
     world.audit("secret.create", "secret", record.id, record.name)
     return _secret(record)
@@ -86,7 +97,7 @@ def _find_secret(world: World, ident: str) -> SecretRecord:
     return record
 
 
-def secret_update(_root: object, info: GraphQLResolveInfo, input: dict[str, Any]) -> dict[str, Any]:  # noqa: A002
+def secret_update(_root: object, info: GraphQLResolveInfo[World], input: dict[str, Any]) -> dict[str, Any]:
     world = _world(info)
     record = _find_secret(world, input["id"])
     record.value_version += 1
@@ -95,7 +106,7 @@ def secret_update(_root: object, info: GraphQLResolveInfo, input: dict[str, Any]
     return _secret(record)
 
 
-def secret_delete(_root: object, info: GraphQLResolveInfo, id: str) -> bool:  # noqa: A002
+def secret_delete(_root: object, info: GraphQLResolveInfo[World], id: str) -> bool:
     world = _world(info)
     record = _find_secret(world, id)
     world.forget(record)
@@ -104,9 +115,16 @@ def secret_delete(_root: object, info: GraphQLResolveInfo, id: str) -> bool:  # 
 
 
 def _pod(world: World, pod: PodRecord) -> dict[str, Any]:
-    return {"id": pod.id, "name": pod.name, "desiredStatus": "EXITED" if pod.halted else "RUNNING",
-            "costPerHr": pod.hourly_cost, "gpuCount": pod.gpu_count, "imageName": pod.image,
-            "dataCenterId": pod.data_center_id, "bidPerGpu": pod.bid_per_gpu}  # fmt: skip
+    return {
+        "id": pod.id,
+        "name": pod.name,
+        "desiredStatus": "EXITED" if pod.halted else "RUNNING",
+        "costPerHr": pod.hourly_cost,
+        "gpuCount": pod.gpu_count,
+        "imageName": pod.image,
+        "dataCenterId": pod.data_center_id,
+        "bidPerGpu": pod.bid_per_gpu,
+    }
 
 
 def _check_bid(world: World, gpu_id: str, bid: float) -> None:
@@ -114,19 +132,30 @@ def _check_bid(world: World, gpu_id: str, bid: float) -> None:
     if gpu is None:
         raise GraphQLError(f"GPU type {gpu_id!r} is not offered.")
     if bid < gpu.spotMinBid:
-        raise GraphQLError(f"Bid ${bid:.2f}/GPU-h is below the current minimum of ${gpu.spotMinBid:.2f} for {gpu_id}.")
+        raise GraphQLError(
+            f"Bid ${bid:.2f}/GPU-h is below the current minimum of ${gpu.spotMinBid:.2f} for {gpu_id}."
+        )
 
 
-def _spot_body(input: dict[str, Any]) -> dict[str, Any]:  # noqa: A002
+def _spot_body(input: dict[str, Any]) -> dict[str, Any]:
     ports = [p.strip() for p in (input.get("ports") or "").split(",") if p.strip()]
     check_ports(ports)
-    body: dict[str, Any] = {"ports": ports, "dataCenterIds": [input["dataCenterId"]] if input.get("dataCenterId") else []}
+    body: dict[str, Any] = {
+        "ports": ports,
+        "dataCenterIds": [input["dataCenterId"]] if input.get("dataCenterId") else [],
+    }
     if input.get("networkVolumeId"):
-        body["mounts"] = {"network": [{"volumeId": input["networkVolumeId"], "path": input.get("volumeMountPath") or "/workspace"}]}
+        body["mounts"] = {
+            "network": [
+                {"volumeId": input["networkVolumeId"], "path": input.get("volumeMountPath") or "/workspace"}
+            ]
+        }
     return body
 
 
-def rent_interruptable(_root: object, info: GraphQLResolveInfo, input: dict[str, Any]) -> dict[str, Any]:  # noqa: A002
+def rent_interruptable(
+    _root: object, info: GraphQLResolveInfo[World], input: dict[str, Any]
+) -> dict[str, Any]:
     world = _world(info)
     if not world.limits.offerSpot:
         raise GraphQLError(SPOT_WITHDRAWN, extensions={"code": "SPOT_NOT_OFFERED"})
@@ -141,17 +170,40 @@ def rent_interruptable(_root: object, info: GraphQLResolveInfo, input: dict[str,
     dc_id = world.place(gpu_id, candidates, count)
     env = {e["key"]: e["value"] for e in input.get("env") or []}
     pod = new_pod(
-        world, name=input.get("name") or f"spot-{gpu_id.split()[-1].lower()}", image=input["imageName"],
-        args=input.get("dockerArgs") or "", disk=input.get("containerDiskInGb") or 50, ports=body["ports"], env=env,
-        cloud=cloud, gpu_id=gpu_id, gpu_count=count, data_center_id=dc_id, volume_id=volume_id, volume_path=volume_path,
-        start_ssh=bool(input.get("startSsh")), cost_per_gpu=bid, spot=True, bid_per_gpu=bid,
-    )  # fmt: skip
+        world,
+        name=input.get("name") or f"spot-{gpu_id.split()[-1].lower()}",
+        image=input["imageName"],
+        args=input.get("dockerArgs") or "",
+        disk=input.get("containerDiskInGb") or 50,
+        ports=body["ports"],
+        env=env,
+        cloud=cloud,
+        gpu_id=gpu_id,
+        gpu_count=count,
+        data_center_id=dc_id,
+        volume_id=volume_id,
+        volume_path=volume_path,
+        start_ssh=bool(input.get("startSsh")),
+        cost_per_gpu=bid,
+        spot=True,
+        bid_per_gpu=bid,
+    )
     world.save(pod)
-    world.audit("pod.create", "pod", pod.id, pod.name, gpu=gpu_id, count=count, dataCenterId=dc_id, spot=True, bidPerGpu=bid)
+    world.audit(
+        "pod.create",
+        "pod",
+        pod.id,
+        pod.name,
+        gpu=gpu_id,
+        count=count,
+        dataCenterId=dc_id,
+        spot=True,
+        bidPerGpu=bid,
+    )
     return _pod(world, pod)
 
 
-def bid_resume(_root: object, info: GraphQLResolveInfo, input: dict[str, Any]) -> dict[str, Any]:  # noqa: A002
+def bid_resume(_root: object, info: GraphQLResolveInfo[World], input: dict[str, Any]) -> dict[str, Any]:
     world = _world(info)
     if not world.limits.offerSpot:
         raise GraphQLError(SPOT_WITHDRAWN, extensions={"code": "SPOT_NOT_OFFERED"})
@@ -172,8 +224,13 @@ def build() -> GraphQLSchema:
     schema = build_schema(SDL)
     assert schema.query_type is not None and schema.mutation_type is not None
     schema.query_type.fields["myself"].resolve = resolve_myself
-    resolvers = {"secretCreate": secret_create, "secretValueUpdate": secret_update, "secretDelete": secret_delete,
-                 "podRentInterruptable": rent_interruptable, "podBidResume": bid_resume}  # fmt: skip
+    resolvers = {
+        "secretCreate": secret_create,
+        "secretValueUpdate": secret_update,
+        "secretDelete": secret_delete,
+        "podRentInterruptable": rent_interruptable,
+        "podBidResume": bid_resume,
+    }
     for name, resolver in resolvers.items():
         schema.mutation_type.fields[name].resolve = _as_graphql_errors(resolver)
     return schema
@@ -182,7 +239,7 @@ def build() -> GraphQLSchema:
 def _as_graphql_errors(resolver: Any) -> Any:
     """Rule violations shared with v2 (capacity, money) surface as GraphQL errors, not HTTP statuses."""
 
-    def wrapped(root: object, info: GraphQLResolveInfo, **args: Any) -> Any:
+    def wrapped(root: object, info: GraphQLResolveInfo[World], **args: Any) -> Any:
         try:
             return resolver(root, info, **args)
         except ApiError as exc:
@@ -202,11 +259,16 @@ async def graphql_endpoint(request: Request) -> JSONResponse:
     except (json.JSONDecodeError, UnicodeDecodeError):
         payload = None
     if not isinstance(payload, dict) or not isinstance(payload.get("query"), str):
-        return JSONResponse({"errors": [{"message": "POST a JSON object with a 'query' string."}]}, status_code=400)
+        return JSONResponse(
+            {"errors": [{"message": "POST a JSON object with a 'query' string."}]}, status_code=400
+        )
     variables = payload.get("variables")
     result = graphql_sync(
-        SCHEMA, payload["query"], variable_values=variables if isinstance(variables, dict) else None,
-        operation_name=payload.get("operationName"), context_value=request.app.state.world,
-    )  # fmt: skip
+        SCHEMA,
+        payload["query"],
+        variable_values=variables if isinstance(variables, dict) else None,
+        operation_name=payload.get("operationName"),
+        context_value=request.app.state.world,
+    )
     # GraphQL answers client errors with HTTP 200 and an `errors` array (FACTS.md section 1).
     return JSONResponse(result.formatted)

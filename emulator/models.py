@@ -16,7 +16,9 @@ class PodRecord(BaseModel):
     args: str = ""
     disk: int = 50  # container disk, GB
     ports: list[str] = Field(default_factory=list)
-    env: dict[str, str] = Field(default_factory=dict)  # the user's env; RunPod's injected env is added on render
+    env: dict[str, str] = Field(
+        default_factory=dict
+    )  # the user's env; RunPod's injected env is added on render
     registry: str | None = None
     cloud: str = "SECURE"
     gpu_id: str

@@ -41,7 +41,9 @@ def new_pod(world: World, *, ident: str | None = None, **fields: Any) -> PodReco
     )
 
 
-def volume_placement(world: World, body: dict[str, Any], cloud: str, candidates: list[str]) -> tuple[list[str], str | None, str | None]:
+def volume_placement(
+    world: World, body: dict[str, Any], cloud: str, candidates: list[str]
+) -> tuple[list[str], str | None, str | None]:
     """Narrow candidates to the attached volume's data center; refuse a pod elsewhere."""
     network = (body.get("mounts") or {}).get("network") or []
     if not network:
@@ -55,8 +57,8 @@ def volume_placement(world: World, body: dict[str, Any], cloud: str, candidates:
     if body.get("dataCenterIds") and volume.data_center_id not in candidates:
         raise ApiError(
             400,
-            f"Network volume {volume_id!r} lives in data center {volume.data_center_id}; a pod using it must be "
-            f"created there too, but the request allows only {', '.join(candidates)}.",
+            f"Network volume {volume_id!r} lives in data center {volume.data_center_id}; a pod using it "
+            f"must be created there too, but the request allows only {', '.join(candidates)}.",
         )
     return [volume.data_center_id], volume_id, path
 
@@ -85,14 +87,36 @@ def create_pod(world: World, body: dict[str, Any]) -> PodRecord:
     world.check_money(price * count)
     dc_id = world.place(gpu_id, candidates, count)
     pod = new_pod(
-        world, name=body["name"], image=body["image"], args=body.get("args", ""), disk=body.get("disk", 50),
-        ports=body.get("ports", []), env=body.get("env", {}), registry=body.get("registry"), cloud=cloud,
-        gpu_id=gpu_id, gpu_count=count, data_center_id=dc_id, volume_id=volume_id, volume_path=volume_path,
-        persistent=(body.get("mounts") or {}).get("persistent"), start_ssh=body.get("startSsh", False),
-        global_networking=body.get("globalNetworking", False), cost_per_gpu=price,
-    )  # fmt: skip
+        world,
+        name=body["name"],
+        image=body["image"],
+        args=body.get("args", ""),
+        disk=body.get("disk", 50),
+        ports=body.get("ports", []),
+        env=body.get("env", {}),
+        registry=body.get("registry"),
+        cloud=cloud,
+        gpu_id=gpu_id,
+        gpu_count=count,
+        data_center_id=dc_id,
+        volume_id=volume_id,
+        volume_path=volume_path,
+        persistent=(body.get("mounts") or {}).get("persistent"),
+        start_ssh=body.get("startSsh", False),
+        global_networking=body.get("globalNetworking", False),
+        cost_per_gpu=price,
+    )
     world.save(pod)
-    world.audit("pod.create", "pod", pod.id, pod.name, gpu=gpu_id, count=count, dataCenterId=dc_id, cost=pod.hourly_cost)
+    world.audit(
+        "pod.create",
+        "pod",
+        pod.id,
+        pod.name,
+        gpu=gpu_id,
+        count=count,
+        dataCenterId=dc_id,
+        cost=pod.hourly_cost,
+    )
     return pod
 
 
@@ -106,7 +130,9 @@ def get_pod(world: World, pod_id: str) -> PodRecord:
 def refuse_member(pod: PodRecord, verb: str) -> None:
     if pod.cluster_id is not None:
         raise ApiError(
-            409, f"Pod {pod.id} belongs to cluster {pod.cluster_id} and cannot be {verb} here; use /v2/clusters/{pod.cluster_id}."
+            409,
+            f"Pod {pod.id} belongs to cluster {pod.cluster_id} and cannot be {verb} here; "
+            f"use /v2/clusters/{pod.cluster_id}.",
         )
 
 
@@ -114,7 +140,9 @@ def _patch_mounts(pod: PodRecord, mounts: dict[str, Any]) -> None:
     network = mounts.get("network") or []
     wanted = network[0]["volumeId"] if network else None
     if wanted != pod.volume_id:
-        raise ApiError(400, "The network volume is fixed when the pod is created; replace the pod to change it.")
+        raise ApiError(
+            400, "The network volume is fixed when the pod is created; replace the pod to change it."
+        )
     persistent = mounts.get("persistent")
     if persistent and pod.persistent and int(persistent["size"]) < int(pod.persistent["size"]):
         raise ApiError(400, "The persistent volume can only grow.")
@@ -158,10 +186,15 @@ def act(world: World, pod: PodRecord, action: str) -> PodRecord | None:
     """Apply a pod action; `None` when the pod is gone (terminate)."""
     refuse_member(pod, "changed")
     status = world.status(pod)
-    allowed = {"RUNNING": {"stop", "restart", "terminate"}, "PROVISIONING": {"stop", "terminate"},
-               "STARTING": {"stop", "terminate"}}.get(status, {"start", "terminate"})  # fmt: skip
+    allowed = {
+        "RUNNING": {"stop", "restart", "terminate"},
+        "PROVISIONING": {"stop", "terminate"},
+        "STARTING": {"stop", "terminate"},
+    }.get(status, {"start", "terminate"})
     if action not in allowed:
-        raise ApiError(409, f"Action {action!r} is not valid while the pod is {status}; allowed: {sorted(allowed)}.")
+        raise ApiError(
+            409, f"Action {action!r} is not valid while the pod is {status}; allowed: {sorted(allowed)}."
+        )
     if pod.locked and action in ("stop", "restart"):
         raise ApiError(409, f"Pod {pod.id} is locked; unlock it with PATCH {{'locked': false}} first.")
     if action == "terminate":

@@ -34,8 +34,14 @@ class ApiError(Exception):
         self.headers = headers or {}
 
 
-def problem_body(status: int, detail: str, *, title: str | None = None, errors: list[str] | None = None) -> dict[str, object]:
-    body: dict[str, object] = {"title": title or HTTPStatus(status).phrase, "status": status, "detail": detail}
+def problem_body(
+    status: int, detail: str, *, title: str | None = None, errors: list[str] | None = None
+) -> dict[str, object]:
+    body: dict[str, object] = {
+        "title": title or HTTPStatus(status).phrase,
+        "status": status,
+        "detail": detail,
+    }
     if errors is not None:
         body["errors"] = errors
     return body

@@ -15,7 +15,11 @@ router = APIRouter(prefix="/v2/catalog", dependencies=[Depends(checked_query)])
 
 
 def _free_by_dc(world: World, gpu: Gpu) -> dict[str, int]:
-    return {dc.id: max(0, world.free_gpus(gpu.id, dc.id)) for dc in world.catalog.dataCenters if gpu.id in dc.stock}
+    return {
+        dc.id: max(0, world.free_gpus(gpu.id, dc.id))
+        for dc in world.catalog.dataCenters
+        if gpu.id in dc.stock
+    }
 
 
 def _free_by_gpu(world: World, dc: DataCenter) -> dict[str, int]:
@@ -51,7 +55,9 @@ def _gpu_response(world: World, gpu: Gpu, query: dict[str, Any]) -> dict[str, An
 @router.get("/gpus")
 async def list_gpus(request: Request) -> dict[str, Any]:
     world, query = world_of(request), request.state.query
-    return {"gpus": [_gpu_response(world, g, query) for g in world.catalog.gpus if _gpu_matches(world, g, query)]}
+    return {
+        "gpus": [_gpu_response(world, g, query) for g in world.catalog.gpus if _gpu_matches(world, g, query)]
+    }
 
 
 @router.get("/gpus/{gpu_id}")

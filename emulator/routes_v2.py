@@ -184,5 +184,3 @@ async def put_ssh_keys(request: Request) -> JSONResponse:
     world.store.set_setting("ssh_keys", world.ssh_keys)
     world.audit("account.ssh_keys", "account", None, None, count=len(world.ssh_keys))
     return JSONResponse({"keys": world.ssh_keys})
-
-

@@ -62,7 +62,9 @@ class Spec:
                     continue
                 params = [self._deref(p) for p in item.get("parameters", []) + op.get("parameters", [])]
                 query = {p["name"]: p for p in params if p.get("in") == "query"}
-                found.append(Operation(op["operationId"], method.upper(), template, _compile(template), query))
+                found.append(
+                    Operation(op["operationId"], method.upper(), template, _compile(template), query)
+                )
         # Literal paths win over templated ones (`/v2/registries/delegations` before `/{id}`).
         found.sort(key=lambda o: (o.template.count("{"), -len(o.template)))
         return found

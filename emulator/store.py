@@ -35,7 +35,8 @@ class Store:
 
     def put(self, kind: str, ident: str, doc: dict[str, Any]) -> None:
         self._db.execute(
-            "INSERT OR REPLACE INTO resources (kind, id, doc) VALUES (?, ?, ?)", (kind, ident, json.dumps(doc))
+            "INSERT OR REPLACE INTO resources (kind, id, doc) VALUES (?, ?, ?)",
+            (kind, ident, json.dumps(doc)),
         )
 
     def delete(self, kind: str, ident: str) -> None:
@@ -53,12 +54,17 @@ class Store:
         return None if row is None else json.loads(row[0])
 
     def set_setting(self, key: str, value: Any) -> None:
-        self._db.execute("INSERT OR REPLACE INTO settings (key, value) VALUES (?, ?)", (key, json.dumps(value)))
+        self._db.execute(
+            "INSERT OR REPLACE INTO settings (key, value) VALUES (?, ?)", (key, json.dumps(value))
+        )
 
-    def audit(self, at: float, event: str, kind: str, ident: str | None, name: str | None, detail: dict[str, Any]) -> None:
+    def audit(
+        self, at: float, event: str, kind: str, ident: str | None, name: str | None, detail: dict[str, Any]
+    ) -> None:
         """Append one event. Callers pass names and ids only: never headers or secret values."""
         self._db.execute(
-            "INSERT INTO audit (at, wall, event, kind, resource_id, name, detail) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO audit (at, wall, event, kind, resource_id, name, detail) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
             (at, time.time(), event, kind, ident, name, json.dumps(detail, sort_keys=True)),
         )
 

@@ -51,7 +51,9 @@ def _runtime(world: World, pod: PodRecord) -> dict[str, Any] | None:
         port, _, kind = spec.partition("/")
         tcp = kind == "tcp"
         public = pod.port_base + index if tcp else None
-        ports.append({"private": int(port), "public": public, "type": kind, "ip": pod.public_ip if tcp else None})
+        ports.append(
+            {"private": int(port), "public": public, "type": kind, "ip": pod.public_ip if tcp else None}
+        )
     uptime = int(world.now() - world.running_since(pod))
     return {"uptime": uptime, "ports": ports, "gpus": [{"util": 0, "memoryUtil": 0}] * pod.gpu_count}
 
@@ -82,15 +84,30 @@ def pod_view(world: World, pod: PodRecord) -> dict[str, Any]:
     if pod.global_networking and pod.gn_ip:
         gn |= {"ip": pod.gn_ip, "internalDns": f"{pod.id}.runpod.internal"}
     view: dict[str, Any] = {
-        "id": pod.id, "name": pod.name, "image": pod.image, "args": pod.args, "disk": pod.disk,
-        "ports": list(pod.ports), "env": {**pod.env, **injected_env(pod)}, "registry": pod.registry,
-        "status": status, "actions": ACTIONS.get(status, []), "mounts": _mounts(pod),
-        "gpu": {"id": pod.gpu_id, "count": pod.gpu_count}, "cloud": pod.cloud,
-        "dataCenterId": pod.data_center_id, "cudaVersion": CUDA_VERSION, "ssh": _ssh(world, pod),
-        "template": None, "cost": 0.0 if pod.halted else pod.hourly_cost, "locked": pod.locked,
-        "globalNetworking": gn, "runtime": _runtime(world, pod), "createdAt": iso(pod.created_at),
+        "id": pod.id,
+        "name": pod.name,
+        "image": pod.image,
+        "args": pod.args,
+        "disk": pod.disk,
+        "ports": list(pod.ports),
+        "env": {**pod.env, **injected_env(pod)},
+        "registry": pod.registry,
+        "status": status,
+        "actions": ACTIONS.get(status, []),
+        "mounts": _mounts(pod),
+        "gpu": {"id": pod.gpu_id, "count": pod.gpu_count},
+        "cloud": pod.cloud,
+        "dataCenterId": pod.data_center_id,
+        "cudaVersion": CUDA_VERSION,
+        "ssh": _ssh(world, pod),
+        "template": None,
+        "cost": 0.0 if pod.halted else pod.hourly_cost,
+        "locked": pod.locked,
+        "globalNetworking": gn,
+        "runtime": _runtime(world, pod),
+        "createdAt": iso(pod.created_at),
         "startedAt": iso(world.running_since(pod)) if status == "RUNNING" else None,
-    }  # fmt: skip
+    }
     if pod.cluster_id is not None:
         view["cluster"] = {"id": pod.cluster_id, "rank": pod.rank, "ip": pod.fabric_ip}
     return view
@@ -103,13 +120,19 @@ def cluster_view(world: World, cluster: ClusterRecord) -> dict[str, Any]:
         status = world.status(pod)
         by_status[status] = by_status.get(status, 0) + 1
     view: dict[str, Any] = {
-        "id": cluster.id, "name": cluster.name, "type": cluster.type,
-        "compute": {"gpuTypeId": cluster.gpu_id, "gpuCountPerPod": cluster.gpu_count_per_pod,
-                    "podCount": cluster.pod_count},
-        "dataCenterId": cluster.data_center_id, "pods": {"total": len(members), "byStatus": by_status},
+        "id": cluster.id,
+        "name": cluster.name,
+        "type": cluster.type,
+        "compute": {
+            "gpuTypeId": cluster.gpu_id,
+            "gpuCountPerPod": cluster.gpu_count_per_pod,
+            "podCount": cluster.pod_count,
+        },
+        "dataCenterId": cluster.data_center_id,
+        "pods": {"total": len(members), "byStatus": by_status},
         "network": {"cidr": cluster.cidr, "vxlanId": cluster.vxlan_id, "vxlanPort": cluster.vxlan_port},
         "createdAt": iso(cluster.created_at),
-    }  # fmt: skip
+    }
     primary = next((p for p in members if p.rank == 0), None)
     if primary is not None:
         view["primary"] = {"podId": primary.id, "status": world.status(primary)}

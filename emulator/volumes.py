@@ -17,7 +17,12 @@ def create_volume(world: World, body: dict[str, Any]) -> VolumeRecord:
     if kind not in dc.networkVolumeTypes:
         raise ApiError(400, f"{dc.id} offers network volume types {dc.networkVolumeTypes}, not {kind}.")
     volume = VolumeRecord(
-        id=new_id(), name=body["name"], size=body["size"], data_center_id=dc.id, type=kind, created_at=world.now()
+        id=new_id(),
+        name=body["name"],
+        size=body["size"],
+        data_center_id=dc.id,
+        type=kind,
+        created_at=world.now(),
     )
     world.save(volume)
     world.audit("volume.create", "volume", volume.id, volume.name, size=volume.size, dataCenterId=dc.id)
@@ -33,7 +38,9 @@ def get_volume(world: World, volume_id: str) -> VolumeRecord:
 
 def patch_volume(world: World, volume: VolumeRecord, body: dict[str, Any]) -> VolumeRecord:
     if "size" in body and body["size"] < volume.size:
-        raise ApiError(400, f"A network volume can only grow: it is {volume.size} GB, asked for {body['size']} GB.")
+        raise ApiError(
+            400, f"A network volume can only grow: it is {volume.size} GB, asked for {body['size']} GB."
+        )
     volume.size = body.get("size", volume.size)
     volume.name = body.get("name", volume.name)
     world.save(volume)
@@ -44,6 +51,8 @@ def patch_volume(world: World, volume: VolumeRecord, body: dict[str, Any]) -> Vo
 def delete_volume(world: World, volume: VolumeRecord) -> None:
     users = sorted(p.id for p in world.pods.values() if p.volume_id == volume.id)
     if users:
-        raise ApiError(400, f"Network volume {volume.id} is attached to pod(s) {', '.join(users)}; remove them first.")
+        raise ApiError(
+            400, f"Network volume {volume.id} is attached to pod(s) {', '.join(users)}; remove them first."
+        )
     world.forget(volume)
     world.audit("volume.delete", "volume", volume.id, volume.name)

@@ -21,10 +21,10 @@ class Limits(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    spendLimit: float = Field(ge=0)  # noqa: N815 - USD/h across all live pods
+    spendLimit: float = Field(ge=0)
     balance: float = Field(ge=0)  # USD of credit
-    ratePerMinute: int = Field(ge=1)  # noqa: N815
-    offerSpot: bool  # noqa: N815
+    ratePerMinute: int = Field(ge=1)
+    offerSpot: bool
 
 
 class CapacityFaults(BaseModel):
@@ -32,7 +32,7 @@ class CapacityFaults(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    exhaustNext: int = Field(default=0, ge=0)  # noqa: N815 - refuse the next N creates
+    exhaustNext: int = Field(default=0, ge=0)
     exhausted: bool = False  # refuse every create until reset
     # "gpu id@dc id" -> GPUs in stock there, replacing the catalog figure.
     stock: dict[str, int] = Field(default_factory=dict)
@@ -51,7 +51,9 @@ class World:
         self.store = store
         self.catalog = catalog
         self.clock = ScaledClock(settings.time_scale, store.get_setting("clock"))
-        self.faults = Faults(FaultConfig(errorRate=settings.error_rate, latencyMs=settings.latency_ms, seed=settings.seed))
+        self.faults = Faults(
+            FaultConfig(errorRate=settings.error_rate, latencyMs=settings.latency_ms, seed=settings.seed)
+        )
         self.capacity = CapacityFaults()
         self.limits = Limits.model_validate(store.get_setting("limits") or self.default_limits())
         self.ssh_keys: list[str] = store.get_setting("ssh_keys") or []
@@ -62,7 +64,12 @@ class World:
 
     def default_limits(self) -> dict[str, Any]:
         s = self.settings
-        return {"spendLimit": s.spend_limit, "balance": s.balance, "ratePerMinute": s.rate_per_minute, "offerSpot": s.offer_spot}
+        return {
+            "spendLimit": s.spend_limit,
+            "balance": s.balance,
+            "ratePerMinute": s.rate_per_minute,
+            "offerSpot": s.offer_spot,
+        }
 
     def now(self) -> float:
         return self.clock.now()
@@ -129,19 +136,23 @@ class World:
     def free_gpus(self, gpu_id: str, dc_id: str) -> int:
         dc = self.catalog.data_center(dc_id)
         stock = self.capacity.stock.get(f"{gpu_id}@{dc_id}", dc.stock.get(gpu_id, 0) if dc else 0)
-        used = sum(p.gpu_count for p in self.pods.values() if p.halted is None and p.gpu_id == gpu_id and p.data_center_id == dc_id)
+        used = sum(
+            p.gpu_count
+            for p in self.pods.values()
+            if p.halted is None and p.gpu_id == gpu_id and p.data_center_id == dc_id
+        )
         return stock - used
 
     def live_spend(self) -> float:
         return round(sum(p.hourly_cost for p in self.pods.values() if p.halted is None), 4)
 
     def check_money(self, hourly_cost: float) -> None:
-        """402 below one hour of credit; 400 naming the limit when spend would pass it (FACTS.md section 7)."""
+        """402 below one hour of credit; 400 naming the limit if spend would pass it (FACTS.md section 7)."""
         if self.limits.balance < hourly_cost:
             raise ApiError(
                 402,
-                f"Insufficient balance: ${self.limits.balance:.2f} is less than one hour (${hourly_cost:.2f}) "
-                "of this deploy. Add credit, then retry.",
+                f"Insufficient balance: ${self.limits.balance:.2f} is less than one hour "
+                f"(${hourly_cost:.2f}) of this deploy. Add credit, then retry.",
             )
         after = self.live_spend() + hourly_cost
         if after > self.limits.spendLimit + 1e-9:
@@ -167,7 +178,9 @@ class World:
             return [dc.id for dc in self.catalog.dataCenters if gpu_id in dc.stock]
         unknown = [d for d in requested if self.catalog.data_center(d) is None]
         if unknown:
-            raise ApiError(400, f"Unknown data center id(s): {', '.join(unknown)}. See GET /v2/catalog/datacenters.")
+            raise ApiError(
+                400, f"Unknown data center id(s): {', '.join(unknown)}. See GET /v2/catalog/datacenters."
+            )
         return list(requested)
 
     def gpu_price(self, gpu_id: str, cloud: str, count: int) -> float:
@@ -176,7 +189,9 @@ class World:
             raise ApiError(400, f"GPU type {gpu_id!r} is not offered. See GET /v2/catalog/gpus for ids.")
         ceiling = gpu.maxCount.secure if cloud == "SECURE" else gpu.maxCount.community
         if count > ceiling:
-            raise ApiError(400, f"{gpu_id} allows at most {ceiling} GPUs per pod on {cloud} cloud; asked for {count}.")
+            raise ApiError(
+                400, f"{gpu_id} allows at most {ceiling} GPUs per pod on {cloud} cloud; asked for {count}."
+            )
         return self.catalog.price(gpu_id, cloud)
 
     def reset(self) -> None:
@@ -185,6 +200,12 @@ class World:
             table.clear()
         self.store.clear_resources()
         self.capacity = CapacityFaults()
-        self.faults.set(FaultConfig(errorRate=self.settings.error_rate, latencyMs=self.settings.latency_ms, seed=self.settings.seed))
+        self.faults.set(
+            FaultConfig(
+                errorRate=self.settings.error_rate,
+                latencyMs=self.settings.latency_ms,
+                seed=self.settings.seed,
+            )
+        )
         self.set_limits(Limits.model_validate(self.default_limits()))
         self.audit("admin.reset", "account", None, None)

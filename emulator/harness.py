@@ -1,0 +1,194 @@
+"""Run a local RunPod (and a moto S3) as subprocesses and drive the admin API: for tests and scripts."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from emulator.config import DEFAULT_API_KEY
+
+# Fast enough that a pod is ready within ~1.5 s of wall time, slow enough to see every phase.
+FAST_ARGS = (
+    "--provisioning-s",
+    "0.5",
+    "--starting-s",
+    "0.5",
+    "--runtime-lag-s",
+    "0.25",
+    "--rate-per-minute",
+    "100000",
+)
+
+
+def _wait(check: Any, what: str, timeout_s: float, process: subprocess.Popen[bytes] | None = None) -> Any:
+    """Poll `check()` until it returns something truthy, the process dies, or the deadline passes."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            raise RuntimeError(f"{what}: the process exited with {process.returncode}")
+        result = check()
+        if result:
+            return result
+        time.sleep(0.05)
+    raise TimeoutError(f"{what}: not ready after {timeout_s} s")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@dataclass
+class Admin:
+    """The `/_admin` API of one server; every method returns the decoded JSON answer."""
+
+    client: httpx.Client
+
+    def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        response = self.client.request(method, f"/_admin{path}", json=body)
+        response.raise_for_status()
+        return response.json()
+
+    def reset(self) -> None:
+        self._call("POST", "/reset")
+
+    def faults(self, **config: Any) -> dict[str, Any]:
+        """Replace the fault set: errorRate, errorNext, errorStatus, latencyMs, dropNext, loseNext, match*."""
+        result: dict[str, Any] = self._call("PUT", "/faults", config)
+        return result
+
+    def capacity(self, **config: Any) -> dict[str, Any]:
+        """Replace capacity faults: exhaustNext (int), exhausted (bool), stock ({"gpu@dc": GPUs})."""
+        result: dict[str, Any] = self._call("PUT", "/capacity", config)
+        return result
+
+    def limits(self, **changes: Any) -> dict[str, Any]:
+        """Change spendLimit, balance, ratePerMinute or offerSpot; returns all limits."""
+        result: dict[str, Any] = self._call("PATCH", "/limits", changes)
+        return result
+
+    def advance(self, seconds: float) -> float:
+        now: float = self._call("POST", "/clock/advance", {"seconds": seconds})["now"]
+        return now
+
+    def preempt(self, pod_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._call("POST", f"/pods/{pod_id}/preempt")
+        return result
+
+    def out_of_band(self, pod_id: str, status: str = "TERMINATED") -> dict[str, Any]:
+        result: dict[str, Any] = self._call("POST", f"/pods/{pod_id}/out-of-band", {"status": status})
+        return result
+
+    def audit(self, since: int = 0) -> list[dict[str, Any]]:
+        entries: list[dict[str, Any]] = self._call("GET", f"/audit?since={since}")["entries"]
+        return entries
+
+    def counters(self) -> dict[str, Any]:
+        result: dict[str, Any] = self._call("GET", "/counters")
+        return result
+
+    def live(self) -> dict[str, Any]:
+        """Live pods/clusters/volumes/secrets, `spendPerHour`, and `duplicates` (names held twice)."""
+        result: dict[str, Any] = self._call("GET", "/live")
+        return result
+
+
+@dataclass
+class LocalRunPod:
+    """A running emulator: where it listens, its key, its admin API, and how to stop it."""
+
+    base_url: str
+    api_key: str
+    state_dir: Path
+    process: subprocess.Popen[bytes]
+    admin: Admin = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.admin = Admin(httpx.Client(base_url=self.base_url, timeout=10))
+
+    def env(self) -> dict[str, str]:
+        return {"RUNPOD_API_URL": self.base_url, "RUNPOD_API_KEY": self.api_key}
+
+    def client(self, **kwargs: Any) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {self.api_key}"}
+        return httpx.Client(base_url=self.base_url, headers=headers, timeout=10, **kwargs)
+
+    def stop(self) -> None:
+        self.admin.client.close()
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def start_local_runpod(
+    state_dir: Path, *args: str, api_key: str = DEFAULT_API_KEY, timeout_s: float = 30.0
+) -> LocalRunPod:
+    """Start `python -m emulator serve` on a free loopback port; extra `args` are serve flags."""
+    state_dir.mkdir(parents=True, exist_ok=True)
+    marker = state_dir / "server.json"
+    marker.unlink(missing_ok=True)
+    env = os.environ | {"RUNPOD_API_KEY": api_key}
+    repo = Path(__file__).resolve().parent.parent
+    log = (state_dir / "emulator.log").open("ab")
+    command = [sys.executable, "-m", "emulator", "serve", "--port", "0", "--state-dir", str(state_dir), *args]
+    process = subprocess.Popen(command, cwd=repo, env=env, stdout=log, stderr=subprocess.STDOUT)
+    info = _wait(
+        lambda: marker.exists() and json.loads(marker.read_text()), "local RunPod", timeout_s, process
+    )
+    server = LocalRunPod(info["baseUrl"], api_key, state_dir, process)
+
+    def healthy() -> bool:
+        try:
+            return server.admin.client.get("/_admin/health").status_code == 200
+        except httpx.TransportError:
+            return False
+
+    _wait(healthy, "local RunPod health", timeout_s, process)
+    return server
+
+
+@dataclass
+class MotoS3:
+    """A moto server standing in for S3; use `endpoint_url` with the `testing` credentials."""
+
+    endpoint_url: str
+    process: subprocess.Popen[bytes]
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=10)
+
+
+def start_moto_s3(log_path: Path, timeout_s: float = 30.0) -> MotoS3:
+    port = free_port()
+    moto = Path(sys.executable).with_name("moto_server")
+    log = log_path.open("ab")
+    process = subprocess.Popen(
+        [str(moto), "-H", "127.0.0.1", "-p", str(port)], stdout=log, stderr=subprocess.STDOUT
+    )
+    url = f"http://127.0.0.1:{port}"
+
+    def healthy() -> bool:
+        try:
+            return httpx.get(f"{url}/moto-api/", timeout=2).status_code < 500
+        except httpx.TransportError:
+            return False
+
+    _wait(healthy, "moto S3", timeout_s, process)
+    return MotoS3(url, process)

@@ -1,0 +1,196 @@
+"""What every RunPod dynamic provider shares: check/diff scaffolding, client construction, bounded polling.
+
+The contract each subclass keeps (see providers/README.md):
+- `check` validates inputs and adds `cost_per_hour`, `storage_cost_per_month`, `price_source`, so
+  policies can read them at preview; unknown (not yet computed) values are tolerated.
+- `create` is transactional: if it raises, nothing billable is left behind.
+- `read` returns `ReadResult(None, {})` when the thing is gone, so Pulumi drops it from state.
+- `update` returns the full outputs (inputs plus computed outputs), never None.
+- `delete` of something already gone succeeds.
+- The provider object holds plain data only (it is pickled into state); clients are built per call.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, TypeVar
+
+import pulumi
+from pulumi.dynamic import CheckFailure, CheckResult, ConfigureRequest, DiffResult, ResourceProvider
+from pulumi.runtime import rpc
+from pydantic import ValidationError
+
+from providers.runpod import errors
+from providers.runpod.client import RunPodClient, set_process_config
+from providers.runpod.models import _Args
+
+UNKNOWN = rpc.UNKNOWN
+PROVIDER_KEY = "__provider"
+COST_KEYS = frozenset({"cost_per_hour", "storage_cost_per_month", "price_source"})
+
+POLL_ENV = "TRAINSTACK_POLL_INTERVAL_S"
+READY_ENV = "TRAINSTACK_READY_TIMEOUT_S"
+DEFAULT_POLL_S = 10.0  # ~6 GETs/min per waiting resource: well inside the 60/min quota
+DEFAULT_READY_S = 20 * 60.0  # dstack allows RunPod 20 min to provision (FACTS.md section 2)
+
+A = TypeVar("A", bound=_Args)
+T = TypeVar("T")
+
+
+def is_unknown(value: Any) -> bool:
+    return isinstance(value, str) and value == UNKNOWN
+
+
+def _env_seconds(name: str, default: float) -> float:
+    raw = os.environ.get(name, "").strip()
+    try:
+        value = float(raw) if raw else default
+    except ValueError:
+        raise errors.ConfigError(f"{name} must be a number of seconds") from None
+    if value <= 0:
+        raise errors.ConfigError(f"{name} must be positive")
+    return value
+
+
+def ready_timeout(explicit: float | None) -> float:
+    return explicit if explicit is not None else _env_seconds(READY_ENV, DEFAULT_READY_S)
+
+
+def wait_for(
+    client: RunPodClient,
+    fetch: Callable[[], T],
+    probe: Callable[[T], tuple[bool, str | None]],
+    timeout_s: float,
+    what: str,
+) -> T:
+    """Poll `fetch` until `probe` says ready, fails, or `timeout_s` passes.
+
+    `probe(x)` returns (ready, failure); a failure string ends the wait at once. Waits start at the poll
+    interval and grow 1.5x up to 3x it, so the average rate never exceeds one GET per interval.
+    """
+    interval = _env_seconds(POLL_ENV, DEFAULT_POLL_S)
+    deadline = client.clock() + timeout_s
+    delay = interval
+    while True:
+        current = fetch()
+        ready, failure = probe(current)
+        if ready:
+            return current
+        if failure:
+            raise errors.RunPodError(f"{what} failed while starting: {failure}")
+        if client.clock() + delay > deadline:
+            raise errors.DeadlineExceeded(
+                f"{what} was not ready after {timeout_s:.0f} s; raise ready_timeout_s or {READY_ENV}, "
+                "or pick a data center with capacity"
+            )
+        client.sleep(delay)
+        delay = min(delay * 1.5, interval * 3)
+
+
+def args_of(model: type[A], props: Mapping[str, Any]) -> A:
+    """The validated model from checked inputs or state (which also hold computed keys)."""
+    return model.model_validate({k: v for k, v in props.items() if k in model.model_fields})
+
+
+def _failures(exc: ValidationError) -> list[CheckFailure]:
+    out = []
+    for err in exc.errors():
+        if is_unknown(err.get("input")):
+            continue  # a value computed by another resource: validated on the real run
+        prop = ".".join(str(p) for p in err["loc"]) or "(resource)"
+        reason = "unknown property; check the spelling" if err["type"] == "extra_forbidden" else err["msg"]
+        out.append(CheckFailure(prop, reason))  # never echo the input: it may be a secret
+    return out
+
+
+def validate_inputs(
+    model_cls: type[A], news: Mapping[str, Any], skip: frozenset[str] | set[str]
+) -> tuple[A | None, dict[str, Any], list[CheckFailure]]:
+    """Validate raw inputs, tolerating unknowns; returns (model or None, values to keep, failures).
+
+    `values` are the normalised inputs (defaults filled in) with unknown values kept as unknown; the
+    model is None when some input is still unknown or invalid.
+    """
+    raw = {k: v for k, v in news.items() if k not in skip}
+    unknown = {k for k, v in raw.items() if is_unknown(v)}
+    try:
+        model = model_cls.model_validate({k: v for k, v in raw.items() if k not in unknown})
+    except ValidationError as exc:
+        failures = [f for f in _failures(exc) if f.property.split(".")[0] not in unknown]
+        if failures:
+            return None, raw, failures
+        defaults = {
+            k: f.get_default(call_default_factory=True)
+            for k, f in model_cls.model_fields.items()
+            if not f.is_required()
+        }
+        return None, {**defaults, **raw}, []
+    rules = [CheckFailure(p, r) for p, r in model.rule_failures()]
+    if rules:
+        return model, raw, rules
+    values = {**model.model_dump(), **{k: raw[k] for k in unknown}}
+    return (None if unknown else model), values, []
+
+
+class RunPodProvider(ResourceProvider):
+    """Base of the RunPod providers: subclasses set the class attributes and implement the verbs."""
+
+    args_model: ClassVar[type[_Args]]
+    replace_keys: ClassVar[frozenset[str]] = frozenset()  # changing these forces a replacement
+    output_keys: ClassVar[frozenset[str]] = frozenset()  # computed by create/read; ignored by diff
+    delete_before_replace: ClassVar[bool] = False
+    update_warning: ClassVar[str | None] = None  # shown by diff when an in-place update is planned
+
+    def __init__(self, client_factory: Callable[[], RunPodClient] | None = None) -> None:
+        super().__init__()
+        # None in real use (picklable); tests pass a factory that injects a fake transport.
+        self._client_factory = client_factory
+
+    def configure(self, req: ConfigureRequest) -> None:
+        set_process_config(req.config.get("runpod:apiUrl"), req.config.get("runpod:apiKey"))
+
+    def client(self) -> RunPodClient:
+        return self._client_factory() if self._client_factory is not None else RunPodClient.from_env()
+
+    # ---- preview ----------------------------------------------------------------------------------
+
+    def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
+        skip = COST_KEYS | self.output_keys | {PROVIDER_KEY}  # outputs are declared as None inputs
+        model, values, failures = validate_inputs(self.args_model, news, skip)
+        if model is not None:
+            failures += self.transition_failures(olds, model)
+        if failures:
+            return CheckResult(values, failures)
+        return CheckResult({**values, **self.costs(values)}, [])
+
+    def costs(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        """`cost_per_hour`, `storage_cost_per_month`, `price_source` from checked values (may be unknown)."""
+        return {"cost_per_hour": 0.0, "storage_cost_per_month": 0.0, "price_source": "none"}
+
+    def transition_failures(self, olds: Mapping[str, Any], new: _Args) -> list[CheckFailure]:
+        """Failures that depend on the previous inputs (e.g. a volume that would shrink)."""
+        return []
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        ignored = self.output_keys | COST_KEYS | {PROVIDER_KEY}
+        keys = (set(olds) | set(news)) - ignored
+        changed = {k for k in keys if is_unknown(news.get(k)) or not self.same(k, olds.get(k), news.get(k))}
+        replaces = sorted(changed & self.replace_keys)
+        if changed and not replaces and self.update_warning:
+            pulumi.log.warn(f"{self.update_warning} (changing: {', '.join(sorted(changed))})")
+        return DiffResult(
+            changes=bool(changed),
+            replaces=replaces,
+            delete_before_replace=self.delete_before_replace if replaces else None,
+        )
+
+    def same(self, key: str, old: Any, new: Any) -> bool:
+        """Whether an input is unchanged; subclasses relax this for inputs that outputs fill in."""
+        return bool(old == new)
+
+    # ---- helpers for the verbs --------------------------------------------------------------------
+
+    def carried(self, props: Mapping[str, Any]) -> dict[str, Any]:
+        """Inputs and cost figures to echo into outputs (everything but the provider and old outputs)."""
+        return {k: v for k, v in props.items() if k != PROVIDER_KEY and k not in self.output_keys}

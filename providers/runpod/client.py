@@ -1,0 +1,259 @@
+"""The one HTTP client for RunPod (REST v2 and the GraphQL subset): the only code that knows URLs.
+
+Credentials are read at run time in the provider process, never from resource inputs, never stored in
+outputs or on a pickled provider:
+  1. env `RUNPOD_API_URL` / `RUNPOD_API_KEY` (the primary path: the Pulumi program exports stack config
+     `runpod:apiUrl` / `runpod:apiKey` into the environment, and the provider process inherits it);
+  2. stack config `runpod:apiUrl` / `runpod:apiKey` handed to a provider's `configure()` (kept in this
+     module's process-level settings, not on the provider object).
+
+Every request goes through `HttpCore.request` (http.py): timeout, shared token bucket, mapped errors,
+bounded retries, and no blind POST replays (creates are reconciled by listing and matching the name).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+from providers.runpod import errors, gql
+from providers.runpod.http import HttpCore
+from providers.runpod.records import (
+    ApiCluster,
+    ApiGpuType,
+    ApiPod,
+    ApiSecret,
+    ApiVolume,
+    ClusterCreate,
+    PodCreate,
+    PodPatch,
+    SpotPodRent,
+    VolumeCreate,
+    VolumePatch,
+)
+
+DEFAULT_API_URL = "https://api.runpod.io"
+URL_ENV = "RUNPOD_API_URL"
+KEY_ENV = "RUNPOD_API_KEY"
+GRAPHQL_PATH = "/graphql"
+
+_process_config: dict[str, str] = {}
+_process_lock = threading.Lock()
+
+T = TypeVar("T")
+
+
+def set_process_config(api_url: str | None, api_key: str | None) -> None:
+    """Remember stack config `runpod:apiUrl`/`runpod:apiKey` for this process (env still wins)."""
+    with _process_lock:
+        for name, value in (("api_url", api_url), ("api_key", api_key)):
+            if value:
+                _process_config[name] = value
+
+
+def _resolve_credentials() -> tuple[str, str]:
+    url = os.environ.get(URL_ENV) or _process_config.get("api_url") or DEFAULT_API_URL
+    key = os.environ.get(KEY_ENV) or _process_config.get("api_key") or ""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise errors.ConfigError(f"{URL_ENV} / runpod:apiUrl must be an http(s) URL like {DEFAULT_API_URL}")
+    if not key:
+        raise errors.ConfigError(
+            f"no RunPod API key: export {KEY_ENV} or run `pulumi config set --secret runpod:apiKey <key>`"
+        )
+    return url.rstrip("/"), key
+
+
+class RunPodClient(HttpCore):
+    """RunPod endpoints as typed methods; build one per provider call and use it as a context manager."""
+
+    graphql_path = GRAPHQL_PATH
+
+    @classmethod
+    def from_env(cls, **kwargs: Any) -> RunPodClient:
+        url, key = _resolve_credentials()
+        return cls(url, key, **kwargs)
+
+    def _create(
+        self,
+        template: str,
+        body: Any,
+        parse: Callable[[Any], T],
+        list_named: Callable[[], list[T]],
+        ident: Callable[[T], str],
+        what: str,
+    ) -> T:
+        before = {ident(r) for r in list_named()}
+        return self.create_reconciled(
+            lambda: parse(self.request("POST", template, body=body)),
+            lambda known: [r for r in list_named() if ident(r) not in known],
+            before,
+            what,
+        )
+
+    def _delete(self, template: str, resource_id: str) -> bool:
+        """DELETE; False when it was already gone (404), which callers treat as success."""
+        try:
+            self.request("DELETE", template, path={"id": resource_id})
+        except errors.NotFoundError:
+            return False
+        return True
+
+    def list_pods(self, name: str | None = None) -> list[ApiPod]:
+        pods = [ApiPod.model_validate(p) for p in _items(self.request("GET", "/v2/pods"), "pods")]
+        return [p for p in pods if (name is None or p.name == name) and p.status != "TERMINATED"]
+
+    def get_pod(self, pod_id: str) -> ApiPod:
+        return ApiPod.model_validate(self.request("GET", "/v2/pods/{id}", path={"id": pod_id}))
+
+    def create_pod(self, body: PodCreate) -> ApiPod:
+        return self._create(
+            "/v2/pods",
+            _dump(body),
+            ApiPod.model_validate,
+            lambda: self.list_pods(body.name),
+            lambda p: p.id,
+            "pod",
+        )
+
+    def update_pod(self, pod_id: str, body: PodPatch) -> ApiPod:
+        data = self.request("PATCH", "/v2/pods/{id}", path={"id": pod_id}, body=_dump(body))
+        return ApiPod.model_validate(data)
+
+    def delete_pod(self, pod_id: str) -> bool:
+        return self._delete("/v2/pods/{id}", pod_id)
+
+    def rent_spot_pod(self, body: SpotPodRent) -> str:
+        """Legacy GraphQL spot rent (REST v2 has no spot); returns the new pod id."""
+
+        def post() -> str:
+            data = self.graphql(gql.SPOT_RENT, {"input": _dump(body)}, mutation=True)
+            pod = data.get("podRentInterruptable")
+            if not isinstance(pod, dict) or not pod.get("id"):
+                raise errors.SpotRefusedError(
+                    "RunPod returned no pod for the spot request",
+                    status=200,
+                    method="POST",
+                    path="/graphql podRentInterruptable",
+                )
+            return str(pod["id"])
+
+        before = {p.id for p in self.list_pods(body.name)}
+        return self.create_reconciled(
+            post, lambda known: [p.id for p in self.list_pods(body.name) if p.id not in known], before, "pod"
+        )
+
+    def list_clusters(self, name: str | None = None) -> list[ApiCluster]:
+        items = _items(self.request("GET", "/v2/clusters"), "clusters")
+        return [c for c in map(ApiCluster.model_validate, items) if name is None or c.name == name]
+
+    def get_cluster(self, cluster_id: str) -> ApiCluster:
+        return ApiCluster.model_validate(self.request("GET", "/v2/clusters/{id}", path={"id": cluster_id}))
+
+    def list_cluster_pods(self, cluster_id: str) -> list[ApiPod]:
+        data = self.request("GET", "/v2/clusters/{id}/pods", path={"id": cluster_id})
+        return [ApiPod.model_validate(p) for p in _items(data, "pods")]
+
+    def create_cluster(self, body: ClusterCreate) -> ApiCluster:
+        return self._create(
+            "/v2/clusters",
+            _dump(body),
+            ApiCluster.model_validate,
+            lambda: self.list_clusters(body.name),
+            lambda c: c.id,
+            "cluster",
+        )
+
+    def rename_cluster(self, cluster_id: str, name: str) -> ApiCluster:
+        data = self.request("PATCH", "/v2/clusters/{id}", path={"id": cluster_id}, body={"name": name})
+        return ApiCluster.model_validate(data)
+
+    def delete_cluster(self, cluster_id: str) -> bool:
+        return self._delete("/v2/clusters/{id}", cluster_id)
+
+    def list_volumes(self, name: str | None = None) -> list[ApiVolume]:
+        items = _items(self.request("GET", "/v2/network-volumes"), "networkVolumes")
+        return [v for v in map(ApiVolume.model_validate, items) if name is None or v.name == name]
+
+    def get_volume(self, volume_id: str) -> ApiVolume:
+        data = self.request("GET", "/v2/network-volumes/{id}", path={"id": volume_id})
+        return ApiVolume.model_validate(data)
+
+    def create_volume(self, body: VolumeCreate) -> ApiVolume:
+        return self._create(
+            "/v2/network-volumes",
+            _dump(body),
+            ApiVolume.model_validate,
+            lambda: self.list_volumes(body.name),
+            lambda v: v.id,
+            "network volume",
+        )
+
+    def update_volume(self, volume_id: str, body: VolumePatch) -> ApiVolume:
+        data = self.request("PATCH", "/v2/network-volumes/{id}", path={"id": volume_id}, body=_dump(body))
+        return ApiVolume.model_validate(data)
+
+    def delete_volume(self, volume_id: str) -> bool:
+        return self._delete("/v2/network-volumes/{id}", volume_id)
+
+    def list_gpu_types(self, *, deadline_s: float | None = None) -> list[ApiGpuType]:
+        data = self.request("GET", "/v2/catalog/gpus", deadline_s=deadline_s)
+        return [ApiGpuType.model_validate(g) for g in _items(data, "gpus")]
+
+    def list_secrets(self) -> list[ApiSecret]:
+        data = self.graphql(gql.SECRETS_QUERY, {}, mutation=False)
+        me = data.get("myself")
+        items = me.get("secrets") if isinstance(me, dict) else None
+        return [ApiSecret.model_validate(s) for s in items or []]
+
+    def create_secret(self, name: str, value: str, description: str | None) -> ApiSecret:
+        variables = {"input": {"name": name, "value": value, "description": description or ""}}
+
+        def post() -> ApiSecret:
+            data = self.graphql(gql.SECRET_CREATE, variables, mutation=True)
+            return ApiSecret.model_validate(data.get("secretCreate"))
+
+        def named() -> list[ApiSecret]:
+            return [s for s in self.list_secrets() if s.name == name]
+
+        before = {s.id for s in named()}
+        if before:
+            raise errors.ConflictError(
+                "a RunPod secret with this name already exists; secret names are unique and cannot be "
+                "imported: delete it in the console or choose another name",
+                status=409,
+                method="POST",
+                path="/graphql secretCreate",
+            )
+        return self.create_reconciled(
+            post, lambda known: [s for s in named() if s.id not in known], before, "secret"
+        )
+
+    def update_secret_value(self, secret_id: str, value: str) -> None:
+        # Setting a value twice is harmless, so an uncertain outcome may simply be retried.
+        self._as_idempotent(
+            lambda: self.graphql(
+                gql.SECRET_VALUE_UPDATE, {"input": {"id": secret_id, "value": value}}, mutation=True
+            )
+        )
+
+    def delete_secret(self, secret_id: str) -> bool:
+        try:
+            self._as_idempotent(lambda: self.graphql(gql.SECRET_DELETE, {"id": secret_id}, mutation=True))
+        except errors.NotFoundError:
+            return False
+        return True
+
+
+def _items(data: Any, key: str) -> list[Any]:
+    """v2 lists are wrapped (`{"pods": [...]}`); tolerate a bare list too."""
+    if isinstance(data, dict):
+        data = data.get(key, [])
+    return data if isinstance(data, list) else []
+
+
+def _dump(body: Any) -> Any:
+    return body.model_dump(by_alias=True, exclude_none=True)

@@ -1,0 +1,196 @@
+"""`runpod:InstantCluster`: 2-8 nodes on one fabric in one data center (the way to run 64 x H100)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pulumi
+from pulumi.dynamic import CreateResult, ReadResult, Resource, UpdateResult
+
+from providers.runpod import catalog, errors
+from providers.runpod.base import UNKNOWN, RunPodProvider, args_of, is_unknown, ready_timeout, wait_for
+from providers.runpod.client import RunPodClient
+from providers.runpod.models import ClusterArgs
+from providers.runpod.records import (
+    ApiCluster,
+    ApiPod,
+    ClusterComputeRequest,
+    ClusterCreate,
+    MountsRequest,
+    NetworkMountRequest,
+)
+
+_OUTPUTS = frozenset({"cluster_id", "nodes", "network_cidr", "primary_ssh", "status"})
+# Only the name can change in place (PATCH /v2/clusters/{id} is a rename); the rest replaces.
+_IN_PLACE = frozenset({"name", "training", "ready_timeout_s"})
+_REPLACE = frozenset(ClusterArgs.model_fields) - _IN_PLACE
+_FAILED = {"ERROR", "EXITED", "TERMINATED"}
+
+
+def create_body(args: ClusterArgs) -> ClusterCreate:
+    mounts = None
+    if args.volume_id:
+        mounts = MountsRequest(
+            network=[NetworkMountRequest(volume_id=args.volume_id, path=args.volume_mount_path)]
+        )
+    compute = ClusterComputeRequest(
+        gpu_type_id=args.gpu_type_id, gpu_count_per_pod=args.gpu_count_per_pod, pod_count=args.pod_count
+    )
+    return ClusterCreate(
+        name=args.name,
+        type=args.cluster_type,
+        compute=compute,
+        image=args.image,
+        args=args.args,
+        disk=args.container_disk_gb,
+        env=args.env,
+        ports=args.ports,
+        data_center_ids=[args.data_center_id] if args.data_center_id else None,
+        mounts=mounts,
+        start_ssh=args.start_ssh,
+    )
+
+
+def make_probe(pod_count: int) -> Any:
+    def probe(pods: list[ApiPod]) -> tuple[bool, str | None]:
+        broken = [p.id for p in pods if p.status in _FAILED]
+        if broken:
+            return False, f"member pods {broken} stopped or failed"
+        ranked = [p for p in pods if p.status == "RUNNING" and p.cluster and p.cluster.rank is not None]
+        return len(pods) == pod_count and len(ranked) == pod_count, None
+
+    return probe
+
+
+def nodes_of(pods: list[ApiPod]) -> list[dict[str, Any]]:
+    """Members in rank order: rank, pod_id, fabric ip, and the directly reachable SSH endpoint."""
+    out = []
+    for pod in sorted(
+        pods, key=lambda p: p.cluster.rank if p.cluster and p.cluster.rank is not None else 1 << 30
+    ):
+        ssh = pod.ssh_endpoint()
+        out.append(
+            {
+                "rank": pod.cluster.rank if pod.cluster else None,
+                "pod_id": pod.id,
+                "ip": pod.cluster.ip if pod.cluster else None,
+                "ssh_host": ssh[0] if ssh else None,
+                "ssh_port": ssh[1] if ssh else None,
+            }
+        )
+    return out
+
+
+def _primary_ssh(cluster: ApiCluster, nodes: list[dict[str, Any]]) -> str | None:
+    if cluster.primary is not None and cluster.primary.ssh_endpoint:
+        return cluster.primary.ssh_endpoint
+    first = nodes[0] if nodes else None
+    if first and first["ssh_host"] and first["ssh_port"]:
+        return f"{first['ssh_host']}:{first['ssh_port']}"
+    return None
+
+
+class InstantClusterProvider(RunPodProvider):
+    """Lifecycle of `runpod:InstantCluster`; ready when every member is RUNNING with a rank."""
+
+    args_model = ClusterArgs
+    replace_keys = _REPLACE
+    output_keys = _OUTPUTS
+    # Two 64-GPU clusters side by side would double a $170-255/h bill and rarely fit the spend limit.
+    delete_before_replace = True
+
+    def costs(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        needed: list[Any] = [values.get(k) for k in ("gpu_type_id", "gpu_count_per_pod", "pod_count")]
+        disk: Any = values.get("container_disk_gb")
+        if any(is_unknown(v) for v in [*needed, disk]):
+            return {"cost_per_hour": UNKNOWN, "storage_cost_per_month": UNKNOWN, "price_source": UNKNOWN}
+        gpu, per_pod, pods = needed
+        book = catalog.price_book(self.client)
+        hourly = book.gpu_hourly(str(gpu), "SECURE")  # Instant Clusters run in Secure Cloud
+        return {
+            "cost_per_hour": UNKNOWN if hourly is None else round(hourly * int(per_pod) * int(pods), 4),
+            "storage_cost_per_month": catalog.container_disk_monthly(int(disk) * int(pods)),
+            "price_source": book.source,
+        }
+
+    def _wait(self, client: RunPodClient, cluster_id: str, args: ClusterArgs) -> list[ApiPod]:
+        return wait_for(
+            client,
+            lambda: client.list_cluster_pods(cluster_id),
+            make_probe(args.pod_count),
+            ready_timeout(args.ready_timeout_s),
+            f"cluster {args.name!r} ({cluster_id})",
+        )
+
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        args = args_of(ClusterArgs, props)
+        with self.client() as client:
+            cluster = client.create_cluster(create_body(args))
+            try:
+                pods = self._wait(client, cluster.id, args)
+                cluster = client.get_cluster(cluster.id)
+            except errors.RunPodError:
+                client.delete_cluster(cluster.id)  # transactional: no billed half-cluster left behind
+                raise
+        return CreateResult(cluster.id, self._outs(props, cluster, pods))
+
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        with self.client() as client:
+            try:
+                cluster = client.get_cluster(id_)
+                pods = client.list_cluster_pods(id_)
+            except errors.NotFoundError:
+                return ReadResult(None, {})
+        return ReadResult(id_, self._outs({**props, "name": cluster.name}, cluster, pods))
+
+    def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        args = args_of(ClusterArgs, news)
+        with self.client() as client:
+            if olds.get("name") != args.name:
+                client.rename_cluster(id_, args.name)
+            cluster = client.get_cluster(id_)
+            pods = client.list_cluster_pods(id_)
+        return UpdateResult(self._outs(news, cluster, pods))
+
+    def delete(self, id_: str, _props: dict[str, Any]) -> None:
+        with self.client() as client:
+            client.delete_cluster(id_)
+
+    def same(self, key: str, old: Any, new: Any) -> bool:
+        # data_center_id None means "any": the placed data center is reported, not a change.
+        if key == "data_center_id" and new is None:
+            return True
+        return bool(old == new)
+
+    def _outs(self, props: Mapping[str, Any], cluster: ApiCluster, pods: list[ApiPod]) -> dict[str, Any]:
+        nodes = nodes_of(pods)
+        status = "RUNNING" if make_probe(len(pods))(pods)[0] and pods else "DEGRADED"
+        return {
+            **self.carried(props),
+            "cluster_id": cluster.id,
+            "nodes": nodes,
+            "status": status,
+            "network_cidr": cluster.network.cidr if cluster.network else None,
+            "primary_ssh": _primary_ssh(cluster, nodes),
+            "data_center_id": cluster.data_center_id or props.get("data_center_id"),
+        }
+
+
+class InstantCluster(Resource, module="runpod", name="InstantCluster"):
+    """A RunPod Instant Cluster (`pulumi-python:dynamic/runpod:InstantCluster`); see ClusterArgs."""
+
+    cluster_id: pulumi.Output[str]
+    nodes: pulumi.Output[list[dict[str, Any]]]
+    network_cidr: pulumi.Output[str]
+    primary_ssh: pulumi.Output[str]
+    data_center_id: pulumi.Output[str]
+    cost_per_hour: pulumi.Output[float]
+    storage_cost_per_month: pulumi.Output[float]
+    price_source: pulumi.Output[str]
+
+    def __init__(
+        self, name: str, props: Mapping[str, Any], opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        outputs = dict.fromkeys(_OUTPUTS | {"cost_per_hour", "storage_cost_per_month", "price_source"})
+        super().__init__(InstantClusterProvider(), name, {**outputs, **props}, opts)

@@ -1,0 +1,160 @@
+"""The exceptions every RunPod call can raise, and how HTTP/GraphQL failures map onto them.
+
+    RunPodError                      base of everything below
+    ├── ConfigError                  no API key / bad URL: fix the environment or stack config
+    ├── TransportError               connection failed or timed out after retries (no HTTP status)
+    │   └── UncertainRequestError    a non-idempotent request (POST) was sent but its outcome is unknown
+    ├── DeadlineExceeded             a wait (retry loop, readiness poll) ran past its total deadline
+    └── ApiError                     RunPod answered with an error; carries `status`, `method`, `path`
+        ├── AuthError                401/403: the key is missing, wrong, or lacks access
+        ├── NotFoundError            404: the thing is gone (read/delete treat this as success)
+        ├── ConflictError            409: not valid in the current state (e.g. a cluster member pod)
+        ├── InvalidRequestError      422, or a 400 rule violation: the request is wrong; never retried
+        ├── InsufficientBalanceError 402: add credit; no retry will succeed
+        ├── NoCapacityError          400 "no longer any instances available": try another candidate
+        │   └── SpotRefusedError     RunPod would not place interruptible (spot) capacity
+        ├── SpendLimitError          the account spend limit would be exceeded: raise it in the console
+        ├── RateLimitedError         429 kept coming until the deadline
+        ├── ServerError              5xx kept coming until the deadline
+        └── GraphQLError             HTTP 200 with an `errors` array that matched nothing above
+
+Messages are ours: method, path *template* (`/v2/pods/{id}`), status and what to do next. They never
+copy response bodies or headers, which can echo request data, and never contain the API key.
+"""
+
+from __future__ import annotations
+
+
+class RunPodError(Exception):
+    """Base class of every error raised by `providers.runpod`."""
+
+
+class ConfigError(RunPodError):
+    """The provider cannot run: credentials or endpoint are missing or malformed."""
+
+
+class TransportError(RunPodError):
+    """No HTTP response: DNS, connect, read timeout, dropped connection (after retries)."""
+
+
+class UncertainRequestError(TransportError):
+    """A POST was sent and may have taken effect; callers reconcile (list and match) before retrying."""
+
+
+class DeadlineExceeded(RunPodError):
+    """A bounded wait ran out of time."""
+
+
+class ApiError(RunPodError):
+    """RunPod answered with an error status (or a GraphQL `errors` array)."""
+
+    def __init__(self, message: str, *, status: int, method: str, path: str) -> None:
+        super().__init__(f"{message} [{method} {path} -> HTTP {status}]")
+        self.status = status
+        self.method = method
+        self.path = path
+
+
+class AuthError(ApiError):
+    """401/403."""
+
+
+class NotFoundError(ApiError):
+    """404."""
+
+
+class ConflictError(ApiError):
+    """409."""
+
+
+class InvalidRequestError(ApiError):
+    """422 or a deterministic 400 rule violation."""
+
+
+class InsufficientBalanceError(ApiError):
+    """402."""
+
+
+class NoCapacityError(ApiError):
+    """400 whose detail says no instances are available."""
+
+
+class SpotRefusedError(NoCapacityError):
+    """Interruptible (spot) capacity was refused or the spot API is gone."""
+
+
+class SpendLimitError(ApiError):
+    """The account spend limit (default $80/h) would be exceeded."""
+
+
+class RateLimitedError(ApiError):
+    """429 until the deadline."""
+
+
+class ServerError(ApiError):
+    """5xx until the deadline."""
+
+
+class GraphQLError(ApiError):
+    """A GraphQL `errors` array we could not classify further."""
+
+
+# Texts RunPod uses where no machine-readable code exists (FACTS.md section 8; fixtures in
+# tests/providers/fixtures.py). Matched case-insensitively against `detail` / GraphQL `message` only
+# to choose the class; the text itself is never copied into our messages.
+NO_CAPACITY_MARKERS = ("no longer any instances available", "no instances available")
+SPEND_LIMIT_MARKERS = ("spend limit", "spending limit")
+BALANCE_MARKERS = ("insufficient balance", "insufficient funds", "not enough credit")
+SPOT_REFUSED_MARKERS = ("interruptable", "interruptible", "spot", "bid")
+
+_STATUS_HINTS: dict[int, tuple[type[ApiError], str]] = {
+    401: (
+        AuthError,
+        "RunPod rejected the API key; set RUNPOD_API_KEY or `pulumi config set --secret runpod:apiKey`",
+    ),
+    403: (AuthError, "the API key has no access to this resource or GPU pool"),
+    404: (NotFoundError, "not found on RunPod"),
+    402: (InsufficientBalanceError, "insufficient RunPod balance; add credit (on-demand needs >= 1 h)"),
+    409: (ConflictError, "not allowed in the resource's current state"),
+    422: (InvalidRequestError, "RunPod rejected the request body as invalid; fix the inputs"),
+    429: (RateLimitedError, "rate limited by RunPod until the deadline; lower RUNPOD_RATE_LIMIT_PER_MIN"),
+}
+
+
+def _has(text: str, markers: tuple[str, ...]) -> bool:
+    low = text.lower()
+    return any(m in low for m in markers)
+
+
+def _pick(status: int, detail: str) -> tuple[type[ApiError], str]:
+    if _has(detail, SPEND_LIMIT_MARKERS):
+        return SpendLimitError, (
+            "the RunPod account spend limit would be exceeded; raise it in the console "
+            "(default $80/h) or deploy fewer GPUs"
+        )
+    if status == 400 and _has(detail, NO_CAPACITY_MARKERS):
+        return NoCapacityError, (
+            "RunPod has no capacity for this GPU type / data center; try another "
+            "data center, GPU type or cloud"
+        )
+    if status in (400, 403) and _has(detail, BALANCE_MARKERS):
+        return _STATUS_HINTS[402]
+    if status in _STATUS_HINTS:
+        return _STATUS_HINTS[status]
+    if status == 400:
+        return InvalidRequestError, "RunPod refused the request (a rule violation); fix the inputs"
+    if status >= 500:
+        return ServerError, "RunPod kept failing with server errors; retry later"
+    return ApiError, "unexpected RunPod response"
+
+
+def classify(
+    status: int, detail: str, *, method: str, path: str, reported_status: int | None = None
+) -> ApiError:
+    """Build the exception for an error response; `detail` picks the class but is never quoted.
+
+    `reported_status` is the HTTP status to show when it differs from the one used to classify
+    (GraphQL errors arrive with HTTP 200).
+    """
+    cls, hint = _pick(status, detail)
+    return cls(hint, status=status if reported_status is None else reported_status, method=method, path=path)

@@ -1,0 +1,25 @@
+"""The GraphQL documents we send (the legacy API, used only where REST v2 has nothing): secrets, spot.
+
+Always sent with variables; never built by string interpolation. Shapes follow RunPod's own provider
+branch (FACTS.md section 5) and runpod-python's `PodRentInterruptableInput` (section 4).
+"""
+
+# ruff: noqa: S105 -- these are GraphQL documents naming secret operations, not secrets.
+
+SECRETS_QUERY = "query Secrets { myself { secrets { id name } } }"
+
+SECRET_CREATE = (
+    "mutation SecretCreate($input: SecretCreateInput!) { secretCreate(input: $input) { id name } }"
+)
+
+SECRET_VALUE_UPDATE = (
+    "mutation SecretValueUpdate($input: SecretValueUpdateInput!) "
+    "{ secretValueUpdate(input: $input) { id name } }"
+)
+
+SECRET_DELETE = "mutation SecretDelete($id: String!) { secretDelete(id: $id) }"
+
+SPOT_RENT = (
+    "mutation PodRentInterruptable($input: PodRentInterruptableInput!) "
+    "{ podRentInterruptable(input: $input) { id } }"
+)

@@ -1,0 +1,136 @@
+"""Validated inputs of the RunPod resources (the property names of docs/ARCHITECTURE.md).
+
+`check()` validates a resource's raw Pulumi inputs against these models; each pydantic error becomes a
+`CheckFailure` naming the field. Numbers arrive from Pulumi as floats (`3` -> `3.0`); pydantic's lax mode
+turns integral floats back into ints. Defaults are written here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+Cloud = Literal["SECURE", "COMMUNITY"]
+Capacity = Literal["on_demand", "spot", "auto"]
+
+_PORT = re.compile(r"^\d{1,5}/(tcp|http)$")
+_CUDA = re.compile(r"^\d+\.\d+$")
+# RunPod substitutes `{{ RUNPOD_SECRET_<name> }}` in env values; keep names to a shell-safe alphabet.
+_SECRET_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+class _Args(BaseModel):
+    # Unknown keys are typos: reject them so the failure names the field.
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    def rule_failures(self) -> list[tuple[str, str]]:
+        """Cross-field rules as (field, fix) pairs, so each failure names the field to change."""
+        return []
+
+
+class TrainingArgs(_Args):
+    """Metadata for policies and node scripts; changing it never touches the RunPod resource."""
+
+    checkpoint_bucket: str | None = None  # S3 bucket the job writes checkpoints to
+    checkpoint_interval_s: int | None = Field(default=None, gt=0)  # timer-based checkpoints (spot)
+    max_run_hours: float | None = Field(default=None, gt=0)  # budget guard read by policies
+
+
+class _ContainerArgs(_Args):
+    name: str = Field(min_length=1, max_length=191)
+    image: str = Field(min_length=1)
+    gpu_type_id: str = Field(min_length=1)  # catalog id, e.g. "NVIDIA H100 80GB HBM3"
+    env: dict[str, str] = Field(default_factory=dict)
+    ports: list[str] = Field(default_factory=lambda: ["22/tcp"])
+    args: str | None = None  # one string passed to the entrypoint
+    container_disk_gb: int = Field(default=50, ge=1, le=2000)
+    volume_id: str | None = None  # a NetworkVolume id in the same data center
+    volume_mount_path: str = "/workspace"
+    start_ssh: bool = True
+    training: TrainingArgs | None = None
+    ready_timeout_s: float | None = Field(default=None, gt=0)  # default: env or 20 min
+
+    @field_validator("ports")
+    @classmethod
+    def _ports(cls, ports: list[str]) -> list[str]:
+        bad = [p for p in ports if not _PORT.match(p)]
+        if bad:
+            raise ValueError(f"ports must look like '22/tcp' or '8888/http'; fix {bad}")
+        return ports
+
+    def rule_failures(self) -> list[tuple[str, str]]:
+        out = super().rule_failures()
+        if "22/tcp" not in self.ports:
+            out.append(("ports", "add '22/tcp': readiness waits for the SSH port to be mapped"))
+        return out
+
+    @field_validator("volume_mount_path")
+    @classmethod
+    def _mount(cls, path: str) -> str:
+        if not path.startswith("/"):
+            raise ValueError("volume_mount_path must be an absolute path such as /workspace")
+        return path
+
+
+class PodArgs(_ContainerArgs):
+    """Inputs of `runpod:Pod`."""
+
+    gpu_count: int = Field(default=1, ge=1, le=8)
+    cloud: Cloud = "SECURE"
+    data_center_ids: list[str] = Field(default_factory=list)  # preference order; empty = any
+    capacity: Capacity = "on_demand"
+    bid_per_gpu: float | None = Field(default=None, gt=0)  # USD per GPU-hour, spot/auto only
+    global_networking: bool = False
+    min_cuda_version: str | None = None  # "12.4": avoid hosts whose driver is too old
+
+    @field_validator("min_cuda_version")
+    @classmethod
+    def _cuda(cls, value: str | None) -> str | None:
+        if value is not None and not _CUDA.match(value):
+            raise ValueError("min_cuda_version must be major.minor, e.g. '12.4'")
+        return value
+
+    def rule_failures(self) -> list[tuple[str, str]]:
+        out = super().rule_failures()
+        if self.capacity != "on_demand" and self.bid_per_gpu is None:
+            out.append(("bid_per_gpu", "required when capacity is 'spot' or 'auto' (USD per GPU-hour)"))
+        if self.volume_id and self.cloud != "SECURE":
+            out.append(
+                ("cloud", "network volumes are Secure Cloud only: set cloud to 'SECURE' or drop volume_id")
+            )
+        return out
+
+
+class ClusterArgs(_ContainerArgs):
+    """Inputs of `runpod:InstantCluster` (every field but `name` forces a replacement)."""
+
+    cluster_type: Literal["TRAINING", "APPLICATION", "SLURM", "RAY"] = "TRAINING"
+    gpu_count_per_pod: int = Field(default=8, ge=1, le=8)
+    pod_count: int = Field(ge=2, le=8)  # self-serve H100 Instant Clusters: 2-8 nodes
+    data_center_id: str | None = None  # one data center; the volume must live there too
+
+
+class VolumeArgs(_Args):
+    """Inputs of `runpod:NetworkVolume`: size may only grow; data center and type replace."""
+
+    name: str = Field(min_length=1)
+    size_gb: int = Field(ge=10, le=4096)
+    data_center_id: str = Field(min_length=1)
+    volume_type: Literal["STANDARD", "HIGH_PERFORMANCE"] = "STANDARD"
+
+
+class SecretArgs(_Args):
+    """Inputs of `runpod:Secret`: `value` is a Pulumi secret and is never written to outputs."""
+
+    name: str
+    value: str = Field(min_length=1)
+    description: str = ""
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, name: str) -> str:
+        if not _SECRET_NAME.match(name):
+            raise ValueError("secret names use letters, digits, '_' and '-' (1-64 chars)")
+        return name

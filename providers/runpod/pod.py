@@ -1,0 +1,278 @@
+"""`runpod:Pod`: one GPU pod, on-demand (REST v2) or interruptible (legacy GraphQL spot)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pulumi
+from pulumi.dynamic import CreateResult, ReadResult, Resource, UpdateResult
+
+from providers.runpod import catalog, errors
+from providers.runpod.base import UNKNOWN, RunPodProvider, args_of, is_unknown, ready_timeout, wait_for
+from providers.runpod.client import RunPodClient
+from providers.runpod.models import PodArgs
+from providers.runpod.records import (
+    ApiPod,
+    GpuRequest,
+    MountsRequest,
+    NetworkMountRequest,
+    PodCreate,
+    PodPatch,
+    SpotPodRent,
+)
+
+# Fixed at create time by RunPod (FACTS.md section 2): changing them means a new pod.
+_REPLACE = frozenset(
+    {
+        "gpu_type_id",
+        "gpu_count",
+        "cloud",
+        "data_center_ids",
+        "volume_id",
+        "capacity",
+        "bid_per_gpu",
+        "min_cuda_version",
+        "start_ssh",
+    }
+)
+# What PATCH /v2/pods/{id} can change, input name -> request field.
+_PATCHABLE = {
+    "name": "name",
+    "image": "image",
+    "args": "args",
+    "env": "env",
+    "ports": "ports",
+    "container_disk_gb": "disk",
+    "global_networking": "global_networking",
+    "volume_mount_path": "mounts",
+}
+_OUTPUTS = frozenset(
+    {
+        "pod_id",
+        "status",
+        "capacity_obtained",
+        "data_center_id",
+        "ssh_host",
+        "ssh_port",
+        "private_ip",
+        "internal_dns",
+    }
+)
+_FAILED = {
+    "ERROR": "the container is in an unrecoverable error state",
+    "EXITED": "the container exited",
+    "TERMINATED": "the pod was terminated (spot pods can be reclaimed)",
+}
+# GraphQL refusals that mean "no spot here" rather than a problem with the account.
+_SPOT_REFUSALS = (errors.NoCapacityError, errors.GraphQLError, errors.InvalidRequestError)
+
+
+def _mounts(args: PodArgs) -> MountsRequest | None:
+    if not args.volume_id:
+        return None
+    return MountsRequest(network=[NetworkMountRequest(volume_id=args.volume_id, path=args.volume_mount_path)])
+
+
+def create_body(args: PodArgs) -> PodCreate:
+    gpu = GpuRequest(id=args.gpu_type_id, count=args.gpu_count, min_cuda_version=args.min_cuda_version)
+    return PodCreate(
+        name=args.name,
+        image=args.image,
+        gpu=gpu,
+        cloud=args.cloud,
+        data_center_ids=args.data_center_ids or None,
+        env=args.env,
+        ports=args.ports,
+        args=args.args,
+        disk=args.container_disk_gb,
+        mounts=_mounts(args),
+        global_networking=args.global_networking,
+        start_ssh=args.start_ssh,
+    )
+
+
+def spot_body(args: PodArgs) -> SpotPodRent:
+    assert args.bid_per_gpu is not None  # enforced by PodArgs.rule_failures at check time
+    return SpotPodRent(
+        name=args.name,
+        image_name=args.image,
+        gpu_type_id=args.gpu_type_id,
+        gpu_count=args.gpu_count,
+        bid_per_gpu=args.bid_per_gpu,
+        cloud_type=args.cloud,
+        data_center_id=args.data_center_ids[0] if args.data_center_ids else None,
+        container_disk_in_gb=args.container_disk_gb,
+        docker_args=args.args,
+        ports=",".join(args.ports) or None,
+        env=[{"key": k, "value": v} for k, v in args.env.items()],
+        network_volume_id=args.volume_id,
+        volume_mount_path=args.volume_mount_path if args.volume_id else None,
+        start_ssh=args.start_ssh,
+    )
+
+
+def patch_body(old: Mapping[str, Any], args: PodArgs) -> PodPatch | None:
+    new = args.model_dump()
+    fields = {_PATCHABLE[k] for k in _PATCHABLE if old.get(k) != new[k]}
+    if not fields:
+        return None
+    values: dict[str, Any] = {
+        "name": args.name,
+        "image": args.image,
+        "args": args.args,
+        "env": args.env,
+        "ports": args.ports,
+        "disk": args.container_disk_gb,
+        "global_networking": args.global_networking,
+        "mounts": _mounts(args),
+    }
+    return PodPatch(**{f: values[f] for f in fields})
+
+
+def probe(pod: ApiPod) -> tuple[bool, str | None]:
+    """Ready = RUNNING, runtime reported and SSH mapped (status alone can read RUNNING too early)."""
+    if pod.status in _FAILED:
+        return False, _FAILED[pod.status]
+    return pod.status == "RUNNING" and pod.runtime is not None and pod.ssh_endpoint() is not None, None
+
+
+class PodProvider(RunPodProvider):
+    """Lifecycle of `runpod:Pod`; image, args, env, ports, name, disk change in place via PATCH."""
+
+    args_model = PodArgs
+    replace_keys = _REPLACE
+    output_keys = _OUTPUTS
+    # A second 8-GPU pod beside the old one doubles spend and often finds no capacity.
+    delete_before_replace = True
+    update_warning = "updating a RunPod pod restarts its container; data outside the volume is lost"
+
+    def costs(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        disk = values.get("container_disk_gb")
+        storage = UNKNOWN if is_unknown(disk) else catalog.container_disk_monthly(int(disk or 0))
+        needed: list[Any] = [
+            values.get(k) for k in ("gpu_type_id", "gpu_count", "cloud", "capacity", "bid_per_gpu")
+        ]
+        if any(is_unknown(v) for v in needed):
+            return {"cost_per_hour": UNKNOWN, "storage_cost_per_month": storage, "price_source": UNKNOWN}
+        gpu, count, cloud, capacity, bid = needed
+        if capacity == "spot":
+            return {
+                "cost_per_hour": round(float(bid) * int(count), 4),
+                "storage_cost_per_month": storage,
+                "price_source": "bid_per_gpu",
+            }
+        book = catalog.price_book(self.client)
+        hourly = book.gpu_hourly(str(gpu), str(cloud))
+        # capacity auto is priced at on-demand: the dearer outcome (docs/ARCHITECTURE.md).
+        cost = UNKNOWN if hourly is None else round(hourly * int(count), 4)
+        return {"cost_per_hour": cost, "storage_cost_per_month": storage, "price_source": book.source}
+
+    def _launch(self, client: RunPodClient, args: PodArgs) -> tuple[str, str]:
+        if args.capacity == "on_demand":
+            return client.create_pod(create_body(args)).id, "on_demand"
+        try:
+            return client.rent_spot_pod(spot_body(args)), "spot"
+        except _SPOT_REFUSALS as exc:
+            if args.capacity == "spot":
+                raise errors.SpotRefusedError(
+                    f"RunPod refused spot capacity for {args.gpu_count} x {args.gpu_type_id}; set "
+                    "capacity: on_demand, or capacity: auto to fall back to on-demand automatically",
+                    status=exc.status,
+                    method=exc.method,
+                    path=exc.path,
+                ) from None
+        return client.create_pod(create_body(args)).id, "on_demand"
+
+    def _wait(self, client: RunPodClient, pod_id: str, args: PodArgs) -> ApiPod:
+        return wait_for(
+            client,
+            lambda: client.get_pod(pod_id),
+            probe,
+            ready_timeout(args.ready_timeout_s),
+            f"pod {args.name!r} ({pod_id})",
+        )
+
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        args = args_of(PodArgs, props)
+        with self.client() as client:
+            pod_id, obtained = self._launch(client, args)
+            try:
+                pod = self._wait(client, pod_id, args)
+            except errors.RunPodError:
+                # create is transactional: never leave a billed pod behind a failed create.
+                client.delete_pod(pod_id)
+                raise
+        return CreateResult(pod_id, self._outs(props, pod, obtained))
+
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        with self.client() as client:
+            try:
+                pod = client.get_pod(id_)
+            except errors.NotFoundError:
+                return ReadResult(None, {})
+        if pod.status == "TERMINATED":
+            return ReadResult(None, {})
+        # Refresh what RunPod reports back; env is kept as declared because RunPod injects keys
+        # (PUBLIC_KEY for startSsh) that would otherwise show as drift and be PATCHed away.
+        drift = {
+            "name": pod.name,
+            "image": pod.image,
+            "args": pod.args,
+            "ports": pod.ports,
+            "container_disk_gb": pod.disk,
+        }
+        props = {**props, **{k: v for k, v in drift.items() if v is not None}}
+        return ReadResult(id_, self._outs(props, pod, props.get("capacity_obtained")))
+
+    def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        args = args_of(PodArgs, news)
+        body = patch_body(olds, args)
+        with self.client() as client:
+            if body is None:
+                pod = client.get_pod(id_)
+            else:
+                client.update_pod(id_, body)
+                pod = self._wait(client, id_, args)  # the PATCH restarted the container
+        return UpdateResult(self._outs(news, pod, olds.get("capacity_obtained")))
+
+    def delete(self, id_: str, _props: dict[str, Any]) -> None:
+        with self.client() as client:
+            client.delete_pod(id_)  # already gone (404) counts as deleted
+
+    def _outs(self, props: Mapping[str, Any], pod: ApiPod, obtained: Any) -> dict[str, Any]:
+        ssh = pod.ssh_endpoint()
+        net = pod.global_networking
+        return {
+            **self.carried(props),
+            "pod_id": pod.id,
+            "status": pod.status,
+            "capacity_obtained": obtained,
+            "data_center_id": pod.data_center_id,
+            "ssh_host": ssh[0] if ssh else None,
+            "ssh_port": ssh[1] if ssh else None,
+            "private_ip": net.ip if net else None,
+            "internal_dns": net.internal_dns if net else None,
+        }
+
+
+class Pod(Resource, module="runpod", name="Pod"):
+    """A RunPod GPU pod (`pulumi-python:dynamic/runpod:Pod`); see PodArgs for the inputs."""
+
+    pod_id: pulumi.Output[str]
+    status: pulumi.Output[str]
+    capacity_obtained: pulumi.Output[str]
+    data_center_id: pulumi.Output[str]
+    ssh_host: pulumi.Output[str]
+    ssh_port: pulumi.Output[int]
+    private_ip: pulumi.Output[str]
+    internal_dns: pulumi.Output[str]
+    cost_per_hour: pulumi.Output[float]
+    storage_cost_per_month: pulumi.Output[float]
+    price_source: pulumi.Output[str]
+
+    def __init__(
+        self, name: str, props: Mapping[str, Any], opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        outputs = dict.fromkeys(_OUTPUTS | {"cost_per_hour", "storage_cost_per_month", "price_source"})
+        super().__init__(PodProvider(), name, {**outputs, **props}, opts)

@@ -18,15 +18,13 @@ from typing import Any, ClassVar, TypeVar
 
 import pulumi
 from pulumi.dynamic import CheckFailure, CheckResult, ConfigureRequest, DiffResult, ResourceProvider
-from pulumi.runtime import rpc
-from pydantic import ValidationError
 
+from providers.common import PROVIDER_KEY, UNKNOWN, InputModel, args_of, is_unknown, validate_inputs
 from providers.runpod import errors
 from providers.runpod.client import RunPodClient, set_process_config
-from providers.runpod.models import _Args
 
-UNKNOWN = rpc.UNKNOWN
-PROVIDER_KEY = "__provider"
+__all__ = ["UNKNOWN", "RunPodProvider", "args_of", "is_unknown", "ready_timeout", "wait_for"]
+
 COST_KEYS = frozenset({"cost_per_hour", "storage_cost_per_month", "price_source"})
 
 POLL_ENV = "TRAINSTACK_POLL_INTERVAL_S"
@@ -34,12 +32,7 @@ READY_ENV = "TRAINSTACK_READY_TIMEOUT_S"
 DEFAULT_POLL_S = 10.0  # ~6 GETs/min per waiting resource: well inside the 60/min quota
 DEFAULT_READY_S = 20 * 60.0  # dstack allows RunPod 20 min to provision (FACTS.md section 2)
 
-A = TypeVar("A", bound=_Args)
 T = TypeVar("T")
-
-
-def is_unknown(value: Any) -> bool:
-    return isinstance(value, str) and value == UNKNOWN
 
 
 def _env_seconds(name: str, default: float) -> float:
@@ -88,55 +81,10 @@ def wait_for(
         delay = min(delay * 1.5, interval * 3)
 
 
-def args_of(model: type[A], props: Mapping[str, Any]) -> A:
-    """The validated model from checked inputs or state (which also hold computed keys)."""
-    return model.model_validate({k: v for k, v in props.items() if k in model.model_fields})
-
-
-def _failures(exc: ValidationError) -> list[CheckFailure]:
-    out = []
-    for err in exc.errors():
-        if is_unknown(err.get("input")):
-            continue  # a value computed by another resource: validated on the real run
-        prop = ".".join(str(p) for p in err["loc"]) or "(resource)"
-        reason = "unknown property; check the spelling" if err["type"] == "extra_forbidden" else err["msg"]
-        out.append(CheckFailure(prop, reason))  # never echo the input: it may be a secret
-    return out
-
-
-def validate_inputs(
-    model_cls: type[A], news: Mapping[str, Any], skip: frozenset[str] | set[str]
-) -> tuple[A | None, dict[str, Any], list[CheckFailure]]:
-    """Validate raw inputs, tolerating unknowns; returns (model or None, values to keep, failures).
-
-    `values` are the normalised inputs (defaults filled in) with unknown values kept as unknown; the
-    model is None when some input is still unknown or invalid.
-    """
-    raw = {k: v for k, v in news.items() if k not in skip}
-    unknown = {k for k, v in raw.items() if is_unknown(v)}
-    try:
-        model = model_cls.model_validate({k: v for k, v in raw.items() if k not in unknown})
-    except ValidationError as exc:
-        failures = [f for f in _failures(exc) if f.property.split(".")[0] not in unknown]
-        if failures:
-            return None, raw, failures
-        defaults = {
-            k: f.get_default(call_default_factory=True)
-            for k, f in model_cls.model_fields.items()
-            if not f.is_required()
-        }
-        return None, {**defaults, **raw}, []
-    rules = [CheckFailure(p, r) for p, r in model.rule_failures()]
-    if rules:
-        return model, raw, rules
-    values = {**model.model_dump(), **{k: raw[k] for k in unknown}}
-    return (None if unknown else model), values, []
-
-
 class RunPodProvider(ResourceProvider):
     """Base of the RunPod providers: subclasses set the class attributes and implement the verbs."""
 
-    args_model: ClassVar[type[_Args]]
+    args_model: ClassVar[type[InputModel]]
     replace_keys: ClassVar[frozenset[str]] = frozenset()  # changing these forces a replacement
     output_keys: ClassVar[frozenset[str]] = frozenset()  # computed by create/read; ignored by diff
     delete_before_replace: ClassVar[bool] = False
@@ -168,7 +116,7 @@ class RunPodProvider(ResourceProvider):
         """`cost_per_hour`, `storage_cost_per_month`, `price_source` from checked values (may be unknown)."""
         return {"cost_per_hour": 0.0, "storage_cost_per_month": 0.0, "price_source": "none"}
 
-    def transition_failures(self, olds: Mapping[str, Any], new: _Args) -> list[CheckFailure]:
+    def transition_failures(self, olds: Mapping[str, Any], new: InputModel) -> list[CheckFailure]:
         """Failures that depend on the previous inputs (e.g. a volume that would shrink)."""
         return []
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
+
+from providers.common import InputModel
 
 Cloud = Literal["SECURE", "COMMUNITY"]
 Capacity = Literal["on_demand", "spot", "auto"]
@@ -21,13 +23,8 @@ _CUDA = re.compile(r"^\d+\.\d+$")
 _SECRET_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
-class _Args(BaseModel):
-    # Unknown keys are typos: reject them so the failure names the field.
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    def rule_failures(self) -> list[tuple[str, str]]:
-        """Cross-field rules as (field, fix) pairs, so each failure names the field to change."""
-        return []
+class _Args(InputModel):
+    """Base of the RunPod input models."""
 
 
 class TrainingArgs(_Args):

@@ -8,9 +8,10 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import CheckFailure, CreateResult, ReadResult, Resource, UpdateResult
 
+from providers.common import InputModel
 from providers.runpod import catalog, errors
 from providers.runpod.base import UNKNOWN, RunPodProvider, args_of, is_unknown
-from providers.runpod.models import VolumeArgs, _Args
+from providers.runpod.models import VolumeArgs
 from providers.runpod.records import ApiVolume, VolumeCreate, VolumePatch
 
 _OUTPUTS = frozenset({"volume_id"})
@@ -33,7 +34,7 @@ class NetworkVolumeProvider(RunPodProvider):
             "price_source": f"snapshot-{catalog.SNAPSHOT_DATE} (storage rates)",
         }
 
-    def transition_failures(self, olds: Mapping[str, Any], new: _Args) -> list[CheckFailure]:
+    def transition_failures(self, olds: Mapping[str, Any], new: InputModel) -> list[CheckFailure]:
         assert isinstance(new, VolumeArgs)
         old_size = olds.get("size_gb")
         if isinstance(old_size, int | float) and not is_unknown(old_size) and new.size_gb < old_size:

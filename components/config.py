@@ -70,6 +70,7 @@ class ClusterConfig(_Model):
     nodes: int = 1  # nodes of the cluster, or pods in the pool
     gpus_per_node: int = 8
     capacity: Literal["on_demand", "spot", "auto"] = "on_demand"  # auto: spot, falling back to on-demand
+    bid_per_gpu: float | None = None  # USD per GPU-hour offered for spot; required for spot and auto
     cloud: Literal["SECURE", "COMMUNITY"] = "SECURE"
     data_centers: tuple[str, ...] = ()  # RunPod data center ids; empty lets RunPod choose (pods only)
     image: str = "runpod/pytorch:2.4.0-py3.11-cuda12.4.1-devel-ubuntu22.04"
@@ -147,7 +148,7 @@ class BucketConfig(_Model):
     name: str
     region: str
     kms_key_id: str | None = None  # SSE-KMS key (ARN, alias or id); None means SSE-S3
-    prefix: str = "trainstack"  # keys are <prefix>/<stack>/[pod-<i>/]step-<n>.pt
+    prefix: str = "trainstack"  # keys are <prefix>/<job>/step-<n>.pt, job = <stack> or <stack>-pod-<i>
 
     @field_validator("name")
     @classmethod
@@ -261,7 +262,7 @@ class StackConfig(_Model):
 _OBJECT_KEYS = frozenset({"cluster", "bucket", "training"})
 # Config keys whose name differs from the field (camelCase keys other parts of the project already read).
 _KEY_ALIASES = {"s3EndpointUrl": "s3_endpoint_url"}
-_KNOWN_KEYS = frozenset(StackConfig.model_fields) - set(_KEY_ALIASES.values()) | set(_KEY_ALIASES)
+KNOWN_KEYS = frozenset(StackConfig.model_fields) - set(_KEY_ALIASES.values()) | set(_KEY_ALIASES)
 
 
 def load_stack_config(raw: Mapping[str, Any]) -> StackConfig:
@@ -274,8 +275,8 @@ def load_stack_config(raw: Mapping[str, Any]) -> StackConfig:
         namespace, _, name = key.rpartition(":")
         if namespace not in ("", NAMESPACE) or name == SECRETS_KEY or name.startswith(SECRETS_KEY + "."):
             continue
-        if name not in _KNOWN_KEYS:
-            known = ", ".join(f"{NAMESPACE}:{k}" for k in sorted(_KNOWN_KEYS))
+        if name not in KNOWN_KEYS:
+            known = ", ".join(f"{NAMESPACE}:{k}" for k in sorted(KNOWN_KEYS))
             problems.append(ConfigProblem(f"{NAMESPACE}:{name}", f"unknown key; fix the spelling ({known})"))
             continue
         if name in _OBJECT_KEYS and isinstance(value, str):

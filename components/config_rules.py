@@ -92,6 +92,14 @@ def _capacity_problems(config: StackConfig) -> list[Problem]:
     if c.capacity == "on_demand":
         return []
     out: list[Problem] = []
+    if c.bid_per_gpu is None or c.bid_per_gpu <= 0:
+        out.append(
+            (
+                "cluster.bid_per_gpu",
+                f"capacity {c.capacity!r} needs a spot bid in USD per GPU-hour; set bid_per_gpu (at most "
+                f"the on-demand ${GPUS[c.gpu_type].price_per_gpu_hour:.2f}), or use on_demand",
+            )
+        )
     if c.topology == "cluster":
         out.append(
             (

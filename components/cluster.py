@@ -1,0 +1,274 @@
+"""H100Cluster: the thin component that declares one stack's RunPod resources and renders its node artifacts.
+
+The program (`__main__.py`) does, in order:
+
+    config = read_stack_config()                     # or load_stack_config(<dict>) in tests
+    cluster = H100Cluster(stack, H100ClusterArgs(config, read_secret_values(config), endpoint))
+    if not pulumi.runtime.is_dry_run():
+        cluster.artifacts.apply(lambda a: write_artifacts(Path("out") / stack, a))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+
+from components.artifacts import write_artifacts
+from components.config import (
+    KNOWN_KEYS,
+    NAMESPACE,
+    ConfigError,
+    ConfigProblem,
+    StackConfig,
+    load_stack_config,
+    secret_config_key,
+)
+from components.gpus import GPUS
+from components.render import Artifacts, Node, render_artifacts
+from providers.runpod.cluster import InstantCluster
+from providers.runpod.pod import Pod
+from providers.runpod.secret import Secret
+from providers.runpod.volume import NetworkVolume
+from providers.s3.bucket import CheckpointBucket
+
+__all__ = ["H100Cluster", "H100ClusterArgs", "read_secret_values", "read_stack_config", "write_artifacts"]
+
+COMPONENT_TYPE = "trainstack:index:H100Cluster"
+HOURS_PER_MONTH = 730.0  # RunPod bills storage monthly, by the hour
+SSH_PORTS = ["22/tcp"]
+
+
+@dataclass(frozen=True)
+class H100ClusterArgs:
+    """Inputs of H100Cluster."""
+
+    config: StackConfig
+    # env var name (as listed in training.secrets) -> its value, a Pulumi secret; never rendered anywhere
+    secret_values: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
+    s3_endpoint_url: str | None = None  # default S3 endpoint for the nodes (moto, MinIO, ...)
+
+
+def runpod_secret_name(stack: str, env_name: str) -> str:
+    """RunPod secret names are account-wide: prefix them so stacks never collide."""
+    return f"trainstack-{stack}-{env_name.lower()}"
+
+
+def secret_reference(secret_name: str) -> str:
+    """What RunPod substitutes with the secret's value at pod start (FACTS §5)."""
+    return f"{{{{ RUNPOD_SECRET_{secret_name} }}}}"
+
+
+class H100Cluster(pulumi.ComponentResource):
+    """An Instant Cluster (topology `cluster`) or a pool of independent pods (`pods`), with its network
+    volume, checkpoint bucket and secrets; outputs the nodes, the rendered artifacts and the costs."""
+
+    nodes: pulumi.Output[list[dict[str, Any]]]
+    artifacts: pulumi.Output[Artifacts]  # not a stack output: for write_artifacts
+    hostfile: pulumi.Output[str]
+    hosts: pulumi.Output[str]
+    start_scripts: pulumi.Output[dict[str, str]]
+    cost_per_hour: pulumi.Output[float]
+    cost_per_run: pulumi.Output[float]
+
+    def __init__(self, name: str, args: H100ClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(COMPONENT_TYPE, name, None, opts)
+        cfg = args.config
+        missing = [s for s in cfg.training.secrets if s not in args.secret_values]
+        if missing:
+            raise ValueError(
+                f"no value for secrets {missing}; set each with `pulumi config set --secret "
+                f"{secret_config_key('<NAME>')} <value>`"
+            )
+        child = pulumi.ResourceOptions(parent=self)
+        volume = self._volume(name, cfg, child)
+        bucket = self._bucket(name, cfg, args.s3_endpoint_url, child)
+        secrets = [
+            Secret(
+                f"{name}-secret-{env.lower()}",
+                {
+                    "name": runpod_secret_name(name, env),
+                    "value": args.secret_values[env],
+                    "description": f"trainstack stack {name}: {env}",
+                },
+                child,
+            )
+            for env in cfg.training.secrets
+        ]
+        props = self._compute_props(name, cfg, volume)
+        after = pulumi.ResourceOptions(parent=self, depends_on=[*secrets, *([bucket] if bucket else [])])
+        priced: list[Any] = [*secrets, *([volume] if volume else [])]
+        if cfg.cluster.topology == "cluster":
+            cluster = InstantCluster(f"{name}-cluster", self._cluster_props(name, cfg, props), after)
+            priced.append(cluster)
+            nodes = cluster.nodes.apply(_cluster_nodes)
+        else:
+            pods = [
+                Pod(f"{name}-pod-{i}", self._pod_props(name, i, cfg, props), after)
+                for i in range(cfg.cluster.nodes)
+            ]
+            priced += pods
+            nodes = pulumi.Output.all(
+                *[pulumi.Output.all(p.private_ip, p.pod_id, p.ssh_host, p.ssh_port) for p in pods]
+            ).apply(_pod_nodes)
+
+        self.artifacts = nodes.apply(lambda ns: render_artifacts(name, cfg, ns, args.s3_endpoint_url))
+        self.nodes = nodes.apply(lambda ns: [_node_output(n) for n in ns])
+        self.hostfile = self.artifacts.apply(lambda a: a.hostfile)
+        self.hosts = self.artifacts.apply(lambda a: a.hosts)
+        self.start_scripts = self.artifacts.apply(lambda a: dict(a.start_scripts))
+        self.cost_per_hour = pulumi.Output.all(
+            *[r.cost_per_hour for r in priced], *[r.storage_cost_per_month for r in priced]
+        ).apply(lambda costs: _hourly(costs, len(priced)))
+        self.cost_per_run = self.cost_per_hour.apply(lambda c: round(c * cfg.training.max_run_hours, 2))
+        self.register_outputs(
+            {
+                "nodes": self.nodes,
+                "hostfile": self.hostfile,
+                "hosts": self.hosts,
+                "start_scripts": self.start_scripts,
+                "cost_per_hour": self.cost_per_hour,
+                "cost_per_run": self.cost_per_run,
+            }
+        )
+
+    @staticmethod
+    def _volume(name: str, cfg: StackConfig, opts: pulumi.ResourceOptions) -> NetworkVolume | None:
+        c = cfg.cluster
+        if not c.volume_gb:
+            return None
+        return NetworkVolume(
+            f"{name}-volume",
+            {
+                "name": f"trainstack-{name}-volume",
+                "size_gb": c.volume_gb,
+                "data_center_id": c.data_centers[0],  # config guarantees exactly one with a volume
+                "volume_type": c.volume_type,
+            },
+            opts,
+        )
+
+    @staticmethod
+    def _bucket(
+        name: str, cfg: StackConfig, endpoint_url: str | None, opts: pulumi.ResourceOptions
+    ) -> CheckpointBucket | None:
+        b = cfg.bucket
+        if b is None:
+            return None
+        return CheckpointBucket(
+            f"{name}-checkpoints",
+            {
+                "bucket_name": b.name,
+                "region": b.region,
+                "kms_key_id": b.kms_key_id,
+                # Stated, not left to the provider's defaults, so the policy pack sees them at preview.
+                "versioning": True,  # an overwritten or deleted checkpoint stays recoverable
+                "encryption": True,  # SSE-KMS with kms_key_id, else SSE-S3
+                "block_public_access": True,
+                "tls_only": True,
+                "endpoint_url": endpoint_url,
+            },
+            opts,
+        )
+
+    @staticmethod
+    def _compute_props(name: str, cfg: StackConfig, volume: NetworkVolume | None) -> dict[str, Any]:
+        """Inputs shared by pods and clusters."""
+        c, t = cfg.cluster, cfg.training
+        props: dict[str, Any] = {
+            "image": c.image,
+            "gpu_type_id": GPUS[c.gpu_type].api_id,
+            # Only references: RunPod fills the values in at pod start, so no value reaches state.
+            "env": {env: secret_reference(runpod_secret_name(name, env)) for env in t.secrets},
+            "ports": SSH_PORTS,
+            "container_disk_gb": c.container_disk_gb,
+            "volume_mount_path": c.volume_mount_path,
+            "start_ssh": True,
+            "training": {
+                "checkpoint_bucket": cfg.bucket.name if cfg.bucket else None,
+                "checkpoint_interval_s": t.checkpoint_interval_min * 60,
+                "max_run_hours": t.max_run_hours,
+            },
+        }
+        if volume is not None:
+            props["volume_id"] = volume.volume_id
+        return props
+
+    @staticmethod
+    def _cluster_props(name: str, cfg: StackConfig, props: dict[str, Any]) -> dict[str, Any]:
+        c = cfg.cluster
+        return {
+            **props,
+            "name": f"trainstack-{name}-cluster",
+            "cluster_type": "TRAINING",
+            "gpu_count_per_pod": c.gpus_per_node,
+            "pod_count": c.nodes,
+            "data_center_id": c.data_centers[0],  # config guarantees exactly one for a cluster
+        }
+
+    @staticmethod
+    def _pod_props(name: str, index: int, cfg: StackConfig, props: dict[str, Any]) -> dict[str, Any]:
+        c = cfg.cluster
+        return {
+            **props,
+            "name": f"trainstack-{name}-pod-{index}",  # unique: the provider reconciles lost creates by name
+            "gpu_count": c.gpus_per_node,
+            "cloud": c.cloud,
+            "data_center_ids": list(c.data_centers),
+            "capacity": c.capacity,
+            "bid_per_gpu": c.bid_per_gpu,
+            # Gives each pod a private IP for the hosts file (100 Mbps: never for NCCL, FACTS §3).
+            "global_networking": True,
+            "min_cuda_version": GPUS[c.gpu_type].min_cuda_version,
+        }
+
+
+def _cluster_nodes(raw: Sequence[Mapping[str, Any]] | None) -> list[Node]:
+    return [
+        Node(int(n["rank"]), str(n["ip"]), str(n["pod_id"]), str(n["ssh_host"]), int(n["ssh_port"]))
+        for n in raw or []
+    ]
+
+
+def _pod_nodes(rows: Sequence[Sequence[Any]]) -> list[Node]:
+    return [
+        Node(rank, str(ip), str(pod_id), str(host), int(port))
+        for rank, (ip, pod_id, host, port) in enumerate(rows)
+    ]
+
+
+def _node_output(n: Node) -> dict[str, Any]:
+    return {"rank": n.rank, "ip": n.ip, "pod_id": n.pod_id, "ssh_endpoint": n.ssh_endpoint}
+
+
+def _hourly(costs: Sequence[Any], count: int) -> float:
+    """USD/h: compute per hour plus monthly storage spread over the month's hours."""
+    hourly = sum(float(c or 0) for c in costs[:count])
+    monthly = sum(float(c or 0) for c in costs[count:])
+    return round(hourly + monthly / HOURS_PER_MONTH, 2)
+
+
+def read_stack_config() -> StackConfig:
+    """The stack's `trainstack:*` config, read through Pulumi and parsed (raises ConfigError)."""
+    cfg = pulumi.Config(NAMESPACE)
+    return load_stack_config({key: value for key in KNOWN_KEYS if (value := cfg.get(key)) is not None})
+
+
+def read_secret_values(config: StackConfig) -> dict[str, pulumi.Output[str]]:
+    """Each secret in training.secrets, from its `trainstack:secrets.<NAME>` key (set without --path)."""
+    cfg = pulumi.Config(NAMESPACE)
+    values: dict[str, pulumi.Output[str]] = {}
+    problems = []
+    for env in config.training.secrets:
+        key = secret_config_key(env)
+        value = cfg.get_secret(key.split(":", 1)[1])
+        if value is None:
+            fix = f"has no value; set it with `pulumi config set --secret {key} <value>`"
+            problems.append(ConfigProblem(key, fix))
+        else:
+            values[env] = value
+    if problems:
+        raise ConfigError(problems)
+    return values

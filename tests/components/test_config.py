@@ -1,0 +1,239 @@
+"""Stack config parsing: the committed stacks load, and every rule names its key path and its fix."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from components.config import ConfigError, load_stack_config, secret_config_key
+from components.config_rules import estimate_cost_per_hour
+from tests.components.conftest import stack_config
+
+# A valid prod-like config; each case below breaks exactly one rule.
+BASE: dict[str, Any] = {
+    "trainstack:cluster": {
+        "gpu_type": "H100_SXM",
+        "topology": "cluster",
+        "nodes": 8,
+        "gpus_per_node": 8,
+        "data_centers": ["US-TX-3"],
+        "volume_gb": 1000,
+    },
+    "trainstack:bucket": {"name": "ckpt-bucket", "region": "us-east-1"},
+    "trainstack:training": {
+        "nccl_min_busbw_gbps": 100,
+        "secrets": ["HF_TOKEN", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"],
+    },
+    "trainstack:runpod_spend_limit_per_hour": 300,
+}
+
+
+def _with(path: str, value: Any) -> dict[str, Any]:
+    raw = copy.deepcopy(BASE)
+    key, _, field = path.partition(".")
+    if not field:
+        raw[f"trainstack:{key}"] = value
+    else:
+        raw[f"trainstack:{key}"][field] = value
+    return raw
+
+
+# (case id, raw config, key path in the message, words of the fix that must appear)
+INVALID = [
+    ("unknown-gpu", _with("cluster.gpu_type", "A100"), "trainstack:cluster.gpu_type", "use one of H100_NVL"),
+    (
+        "cluster-1-node",
+        _with("cluster.nodes", 1),
+        "trainstack:cluster.nodes",
+        "use topology 'pods' for 1 node",
+    ),
+    ("cluster-9-nodes", _with("cluster.nodes", 9), "trainstack:cluster.nodes", "must be 2-8"),
+    ("zero-nodes", _with("cluster.nodes", 0), "trainstack:cluster.nodes", "must be at least 1"),
+    ("odd-gpu-count", _with("cluster.gpus_per_node", 3), "trainstack:cluster.gpus_per_node", "use one of"),
+    (
+        "cluster-half-node",
+        _with("cluster.gpus_per_node", 4),
+        "trainstack:cluster.gpus_per_node",
+        "set gpus_per_node: 8",
+    ),
+    (
+        "pcie-cluster",
+        _with("cluster.gpu_type", "H100_PCIE"),
+        "trainstack:cluster.topology",
+        "use gpu_type H100_SXM",
+    ),
+    ("bad-topology", _with("cluster.topology", "mesh"), "trainstack:cluster.topology", "'cluster' or 'pods'"),
+    (
+        "spot-cluster",
+        _with("cluster.capacity", "spot"),
+        "trainstack:cluster.capacity",
+        "set capacity: on_demand",
+    ),
+    ("bad-dc", _with("cluster.data_centers", ["texas"]), "trainstack:cluster.data_centers", "'US-TX-3'"),
+    (
+        "two-dcs",
+        _with("cluster.data_centers", ["US-TX-3", "EU-RO-1"]),
+        "trainstack:cluster.data_centers",
+        "list one",
+    ),
+    (
+        "latest-image",
+        _with("cluster.image", "runpod/pytorch:latest"),
+        "trainstack:cluster.image",
+        "never 'latest'",
+    ),
+    (
+        "tiny-disk",
+        _with("cluster.container_disk_gb", 5),
+        "trainstack:cluster.container_disk_gb",
+        "at least 20",
+    ),
+    ("huge-volume", _with("cluster.volume_gb", 5000), "trainstack:cluster.volume_gb", "10-4096"),
+    (
+        "community-volume",
+        _with("cluster.cloud", "COMMUNITY"),
+        "trainstack:cluster.cloud",
+        "set cloud: SECURE",
+    ),
+    ("bad-port", _with("cluster.master_port", 80), "trainstack:cluster.master_port", "29500"),
+    ("bad-bucket", _with("bucket.name", "Bad_Bucket"), "trainstack:bucket.name", "lowercase"),
+    ("bad-region", _with("bucket.region", "virginia"), "trainstack:bucket.region", "'us-east-1'"),
+    ("bad-kms", _with("bucket.kms_key_id", "my key"), "trainstack:bucket.kms_key_id", "or omit it"),
+    ("empty-command", _with("training.command", []), "trainstack:training.command", "['train/train.py']"),
+    ("endless-run", _with("training.max_run_hours", 500), "trainstack:training.max_run_hours", "at most 168"),
+    (
+        "interval-too-long",
+        _with("training.checkpoint_interval_min", 6000),
+        "trainstack:training.checkpoint_interval_min",
+        "pick an interval inside the run",
+    ),
+    (
+        "no-floor-on-cluster",
+        _with("training.nccl_min_busbw_gbps", 0),
+        "trainstack:training.nccl_min_busbw_gbps",
+        "set a floor",
+    ),
+    (
+        "negative-disk-floor",
+        _with("training.min_free_disk_gb", -1),
+        "trainstack:training.min_free_disk_gb",
+        "use 0 to skip",
+    ),
+    (
+        "too-many-restarts",
+        _with("training.max_restarts", 50),
+        "trainstack:training.max_restarts",
+        "must be 0-10",
+    ),
+    (
+        "reserved-secret",
+        _with("training.secrets", ["MASTER_ADDR"]),
+        "trainstack:training.secrets",
+        "not set by RunPod",
+    ),
+    (
+        "bucket-without-s3-keys",
+        _with("training.secrets", ["HF_TOKEN"]),
+        "trainstack:training.secrets",
+        "add them to training.secrets",
+    ),
+    (
+        "over-spend-limit",
+        _with("runpod_spend_limit_per_hour", 80),
+        "trainstack:runpod_spend_limit_per_hour",
+        "ask RunPod to raise the account limit",
+    ),
+    (
+        "zero-spend-limit",
+        _with("runpod_spend_limit_per_hour", 0),
+        "trainstack:runpod_spend_limit_per_hour",
+        "default account limit is 80",
+    ),
+    ("typo-key", {**BASE, "trainstack:clustr": "{}"}, "trainstack:clustr", "fix the spelling"),
+    ("typo-field", _with("cluster.node", 8), "trainstack:cluster.node", "remove it or fix the spelling"),
+    ("not-a-number", _with("cluster.nodes", "eight"), "trainstack:cluster.nodes", "write a whole number"),
+    (
+        "bad-json",
+        {**BASE, "trainstack:training": "{not json"},
+        "trainstack:training",
+        "write it as a YAML mapping",
+    ),
+    (
+        "bad-bool",
+        {**BASE, "trainstack:delivery_enabled": "maybe"},
+        "trainstack:delivery_enabled",
+        "write true or false",
+    ),
+]
+
+
+@pytest.mark.parametrize(("raw", "path", "fix"), [c[1:] for c in INVALID], ids=[c[0] for c in INVALID])
+def test_each_rule_names_path_and_fix(raw: dict[str, Any], path: str, fix: str) -> None:
+    with pytest.raises(ConfigError) as exc:
+        load_stack_config(raw)
+    matching = [str(p) for p in exc.value.problems if p.path == path]
+    assert matching, f"no problem for {path}: {exc.value}"
+    assert any(fix in m and m.startswith(f"{path}: ") for m in matching), matching
+    assert path in str(exc.value)
+
+
+def test_base_is_valid() -> None:
+    assert load_stack_config(BASE).cluster.nodes == 8
+
+
+def test_spot_rules_for_pods() -> None:
+    raw = _with("cluster.topology", "pods")
+    raw["trainstack:cluster"].update(capacity="auto", nodes=2, volume_gb=0, data_centers=[])
+    del raw["trainstack:bucket"]
+    raw["trainstack:training"]["checkpoint_interval_min"] = 60
+    with pytest.raises(ConfigError) as exc:
+        load_stack_config(raw)
+    paths = {p.path for p in exc.value.problems}
+    assert paths == {
+        "trainstack:cluster.bid_per_gpu",
+        "trainstack:bucket",
+        "trainstack:training.checkpoint_interval_min",
+    }
+
+
+def test_every_problem_is_listed_at_once() -> None:
+    raw = _with("cluster.gpu_type", "A100")
+    raw["trainstack:training"]["max_run_hours"] = 0
+    raw["trainstack:bogus"] = 1
+    with pytest.raises(ConfigError) as exc:
+        load_stack_config(raw)
+    assert {p.path for p in exc.value.problems} == {
+        "trainstack:cluster.gpu_type",
+        "trainstack:training.max_run_hours",
+        "trainstack:bogus",
+    }
+
+
+def test_pulumi_string_values_are_parsed() -> None:
+    """Pulumi hands objects over as JSON strings and scalars as strings."""
+    raw = {
+        "trainstack:cluster": '{"nodes": 1, "gpus_per_node": 8}',
+        "trainstack:runpod_spend_limit_per_hour": "120",
+        "trainstack:delivery_enabled": "true",
+        "trainstack:s3EndpointUrl": "http://127.0.0.1:9000",
+        "runpod:apiUrl": "http://127.0.0.1:8080",  # other namespaces are not ours
+        secret_config_key("HF_TOKEN"): "never-looked-at",  # secret values are read apart
+    }
+    cfg = load_stack_config(raw)
+    assert (cfg.runpod_spend_limit_per_hour, cfg.delivery_enabled) == (120.0, True)
+    assert cfg.s3_endpoint_url == "http://127.0.0.1:9000"
+    assert "never-looked-at" not in repr(cfg)
+
+
+def test_committed_stacks() -> None:
+    dev, search, prod = (stack_config(s) for s in ("dev", "search", "prod"))
+    assert (dev.cluster.topology, dev.cluster.nodes, dev.cluster.capacity) == ("pods", 1, "on_demand")
+    assert (search.cluster.topology, search.cluster.nodes, search.cluster.capacity) == ("pods", 4, "auto")
+    assert (prod.cluster.topology, prod.cluster.nodes, prod.cluster.gpus_per_node) == ("cluster", 8, 8)
+    assert prod.cluster.volume_gb > 0 and prod.bucket is not None
+    assert {"HF_TOKEN", "WANDB_API_KEY"} <= set(prod.training.secrets)
+    # 64 x $3.99 = $255.36/h is above RunPod's default $80/h: prod declares the raised limit.
+    assert 255 < estimate_cost_per_hour(prod) <= prod.runpod_spend_limit_per_hour
+    assert dev.runpod_spend_limit_per_hour == 80

@@ -1,0 +1,405 @@
+#!/usr/bin/env bash
+# start-node-6.sh: trainstack stack 'prod', node 6 of 8 (topology cluster, job prod).
+# Rendered by components/render.py: do not edit, re-render. RunPod's injected cluster variables
+# (MASTER_ADDR, NODE_RANK, ...) win over the RENDERED_* values; every TRAINSTACK_* value below
+# can be overridden from the environment. No secret value is ever written here.
+set -euo pipefail
+
+# Identity of this node; RunPod's injected variables take precedence (see section 1 below).
+RENDERED_NODE_RANK=6
+RENDERED_NUM_NODES=8
+RENDERED_GPUS_PER_NODE=8
+RENDERED_MASTER_ADDR=10.65.0.10
+RENDERED_MASTER_PORT=29500
+
+# Settings; each may be overridden from the environment.
+TRAINSTACK_STACK=${TRAINSTACK_STACK:-prod}
+TRAINSTACK_JOB=${TRAINSTACK_JOB:-prod}
+TRAINSTACK_DEVICE=${TRAINSTACK_DEVICE:-cuda}
+TRAINSTACK_WORKDIR=${TRAINSTACK_WORKDIR:-/workspace/trainstack}
+TRAINSTACK_CHECKPOINT_DIR=${TRAINSTACK_CHECKPOINT_DIR:-/workspace/checkpoints/prod}
+TRAINSTACK_CHECKPOINT_BUCKET=${TRAINSTACK_CHECKPOINT_BUCKET:-trainstack-prod-checkpoints}
+TRAINSTACK_CHECKPOINT_PREFIX=${TRAINSTACK_CHECKPOINT_PREFIX:-trainstack/prod}
+TRAINSTACK_CHECKPOINT_INTERVAL_S=${TRAINSTACK_CHECKPOINT_INTERVAL_S:-900}
+TRAINSTACK_MAX_RUN_S=${TRAINSTACK_MAX_RUN_S:-86400}
+TRAINSTACK_STOP_GRACE_S=${TRAINSTACK_STOP_GRACE_S:-300}
+TRAINSTACK_TERM_UPLOAD_S=${TRAINSTACK_TERM_UPLOAD_S:-4}
+TRAINSTACK_MAX_RESTARTS=${TRAINSTACK_MAX_RESTARTS:-3}
+TRAINSTACK_MIN_FREE_DISK_GB=${TRAINSTACK_MIN_FREE_DISK_GB:-100}
+TRAINSTACK_NCCL_MIN_BUSBW_GBPS=${TRAINSTACK_NCCL_MIN_BUSBW_GBPS:-100}
+TRAINSTACK_SHARD_BY_NODE=${TRAINSTACK_SHARD_BY_NODE:-1}
+TRAINSTACK_POD_INDEX=${TRAINSTACK_POD_INDEX:-6}
+AWS_ENDPOINT_URL_S3=${AWS_ENDPOINT_URL_S3:-http://127.0.0.1:9000}
+export AWS_ENDPOINT_URL_S3
+
+# torchrun's script and arguments, run from TRAINSTACK_WORKDIR.
+TRAIN_COMMAND=(train/train.py)
+# Env vars RunPod fills from its secret store ({{ RUNPOD_SECRET_<name> }}); checked, never printed.
+SECRET_NAMES=(HF_TOKEN WANDB_API_KEY AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY)
+# Appended to the hosts file between marker lines, replacing any earlier block of this stack.
+HOSTS_BLOCK=$(cat <<'EOF'
+10.65.0.10 node-0
+10.65.0.11 node-1
+10.65.0.12 node-2
+10.65.0.13 node-3
+10.65.0.14 node-4
+10.65.0.15 node-5
+10.65.0.16 node-6
+10.65.0.17 node-7
+EOF
+)
+
+# ---------------------------------------------------------------------------------------------------
+# Static body (components/templates/start-node.body.bash). Test hooks, all optional:
+#   TRAINSTACK_DRY_RUN=1        bucket transfers are logged instead of run (no boto3, no network)
+#   TRAINSTACK_HOSTS_FILE       hosts file to update (default /etc/hosts)
+#   TRAINSTACK_SYS_NET_DIR      where network interfaces are listed (default /sys/class/net)
+#   TRAINSTACK_SYS_IB_DIR       where RDMA devices are listed (default /sys/class/infiniband)
+#   TRAINSTACK_FABRIC_IFNAME    skip detection and use this interface for NCCL/gloo
+#   TRAINSTACK_PYTHON           interpreter for the small python helpers (default python3)
+# ---------------------------------------------------------------------------------------------------
+
+log() { printf '[trainstack %s node %s] %s\n' "$(date -u +%H:%M:%S)" "${NODE_RANK:-?}" "$*" >&2; }
+die() {
+  log "FATAL: $*"
+  exit 1
+}
+is_uint() { [[ "$1" =~ ^[0-9]+$ ]]; }
+PYTHON=${TRAINSTACK_PYTHON:-python3}
+
+# --- 1. identity: RunPod injects these on Instant Cluster nodes; rendered values are the fallback ------
+MASTER_ADDR=${MASTER_ADDR:-${PRIMARY_ADDR:-$RENDERED_MASTER_ADDR}}
+MASTER_PORT=${MASTER_PORT:-${PRIMARY_PORT:-$RENDERED_MASTER_PORT}}
+NODE_RANK=${NODE_RANK:-$RENDERED_NODE_RANK}
+NUM_NODES=${NUM_NODES:-$RENDERED_NUM_NODES}
+NPROC_PER_NODE=${NUM_TRAINERS:-$RENDERED_GPUS_PER_NODE}
+for var in MASTER_PORT NODE_RANK NUM_NODES NPROC_PER_NODE; do
+  is_uint "${!var}" || die "$var='${!var}' is not a whole number; fix or unset it"
+done
+((NODE_RANK < NUM_NODES)) || die "NODE_RANK=$NODE_RANK but NUM_NODES=$NUM_NODES; unset the stale one"
+# RunPod's WORLD_SIZE counts GPUs across the cluster: a mismatch means this script is for another shape.
+if [[ -n "${WORLD_SIZE:-}" && "$WORLD_SIZE" != "$((NUM_NODES * NPROC_PER_NODE))" ]]; then
+  die "WORLD_SIZE=$WORLD_SIZE but $NUM_NODES nodes x $NPROC_PER_NODE GPUs; re-render for this cluster"
+fi
+export MASTER_ADDR MASTER_PORT NODE_RANK NUM_NODES
+
+# --- 2. network: NCCL must use the cluster fabric; eth0 (172.x) is internet-only and times out --------
+detect_fabric_ifname() {
+  local dir=${TRAINSTACK_SYS_NET_DIR:-/sys/class/net} candidate
+  if [[ -n "${TRAINSTACK_FABRIC_IFNAME:-}" ]]; then
+    printf '%s\n' "$TRAINSTACK_FABRIC_IFNAME"
+    return 0
+  fi
+  # RunPod documents ens1 (of ens1-ens8); older docs and images said eth1.
+  for candidate in ens1 eth1; do
+    if [[ -e "$dir/$candidate" ]]; then
+      printf '%s\n' "$candidate"
+      return 0
+    fi
+  done
+  return 1
+}
+
+setup_network() {
+  local fabric
+  if fabric=$(detect_fabric_ifname); then
+    # Bootstrap/socket traffic of NCCL and of gloo (rendezvous, CPU collectives) stays on the fabric.
+    export NCCL_SOCKET_IFNAME=$fabric GLOO_SOCKET_IFNAME=$fabric
+    log "fabric interface: $fabric"
+  elif ((NUM_NODES > 1)); then
+    die "no fabric interface (ens1 or eth1) on a $NUM_NODES-node job; set TRAINSTACK_FABRIC_IFNAME"
+  else
+    log "single node and no fabric interface: NCCL stays on NVLink/shared memory"
+  fi
+  # Disable NCCL's RDMA transport only where no RDMA device exists: it would probe, then fall back to
+  # sockets anyway, and saying so keeps the log honest. On the fabric it must stay enabled.
+  if [[ -z "${NCCL_IB_DISABLE:-}" ]] && ! compgen -G "${TRAINSTACK_SYS_IB_DIR:-/sys/class/infiniband}/*" >/dev/null; then
+    export NCCL_IB_DISABLE=1
+  fi
+  # WARN: INFO from dozens of ranks buries the line that matters; export NCCL_DEBUG=INFO to debug.
+  export NCCL_DEBUG=${NCCL_DEBUG:-WARN}
+  # A dead peer then fails the collective (and torchrun restarts the group) instead of hanging forever.
+  export TORCH_NCCL_ASYNC_ERROR_HANDLING=${TORCH_NCCL_ASYNC_ERROR_HANDLING:-1}
+}
+
+# --- 3. hosts: rank names without DNS, appended idempotently between marker lines ---------------------
+update_hosts() {
+  local file=${TRAINSTACK_HOSTS_FILE:-/etc/hosts} kept=""
+  local begin="# >>> trainstack $TRAINSTACK_STACK >>>" end="# <<< trainstack $TRAINSTACK_STACK <<<"
+  if [[ -e "$file" ]]; then
+    kept=$(awk -v b="$begin" -v e="$end" '$0 == b {skip = 1; next} $0 == e {skip = 0; next} !skip' "$file") ||
+      die "cannot read $file"
+  fi
+  # Rewrite in place, never rename over it: /etc/hosts is bind-mounted into containers.
+  {
+    if [[ -n "$kept" ]]; then printf '%s\n' "$kept"; fi
+    printf '%s\n' "$begin" "$HOSTS_BLOCK" "$end"
+  } >"$file"
+}
+
+# --- 4. data shards: cluster nodes split the data by node rank; a pool pod's trial reads all of it ------
+setup_shards() {
+  if [[ "$TRAINSTACK_SHARD_BY_NODE" == 1 ]]; then
+    export TRAINSTACK_SHARD_INDEX=$NODE_RANK TRAINSTACK_NUM_SHARDS=$NUM_NODES
+  else
+    export TRAINSTACK_SHARD_INDEX=0 TRAINSTACK_NUM_SHARDS=1
+  fi
+  export TRAINSTACK_POD_INDEX TRAINSTACK_JOB TRAINSTACK_DEVICE TRAINSTACK_CHECKPOINT_DIR
+  export TRAINSTACK_STOP_FILE="$TRAINSTACK_CHECKPOINT_DIR/.trainstack-stop"
+}
+
+check_secrets() {
+  local name
+  for name in "${SECRET_NAMES[@]}"; do
+    # Values are never printed; an unfilled reference means the RunPod secret does not exist.
+    if [[ -z "${!name:-}" || "${!name}" == "{{ RUNPOD_SECRET_"* ]]; then
+      die "secret $name is not filled in; set it (pulumi config set --secret trainstack:secrets.$name) and redeploy"
+    fi
+  done
+}
+
+# --- 5. preflight -----------------------------------------------------------------------------------
+preflight_gpus() {
+  local listing found
+  if [[ "$TRAINSTACK_DEVICE" == cpu ]]; then
+    log "cpu test cluster: GPU count check skipped"
+    return 0
+  fi
+  listing=$(nvidia-smi -L) || die "nvidia-smi failed: no usable GPU driver; replace this pod"
+  found=$(grep -c '^GPU ' <<<"$listing" || true)
+  ((found == NPROC_PER_NODE)) || die "expected $NPROC_PER_NODE GPUs, nvidia-smi lists $found; replace this pod"
+}
+
+preflight_disk() {
+  local avail_kb
+  mkdir -p "$TRAINSTACK_CHECKPOINT_DIR"
+  avail_kb=$(df -Pk "$TRAINSTACK_CHECKPOINT_DIR" | awk 'NR == 2 {print $4}')
+  is_uint "$avail_kb" || die "cannot read free space of $TRAINSTACK_CHECKPOINT_DIR"
+  if ((avail_kb < TRAINSTACK_MIN_FREE_DISK_GB * 1024 * 1024)); then
+    die "$TRAINSTACK_CHECKPOINT_DIR has $((avail_kb / 1024 / 1024)) GB free, needs $TRAINSTACK_MIN_FREE_DISK_GB; grow the disk"
+  fi
+}
+
+# Sets RDZV_ARGS for a torchrun over this job's nodes on rendezvous port $1 with id $2.
+set_rdzv_args() {
+  local is_host=false
+  if ((NODE_RANK == 0)); then is_host=true; fi
+  RDZV_ARGS=(--nnodes="$NUM_NODES" --nproc-per-node="$NPROC_PER_NODE" --node-rank="$NODE_RANK"
+    --rdzv-backend=c10d --rdzv-endpoint="$MASTER_ADDR:$1" --rdzv-id="$2" --rdzv-conf="is_host=$is_host")
+}
+
+write_allreduce_py() {
+  cat <<'PY'
+"""trainstack preflight: time all_reduce over every rank of the job and print the bus bandwidth."""
+import os
+import time
+
+import torch
+import torch.distributed as dist
+
+cuda = os.environ.get("TRAINSTACK_DEVICE", "cuda") == "cuda"
+dist.init_process_group("nccl" if cuda else "gloo")
+if cuda:
+    torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+# 256 MiB on GPU measures bandwidth rather than latency; 4 MiB keeps gloo on CPU quick.
+device = "cuda" if cuda else "cpu"
+data = torch.ones((64 if cuda else 1) * 1024 * 1024, device=device)
+def sync():
+    if cuda:
+        torch.cuda.synchronize()
+for _ in range(3):
+    dist.all_reduce(data)
+sync()
+iters = 10
+start = time.perf_counter()
+for _ in range(iters):
+    dist.all_reduce(data)
+sync()
+elapsed = torch.tensor([(time.perf_counter() - start) / iters], device=device)
+dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)  # the slowest rank sets the pace
+n = dist.get_world_size()
+algbw = data.numel() * data.element_size() / elapsed.item() / 1e9
+busbw = algbw * 2 * (n - 1) / n  # nccl-tests' definition for all_reduce
+if int(os.environ.get("LOCAL_RANK", "0")) == 0:
+    print(f"TRAINSTACK_BUSBW_GBPS={busbw:.2f}", flush=True)
+dist.destroy_process_group()
+PY
+}
+
+preflight_allreduce() {
+  local script out busbw floor=$TRAINSTACK_NCCL_MIN_BUSBW_GBPS
+  if ((NUM_NODES * NPROC_PER_NODE < 2)); then
+    log "one rank: all-reduce preflight skipped"
+    return 0
+  fi
+  script=$(mktemp "${TMPDIR:-/tmp}/trainstack-allreduce.XXXXXX")
+  write_allreduce_py >"$script"
+  # A port and id of its own, so the training rendezvous below starts clean.
+  set_rdzv_args "$((MASTER_PORT + 1))" "$TRAINSTACK_JOB-preflight"
+  out=$(torchrun "${RDZV_ARGS[@]}" --max-restarts=0 "$script") || die "all-reduce preflight failed; see above"
+  rm -f "$script"
+  busbw=$(sed -n 's/^TRAINSTACK_BUSBW_GBPS=//p' <<<"$out" | tail -n 1)
+  [[ -n "$busbw" ]] || die "all-reduce preflight printed no bandwidth"
+  log "all-reduce bus bandwidth: $busbw GB/s (floor $floor GB/s)"
+  if ! awk -v b="$busbw" -v f="$floor" 'BEGIN { exit !(b + 0 >= f + 0) }'; then
+    die "all-reduce bus bandwidth $busbw GB/s is under the floor of $floor GB/s; a node is off the fabric or degraded, replace it"
+  fi
+}
+
+# --- 6. checkpoints in the bucket ---------------------------------------------------------------------
+# bucket resume|sync|newest [seconds]: fetch the newest checkpoint / upload missing ones / upload only
+# the newest, giving up after the given seconds (0, the default, means no limit).
+bucket() {
+  if [[ -z "$TRAINSTACK_CHECKPOINT_BUCKET" ]]; then
+    return 0
+  fi
+  if [[ "${TRAINSTACK_DRY_RUN:-0}" == 1 ]]; then
+    log "dry run: bucket $1 s3://$TRAINSTACK_CHECKPOINT_BUCKET/$TRAINSTACK_CHECKPOINT_PREFIX/ <-> $TRAINSTACK_CHECKPOINT_DIR"
+    return 0
+  fi
+  export TRAINSTACK_CHECKPOINT_BUCKET TRAINSTACK_CHECKPOINT_PREFIX
+  timeout "${2:-0}" "$PYTHON" - "$1" <<'PY'
+"""trainstack checkpoint transfer; checkpoints are immutable files named step-<n>.pt."""
+import os
+import re
+import sys
+
+import boto3
+
+mode = sys.argv[1]
+bucket = os.environ["TRAINSTACK_CHECKPOINT_BUCKET"]
+prefix = os.environ["TRAINSTACK_CHECKPOINT_PREFIX"].rstrip("/") + "/"
+local = os.environ["TRAINSTACK_CHECKPOINT_DIR"]
+name_re = re.compile(r"^step-(\d+)\.pt$")
+# boto3 honours AWS_ENDPOINT_URL_S3 itself; passing it keeps older boto3 on the same endpoint.
+s3 = boto3.client("s3", endpoint_url=os.environ.get("AWS_ENDPOINT_URL_S3") or None)
+
+
+def by_step(names):
+    return [n for _, n in sorted((int(m.group(1)), n) for n in names if (m := name_re.match(n)))]
+
+
+def remote():
+    names = []
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        names += [obj["Key"][len(prefix):] for obj in page.get("Contents", [])]
+    return by_step(names)
+
+
+here = by_step(os.listdir(local))
+if mode == "resume":
+    there = remote()
+    if not there:
+        print("no checkpoint in the bucket: starting fresh")
+    elif here and int(name_re.match(here[-1]).group(1)) >= int(name_re.match(there[-1]).group(1)):
+        print(f"local {here[-1]} is as new as the bucket's {there[-1]}")
+    else:
+        part = os.path.join(local, f".{there[-1]}.{os.getpid()}.part")
+        s3.download_file(bucket, prefix + there[-1], part)
+        os.replace(part, os.path.join(local, there[-1]))
+        print(f"fetched {there[-1]} from the bucket")
+else:
+    # "newest" skips the listing: it runs inside a spot pod's 5 s notice and a re-upload is harmless.
+    have = set() if mode == "newest" else set(remote())
+    for name in (here[-1:] if mode == "newest" else here):
+        if name not in have:
+            s3.upload_file(os.path.join(local, name), bucket, prefix + name)
+            print(f"uploaded {name}")
+PY
+}
+
+# Only node 0 uploads: global rank 0 writes the checkpoints there.
+is_uploader() { ((NODE_RANK == 0)); }
+
+# --- 7. background jobs: checkpoint sync timer and max_run_hours watchdog ----------------------------
+SLEEP_PID=""
+TRAIN_PID=""
+BACKGROUND_PIDS=()
+
+# A TERM to the background subshell kills its sleep too, so no stray `sleep` outlives the script.
+# shellcheck disable=SC2317  # run by trap
+on_background_term() {
+  if [[ -n "$SLEEP_PID" ]]; then kill "$SLEEP_PID" 2>/dev/null || true; fi
+  exit 0
+}
+nap() {
+  sleep "$1" &
+  SLEEP_PID=$!
+  wait "$SLEEP_PID"
+}
+
+sync_timer() {
+  trap on_background_term TERM
+  while nap "$TRAINSTACK_CHECKPOINT_INTERVAL_S"; do
+    bucket sync || log "checkpoint sync failed; retrying in ${TRAINSTACK_CHECKPOINT_INTERVAL_S}s"
+  done
+}
+
+watchdog() {
+  trap on_background_term TERM
+  nap "$TRAINSTACK_MAX_RUN_S"
+  log "max run time reached: asking training to checkpoint and stop"
+  touch "$TRAINSTACK_STOP_FILE"
+  nap "$TRAINSTACK_STOP_GRACE_S"
+  log "training did not stop within ${TRAINSTACK_STOP_GRACE_S}s: sending SIGTERM"
+  kill -TERM "$1" 2>/dev/null || true
+}
+
+stop_background() {
+  local pid
+  for pid in "${BACKGROUND_PIDS[@]}"; do
+    kill -TERM "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
+  BACKGROUND_PIDS=()
+}
+
+# A spot pod gets SIGTERM and is killed 5 s later: stop training, upload only the newest checkpoint
+# (written earlier by the step timer), within a hard time limit.
+# shellcheck disable=SC2317  # run by trap
+on_term() {
+  trap - TERM INT
+  log "SIGTERM: stopping training, uploading the newest checkpoint"
+  if [[ -n "$TRAIN_PID" ]]; then kill -TERM "$TRAIN_PID" 2>/dev/null || true; fi
+  stop_background
+  if is_uploader; then
+    bucket newest "$TRAINSTACK_TERM_UPLOAD_S" ||
+      log "newest checkpoint not uploaded in ${TRAINSTACK_TERM_UPLOAD_S}s; the last timer sync stands"
+  fi
+  exit 143
+}
+
+# --- 8. main ----------------------------------------------------------------------------------------
+main() {
+  local status=0
+  trap on_term TERM INT
+  setup_network
+  update_hosts
+  setup_shards
+  check_secrets
+  preflight_gpus
+  preflight_disk
+  rm -f "$TRAINSTACK_STOP_FILE"
+  preflight_allreduce
+  bucket resume
+  cd "$TRAINSTACK_WORKDIR"
+  set_rdzv_args "$MASTER_PORT" "$TRAINSTACK_JOB"
+  log "torchrun: $NUM_NODES node(s) x $NPROC_PER_NODE, rank $NODE_RANK, shard $TRAINSTACK_SHARD_INDEX/$TRAINSTACK_NUM_SHARDS"
+  torchrun "${RDZV_ARGS[@]}" --max-restarts="$TRAINSTACK_MAX_RESTARTS" "${TRAIN_COMMAND[@]}" &
+  TRAIN_PID=$!
+  if is_uploader; then
+    sync_timer &
+    BACKGROUND_PIDS+=("$!")
+  fi
+  watchdog "$TRAIN_PID" &
+  BACKGROUND_PIDS+=("$!")
+  wait "$TRAIN_PID" || status=$?
+  TRAIN_PID=""
+  stop_background
+  if is_uploader; then bucket sync || status=1; fi
+  if [[ -e "$TRAINSTACK_STOP_FILE" ]]; then log "stopped at the max run time"; fi
+  log "training exited with status $status"
+  exit "$status"
+}
+
+main "$@"

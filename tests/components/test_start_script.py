@@ -1,0 +1,246 @@
+"""Rendered start scripts run for real in dry mode, with fake torchrun/nvidia-smi and fake system paths."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from components.render import render_artifacts
+from tests.components.conftest import fake_nodes, stack_config
+
+FAKE_TORCHRUN = r"""#!/usr/bin/env bash
+# Records its command line; answers the all-reduce preflight; records the training environment.
+printf '%s\n' "$*" >>"$FAKE_DIR/torchrun.log"
+if [[ "${!#}" == *trainstack-allreduce* ]]; then
+  echo "TRAINSTACK_BUSBW_GBPS=${FAKE_BUSBW:-500}"
+  exit 0
+fi
+env | grep -E '^(TRAINSTACK_|NCCL_|GLOO_|MASTER_|NODE_RANK=|NUM_NODES=)' | sort >"$FAKE_DIR/train.env"
+if [[ -n "${FAKE_TRAIN_SLEEP:-}" ]]; then
+  sleep "$FAKE_TRAIN_SLEEP" >/dev/null 2>&1 &
+  trap 'kill $!; echo got-term >>"$FAKE_DIR/torchrun.log"; exit 0' TERM
+  wait
+fi
+exit "${FAKE_TRAIN_EXIT:-0}"
+"""
+FAKE_NVIDIA_SMI = r"""#!/usr/bin/env bash
+for ((i = 0; i < ${FAKE_GPUS:-8}; i++)); do echo "GPU $i: NVIDIA H100 80GB HBM3 (UUID: GPU-$i)"; done
+"""
+
+
+class Node:
+    """One rendered node script plus the fake machine it runs on."""
+
+    def __init__(self, tmp: Path, stack: str, rank: int) -> None:
+        config = stack_config(stack)
+        text = render_artifacts(stack, config, fake_nodes(config)).start_scripts[f"start-node-{rank}.sh"]
+        self.dir = tmp
+        self.script = tmp / "start.sh"
+        self.script.write_text(text)
+        bin_dir = tmp / "bin"
+        bin_dir.mkdir()
+        for name, body in (("torchrun", FAKE_TORCHRUN), ("nvidia-smi", FAKE_NVIDIA_SMI)):
+            (bin_dir / name).write_text(body)
+            (bin_dir / name).chmod(0o755)
+        self.hosts = tmp / "hosts"
+        self.hosts.write_text("127.0.0.1 localhost\n")
+        for sub in ("net/ens1", "ib", "ckpt"):
+            (tmp / sub).mkdir(parents=True)
+        # A clean environment: nothing from the test machine (MASTER_ADDR, NCCL_*) leaks in.
+        self.env = {
+            "PATH": f"{bin_dir}:{os.environ['PATH']}",
+            "HOME": str(tmp),
+            "FAKE_DIR": str(tmp),
+            "TRAINSTACK_DRY_RUN": "1",
+            "TRAINSTACK_HOSTS_FILE": str(self.hosts),
+            "TRAINSTACK_SYS_NET_DIR": str(tmp / "net"),
+            "TRAINSTACK_SYS_IB_DIR": str(tmp / "ib"),
+            "TRAINSTACK_CHECKPOINT_DIR": str(tmp / "ckpt"),
+            "TRAINSTACK_WORKDIR": str(tmp),
+            "TRAINSTACK_MIN_FREE_DISK_GB": "0",
+            **dict.fromkeys(config.training.secrets, "s3cr3t-value"),
+        }
+
+    def start(self, **env: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            ["bash", str(self.script)],
+            env={**self.env, **env},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+
+    def run(self, **env: str) -> tuple[int, str]:
+        proc = self.start(**env)
+        out, _ = proc.communicate(timeout=30)
+        return proc.returncode, out
+
+    def train_env(self) -> dict[str, str]:
+        lines = (self.dir / "train.env").read_text().splitlines()
+        return dict(line.split("=", 1) for line in lines)
+
+    def torchrun_calls(self) -> list[str]:
+        return (self.dir / "torchrun.log").read_text().splitlines()
+
+
+@pytest.fixture
+def prod3(tmp_path: Path) -> Node:
+    return Node(tmp_path, "prod", 3)
+
+
+def test_rendered_values_without_runpod_env(prod3: Node) -> None:
+    code, out = prod3.run()
+    assert code == 0, out
+    preflight, train = prod3.torchrun_calls()
+    assert "--rdzv-endpoint=10.65.0.10:29501 --rdzv-id=prod-preflight" in preflight
+    assert train == (
+        "--nnodes=8 --nproc-per-node=8 --node-rank=3 --rdzv-backend=c10d --rdzv-endpoint=10.65.0.10:29500 "
+        "--rdzv-id=prod --rdzv-conf=is_host=false --max-restarts=3 train/train.py"
+    )
+    env = prod3.train_env()
+    assert (env["TRAINSTACK_SHARD_INDEX"], env["TRAINSTACK_NUM_SHARDS"]) == ("3", "8")
+    assert env["NCCL_SOCKET_IFNAME"] == env["GLOO_SOCKET_IFNAME"] == "ens1"
+    assert env["NCCL_DEBUG"] == "WARN"
+    assert env["NCCL_IB_DISABLE"] == "1"  # the fake machine has no RDMA device
+    assert "dry run: bucket resume s3://trainstack-prod-checkpoints/trainstack/prod/" in out
+    assert "s3cr3t-value" not in out
+
+
+def test_runpod_injected_variables_win(prod3: Node) -> None:
+    injected = {
+        "MASTER_ADDR": "10.65.9.9",
+        "MASTER_PORT": "31000",
+        "NODE_RANK": "5",
+        "NUM_NODES": "8",
+        "NUM_TRAINERS": "8",
+        "WORLD_SIZE": "64",
+    }
+    code, out = prod3.run(**injected)
+    assert code == 0, out
+    train = prod3.torchrun_calls()[-1]
+    assert "--node-rank=5 " in train and "--rdzv-endpoint=10.65.9.9:31000 " in train
+    env = prod3.train_env()
+    assert (env["MASTER_ADDR"], env["TRAINSTACK_SHARD_INDEX"]) == ("10.65.9.9", "5")
+
+
+def test_primary_addr_is_honoured(prod3: Node) -> None:
+    code, out = prod3.run(PRIMARY_ADDR="10.65.7.7", PRIMARY_PORT="32000")
+    assert code == 0, out
+    assert "--rdzv-endpoint=10.65.7.7:32000 " in prod3.torchrun_calls()[-1]
+
+
+def test_world_size_mismatch_fails(prod3: Node) -> None:
+    code, out = prod3.run(WORLD_SIZE="16")
+    assert code != 0 and "WORLD_SIZE=16 but 8 nodes x 8 GPUs" in out
+
+
+def test_interface_falls_back_to_eth1(prod3: Node) -> None:
+    (prod3.dir / "net" / "ens1").rmdir()
+    (prod3.dir / "net" / "eth1").mkdir()
+    code, out = prod3.run()
+    assert code == 0, out
+    assert prod3.train_env()["NCCL_SOCKET_IFNAME"] == "eth1"
+
+
+def test_interface_override_and_missing_fabric(prod3: Node) -> None:
+    assert prod3.run(TRAINSTACK_FABRIC_IFNAME="ens3")[0] == 0
+    assert prod3.train_env()["NCCL_SOCKET_IFNAME"] == "ens3"
+    (prod3.dir / "net" / "ens1").rmdir()
+    code, out = prod3.run()
+    assert code != 0 and "no fabric interface (ens1 or eth1) on a 8-node job" in out
+
+
+def test_rdma_present_keeps_ib_enabled(prod3: Node) -> None:
+    (prod3.dir / "ib" / "mlx5_0").mkdir()
+    assert prod3.run()[0] == 0
+    assert "NCCL_IB_DISABLE" not in prod3.train_env()
+
+
+def test_single_node_needs_no_fabric(tmp_path: Path) -> None:
+    dev = Node(tmp_path, "dev", 0)
+    (dev.dir / "net" / "ens1").rmdir()
+    code, out = dev.run()
+    assert code == 0, out
+    assert "NCCL_SOCKET_IFNAME" not in dev.train_env()
+
+
+def test_hosts_block_is_idempotent(prod3: Node) -> None:
+    stale = "# >>> trainstack prod >>>\n10.9.9.9 node-0\n# <<< trainstack prod <<<\n"
+    prod3.hosts.write_text(f"127.0.0.1 localhost\n{stale}::1 ip6\n")
+    assert prod3.run()[0] == 0
+    first = prod3.hosts.read_text()
+    assert prod3.run()[0] == 0
+    assert prod3.hosts.read_text() == first
+    block = "".join(f"10.65.0.{10 + r} node-{r}\n" for r in range(8))
+    assert first == (
+        f"127.0.0.1 localhost\n::1 ip6\n# >>> trainstack prod >>>\n{block}# <<< trainstack prod <<<\n"
+    )
+
+
+def test_pool_pod_reads_all_data(tmp_path: Path) -> None:
+    pod = Node(tmp_path, "search", 2)
+    code, out = pod.run()
+    assert code == 0, out
+    env = pod.train_env()
+    assert (env["TRAINSTACK_SHARD_INDEX"], env["TRAINSTACK_NUM_SHARDS"], env["TRAINSTACK_POD_INDEX"]) == (
+        "0",
+        "1",
+        "2",
+    )
+    assert "--nnodes=1 " in pod.torchrun_calls()[-1] and "--rdzv-id=search-pod-2 " in pod.torchrun_calls()[-1]
+
+
+def test_preflight_failures(prod3: Node) -> None:
+    code, out = prod3.run(FAKE_BUSBW="3.5")
+    assert code != 0 and "3.5 GB/s is under the floor of 100 GB/s" in out
+    code, out = prod3.run(FAKE_GPUS="7")
+    assert code != 0 and "expected 8 GPUs, nvidia-smi lists 7" in out
+    code, out = prod3.run(TRAINSTACK_DEVICE="cpu", FAKE_GPUS="0")
+    assert code == 0 and "GPU count check skipped" in out
+    code, out = prod3.run(TRAINSTACK_MIN_FREE_DISK_GB="999999999")
+    assert code != 0 and "grow the disk" in out
+
+
+def test_missing_secret_fails_without_printing_values(prod3: Node) -> None:
+    code, out = prod3.run(HF_TOKEN="{{ RUNPOD_SECRET_trainstack-prod-hf_token }}")
+    assert code != 0 and "secret HF_TOKEN is not filled in" in out
+    assert "s3cr3t-value" not in out
+
+
+def test_training_failure_is_the_exit_status(prod3: Node) -> None:
+    code, _ = prod3.run(FAKE_TRAIN_EXIT="7")
+    assert code == 7
+
+
+def _wait_for(path: Path, deadline_s: float = 10.0) -> None:
+    end = time.monotonic() + deadline_s
+    while not path.exists():
+        assert time.monotonic() < end, f"{path} never appeared"
+        time.sleep(0.05)
+
+
+def test_sigterm_is_fast_and_uploads_newest(tmp_path: Path) -> None:
+    node = Node(tmp_path, "prod", 0)  # node 0 uploads
+    proc = node.start(FAKE_TRAIN_SLEEP="60")
+    _wait_for(node.dir / "train.env")
+    started = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=10)
+    assert time.monotonic() - started < 4, "a spot pod has 5 s"
+    assert proc.returncode == 143, out
+    assert "dry run: bucket newest" in out
+    assert "got-term" in node.torchrun_calls()
+
+
+def test_watchdog_stops_training(tmp_path: Path) -> None:
+    node = Node(tmp_path, "prod", 0)
+    code, out = node.run(FAKE_TRAIN_SLEEP="60", TRAINSTACK_MAX_RUN_S="1", TRAINSTACK_STOP_GRACE_S="1")
+    assert code == 0, out
+    assert "max run time reached" in out and "stopped at the max run time" in out
+    assert (node.dir / "ckpt" / ".trainstack-stop").exists()
+    assert "dry run: bucket sync" in out  # the final sync after training

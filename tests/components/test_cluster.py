@@ -1,0 +1,216 @@
+"""H100Cluster under Pulumi mocks: the resources it declares, their wiring and its outputs, per stack.
+
+The mocks answer like the providers do (docs/ARCHITECTURE.md outputs); provider behaviour itself is tested
+in tests/providers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pulumi
+import pytest
+
+from components.cluster import H100Cluster, H100ClusterArgs
+from tests.components.conftest import stack_config
+
+PRICE = 3.99  # USD/GPU-h the fake catalog charges
+DISK_MONTH, VOLUME_MONTH = 0.10, 0.07  # USD/GB/month (FACTS §7, §6)
+POD = "pulumi-python:dynamic/runpod:Pod"
+CLUSTER = "pulumi-python:dynamic/runpod:InstantCluster"
+VOLUME = "pulumi-python:dynamic/runpod:NetworkVolume"
+SECRET = "pulumi-python:dynamic/runpod:Secret"
+BUCKET = "pulumi-python:dynamic/s3:CheckpointBucket"
+SECRET_VALUES = {
+    "HF_TOKEN": "hf-SECRET",
+    "WANDB_API_KEY": "wb-SECRET",
+    "AWS_ACCESS_KEY_ID": "AKIA-SECRET",
+    "AWS_SECRET_ACCESS_KEY": "aws-SECRET",
+}
+
+
+class FakeProviders(pulumi.runtime.Mocks):
+    """Records every resource and answers with the outputs the real providers compute."""
+
+    def __init__(self) -> None:
+        self.resources: list[pulumi.runtime.MockResourceArgs] = []
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
+        self.resources.append(args)
+        inputs = {k: v for k, v in args.inputs.items() if k != "__provider"}
+        index = int(args.name.rsplit("-", 1)[-1]) if args.name[-1].isdigit() else 0  # pod i -> i
+        return f"{args.name}-id", {**inputs, **self._outputs(args.typ, inputs, index)}
+
+    @staticmethod
+    def _outputs(typ: str, i: Mapping[str, Any], n: int) -> dict[str, Any]:
+        disk = i.get("container_disk_gb", 0) * DISK_MONTH
+        if typ == POD:
+            return {
+                "pod_id": f"pod{n}",
+                "private_ip": f"10.1.0.{n}",
+                "ssh_host": "203.0.113.9",
+                "ssh_port": 40000 + n,
+                "cost_per_hour": i["gpu_count"] * PRICE,
+                "storage_cost_per_month": disk,
+            }
+        if typ == CLUSTER:
+            count = int(i["pod_count"])
+            nodes = [
+                {
+                    "rank": r,
+                    "pod_id": f"cpod{r}",
+                    "ip": f"10.65.0.{r + 2}",
+                    "ssh_host": "203.0.113.9",
+                    "ssh_port": 41000 + r,
+                }
+                for r in range(count)
+            ]
+            return {
+                "cluster_id": "c1",
+                "nodes": nodes,
+                "cost_per_hour": count * i["gpu_count_per_pod"] * PRICE,
+                "storage_cost_per_month": count * disk,
+            }
+        if typ == VOLUME:
+            return {
+                "volume_id": "vol1",
+                "cost_per_hour": 0.0,
+                "storage_cost_per_month": i["size_gb"] * VOLUME_MONTH,
+            }
+        if typ == SECRET:
+            return {"secret_id": f"s{n}", "cost_per_hour": 0.0, "storage_cost_per_month": 0.0}
+        return {"arn": "arn:aws:s3:::x", "endpoint_url": "http://127.0.0.1:9000"}
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
+        return {}, None
+
+
+@pytest.fixture
+def fake() -> FakeProviders:
+    mocks = FakeProviders()
+    pulumi.runtime.set_mocks(mocks, preview=False)
+    return mocks
+
+
+def _declare(stack: str) -> H100Cluster:
+    config = stack_config(stack)
+    secrets = {k: pulumi.Output.secret(SECRET_VALUES[k]) for k in config.training.secrets}
+    return H100Cluster(stack, H100ClusterArgs(config, secrets, "http://127.0.0.1:9000"))
+
+
+def _outputs(cluster: H100Cluster) -> pulumi.Output[dict[str, Any]]:
+    return pulumi.Output.all(
+        nodes=cluster.nodes,
+        hostfile=cluster.hostfile,
+        scripts=cluster.start_scripts,
+        per_hour=cluster.cost_per_hour,
+        per_run=cluster.cost_per_run,
+    )
+
+
+def _children(fake: FakeProviders) -> dict[str, list[str]]:
+    kinds: dict[str, list[str]] = {}
+    for r in fake.resources:
+        kinds.setdefault(r.typ, []).append(r.name)
+    return {k: sorted(v) for k, v in kinds.items()}
+
+
+def _no_secret_values(fake: FakeProviders) -> None:
+    for r in fake.resources:
+        if r.typ != SECRET:
+            assert not any(v in repr(r.inputs) for v in SECRET_VALUES.values()), r.name
+
+
+@pulumi.runtime.test
+def test_dev(fake: FakeProviders) -> pulumi.Output[None]:
+    cluster = _declare("dev")
+
+    def check(out: dict[str, Any]) -> None:
+        assert _children(fake) == {"trainstack:index:H100Cluster": ["dev"], POD: ["dev-pod-0"]}
+        pod = next(r for r in fake.resources if r.typ == POD)
+        assert pod.inputs["gpu_type_id"] == "NVIDIA H100 80GB HBM3"
+        assert (pod.inputs["gpu_count"], pod.inputs["capacity"], pod.inputs["env"]) == (8, "on_demand", {})
+        assert pod.inputs["training"]["max_run_hours"] == 2
+        assert out["nodes"] == [
+            {"rank": 0, "ip": "10.1.0.0", "pod_id": "pod0", "ssh_endpoint": "203.0.113.9:40000"}
+        ]
+        assert out["hostfile"] == "10.1.0.0 slots=8\n"
+        assert list(out["scripts"]) == ["start-node-0.sh"]
+        assert out["per_hour"] == round(8 * PRICE + 50 * DISK_MONTH / 730, 2)
+        assert out["per_run"] == round(out["per_hour"] * 2, 2)
+
+    return _outputs(cluster).apply(check)
+
+
+@pulumi.runtime.test
+def test_search(fake: FakeProviders) -> pulumi.Output[None]:
+    cluster = _declare("search")
+
+    def check(out: dict[str, Any]) -> None:
+        kinds = _children(fake)
+        assert kinds[POD] == [f"search-pod-{i}" for i in range(4)]
+        assert kinds[BUCKET] == ["search-checkpoints"]
+        assert kinds[SECRET] == [
+            "search-secret-aws_access_key_id",
+            "search-secret-aws_secret_access_key",
+            "search-secret-wandb_api_key",
+        ]
+        assert VOLUME not in kinds and CLUSTER not in kinds
+        pods = [r for r in fake.resources if r.typ == POD]
+        assert {(p.inputs["capacity"], p.inputs["bid_per_gpu"]) for p in pods} == {("auto", 2.49)}
+        assert pods[0].inputs["env"]["WANDB_API_KEY"] == "{{ RUNPOD_SECRET_trainstack-search-wandb_api_key }}"
+        assert len({p.inputs["name"] for p in pods}) == 4
+        assert out["hostfile"].splitlines() == [f"10.1.0.{i} slots=8" for i in range(4)]
+        assert out["per_hour"] == round(32 * PRICE + 4 * 50 * DISK_MONTH / 730, 2)
+        _no_secret_values(fake)
+
+    return _outputs(cluster).apply(check)
+
+
+@pulumi.runtime.test
+def test_prod(fake: FakeProviders) -> pulumi.Output[None]:
+    cluster = _declare("prod")
+
+    def check(out: dict[str, Any]) -> None:
+        kinds = _children(fake)
+        assert kinds[CLUSTER] == ["prod-cluster"] and POD not in kinds
+        assert kinds[VOLUME] == ["prod-volume"] and kinds[BUCKET] == ["prod-checkpoints"]
+        assert len(kinds[SECRET]) == 4
+        by_name = {r.name: r for r in fake.resources}
+        main = by_name["prod-cluster"].inputs
+        assert (main["pod_count"], main["gpu_count_per_pod"], main["cluster_type"]) == (8, 8, "TRAINING")
+        assert main["data_center_id"] == by_name["prod-volume"].inputs["data_center_id"] == "US-TX-3"
+        assert main["volume_id"] == "vol1"
+        assert set(main["env"]) == set(SECRET_VALUES)
+        bucket = by_name["prod-checkpoints"].inputs
+        assert bucket["kms_key_id"] == "alias/trainstack-checkpoints" and bucket["versioning"] is True
+        assert by_name["prod-secret-hf_token"].inputs["name"] == "trainstack-prod-hf_token"
+        _no_secret_values(fake)
+        assert out["hostfile"].splitlines() == [f"10.65.0.{r + 2} slots=8" for r in range(8)]
+        assert sorted(out["scripts"]) == [f"start-node-{r}.sh" for r in range(8)]
+        assert [n["rank"] for n in out["nodes"]] == list(range(8))
+        storage = (8 * 100 * DISK_MONTH + 2000 * VOLUME_MONTH) / 730
+        assert out["per_hour"] == round(64 * PRICE + storage, 2)
+        assert out["per_run"] == round(out["per_hour"] * 24, 2)
+
+    return _outputs(cluster).apply(check)
+
+
+@pulumi.runtime.test
+def test_children_are_parented(fake: FakeProviders) -> pulumi.Output[None]:
+    cluster = _declare("prod")
+
+    def check(_: Any) -> None:
+        component = next(r for r in fake.resources if r.typ == "trainstack:index:H100Cluster")
+        assert component.name == "prod"
+        for r in fake.resources:
+            if r is not component:
+                assert r.name.startswith("prod-")
+
+    return cluster.urn.apply(check)
+
+
+def test_missing_secret_value_is_refused(fake: FakeProviders) -> None:
+    with pytest.raises(ValueError, match="trainstack:secrets"):
+        H100Cluster("prod", H100ClusterArgs(stack_config("prod"), {}))

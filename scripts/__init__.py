@@ -1,0 +1,1 @@
+"""trainstack helper scripts that are Python modules (run as `python -m scripts.<name>`)."""

@@ -1,0 +1,191 @@
+"""`scripts/preview-report`: preview stacks with the policy pack and report changes, cost and violations.
+
+The layers: `preview_report_parse` turns the CLI's JSON into records, `preview_report_render` turns
+records into Markdown/JSON (both pure); this module only runs the CLI (a thin `Runner`) and wires the
+command line. Exit status: 0 clean, 1 some mandatory policy violation, 2 a preview that failed otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from scripts.preview_report_parse import (
+    PreviewParseError,
+    ResourceCost,
+    parse_events,
+    parse_export,
+)
+from scripts.preview_report_render import StackReport, build, render_markdown, to_json
+
+REPO = Path(__file__).resolve().parents[1]
+EXIT_OK, EXIT_MANDATORY, EXIT_FAILED = 0, 1, 2
+_STDERR_TAIL = 2000  # characters of the CLI's stderr quoted when it fails
+
+
+class RunnerError(RuntimeError):
+    """The Pulumi CLI could not produce a preview or an export; the message quotes its stderr tail."""
+
+
+class Runner(Protocol):
+    """Where the JSON comes from: the real CLI, or files recorded from it."""
+
+    def preview_events(self, stack: str) -> list[str]: ...
+
+    def export(self, stack: str) -> dict[str, Any] | None: ...
+
+
+@dataclass(frozen=True)
+class PulumiRunner:
+    """Runs the Pulumi CLI on PATH in `cwd` (the project root); `env` adds to the process environment."""
+
+    cwd: Path
+    policy_pack: Path | None
+    policy_config_dir: Path
+    env: Mapping[str, str] = field(default_factory=dict)
+    create_missing: bool = True
+    timeout_s: float = 1800.0
+
+    def _run(
+        self, *args: str, extra_env: Mapping[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["pulumi", *args, "--non-interactive"],
+            cwd=self.cwd,
+            env={**os.environ, **self.env, **(extra_env or {})},
+            capture_output=True,
+            text=True,
+            timeout=self.timeout_s,
+            check=False,
+        )
+
+    def _stack_exists(self, stack: str) -> bool:
+        proc = self._run("stack", "ls", "--json")
+        if proc.returncode != 0:
+            raise RunnerError(f"`pulumi stack ls` failed: {proc.stderr[-_STDERR_TAIL:].strip()}")
+        return any(s.get("name") == stack for s in json.loads(proc.stdout or "[]"))
+
+    def export(self, stack: str) -> dict[str, Any] | None:
+        """The stack's state, or None for a stack that does not exist yet (then it is created empty)."""
+        if not self._stack_exists(stack):
+            if not self.create_missing:
+                raise RunnerError(
+                    f"stack {stack!r} does not exist; create it with `pulumi stack init {stack}`"
+                )
+            proc = self._run("stack", "init", stack)
+            if proc.returncode != 0:
+                raise RunnerError(
+                    f"`pulumi stack init {stack}` failed: {proc.stderr[-_STDERR_TAIL:].strip()}"
+                )
+            return None
+        proc = self._run("stack", "export", "--stack", stack)
+        if proc.returncode != 0:
+            raise RunnerError(f"`pulumi stack export` failed: {proc.stderr[-_STDERR_TAIL:].strip()}")
+        return json.loads(proc.stdout)  # type: ignore[no-any-return]
+
+    def preview_events(self, stack: str) -> list[str]:
+        args = ["preview", "--stack", stack, "--json"]
+        if self.policy_pack is not None:
+            config = self.policy_config_dir / f"{stack}.json"
+            args += ["--policy-pack", str(self.policy_pack)]
+            args += ["--policy-pack-config", str(config)] if config.exists() else []
+        # Only the streaming form carries policy results; the plain --json form drops them.
+        proc = self._run(*args, extra_env={"PULUMI_ENABLE_STREAMING_JSON_PREVIEW": "true"})
+        lines = proc.stdout.splitlines()
+        if not any('"summaryEvent"' in line for line in lines):
+            raise RunnerError(
+                f"`pulumi preview --stack {stack}` ended ({proc.returncode}) without a summary: "
+                f"{proc.stderr[-_STDERR_TAIL:].strip()}"
+            )
+        return lines
+
+
+@dataclass(frozen=True)
+class RecordedRunner:
+    """Reads `<stack>.events.jsonl` and `<stack>.export.json` (optional) recorded from the real CLI."""
+
+    directory: Path
+
+    def preview_events(self, stack: str) -> list[str]:
+        return (self.directory / f"{stack}.events.jsonl").read_text().splitlines()
+
+    def export(self, stack: str) -> dict[str, Any] | None:
+        path = self.directory / f"{stack}.export.json"
+        return json.loads(path.read_text()) if path.exists() else None
+
+
+def report_stack(runner: Runner, stack: str) -> StackReport:
+    """Before from the state, after and violations from the preview, as one record."""
+    state = runner.export(stack)
+    before: tuple[ResourceCost, ...] = parse_export(state) if state else ()
+    return build(stack, parse_events(runner.preview_events(stack)), before)
+
+
+def exit_code(reports: Sequence[StackReport]) -> int:
+    if any(r.mandatory for r in reports):
+        return EXIT_MANDATORY
+    if any(r.preview.failed for r in reports):
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="scripts/preview-report",
+        description="Preview stacks with the policy pack; print a Markdown report of changes, cost, policy.",
+    )
+    p.add_argument("stacks", nargs="+", metavar="STACK", help="stack names, e.g. dev search prod")
+    p.add_argument("--out", type=Path, help="write the Markdown here instead of stdout")
+    p.add_argument("--json-out", type=Path, help="also write the report data as JSON here")
+    p.add_argument("--cwd", type=Path, default=REPO, help="the Pulumi project directory (default: repo root)")
+    p.add_argument("--policy-pack", type=Path, default=REPO / "policy", help="policy pack directory")
+    p.add_argument("--no-policy", action="store_true", help="preview without the policy pack")
+    p.add_argument(
+        "--policy-config-dir",
+        type=Path,
+        default=REPO / "policy/config",
+        help="holds <stack>.json, passed as --policy-pack-config",
+    )
+    p.add_argument(
+        "--recorded", type=Path, help="read <stack>.events.jsonl/<stack>.export.json here; run nothing"
+    )
+    p.add_argument("--no-create", action="store_true", help="fail on a missing stack instead of creating it")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    runner: Runner
+    if args.recorded:
+        runner = RecordedRunner(args.recorded)
+    else:
+        runner = PulumiRunner(
+            cwd=args.cwd.resolve(),
+            policy_pack=None if args.no_policy else args.policy_pack.resolve(),
+            policy_config_dir=args.policy_config_dir.resolve(),
+            create_missing=not args.no_create,
+        )
+    try:
+        reports = [report_stack(runner, stack) for stack in args.stacks]
+    except (RunnerError, PreviewParseError, OSError, subprocess.TimeoutExpired) as exc:
+        print(f"preview-report: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    markdown = render_markdown(reports)
+    if args.out:
+        args.out.write_text(markdown)
+    else:
+        sys.stdout.write(markdown)
+    if args.json_out:
+        args.json_out.write_text(json.dumps(to_json(reports), indent=2) + "\n")
+    return exit_code(reports)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,271 @@
+"""Render parsed previews as one Markdown report (for a pull request comment) and as JSON. Pure."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from scripts.preview_report_parse import HOURS_PER_MONTH, Preview, ResourceChange, ResourceCost
+
+MARKER = "<!-- trainstack-preview-report -->"  # the workflow finds its own comment by this line
+JSON_SCHEMA = "trainstack.preview-report/v1"
+OP_ORDER = ("create", "update", "replace", "delete", "read", "import")
+_OP_SIGN = {"create": "+", "update": "~", "replace": "+-", "delete": "-", "read": ">", "import": "="}
+_MAX_CELL = 80  # characters of one value in a table cell; the JSON output keeps the whole text
+_MAX_PROPS = 12  # changed properties listed per resource (a create lists all its inputs)
+_LEVELS = ("mandatory", "advisory", "remediate")
+
+
+@dataclass(frozen=True)
+class CostTotals:
+    """One side of the change, summed over the stack's billable resources."""
+
+    hourly: float  # USD/h, sum of `cost_per_hour`
+    storage_monthly: float  # USD/month, sum of `storage_cost_per_month`
+    run_hours: float | None  # the longest run: a resource's `training.max_run_hours`, else stack config
+    per_run: float | None  # USD for one run; None when no run length is known
+    complete: bool  # False when some resource's cost was unknown at preview (totals are a floor)
+
+
+@dataclass(frozen=True)
+class StackReport:
+    """A stack's preview with the costs before (stack state) and after (preview steps)."""
+
+    stack: str
+    preview: Preview
+    before: tuple[ResourceCost, ...]
+    before_totals: CostTotals
+    after_totals: CostTotals
+
+    @property
+    def mandatory(self) -> int:
+        return sum(v.level == "mandatory" for v in self.preview.violations)
+
+
+def totals(costs: Sequence[ResourceCost], config_run_hours: float | None) -> CostTotals:
+    """Sum a side's costs. A run bills each resource's burn (compute plus storage/730, as the policy
+    pack's `run-cost-limit` does) for its own run length; resources without one (volumes) for the
+    longest run; the stack config's `training.max_run_hours` when no resource declares one."""
+    own = [c.run_hours for c in costs if c.run_hours is not None]
+    longest = max(own) if own else config_run_hours
+    per_run: float | None = 0.0
+    for c in costs:
+        hours = c.run_hours if c.run_hours is not None else longest
+        if hours is None or per_run is None:
+            per_run = None
+            continue
+        per_run += ((c.cost_per_hour or 0.0) + (c.storage_cost_per_month or 0.0) / HOURS_PER_MONTH) * hours
+    return CostTotals(
+        hourly=round(sum(c.cost_per_hour or 0.0 for c in costs), 4),
+        storage_monthly=round(sum(c.storage_cost_per_month or 0.0 for c in costs), 4),
+        run_hours=longest,
+        per_run=None if per_run is None else round(per_run, 2),
+        complete=all(c.cost_per_hour is not None and c.storage_cost_per_month is not None for c in costs),
+    )
+
+
+def build(stack: str, preview: Preview, before: Sequence[ResourceCost]) -> StackReport:
+    return StackReport(
+        stack=stack,
+        preview=preview,
+        before=tuple(before),
+        before_totals=totals(before, preview.config_run_hours),
+        after_totals=totals(preview.after, preview.config_run_hours),
+    )
+
+
+# --- text helpers ----------------------------------------------------------------------------------
+
+
+def cell(text: str, limit: int = _MAX_CELL) -> str:
+    """Text made safe for one Markdown table cell: pipes escaped, newlines as <br>, long values cut."""
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return text.replace("|", "\\|").replace("\r", "").replace("\n", "<br>")
+
+
+def usd(value: float | None, signed: bool = False) -> str:
+    if value is None:
+        return "n/a"
+    text = f"${abs(value):,.2f}"
+    if signed:
+        return ("+" if value >= 0 else "-") + text
+    return ("-" if value < 0 else "") + text
+
+
+def percent(before: float | None, after: float | None) -> str:
+    if before is None or after is None:
+        return "n/a"
+    if before == 0:
+        return "new" if after else "0%"
+    return f"{(after - before) / before * 100:+.1f}%"
+
+
+def op_counts(changes: Iterable[ResourceChange]) -> str:
+    counts = Counter(c.op for c in changes if c.op != "same")
+    ordered = sorted(counts, key=lambda op: (OP_ORDER.index(op) if op in OP_ORDER else 99, op))
+    return ", ".join(f"{counts[op]} to {op}" for op in ordered) or "no changes"
+
+
+def short_type(type_: str) -> str:
+    """`pulumi-python:dynamic/runpod:Pod` -> `runpod:Pod` (the token docs/ARCHITECTURE.md uses)."""
+    return type_.removeprefix("pulumi-python:dynamic/")
+
+
+# --- Markdown --------------------------------------------------------------------------------------
+
+
+def _changes_table(report: StackReport) -> list[str]:
+    changed = [c for c in report.preview.changes if c.op != "same"]
+    unchanged = len(report.preview.changes) - len(changed)
+    head = f"**Changes:** {op_counts(changed)}" + (f" ({unchanged} unchanged)" if unchanged else "")
+    if not changed:
+        return [head]
+    rows = [head, "", "| op | resource | type | changed properties |", "|---|---|---|---|"]
+    for c in sorted(changed, key=lambda c: (OP_ORDER.index(c.op) if c.op in OP_ORDER else 99, c.urn)):
+        shown = [_property(p.path, p.before, p.after, p.forces_replace) for p in c.changes[:_MAX_PROPS]]
+        if len(c.changes) > _MAX_PROPS:
+            shown.append(f"… and {len(c.changes) - _MAX_PROPS} more")
+        props = "<br>".join(shown)
+        rows.append(
+            f"| {_OP_SIGN.get(c.op, '')} {c.op} | `{cell(c.name)}` | {cell(short_type(c.type))} | {props} |"
+        )
+    return rows
+
+
+def _property(path: str, before: str | None, after: str | None, forces_replace: bool) -> str:
+    if before is None:
+        text = f"`{path}`: {after}"
+    elif after is None:
+        text = f"`{path}`: {before} → (removed)"
+    else:
+        text = f"`{path}`: {before} → {after}"
+    return cell(text, _MAX_CELL * 2) + (" **(forces replace)**" if forces_replace else "")
+
+
+def _cost_table(report: StackReport) -> list[str]:
+    b, a = report.before_totals, report.after_totals
+    hours = a.run_hours or b.run_hours
+    run_label = f"per run ({hours:g} h)" if hours is not None else "per run"
+    rows = [
+        "**Cost:**",
+        "",
+        "| | before | after | delta | change |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for label, before, after in (
+        ("compute, $/hour", b.hourly, a.hourly),
+        (run_label, b.per_run, a.per_run),
+        ("storage, $/month", b.storage_monthly, a.storage_monthly),
+    ):
+        delta = None if before is None or after is None else after - before
+        change = percent(before, after)
+        rows.append(f"| {label} | {usd(before)} | {usd(after)} | {usd(delta, signed=True)} | {change} |")
+    if not a.complete or not b.complete:
+        rows += ["", "Some costs are unknown until apply: the totals above leave them out."]
+    return rows
+
+
+def _policy_section(report: StackReport) -> list[str]:
+    violations = report.preview.violations
+    by_level = Counter(v.level for v in violations)
+    summary = ", ".join(f"{by_level[lvl]} {lvl}" for lvl in _LEVELS if by_level[lvl]) or "none"
+    icon = "❌" if by_level["mandatory"] else ("⚠️" if violations else "✅")
+    rows = [f"**Policy violations:** {icon} {summary}"]
+    if violations:
+        rows += ["", "| level | policy | resource | message |", "|---|---|---|---|"]
+        for v in sorted(violations, key=lambda v: (_level_rank(v.level), v.policy, v.resource or "")):
+            rows.append(
+                f"| {v.level} | `{cell(v.policy)}` | {cell(v.resource or '(stack)')} | "
+                f"{cell(v.message, _MAX_CELL * 6)} |"
+            )
+    return rows
+
+
+def _level_rank(level: str) -> int:
+    return _LEVELS.index(level) if level in _LEVELS else len(_LEVELS)
+
+
+def _pie(report: StackReport) -> list[str]:
+    """Mermaid pie of each resource's share of the hourly burn after the change (storage as /730)."""
+    slices = [
+        (c.name, round((c.cost_per_hour or 0.0) + (c.storage_cost_per_month or 0.0) / HOURS_PER_MONTH, 2))
+        for c in report.preview.after
+    ]
+    slices = [(name, value) for name, value in slices if value > 0]
+    if not slices:
+        return []
+    lines = ["```mermaid", f"pie showData title {report.stack}: USD per hour by resource, after"]
+    lines += [f'    "{name.replace(chr(34), "")}" : {value:.2f}' for name, value in slices]
+    return [*lines, "```"]
+
+
+def render_stack(report: StackReport) -> str:
+    parts = [f"### Stack `{report.stack}`", ""]
+    parts += [*_changes_table(report), "", *_cost_table(report), "", *_policy_section(report)]
+    if report.preview.diagnostics:
+        parts += ["", "**Engine messages:**", ""]
+        parts += [f"- {cell(d, _MAX_CELL * 4)}" for d in report.preview.diagnostics]
+    pie = _pie(report)
+    if pie:
+        parts += ["", *pie]
+    return "\n".join(parts)
+
+
+def _summary_row(r: StackReport) -> str:
+    b, a = r.before_totals, r.after_totals
+    hourly = f"{usd(b.hourly)} → {usd(a.hourly)} ({usd(a.hourly - b.hourly, signed=True)})"
+    run = f"{usd(b.per_run)} → {usd(a.per_run)}"
+    levels = Counter(v.level for v in r.preview.violations)
+    policy = ", ".join(f"{levels[lvl]} {lvl}" for lvl in _LEVELS if levels[lvl]) or "none"
+    icon = "❌" if levels["mandatory"] else ("⚠️" if r.preview.violations else "✅")
+    return f"| `{r.stack}` | {op_counts(r.preview.changes)} | {hourly} | {run} | {icon} {policy} |"
+
+
+def render_markdown(reports: Sequence[StackReport]) -> str:
+    """The whole comment: a marker line, a one-row-per-stack summary, then each stack in full."""
+    lines = [
+        MARKER,
+        "## trainstack preview",
+        "",
+        "| stack | changes | compute $/hour | per run | policy violations |",
+        "|---|---|---|---|---|",
+        *(_summary_row(r) for r in reports),
+    ]
+    for r in reports:
+        lines += ["", render_stack(r)]
+    return "\n".join(lines) + "\n"
+
+
+# --- JSON ------------------------------------------------------------------------------------------
+
+
+def to_json(reports: Sequence[StackReport]) -> dict[str, Any]:
+    """The same data as the Markdown, for tools: records as plain dicts, deltas spelled out."""
+    stacks = []
+    for r in reports:
+        b, a = r.before_totals, r.after_totals
+        stacks.append(
+            {
+                "stack": r.stack,
+                "changes": [asdict(c) for c in r.preview.changes],
+                "cost": {
+                    "before": asdict(b),
+                    "after": asdict(a),
+                    "delta_hourly": round(a.hourly - b.hourly, 4),
+                    "delta_storage_monthly": round(a.storage_monthly - b.storage_monthly, 4),
+                    "delta_per_run": None
+                    if a.per_run is None or b.per_run is None
+                    else round(a.per_run - b.per_run, 2),
+                    "resources_before": [asdict(c) for c in r.before],
+                    "resources_after": [asdict(c) for c in r.preview.after],
+                },
+                "violations": [asdict(v) for v in r.preview.violations],
+                "mandatory_violations": r.mandatory,
+                "diagnostics": list(r.preview.diagnostics),
+                "preview_failed": r.preview.failed,
+            }
+        )
+    return {"schema": JSON_SCHEMA, "stacks": stacks}

@@ -1,0 +1,130 @@
+"""Drive the real Pulumi CLI through report scenarios, and record their JSON as scrubbed fixtures.
+
+`python -m tests.report.scenarios` re-records `tests/report/fixtures/<scenario>/` from the small program in
+`tests/report/program` (real CLI, real policy pack, no network). The e2e tests use the same scenarios.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from scripts.preview_report import PulumiRunner
+from tests.support.pulumi_cli import REPO, Pulumi
+
+PROGRAM = REPO / "tests/report/program"
+FIXTURES = REPO / "tests/report/fixtures"
+HF_TOKEN = "hf_reportTESTvalue0123456789abcdefghijkl"  # a fake value the report must never print
+_VOLATILE = ("sourcePosition", "stackTrace", "propertyDependencies")
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A stack brought to a `before` config with `pulumi up`, then previewed at the `after` config."""
+
+    name: str
+    stack: str  # also picks policy/config/<stack>.json
+    before: dict[str, str] | None  # None: the stack is never deployed (everything is a create)
+    after: dict[str, str]
+
+
+SCENARIOS = (
+    Scenario("prod-scale-up", "prod", {"nodes": "4"}, {"nodes": "8"}),
+    Scenario("prod-over-budget", "prod", {"nodes": "4"}, {"nodes": "12"}),
+    Scenario("dev-create", "dev", None, {"nodes": "1", "topology": "pods", "max_run_hours": "2"}),
+    Scenario(
+        "search-shrink",
+        "search",
+        {"nodes": "3", "topology": "pods", "max_run_hours": "6", "volume_gb": "500"},
+        {"nodes": "2", "topology": "pods", "max_run_hours": "6", "volume_gb": "500", "data_center": "EU-RO-1"},
+    ),
+)
+
+
+def project_copy(where: Path) -> Path:
+    """A copy of the small program (stack config files never land in the repo)."""
+    project = where / "program"
+    shutil.copytree(PROGRAM, project, ignore=shutil.ignore_patterns("__pycache__", "Pulumi.*.yaml"))
+    (project / "Pulumi.yaml").write_text(
+        (PROGRAM / "Pulumi.yaml").read_text().replace("../../../.venv", str(REPO / ".venv"))
+    )
+    return project
+
+
+def prepare(scenario: Scenario, where: Path) -> tuple[Pulumi, PulumiRunner]:
+    """Deploy the `before` side, set the `after` config; return the CLI and a report runner bound to it."""
+    cli = Pulumi(project=project_copy(where), state=where / "state")
+    cli.stack_init(scenario.stack)
+    cli.run("config", "set", "--secret", "hf_token", HF_TOKEN)
+    if scenario.before is not None:
+        set_config(cli, scenario.before)
+        cli.run("up", "--yes", "--skip-preview")
+    set_config(cli, scenario.after, drop=scenario.before)
+    runner = PulumiRunner(
+        cwd=cli.project,
+        policy_pack=REPO / "policy",
+        policy_config_dir=REPO / "policy/config",
+        env=cli.env(),
+        create_missing=False,
+    )
+    return cli, runner
+
+
+def set_config(cli: Pulumi, values: dict[str, str], drop: dict[str, str] | None = None) -> None:
+    for key in set(drop or {}) - set(values):
+        cli.run("config", "rm", key)
+    for key, value in values.items():
+        cli.run("config", "set", key, value)
+
+
+def scrub(text: str, where: Path) -> str:
+    """Machine-specific paths, times and ids out; ciphertexts out (they hold only the fake token)."""
+    for path, placeholder in ((where, "<tmp>"), (REPO, "<repo>"), (Path.home(), "<home>")):
+        text = text.replace(str(path), placeholder)
+    text = re.sub(r'"(created|modified)": "[^"]+"', r'"\1": "2026-01-01T00:00:00Z"', text)
+    text = re.sub(r'"timestamp": \d+', '"timestamp": 0', text)
+    text = re.sub(r'"ciphertext": "[^"]+"', '"ciphertext": "[scrubbed]"', text)
+    return re.sub(r"::default::[0-9a-f-]{36}", "::default::00000000-0000-0000-0000-000000000000", text)
+
+
+def _strip(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _strip(v) for k, v in value.items() if k not in _VOLATILE}
+    if isinstance(value, list):
+        return [_strip(v) for v in value]
+    return value
+
+
+def _keep(event: dict[str, Any]) -> bool:
+    diag = event.get("diagnosticEvent")
+    return not (diag and diag.get("severity") == "debug")
+
+
+def record(scenario: Scenario, out: Path, log: Callable[[str], None] = print) -> None:
+    with tempfile.TemporaryDirectory(prefix="report-rec-") as tmp:
+        where = Path(tmp)
+        cli, runner = prepare(scenario, where)
+        state = runner.export(scenario.stack)
+        events = [json.loads(line) for line in runner.preview_events(scenario.stack) if line.strip()]
+        out.mkdir(parents=True, exist_ok=True)
+        lines = [json.dumps(_strip(e), sort_keys=True) for e in events if _keep(e)]
+        (out / f"{scenario.stack}.events.jsonl").write_text(scrub("\n".join(lines) + "\n", where))
+        if state is not None:
+            body = json.dumps(_strip(state), indent=1, sort_keys=True) + "\n"
+            (out / f"{scenario.stack}.export.json").write_text(scrub(body, where))
+        log(f"recorded {scenario.name}: {len(lines)} events -> {out.relative_to(REPO)}")
+        del cli
+
+
+if __name__ == "__main__":
+    wanted = set(sys.argv[1:])
+    for s in SCENARIOS:
+        if not wanted or s.name in wanted:
+            record(s, FIXTURES / s.name)

@@ -301,10 +301,11 @@ def parse_events(lines: Iterable[str]) -> Preview:
             failed = event["summaryEvent"].get("result") not in (None, "succeeded")
     if not summarised:
         raise PreviewParseError("the event stream has no summaryEvent: the preview did not finish")
+    # The engine steps resources in parallel: sort so that one preview always gives one report.
     return Preview(
-        changes=tuple(changes),
-        after=tuple(after),
-        violations=_dedupe(violations),
+        changes=tuple(sorted(changes, key=lambda c: c.urn)),
+        after=tuple(sorted(after, key=lambda c: c.urn)),
+        violations=tuple(sorted(_dedupe(violations), key=lambda v: (v.policy, v.resource or "", v.message))),
         diagnostics=_dedupe(diagnostics),
         config_run_hours=_config_run_hours(config),
         failed=failed,
@@ -324,8 +325,8 @@ def parse_plain(document: Mapping[str, Any]) -> Preview:
             after.extend([parsed[1]] if parsed[1] else [])
     diagnostics = [d for d in map(_diagnostic, document.get("diagnostics") or []) if d]
     return Preview(
-        changes=tuple(changes),
-        after=tuple(after),
+        changes=tuple(sorted(changes, key=lambda c: c.urn)),
+        after=tuple(sorted(after, key=lambda c: c.urn)),
         violations=(),
         diagnostics=_dedupe(diagnostics),
         config_run_hours=_config_run_hours(document.get("config") or {}),
@@ -346,4 +347,4 @@ def parse_export(document: Mapping[str, Any]) -> tuple[ResourceCost, ...]:
         props = {**(raw.get("inputs") or {}), **(raw.get("outputs") or {})}
         cost = cost_of(str(raw.get("urn", "")), type_, props)
         costs.extend([cost] if cost else [])
-    return tuple(costs)
+    return tuple(sorted(costs, key=lambda c: c.urn))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from scripts.preview_report_parse import HOURS_PER_MONTH, Preview, ResourceChange, ResourceCost
@@ -67,12 +67,18 @@ def totals(costs: Sequence[ResourceCost], config_run_hours: float | None) -> Cos
 
 
 def build(stack: str, preview: Preview, before: Sequence[ResourceCost]) -> StackReport:
+    """The report; a resource in the state that the preview has no step for is unchanged, so its cost
+    carries over (the plain `--json` form leaves some `same` steps out)."""
+    stepped = {c.urn for c in preview.changes}
+    kept = [c for c in before if c.urn not in stepped]
+    after = tuple(sorted([*preview.after, *kept], key=lambda c: c.urn))
+    preview = replace(preview, after=after)
     return StackReport(
         stack=stack,
         preview=preview,
         before=tuple(before),
         before_totals=totals(before, preview.config_run_hours),
-        after_totals=totals(preview.after, preview.config_run_hours),
+        after_totals=totals(after, preview.config_run_hours),
     )
 
 
@@ -194,7 +200,7 @@ def _pie(report: StackReport) -> list[str]:
         (c.name, round((c.cost_per_hour or 0.0) + (c.storage_cost_per_month or 0.0) / HOURS_PER_MONTH, 2))
         for c in report.preview.after
     ]
-    slices = [(name, value) for name, value in slices if value > 0]
+    slices = sorted(((n, v) for n, v in slices if v > 0), key=lambda s: (-s[1], s[0]))
     if not slices:
         return []
     lines = ["```mermaid", f"pie showData title {report.stack}: USD per hour by resource, after"]

@@ -22,6 +22,7 @@ from tests.support.pulumi_cli import REPO, Pulumi
 PROGRAM = REPO / "tests/report/program"
 FIXTURES = REPO / "tests/report/fixtures"
 HF_TOKEN = "hf_reportTESTvalue0123456789abcdefghijkl"  # a fake value the report must never print
+PLAIN_SCENARIO = "search-shrink"
 _VOLATILE = ("sourcePosition", "stackTrace", "propertyDependencies")
 
 
@@ -43,7 +44,13 @@ SCENARIOS = (
         "search-shrink",
         "search",
         {"nodes": "3", "topology": "pods", "max_run_hours": "6", "volume_gb": "500"},
-        {"nodes": "2", "topology": "pods", "max_run_hours": "6", "volume_gb": "500", "data_center": "EU-RO-1"},
+        {
+            "nodes": "2",
+            "topology": "pods",
+            "max_run_hours": "6",
+            "volume_gb": "500",
+            "data_center": "EU-RO-1",
+        },
     ),
 )
 
@@ -119,6 +126,11 @@ def record(scenario: Scenario, out: Path, log: Callable[[str], None] = print) ->
         if state is not None:
             body = json.dumps(_strip(state), indent=1, sort_keys=True) + "\n"
             (out / f"{scenario.stack}.export.json").write_text(scrub(body, where))
+        if scenario.name == PLAIN_SCENARIO:
+            # The plain form too (no policy results in it), to keep its parser honest.
+            plain = cli.run("preview", "--stack", scenario.stack, "--json", check=False).stdout
+            body = json.dumps(_strip(json.loads(plain)), indent=1, sort_keys=True) + "\n"
+            (out / f"{scenario.stack}.preview.json").write_text(scrub(body, where))
         log(f"recorded {scenario.name}: {len(lines)} events -> {out.relative_to(REPO)}")
         del cli
 

@@ -1,0 +1,141 @@
+"""Rendering records as Markdown/JSON: golden files from recorded previews, cost arithmetic, exit codes.
+
+Set UPDATE_GOLDEN=1 to rewrite tests/report/golden/ after an intended change, then read the diff.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from scripts.preview_report import (
+    EXIT_FAILED,
+    EXIT_MANDATORY,
+    EXIT_OK,
+    RecordedRunner,
+    exit_code,
+    main,
+    report_stack,
+)
+from scripts.preview_report_parse import Preview, ResourceCost, parse_events
+from scripts.preview_report_render import MARKER, build, cell, percent, render_markdown, to_json, totals, usd
+from tests.report.program.fake import GPU_HOURLY
+from tests.report.scenarios import FIXTURES, HF_TOKEN, SCENARIOS, Scenario
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+def check_golden(name: str, text: str) -> None:
+    path = GOLDEN / name
+    if os.environ.get("UPDATE_GOLDEN"):
+        path.write_text(text)
+    assert path.exists(), f"{path} is missing: run with UPDATE_GOLDEN=1"
+    assert text == path.read_text(), f"{name} differs from its golden file (UPDATE_GOLDEN=1 rewrites it)"
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.name for s in SCENARIOS])
+def test_golden_reports(scenario: Scenario, tmp_path: Path) -> None:
+    md, js = tmp_path / "r.md", tmp_path / "r.json"
+    main(
+        ["--recorded", str(FIXTURES / scenario.name), scenario.stack, "--out", str(md), "--json-out", str(js)]
+    )
+    check_golden(f"{scenario.name}.md", md.read_text())
+    check_golden(f"{scenario.name}.json", js.read_text())
+    assert HF_TOKEN not in md.read_text() + js.read_text()
+
+
+def test_prod_four_to_eight_nodes_costs_four_nodes_more() -> None:
+    report = report_stack(RecordedRunner(FIXTURES / "prod-scale-up"), "prod")
+    four_nodes = 4 * 8 * GPU_HOURLY
+    assert report.after_totals.hourly - report.before_totals.hourly == pytest.approx(four_nodes)
+    assert report.mandatory == 0
+    data = to_json([report])["stacks"][0]
+    assert data["cost"]["delta_hourly"] == pytest.approx(four_nodes)
+    assert data["cost"]["before"]["run_hours"] == 24.0
+
+
+def test_over_budget_change_shows_the_violation_and_fails(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["--recorded", str(FIXTURES / "prod-over-budget"), "prod"])
+    out = capsys.readouterr().out
+    assert code == EXIT_MANDATORY
+    assert out.startswith(MARKER)
+    assert "| mandatory | `hourly-burn-limit` | (stack) |" in out
+    assert "❌ 2 mandatory" in out
+
+
+def test_several_stacks_in_one_report(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    for scenario in ("prod-scale-up", "search-shrink"):
+        for f in (FIXTURES / scenario).iterdir():
+            (tmp_path / f.name).write_text(f.read_text())
+    assert main(["--recorded", str(tmp_path), "prod", "search"]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert out.count(MARKER) == 1
+    assert "### Stack `prod`" in out and "### Stack `search`" in out
+
+
+def test_missing_recording_is_a_clean_failure(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--recorded", str(tmp_path), "prod"]) == EXIT_FAILED
+    assert "preview-report:" in capsys.readouterr().err
+
+
+def _stream(*events: dict[str, object]) -> list[str]:
+    return [json.dumps(e) for e in (*events, {"summaryEvent": {"result": "failed"}})]
+
+
+def test_failed_preview_without_violations_exits_2_and_shows_the_error() -> None:
+    lines = _stream({"diagnosticEvent": {"severity": "error", "message": "program crashed: KeyError\n"}})
+    report = build("dev", parse_events(lines), ())
+    assert "- error: program crashed: KeyError" in render_markdown([report])
+    assert exit_code([report]) == EXIT_FAILED
+
+
+def test_a_plaintext_token_in_env_is_never_rendered() -> None:
+    token = "hf_" + "x" * 36
+    new = {"inputs": {"env": {"HF_TOKEN": token}, "cost_per_hour": 1.0, "gpu_count": 1}}
+    step = {"op": "create", "urn": "urn:pulumi:dev::p::pulumi-python:dynamic/runpod:Pod::a", "new": new}
+    report = build("dev", parse_events(_stream({"resourcePreEvent": {"metadata": step}})), ())
+    text = render_markdown([report]) + json.dumps(to_json([report]))
+    assert token not in text
+    assert '`env.HF_TOKEN`: "[secret]"' in text
+
+
+def cost(
+    name: str, hourly: float | None, storage: float | None = 0.0, hours: float | None = None
+) -> ResourceCost:
+    return ResourceCost(f"urn::{name}", name, "t", hourly, storage, hours)
+
+
+def test_run_cost_uses_own_hours_then_the_longest_then_config() -> None:
+    costs = [cost("pod", 10.0, 73.0, 2.0), cost("vol", 0.0, 730.0)]
+    t = totals(costs, config_run_hours=99.0)
+    # pod: (10 + 73/730) x 2; volume: 1 $/h x the longest run (2 h), not the config's 99 h
+    assert t.per_run == pytest.approx(10.1 * 2 + 1.0 * 2)
+    assert totals([cost("vol", 0.0, 730.0)], config_run_hours=5.0).per_run == pytest.approx(5.0)
+    assert totals([cost("vol", 0.0, 730.0)], config_run_hours=None).per_run is None
+
+
+def test_unknown_costs_make_totals_a_floor_and_say_so() -> None:
+    t = totals([cost("a", None), cost("b", 3.0)], None)
+    assert (t.hourly, t.complete) == (3.0, False)
+    preview = Preview((), (cost("a", None),), (), (), None, False)
+    assert "unknown until apply" in render_markdown([build("x", preview, ())])
+
+
+def test_text_helpers() -> None:
+    assert cell("a|b\nc") == "a\\|b<br>c"
+    assert cell("x" * 100, 10) == "x" * 9 + "…"
+    assert (usd(1234.5), usd(-2.0), usd(3.0, signed=True), usd(None)) == (
+        "$1,234.50",
+        "-$2.00",
+        "+$3.00",
+        "n/a",
+    )
+    assert (percent(100, 150), percent(0, 5), percent(0, 0), percent(None, 1)) == (
+        "+50.0%",
+        "new",
+        "0%",
+        "n/a",
+    )

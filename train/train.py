@@ -119,7 +119,7 @@ def main() -> None:
             if rank == 0:
                 print(f"stopping at step {step} (checkpoint saved)", flush=True)
             break
-    dist.barrier()
+    dist.barrier(device_ids=[local_rank] if use_cuda else None)
     dist.destroy_process_group()
 
 

@@ -11,7 +11,10 @@ CREATE = "mutation Create($input: SecretCreateInput!) { secretCreate(input: $inp
 UPDATE = "mutation Update($input: SecretValueUpdateInput!) { secretValueUpdate(input: $input) { id name } }"
 DELETE = "mutation Delete($id: String!) { secretDelete(id: $id) }"
 LOOKUP = "query Find($name: String) { myself { secrets(name: $name) { id name description createdAt } } }"
-RENT = "mutation Rent($input: PodRentInterruptableInput!) { podRentInterruptable(input: $input) { id costPerHr } }"
+RENT = (
+    "mutation Rent($input: PodRentInterruptableInput!) "
+    "{ podRentInterruptable(input: $input) { id costPerHr } }"
+)
 RESUME = "mutation Resume($input: PodBidResumeInput!) { podBidResume(input: $input) { id desiredStatus } }"
 SECRET_VALUE = "hf_do-not-leak-0123456789"
 
@@ -39,8 +42,10 @@ def test_secret_lifecycle_never_exposes_the_value(rp: LocalRunPod, api: httpx.Cl
     assert gql(api, DELETE, id=secret["id"])["data"]["secretDelete"] is True
     assert gql(api, LOOKUP)["data"]["myself"]["secrets"] == []
     events = [e["event"] for e in rp.admin.audit()]
-    assert ["secret.create", "secret.update", "secret.delete"] == [
-        e for e in events if e.startswith("secret.")
+    assert [e for e in events if e.startswith("secret.")] == [
+        "secret.create",
+        "secret.update",
+        "secret.delete",
     ]
     stored = b"".join(p.read_bytes() for p in rp.state_dir.rglob("*") if p.is_file())
     assert SECRET_VALUE.encode() not in stored and rp.api_key.encode() not in stored

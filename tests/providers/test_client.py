@@ -1,0 +1,156 @@
+"""The HTTP chokepoint: error mapping, retries, Retry-After, deadlines, reconciliation, no leaks."""
+
+from __future__ import annotations
+
+import pytest
+
+from providers.runpod import errors
+from providers.runpod.client import RunPodClient
+from providers.runpod.ratelimit import TokenBucket
+from providers.runpod.records import GpuRequest, PodCreate
+from tests.providers.fake_runpod import API_KEY, BODY_SECRET, NO_CAPACITY, SPEND_LIMIT, Fault, FakeRunPod
+
+
+def _body(name: str = "trainer") -> PodCreate:
+    return PodCreate(name=name, image="img", gpu=GpuRequest(id="NVIDIA H100 80GB HBM3", count=8), cloud="SECURE")
+
+
+def test_429_waits_for_retry_after_then_succeeds() -> None:
+    fake = FakeRunPod()
+    fake.fail("GET", "/v2/pods", Fault("status", 429, headers={"Retry-After": "7"}))
+    with fake.client() as client:
+        assert client.list_pods() == []
+    assert fake.clock.sleeps == [7.0]
+    assert fake.count("GET", "/v2/pods") == 2
+
+
+def test_429_beyond_the_deadline_raises_rate_limited() -> None:
+    fake = FakeRunPod()
+    fake.fail("GET", "/v2/pods", Fault("status", 429, headers={"Retry-After": "600"}))
+    with fake.client(deadline_s=60) as client, pytest.raises(errors.RateLimitedError):
+        client.list_pods()
+    assert fake.clock.sleeps == []
+
+
+def test_5xx_on_get_retries_with_growing_capped_backoff_until_success() -> None:
+    fake = FakeRunPod()
+    fake.fail("GET", "/v2/pods", *[Fault("status", 503)] * 4)
+    with fake.client() as client:
+        client.list_pods()
+    assert fake.clock.sleeps == [0.75, 1.5, 3.0, 6.0]  # rng fixed at 0.5: delay = 0.75 * base * 2**n
+
+
+def test_5xx_forever_stops_at_the_total_deadline() -> None:
+    fake = FakeRunPod()
+    fake.fail("GET", "/v2/pods", *[Fault("status", 500)] * 100)
+    with fake.client(deadline_s=120) as client, pytest.raises(errors.ServerError):
+        client.list_pods()
+    assert sum(fake.clock.sleeps) <= 120
+    assert max(fake.clock.sleeps) <= 30
+    assert fake.count("GET", "/v2/pods") < 20
+
+
+@pytest.mark.parametrize(
+    ("status", "detail", "exc"),
+    [
+        (422, BODY_SECRET, errors.InvalidRequestError),
+        (402, BODY_SECRET, errors.InsufficientBalanceError),
+        (404, BODY_SECRET, errors.NotFoundError),
+        (401, BODY_SECRET, errors.AuthError),
+        (403, BODY_SECRET, errors.AuthError),
+        (409, BODY_SECRET, errors.ConflictError),
+        (400, NO_CAPACITY, errors.NoCapacityError),
+        (400, SPEND_LIMIT, errors.SpendLimitError),
+        (400, BODY_SECRET, errors.InvalidRequestError),
+    ],
+)
+def test_error_statuses_map_to_our_exceptions_without_retry(status: int, detail: str, exc: type) -> None:
+    fake = FakeRunPod()
+    fake.fail("POST", "/v2/pods", Fault("status", status, detail=detail))
+    with fake.client() as client, pytest.raises(exc) as info:
+        client.create_pod(_body())
+    assert fake.count("POST", "/v2/pods") == 1
+    assert fake.pods == {}
+    assert info.value.status == status and info.value.path == "/v2/pods"
+
+
+def test_lost_create_response_is_reconciled_without_a_duplicate() -> None:
+    fake = FakeRunPod()
+    fake.fail("POST", "/v2/pods", Fault("lose"))
+    with fake.client() as client:
+        pod = client.create_pod(_body())
+    assert list(fake.pods) == [pod.id]
+    assert fake.count("POST", "/v2/pods") == 1
+
+
+def test_5xx_after_send_on_create_lists_first_then_retries_once_nothing_was_made() -> None:
+    fake = FakeRunPod()
+    fake.fail("POST", "/v2/pods", Fault("status", 502))
+    with fake.client() as client:
+        pod = client.create_pod(_body())
+    assert list(fake.pods) == [pod.id]
+    assert fake.count("POST", "/v2/pods") == 2
+    # before the retry the client listed pods to look for the first attempt's pod
+    posts = [i for i, c in enumerate(fake.calls) if c == ("POST", "/v2/pods")]
+    assert ("GET", "/v2/pods") in fake.calls[posts[0] + 1 : posts[1]]
+
+
+def test_reconcile_ignores_an_older_pod_with_the_same_name() -> None:
+    fake = FakeRunPod()
+    with fake.client() as client:
+        old = client.create_pod(_body())
+        fake.fail("POST", "/v2/pods", Fault("lose"))
+        new = client.create_pod(_body())
+    assert new.id != old.id and set(fake.pods) == {old.id, new.id}
+
+
+def test_connect_error_on_post_is_retried_because_nothing_was_sent() -> None:
+    fake = FakeRunPod()
+    fake.fail("POST", "/v2/pods", Fault("connect"))
+    with fake.client() as client:
+        client.create_pod(_body())
+    assert fake.count("POST", "/v2/pods") == 2 and len(fake.pods) == 1  # the first never left
+
+
+def test_graphql_errors_in_a_200_are_mapped() -> None:
+    fake = FakeRunPod()
+    with fake.client() as client, pytest.raises(errors.NotFoundError) as info:
+        client.update_secret_value("missing", "v")
+    assert info.value.status == 200 and "/graphql" in str(info.value)
+
+
+def test_error_text_never_contains_the_key_or_the_response_body() -> None:
+    for status in (400, 401, 402, 403, 404, 409, 422, 429, 500, 503):
+        fake = FakeRunPod()
+        fake.fail("GET", "/v2/pods/*", *[Fault("status", status, headers={"Retry-After": "1000"})] * 50)
+        with fake.client(deadline_s=5) as client, pytest.raises(errors.RunPodError) as info:
+            client.get_pod("pod-x")
+        text = f"{info.value} {info.value!r} {info.value.__cause__!r} {info.value.__context__!r}"
+        assert API_KEY not in text and BODY_SECRET not in text, status
+        assert "/v2/pods/{id}" in text
+
+
+def test_graphql_error_text_does_not_leak_the_message() -> None:
+    fake = FakeRunPod()
+    with fake.client() as client, pytest.raises(errors.RunPodError) as info:
+        client.update_secret_value("missing", "sekrit-value")
+    assert BODY_SECRET not in str(info.value) and "sekrit-value" not in str(info.value)
+
+
+def test_missing_key_says_how_to_set_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RUNPOD_API_KEY", raising=False)
+    with pytest.raises(errors.ConfigError, match="pulumi config set --secret runpod:apiKey"):
+        RunPodClient.from_env()
+
+
+def test_token_bucket_never_admits_more_than_the_quota_in_any_minute() -> None:
+    fake = FakeRunPod()
+    bucket = TokenBucket(60, clock=fake.clock.clock, sleep=fake.clock.sleep)
+    stamps = []
+    for _ in range(200):
+        bucket.acquire()
+        stamps.append(fake.clock.now)
+    for i, start in enumerate(stamps):
+        in_window = [t for t in stamps[i:] if t < start + 60]
+        assert len(in_window) <= 60
+    assert stamps[-1] - stamps[0] < 240  # and it is not needlessly slow

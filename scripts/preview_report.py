@@ -12,7 +12,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -52,13 +52,20 @@ class PulumiRunner:
     env: Mapping[str, str] = field(default_factory=dict)
     create_missing: bool = True
     timeout_s: float = 1800.0
+    # Local RunPod mode: each stack runs from its own workspace (scripts/workspace.py), never the repo.
+    workspace: Callable[[str], Path] | None = None
+    # Called once the stack exists in the backend (local mode: the demo secrets, as scripts/up does).
+    prepare_stack: Callable[[str, Path], None] | None = None
+
+    def _cwd(self, stack: str) -> Path:
+        return self.workspace(stack) if self.workspace else self.cwd
 
     def _run(
-        self, *args: str, extra_env: Mapping[str, str] | None = None
+        self, stack: str, *args: str, extra_env: Mapping[str, str] | None = None
     ) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             ["pulumi", *args, "--non-interactive"],
-            cwd=self.cwd,
+            cwd=self._cwd(stack),
             env={**os.environ, **self.env, **(extra_env or {})},
             capture_output=True,
             text=True,
@@ -66,29 +73,26 @@ class PulumiRunner:
             check=False,
         )
 
-    def _stack_exists(self, stack: str) -> bool:
-        proc = self._run("stack", "ls", "--json")
+    def _checked(self, stack: str, *args: str) -> str:
+        proc = self._run(stack, *args)
         if proc.returncode != 0:
-            raise RunnerError(f"`pulumi stack ls` failed: {proc.stderr[-_STDERR_TAIL:].strip()}")
-        return any(s.get("name") == stack for s in json.loads(proc.stdout or "[]"))
+            what = " ".join(args[:2])
+            raise RunnerError(f"`pulumi {what}` failed: {proc.stderr[-_STDERR_TAIL:].strip()}")
+        return proc.stdout
 
     def export(self, stack: str) -> dict[str, Any] | None:
         """The stack's state, or None for a stack that does not exist yet (then it is created empty)."""
-        if not self._stack_exists(stack):
-            if not self.create_missing:
-                raise RunnerError(
-                    f"stack {stack!r} does not exist; create it with `pulumi stack init {stack}`"
-                )
-            proc = self._run("stack", "init", stack)
-            if proc.returncode != 0:
-                raise RunnerError(
-                    f"`pulumi stack init {stack}` failed: {proc.stderr[-_STDERR_TAIL:].strip()}"
-                )
-            return None
-        proc = self._run("stack", "export", "--stack", stack)
-        if proc.returncode != 0:
-            raise RunnerError(f"`pulumi stack export` failed: {proc.stderr[-_STDERR_TAIL:].strip()}")
-        return json.loads(proc.stdout)  # type: ignore[no-any-return]
+        listed = json.loads(self._checked(stack, "stack", "ls", "--json") or "[]")
+        state: dict[str, Any] | None = None
+        if any(s.get("name") == stack for s in listed):
+            state = json.loads(self._checked(stack, "stack", "export", "--stack", stack))
+        elif self.create_missing:
+            self._checked(stack, "stack", "init", stack)
+        else:
+            raise RunnerError(f"stack {stack!r} does not exist; create it with `pulumi stack init {stack}`")
+        if self.prepare_stack:
+            self.prepare_stack(stack, self._cwd(stack))
+        return state
 
     def preview_events(self, stack: str) -> list[str]:
         args = ["preview", "--stack", stack, "--json"]
@@ -97,7 +101,7 @@ class PulumiRunner:
             args += ["--policy-pack", str(self.policy_pack)]
             args += ["--policy-pack-config", str(config)] if config.exists() else []
         # Only the streaming form carries policy results; the plain --json form drops them.
-        proc = self._run(*args, extra_env={"PULUMI_ENABLE_STREAMING_JSON_PREVIEW": "true"})
+        proc = self._run(stack, *args, extra_env={"PULUMI_ENABLE_STREAMING_JSON_PREVIEW": "true"})
         lines = proc.stdout.splitlines()
         if not any('"summaryEvent"' in line for line in lines):
             raise RunnerError(
@@ -119,6 +123,27 @@ class RecordedRunner:
     def export(self, stack: str) -> dict[str, Any] | None:
         path = self.directory / f"{stack}.export.json"
         return json.loads(path.read_text()) if path.exists() else None
+
+
+def local_workspace(stack: str) -> Path:
+    """The stack's local-RunPod workspace (`.state/local/<stack>/`), as scripts/up uses it."""
+    from scripts.workspace import prepare  # only local mode needs it
+
+    return prepare(stack)
+
+
+def local_demo(stack: str, workspace: Path) -> None:
+    """scripts/up's local setup of a stack (demo secret values, the account spend limit it declares)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "scripts.local_demo", stack, str(workspace)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise RunnerError(f"scripts.local_demo {stack} failed: {proc.stderr[-_STDERR_TAIL:].strip()}")
 
 
 def report_stack(runner: Runner, stack: str) -> StackReport:
@@ -157,6 +182,11 @@ def _parser() -> argparse.ArgumentParser:
         "--recorded", type=Path, help="read <stack>.events.jsonl/<stack>.export.json here; run nothing"
     )
     p.add_argument("--no-create", action="store_true", help="fail on a missing stack instead of creating it")
+    p.add_argument(
+        "--local",
+        action="store_true",
+        help="local RunPod: run each stack from its .state/local/<stack> workspace (the wrapper sets it)",
+    )
     return p
 
 
@@ -171,6 +201,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             policy_pack=None if args.no_policy else args.policy_pack.resolve(),
             policy_config_dir=args.policy_config_dir.resolve(),
             create_missing=not args.no_create,
+            workspace=local_workspace if args.local else None,
+            prepare_stack=local_demo if args.local else None,
         )
     try:
         reports = [report_stack(runner, stack) for stack in args.stacks]

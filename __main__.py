@@ -1,1 +1,37 @@
 """trainstack Pulumi program: reads the stack config and declares the cluster."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pulumi
+
+from components.cluster import H100Cluster, H100ClusterArgs, read_secret_values, read_stack_config, write_artifacts
+from components.config import ConfigError
+
+REPO = Path(__file__).resolve().parent
+OUT_DIR = Path(os.environ.get("TRAINSTACK_OUT_DIR", REPO / "out"))
+
+
+def main() -> None:
+    stack = pulumi.get_stack()
+    try:
+        config = read_stack_config()
+        secrets = read_secret_values(config)
+    except ConfigError as err:
+        # RunError prints without a Python traceback; nothing has been registered yet, so nothing is created.
+        raise pulumi.RunError(f"stacks/Pulumi.{stack}.yaml: {err}") from None
+    cluster = H100Cluster(stack, H100ClusterArgs(config, secrets, config.s3_endpoint_url))
+    if not pulumi.runtime.is_dry_run():
+        # Artifacts are files for people and delivery; written on `up` only, never on preview.
+        cluster.artifacts.apply(lambda a: write_artifacts(OUT_DIR / stack, a))
+    pulumi.export("nodes", cluster.nodes)
+    pulumi.export("hostfile", cluster.hostfile)
+    pulumi.export("hosts", cluster.hosts)
+    pulumi.export("cost_per_hour", cluster.cost_per_hour)
+    pulumi.export("cost_per_run", cluster.cost_per_run)
+    pulumi.export("artifacts_dir", str(OUT_DIR / stack))
+
+
+main()

@@ -13,8 +13,10 @@ export PULUMI_SKIP_UPDATE_CHECK=true
 export PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION=true
 export PULUMI_CREDENTIAL_STORE=plaintext
 export PULUMI_AUTOMATION_API_SKIP_VERSION_CHECK=true
-# Python dynamic providers run from this venv (the provider plugin script reads this).
+# Python dynamic providers run from this venv (the provider plugin script reads this), and must be able to
+# import providers/ by module path whatever directory Pulumi starts them in.
 export PULUMI_RUNTIME_VIRTUALENV="$_ts_root/.venv"
+export PYTHONPATH="$_ts_root${PYTHONPATH:+:$PYTHONPATH}"
 
 if [[ -z ${PULUMI_BACKEND_URL:-} ]]; then
   mkdir -p "$_ts_root/.state/pulumi"

@@ -37,10 +37,15 @@ class Cost:
 
 
 def costs(resources: Sequence[Resource], *types: str) -> list[Cost]:
-    """Costs of the resources that declare one; unknown figures count as nothing until `pulumi up`."""
+    """Costs of the billed resources (RunPod's, by default); unknown figures count as nothing until `pulumi up`.
+
+    Only provider resources are billed: components and the stack re-export their children's totals as
+    `cost_per_hour` outputs, and counting those would count every dollar more than once.
+    """
+    allowed = types or RUNPOD_TYPES
     found: list[Cost] = []
     for res in resources:
-        if types and res.resource_type not in types:
+        if res.resource_type not in allowed:
             continue
         per_hour = number(read(res.props, "cost_per_hour"))
         storage = number(read(res.props, "storage_cost_per_month"))

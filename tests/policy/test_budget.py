@@ -113,3 +113,15 @@ class TestStorageCost:
     def test_unknown_storage_is_tolerated(self) -> None:
         resources = [stack_resource(VOLUME, "v", volume(storage_cost_per_month=UNKNOWN_NUM))]
         assert check_stack(STORAGE_COST, resources, {"max_storage_monthly_usd": 0}).calls == []
+
+
+class TestNoDoubleCounting:
+    """The stack and the H100Cluster component re-export their children's cost; only providers are billed."""
+
+    def test_component_and_stack_outputs_are_not_counted_again(self) -> None:
+        billed = stack_resource(POD, "dev-pod-0", pod(cost_per_hour=31.92))
+        component = stack_resource("trainstack:index:H100Cluster", "dev", {"cost_per_hour": 31.92})
+        stack = stack_resource("pulumi:pulumi:Stack", "trainstack-dev", {"cost_per_hour": 31.92})
+        assert check_stack(HOURLY_BURN, [billed, component, stack], {"max_hourly_usd": 40}).calls == []
+        over = check_stack(HOURLY_BURN, [billed, component, stack], {"max_hourly_usd": 30}).text
+        assert "stack burns $31.93/h (dev-pod-0: $31.93/h)" in over  # + storage / 730 h

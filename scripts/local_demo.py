@@ -1,0 +1,60 @@
+"""Prepare a local-RunPod workspace: demo secret values and the account spend limit the stack declares.
+
+Run by `scripts/up` against the local RunPod only: `python -m scripts.local_demo STACK WORKSPACE`. The secret
+values are placeholders that exist only in `.state/local/` (moto accepts any AWS key; the local RunPod stores
+secrets without reading them). The spend limit is what `stacks/Pulumi.<stack>.yaml` says the team has obtained
+from RunPod, so the local account behaves like the real one after the raise.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import yaml
+
+DEFAULT_SPEND_LIMIT = 80.0  # RunPod's default account spend limit, USD/h
+# moto's documented test credentials; anything else for the other secrets is a visible placeholder.
+_DEMO_VALUES = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+
+
+def stack_config(workspace: Path, stack: str) -> dict[str, object]:
+    data = yaml.safe_load((workspace / "stacks" / f"Pulumi.{stack}.yaml").read_text()) or {}
+    return dict(data.get("config") or {})
+
+
+def set_demo_secrets(workspace: Path, stack: str, config: dict[str, object]) -> list[str]:
+    training = config.get("trainstack:training") or {}
+    names = list(training.get("secrets") or []) if isinstance(training, dict) else []
+    for name in names:
+        value = _DEMO_VALUES.get(name, f"local-demo-{name.lower()}")
+        subprocess.run(
+            ["pulumi", "config", "set", "--secret", f"trainstack:secrets.{name}", "--stack", stack,
+             "--cwd", str(workspace), "--non-interactive"],
+            input=value, text=True, check=True, capture_output=True,
+        )  # fmt: skip
+    return names
+
+
+def give_account_spend_limit(config: dict[str, object]) -> float:
+    limit = float(config.get("trainstack:runpod_spend_limit_per_hour") or DEFAULT_SPEND_LIMIT)  # type: ignore[arg-type]
+    response = httpx.patch(f"{os.environ['RUNPOD_API_URL']}/_admin/limits", json={"spendLimit": limit}, timeout=10)
+    response.raise_for_status()
+    return limit
+
+
+def main(argv: list[str]) -> int:
+    stack, workspace = argv[0], Path(argv[1])
+    config = stack_config(workspace, stack)
+    names = set_demo_secrets(workspace, stack, config)
+    limit = give_account_spend_limit(config)
+    print(f"local demo: placeholder values for {', '.join(names) or 'no secrets'}; spend limit ${limit:g}/h",
+          file=sys.stderr)  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -15,7 +15,7 @@ SNAPSHOT_PATH = Path(__file__).parent / "data" / "prices-2026-11-09.json"
 # Preview must stay quick when the API is down: one short, bounded attempt per process.
 CATALOG_DEADLINE_S = 10.0
 HOURS_PER_MONTH = 730.0
-_FIRST_TB_GB = 1024
+_FIRST_TB_GB = 1000  # RunPod sizes volumes in decimal GB; "first TB" = first 1000 GB
 
 
 @dataclass(frozen=True)

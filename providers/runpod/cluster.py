@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pulumi
@@ -52,13 +52,18 @@ def create_body(args: ClusterArgs) -> ClusterCreate:
     )
 
 
-def make_probe(pod_count: int) -> Any:
+def member_ready(pod: ApiPod) -> bool:
+    """RUNNING with a rank and a fabric IP, and (as for pods) runtime reported with SSH mapped."""
+    ranked = pod.cluster is not None and pod.cluster.rank is not None and bool(pod.cluster.ip)
+    return pod.status == "RUNNING" and ranked and pod.runtime is not None and pod.ssh_endpoint() is not None
+
+
+def make_probe(pod_count: int) -> Callable[[list[ApiPod]], tuple[bool, str | None]]:
     def probe(pods: list[ApiPod]) -> tuple[bool, str | None]:
         broken = [p.id for p in pods if p.status in _FAILED]
         if broken:
             return False, f"member pods {broken} stopped or failed"
-        ranked = [p for p in pods if p.status == "RUNNING" and p.cluster and p.cluster.rank is not None]
-        return len(pods) == pod_count and len(ranked) == pod_count, None
+        return len(pods) == pod_count and all(member_ready(p) for p in pods), None
 
     return probe
 

@@ -1,0 +1,161 @@
+"""`runpod:Pod` provider verbs against the recording fake."""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Iterator
+from typing import Any
+
+import dill
+import pytest
+
+from providers.runpod import catalog, errors
+from providers.runpod.base import UNKNOWN
+from providers.runpod.pod import PodProvider
+from tests.providers.fake_runpod import API_KEY, Fault, FakeRunPod
+
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+@pytest.fixture(autouse=True)
+def _fresh_catalog(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv("TRAINSTACK_POLL_INTERVAL_S", "10")
+    catalog.reset_cache()
+    yield
+    catalog.reset_cache()
+
+
+def _inputs(**over: Any) -> dict[str, Any]:
+    base = {"name": "trainer", "image": "runpod/pytorch:2", "gpu_type_id": H100, "gpu_count": 8.0,
+            "ports": ["22/tcp"], "env": {"A": "1"}}
+    return {**base, **over}
+
+
+def _checked(provider: PodProvider, **over: Any) -> dict[str, Any]:
+    result = provider.check({}, _inputs(**over))
+    assert result.failures == []
+    return result.inputs
+
+
+def test_check_names_each_bad_field_and_its_fix() -> None:
+    provider = PodProvider(FakeRunPod().factory())
+    result = provider.check({}, _inputs(gpu_count=0, ports=["22"], capacity="spot", bogus=1))
+    props = {f.property for f in result.failures}
+    assert {"gpu_count", "ports", "bogus"} <= props
+    spot = provider.check({}, _inputs(capacity="spot"))
+    assert [(f.property, "bid_per_gpu" in f.property) for f in spot.failures] == [("bid_per_gpu", True)]
+
+
+def test_check_prices_from_the_live_catalog() -> None:
+    inputs = _checked(PodProvider(FakeRunPod().factory()))
+    assert inputs["cost_per_hour"] == pytest.approx(4.19 * 8)
+    assert inputs["storage_cost_per_month"] == pytest.approx(50 * 0.10)
+    assert inputs["price_source"] == "catalog"
+    assert inputs["gpu_count"] == 8 and isinstance(inputs["gpu_count"], int)
+
+
+def test_check_falls_back_to_the_dated_snapshot_when_the_api_is_down() -> None:
+    fake = FakeRunPod()
+    fake.fail("GET", "/v2/catalog/gpus", *[Fault("connect")] * 50)
+    inputs = _checked(PodProvider(fake.factory()), cloud="COMMUNITY")
+    assert inputs["cost_per_hour"] == pytest.approx(2.69 * 8)
+    assert inputs["price_source"].startswith("snapshot-2026-11-09")
+
+
+def test_check_prices_spot_by_the_bid_and_auto_at_on_demand() -> None:
+    provider = PodProvider(FakeRunPod().factory())
+    assert _checked(provider, capacity="spot", bid_per_gpu=2.0)["cost_per_hour"] == pytest.approx(16.0)
+    assert _checked(provider, capacity="auto", bid_per_gpu=2.0)["cost_per_hour"] == pytest.approx(4.19 * 8)
+
+
+def test_check_tolerates_unknown_values_at_preview() -> None:
+    provider = PodProvider(FakeRunPod().factory())
+    inputs = _checked(provider, volume_id=UNKNOWN)
+    assert inputs["volume_id"] == UNKNOWN and inputs["cost_per_hour"] == pytest.approx(4.19 * 8)
+    assert _checked(provider, gpu_count=UNKNOWN)["cost_per_hour"] == UNKNOWN
+
+
+def test_create_waits_for_running_runtime_and_ssh_then_reports_outputs() -> None:
+    fake = FakeRunPod(ready_after_gets=3)
+    provider = PodProvider(fake.factory())
+    result = provider.create(_checked(provider))
+    outs = result.outs or {}
+    assert outs["status"] == "RUNNING" and outs["ssh_host"] == "1.2.3.4" and outs["ssh_port"] > 40000
+    assert outs["capacity_obtained"] == "on_demand" and outs["pod_id"] == result.id
+    assert outs["cost_per_hour"] == pytest.approx(4.19 * 8)
+    assert all(s >= 10 for s in fake.clock.sleeps)  # never polls faster than the interval
+
+
+def test_ready_timeout_deletes_the_pod_so_create_stays_transactional() -> None:
+    fake = FakeRunPod(ready_after_gets=10_000)
+    provider = PodProvider(fake.factory())
+    with pytest.raises(errors.DeadlineExceeded, match="ready_timeout_s"):
+        provider.create(_checked(provider, ready_timeout_s=300))
+    assert fake.pods == {}
+
+
+def test_spot_refused_names_the_on_demand_alternative() -> None:
+    fake = FakeRunPod()
+    fake.spot_offered = False
+    provider = PodProvider(fake.factory())
+    with pytest.raises(errors.SpotRefusedError, match="capacity: on_demand") as info:
+        provider.create(_checked(provider, capacity="spot", bid_per_gpu=2.0))
+    assert "Interruptible" not in str(info.value) and fake.pods == {}
+
+
+def test_auto_falls_back_to_on_demand_when_spot_is_refused() -> None:
+    fake = FakeRunPod()
+    fake.spot_offered = False
+    provider = PodProvider(fake.factory())
+    outs = provider.create(_checked(provider, capacity="auto", bid_per_gpu=2.0)).outs or {}
+    assert outs["capacity_obtained"] == "on_demand" and fake.count("POST", "/v2/pods") == 1
+
+
+def test_spot_when_offered_goes_through_graphql() -> None:
+    fake = FakeRunPod()
+    provider = PodProvider(fake.factory())
+    outs = provider.create(_checked(provider, capacity="spot", bid_per_gpu=2.0)).outs or {}
+    assert outs["capacity_obtained"] == "spot" and fake.count("POST", "/v2/pods") == 0
+    rent = [b for m, p, b in fake.bodies if p == "/graphql" and "podRentInterruptable" in b["query"]]
+    assert rent[0]["variables"]["input"]["bidPerGpu"] == 2.0
+
+
+def test_diff_updates_in_place_or_replaces_by_field() -> None:
+    fake = FakeRunPod()
+    provider = PodProvider(fake.factory())
+    olds = provider.create(_checked(provider)).outs or {}
+    image = provider.diff("p", olds, _checked(provider, image="runpod/pytorch:3"))
+    assert image.changes and image.replaces == []
+    gpus = provider.diff("p", olds, _checked(provider, gpu_count=4))
+    assert gpus.replaces == ["gpu_count"] and gpus.delete_before_replace
+    assert not provider.diff("p", olds, _checked(provider)).changes
+
+
+def test_update_patches_only_changed_fields_and_returns_full_outputs() -> None:
+    fake = FakeRunPod()
+    provider = PodProvider(fake.factory())
+    created = provider.create(_checked(provider))
+    olds = created.outs or {}
+    news = _checked(provider, image="runpod/pytorch:3", env={"A": "2"})
+    outs = provider.update(created.id, olds, news).outs or {}
+    patch = [b for m, p, b in fake.bodies if m == "PATCH"]
+    assert patch == [{"image": "runpod/pytorch:3", "env": {"A": "2"}}]
+    assert outs["image"] == "runpod/pytorch:3" and outs["pod_id"] == created.id and outs["ssh_port"]
+
+
+def test_read_drops_a_gone_pod_and_delete_of_a_gone_pod_succeeds() -> None:
+    fake = FakeRunPod()
+    provider = PodProvider(fake.factory())
+    created = provider.create(_checked(provider))
+    assert provider.read(created.id, created.outs or {}).id == created.id
+    provider.delete(created.id, created.outs or {})
+    gone = provider.read(created.id, created.outs or {})
+    assert gone.id is None and gone.outs == {}
+    provider.delete(created.id, created.outs or {})
+
+
+def test_provider_pickles_without_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RUNPOD_API_KEY", API_KEY)
+    blob = dill.dumps(PodProvider(), recurse=True)
+    assert API_KEY.encode() not in blob
+    assert isinstance(pickle.loads(pickle.dumps(PodProvider())), PodProvider)

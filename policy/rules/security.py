@@ -175,7 +175,9 @@ def _encryption_gaps(props: Mapping[str, Any], cfg: BucketConfig) -> list[str]:
     mode = str(encryption).lower() if encryption not in (None, False, "") else "none"
     if mode in ("none", "false", "disabled", "off"):
         return ["encryption is off (checkpoints hold model weights: set `encryption`)"]
-    if cfg.require_kms and ("kms" not in mode or text(read(props, "kms_key_id")) is None):
+    # The provider takes `encryption: true` plus `kms_key_id` for SSE-KMS (SSE-S3 without a key); a mode
+    # string such as "aws:kms" is accepted too.
+    if cfg.require_kms and (mode not in ("true", "aws:kms", "kms") or text(read(props, "kms_key_id")) is None):
         return ["encryption is not SSE-KMS with a `kms_key_id` (required by `require_kms`)"]
     return []
 

@@ -104,6 +104,13 @@ class TestBucketHardening:
         reports = check_resource(BUCKET_HARDENING, BUCKET, props, {"require_kms": True})
         assert "SSE-KMS" in reports.text
 
+    def test_provider_form_true_plus_kms_key_is_sse_kms(self) -> None:
+        # providers/s3 takes `encryption: true` and a `kms_key_id` for SSE-KMS; without the key it is SSE-S3.
+        kms = bucket(encryption=True, kms_key_id="alias/ckpt")
+        assert check_resource(BUCKET_HARDENING, BUCKET, kms, {"require_kms": True}).calls == []
+        sse_s3 = bucket(encryption=True, kms_key_id=None)
+        assert "SSE-KMS" in check_resource(BUCKET_HARDENING, BUCKET, sse_s3, {"require_kms": True}).text
+
     def test_unknown_values_are_tolerated(self) -> None:
         props = bucket(versioning=UNKNOWN_STR, encryption=UNKNOWN_STR, lifecycle=UNKNOWN_STR)
         assert check_resource(BUCKET_HARDENING, BUCKET, props).calls == []

@@ -218,7 +218,9 @@ func (h *host) Run(ctx context.Context, req *pulumirpc.RunRequest) (*pulumirpc.R
 	if err := cmd.Run(); err != nil {
 		var exit *exec.ExitError
 		if errors.As(err, &exit) {
-			if exit.ExitCode() == exitedAfterUserMessage {
+			// The exec helper reports its own failures through the engine (pulumi.log.error) before it
+			// exits 1 (RunError) or 32 (unhandled exception), so the engine must not add a second message.
+			if code := exit.ExitCode(); code == exitedAfterUserMessage || code == 1 {
 				return &pulumirpc.RunResponse{Bail: true}, nil
 			}
 			return &pulumirpc.RunResponse{Error: fmt.Sprintf("Program exited with non-zero exit code: %d", exit.ExitCode())}, nil

@@ -1,0 +1,131 @@
+"""The RunPod providers' real verbs over real HTTP against the local RunPod emulator (`local_runpod`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from emulator.harness import LocalRunPod
+from providers.runpod import catalog, errors
+from providers.runpod.cluster import InstantClusterProvider
+from providers.runpod.pod import PodProvider
+from providers.runpod.secret import SecretProvider
+from providers.runpod.volume import NetworkVolumeProvider
+
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+@pytest.fixture
+def runpod(local_runpod: LocalRunPod, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalRunPod]:
+    for key, value in {**local_runpod.env(), "TRAINSTACK_POLL_INTERVAL_S": "0.2",
+                       "RUNPOD_RATE_LIMIT_PER_MIN": "100000", "TRAINSTACK_READY_TIMEOUT_S": "60"}.items():
+        monkeypatch.setenv(key, value)
+    local_runpod.admin.reset()
+    catalog.reset_cache()
+    yield local_runpod
+    local_runpod.admin.faults()
+    local_runpod.admin.reset()
+    catalog.reset_cache()
+
+
+def _checked(provider: Any, inputs: dict[str, Any], olds: dict[str, Any] | None = None) -> dict[str, Any]:
+    result = provider.check(olds or {}, inputs)
+    assert result.failures == [], [(f.property, f.reason) for f in result.failures]
+    return dict(result.inputs)
+
+
+POD = {"name": "live-pod", "image": "runpod/pytorch:2", "gpu_type_id": H100, "gpu_count": 1.0}
+
+
+def test_pod_full_lifecycle(runpod: LocalRunPod) -> None:
+    provider = PodProvider()
+    checked = _checked(provider, POD)
+    assert checked["price_source"] == "catalog" and checked["cost_per_hour"] > 0
+    created = provider.create(checked)
+    outs = created.outs or {}
+    assert outs["status"] == "RUNNING" and outs["ssh_host"] and outs["ssh_port"]
+    assert provider.read(created.id, outs).id == created.id
+    news = _checked(provider, {**POD, "image": "runpod/pytorch:3", "env": {"X": "1"}})
+    assert provider.diff(created.id, outs, news).replaces == []
+    updated = provider.update(created.id, outs, news).outs or {}
+    assert updated["image"] == "runpod/pytorch:3" and updated["status"] == "RUNNING"
+    provider.delete(created.id, updated)
+    assert provider.read(created.id, updated).id is None
+    provider.delete(created.id, updated)
+
+
+def test_pod_lost_create_response_leaves_no_duplicate(runpod: LocalRunPod) -> None:
+    runpod.admin.faults(loseNext=1, matchMethod="POST", matchPath="/v2/pods")
+    provider = PodProvider()
+    created = provider.create(_checked(provider, POD))
+    assert not any(runpod.admin.live()["duplicates"].values())
+    assert [p["id"] for p in runpod.admin.live()["pods"]] == [created.id]
+
+
+def test_pod_survives_server_errors_on_reads(runpod: LocalRunPod) -> None:
+    runpod.admin.faults(errorNext=3, matchMethod="GET", matchPath="/v2/pods")
+    provider = PodProvider()
+    assert (provider.create(_checked(provider, POD)).outs or {})["status"] == "RUNNING"
+
+
+def test_spot_refused_and_auto_fallback(runpod: LocalRunPod) -> None:
+    runpod.admin.limits(offerSpot=False)
+    provider = PodProvider()
+    with pytest.raises(errors.SpotRefusedError, match="capacity: on_demand"):
+        provider.create(_checked(provider, {**POD, "capacity": "spot", "bid_per_gpu": 3.0}))
+    outs = provider.create(_checked(provider, {**POD, "capacity": "auto", "bid_per_gpu": 3.0})).outs or {}
+    assert outs["capacity_obtained"] == "on_demand"
+    assert len(runpod.admin.live()["pods"]) == 1
+
+
+def test_no_capacity_is_a_clear_error_and_nothing_is_left(runpod: LocalRunPod) -> None:
+    runpod.admin.capacity(exhaustNext=1)
+    provider = PodProvider()
+    with pytest.raises(errors.NoCapacityError, match="another data center"):
+        provider.create(_checked(provider, POD))
+    assert runpod.admin.live()["pods"] == []
+
+
+def test_cluster_lifecycle(runpod: LocalRunPod) -> None:
+    runpod.admin.limits(spendLimit=1000)
+    provider = InstantClusterProvider()
+    inputs = {"name": "live-cluster", "image": "img", "gpu_type_id": H100, "gpu_count_per_pod": 8.0,
+              "pod_count": 2.0}
+    created = provider.create(_checked(provider, inputs))
+    outs = created.outs or {}
+    assert [n["rank"] for n in outs["nodes"]] == [0, 1]
+    assert all(n["ip"] and n["ssh_port"] for n in outs["nodes"]) and outs["network_cidr"]
+    renamed = _checked(provider, {**inputs, "name": "live-cluster-2"})
+    assert (provider.update(created.id, outs, renamed).outs or {})["name"] == "live-cluster-2"
+    provider.delete(created.id, outs)
+    assert provider.read(created.id, outs).id is None
+
+
+def test_volume_grows_and_never_shrinks(runpod: LocalRunPod) -> None:
+    provider = NetworkVolumeProvider()
+    inputs = {"name": "live-vol", "size_gb": 100.0, "data_center_id": "US-TX-3"}
+    created = provider.create(_checked(provider, inputs))
+    outs = created.outs or {}
+    bigger = _checked(provider, {**inputs, "size_gb": 200}, outs)
+    grown = provider.update(created.id, outs, bigger).outs or {}
+    assert (provider.read(created.id, grown).outs or {})["size_gb"] == 200
+    assert provider.check(grown, {**inputs, "size_gb": 150}).failures[0].property == "size_gb"
+    provider.delete(created.id, grown)
+    assert provider.read(created.id, grown).id is None
+
+
+def test_secret_lifecycle(runpod: LocalRunPod) -> None:
+    provider = SecretProvider()
+    inputs = {"name": "LIVE_TOKEN", "value": "live-secret-value"}
+    created = provider.create(_checked(provider, inputs))
+    outs = created.outs or {}
+    assert outs["reference"] == "{{ RUNPOD_SECRET_LIVE_TOKEN }}" and "value" not in outs
+    rotated = _checked(provider, {**inputs, "value": "rotated"})
+    assert provider.diff(created.id, outs, rotated).changes
+    outs = provider.update(created.id, outs, rotated).outs or {}
+    assert provider.read(created.id, outs).id == created.id
+    provider.delete(created.id, outs)
+    assert provider.read(created.id, outs).id is None
+    provider.delete(created.id, outs)

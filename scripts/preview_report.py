@@ -56,9 +56,15 @@ class PulumiRunner:
     workspace: Callable[[str], Path] | None = None
     # Called once the stack exists in the backend (local mode: the demo secrets, as scripts/up does).
     prepare_stack: Callable[[str, Path], None] | None = None
+    # Prepared once per stack: preparing again would drop what prepare_stack set up.
+    _workspaces: dict[str, Path] = field(default_factory=dict, repr=False)
 
     def _cwd(self, stack: str) -> Path:
-        return self.workspace(stack) if self.workspace else self.cwd
+        if self.workspace is None:
+            return self.cwd
+        if stack not in self._workspaces:
+            self._workspaces[stack] = self.workspace(stack)
+        return self._workspaces[stack]
 
     def _run(
         self, stack: str, *args: str, extra_env: Mapping[str, str] | None = None

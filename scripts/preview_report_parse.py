@@ -25,7 +25,7 @@ _IGNORED_PROPS = frozenset({"__provider"})
 # Names that hold credentials when someone puts a plaintext value in env by mistake; the policy pack flags
 # it, and the report must not repeat the value in a pull request comment.
 _SECRET_NAME = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|ACCESS_KEY|PRIVATE_KEY)$", re.IGNORECASE)
-_SECRET_REFERENCE = re.compile(r"^\{\{\s*RUNPOD_SECRET_[A-Za-z0-9_]+\s*\}\}$")
+_SECRET_REFERENCE = re.compile(r"^\{\{\s*RUNPOD_SECRET_[A-Za-z0-9_.-]+\s*\}\}$")
 # The secret's value, and the salted hash the provider keeps to see it change: neither goes in a comment.
 _ALWAYS_SECRET = {"pulumi-python:dynamic/runpod:Secret": frozenset({"value", "value_hash"})}
 

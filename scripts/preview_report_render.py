@@ -210,6 +210,11 @@ def _pie(report: StackReport) -> list[str]:
 
 def render_stack(report: StackReport) -> str:
     parts = [f"### Stack `{report.stack}`", ""]
+    if report.preview.failed and not report.mandatory:
+        parts += [
+            "**The preview failed:** the engine's messages below say why; the figures are incomplete.",
+            "",
+        ]
     parts += [*_changes_table(report), "", *_cost_table(report), "", *_policy_section(report)]
     if report.preview.diagnostics:
         parts += ["", "**Engine messages:**", ""]
@@ -227,6 +232,8 @@ def _summary_row(r: StackReport) -> str:
     levels = Counter(v.level for v in r.preview.violations)
     policy = ", ".join(f"{levels[lvl]} {lvl}" for lvl in _LEVELS if levels[lvl]) or "none"
     icon = "❌" if levels["mandatory"] else ("⚠️" if r.preview.violations else "✅")
+    if r.preview.failed and not levels["mandatory"]:
+        icon, policy = "❌", f"{policy}; preview failed"
     return f"| `{r.stack}` | {op_counts(r.preview.changes)} | {hourly} | {run} | {icon} {policy} |"
 
 

@@ -2,6 +2,8 @@
 
 `python -m tests.report.scenarios` re-records `tests/report/fixtures/<scenario>/` from the small program in
 `tests/report/program` (real CLI, real policy pack, no network). The e2e tests use the same scenarios.
+`python -m tests.report.scenarios --real STACK...` records the trainstack program itself against the local
+RunPod (run `eval "$(scripts/local-runpod start)"` first) into `fixtures/real-<stack>/`.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from scripts.preview_report import PulumiRunner
+from scripts.preview_report import PulumiRunner, local_demo, local_workspace
 from tests.support.pulumi_cli import REPO, Pulumi
 
 PROGRAM = REPO / "tests/report/program"
@@ -93,7 +95,8 @@ def set_config(cli: Pulumi, values: dict[str, str], drop: dict[str, str] | None 
 
 def scrub(text: str, where: Path) -> str:
     """Machine-specific paths, times and ids out; ciphertexts out (they hold only the fake token)."""
-    for path, placeholder in ((where, "<tmp>"), (REPO, "<repo>"), (Path.home(), "<home>")):
+    # (Only the home's cache: a bare home like /root also appears in the nodes' own paths.)
+    for path, placeholder in ((where, "<tmp>"), (REPO, "<repo>"), (Path.home() / ".cache", "<home>/.cache")):
         text = text.replace(str(path), placeholder)
     text = re.sub(r'"(created|modified)": "[^"]+"', r'"\1": "2026-01-01T00:00:00Z"', text)
     text = re.sub(r'"timestamp": \d+', '"timestamp": 0', text)
@@ -135,8 +138,37 @@ def record(scenario: Scenario, out: Path, log: Callable[[str], None] = print) ->
         del cli
 
 
+def record_real(stack: str, out: Path, log: Callable[[str], None] = print) -> None:
+    """Record the trainstack program's own preview of `stack` against the local RunPod, as it stands.
+
+    Needs the env `scripts/local-runpod start` prints; uses the stack's `.state/local/<stack>` workspace
+    and the local demo setup, exactly as `scripts/preview-report` does without RUNPOD_API_KEY.
+    """
+    runner = PulumiRunner(
+        cwd=REPO,
+        policy_pack=REPO / "policy",
+        policy_config_dir=REPO / "policy/config",
+        workspace=local_workspace,
+        prepare_stack=local_demo,
+    )
+    state = runner.export(stack)
+    events = [json.loads(line) for line in runner.preview_events(stack) if line.strip()]
+    out.mkdir(parents=True, exist_ok=True)
+    lines = [json.dumps(_strip(e), sort_keys=True) for e in events if _keep(e)]
+    where = REPO / ".state/local"
+    (out / f"{stack}.events.jsonl").write_text(scrub("\n".join(lines) + "\n", where))
+    if state is not None:
+        body = json.dumps(_strip(state), indent=1, sort_keys=True) + "\n"
+        (out / f"{stack}.export.json").write_text(scrub(body, where))
+    log(f"recorded the real {stack} preview: {len(lines)} events -> {out.relative_to(REPO)}")
+
+
 if __name__ == "__main__":
-    wanted = set(sys.argv[1:])
-    for s in SCENARIOS:
-        if not wanted or s.name in wanted:
-            record(s, FIXTURES / s.name)
+    args = sys.argv[1:]
+    if args[:1] == ["--real"]:
+        for stack in args[1:]:
+            record_real(stack, FIXTURES / f"real-{stack}")
+    else:
+        for s in SCENARIOS:
+            if not args or s.name in args:
+                record(s, FIXTURES / s.name)

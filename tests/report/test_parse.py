@@ -42,6 +42,7 @@ def test_mask_hides_markers_placeholders_and_credential_named_plaintext() -> Non
             "HF_TOKEN": "hf_plaintextvalue",
             "WANDB_API_KEY": "0123456789abcdef",
             "REF_TOKEN": "{{ RUNPOD_SECRET_HF_TOKEN }}",
+            "AWS_SECRET_ACCESS_KEY": "{{ RUNPOD_SECRET_trainstack-prod-aws_secret_access_key }}",
             "NUM_NODES": "8",
         },
     }
@@ -52,6 +53,7 @@ def test_mask_hides_markers_placeholders_and_credential_named_plaintext() -> Non
             "HF_TOKEN": MASKED,
             "WANDB_API_KEY": MASKED,
             "REF_TOKEN": "{{ RUNPOD_SECRET_HF_TOKEN }}",
+            "AWS_SECRET_ACCESS_KEY": "{{ RUNPOD_SECRET_trainstack-prod-aws_secret_access_key }}",
             "NUM_NODES": "8",
         },
     }

@@ -47,6 +47,20 @@ def test_golden_reports(scenario: Scenario, tmp_path: Path) -> None:
     assert HF_TOKEN not in md.read_text() + js.read_text()
 
 
+REAL = sorted(p.name for p in FIXTURES.glob("real-*"))
+
+
+@pytest.mark.parametrize("name", REAL)
+def test_golden_reports_of_the_real_program(name: str, tmp_path: Path) -> None:
+    """Previews of the trainstack program itself against the local RunPod (`--real` recordings)."""
+    stack = name.removeprefix("real-")
+    md, js = tmp_path / "r.md", tmp_path / "r.json"
+    main(["--recorded", str(FIXTURES / name), stack, "--out", str(md), "--json-out", str(js)])
+    check_golden(f"{name}.md", md.read_text())
+    check_golden(f"{name}.json", js.read_text())
+    assert "local-demo-" not in md.read_text() + js.read_text()  # the demo secret values
+
+
 def test_prod_four_to_eight_nodes_costs_four_nodes_more() -> None:
     report = report_stack(RecordedRunner(FIXTURES / "prod-scale-up"), "prod")
     four_nodes = 4 * 8 * GPU_HOURLY

@@ -229,7 +229,9 @@ def _step(raw: Mapping[str, Any]) -> tuple[ResourceChange, ResourceCost | None] 
     old_props, new_props = _inputs(old), _inputs(new)
     changes = () if op in ("same", "delete") else diff_props(type_, old_props, new_props, reasons)
     change = ResourceChange(urn=urn, name=_name(urn), type=type_, op=op, changes=changes)
-    cost = None if op == "delete" else cost_of(urn, type_, new_props)
+    # Only custom resources bill; the stack and components may re-export a total (it would count twice).
+    custom = bool((new or old or {}).get("custom"))
+    cost = None if op == "delete" or not custom else cost_of(urn, type_, new_props)
     return change, cost
 
 
@@ -342,8 +344,10 @@ def parse_export(document: Mapping[str, Any]) -> tuple[ResourceCost, ...]:
     costs = []
     for raw in deployment.get("resources") or []:
         type_ = str(raw.get("type", ""))
-        if type_.startswith("pulumi:providers:") or raw.get("delete"):
-            continue  # a replaced resource awaiting deletion is counted once, by its replacement
+        if type_.startswith("pulumi:providers:") or raw.get("delete") or not raw.get("custom"):
+            # A replaced resource awaiting deletion is counted once, by its replacement; the stack and
+            # components may re-export a total, which would count twice.
+            continue
         props = {**(raw.get("inputs") or {}), **(raw.get("outputs") or {})}
         cost = cost_of(str(raw.get("urn", "")), type_, props)
         costs.extend([cost] if cost else [])

@@ -135,6 +135,8 @@ def _changes_table(report: StackReport) -> list[str]:
         if len(c.changes) > _MAX_PROPS:
             shown.append(f"… and {len(c.changes) - _MAX_PROPS} more")
         props = "<br>".join(shown)
+        if not props and c.op in ("update", "replace"):
+            props = "(the provider reports a change; no input differs)"
         rows.append(
             f"| {_OP_SIGN.get(c.op, '')} {c.op} | `{cell(c.name)}` | {cell(short_type(c.type))} | {props} |"
         )

@@ -61,6 +61,13 @@ def test_golden_reports_of_the_real_program(name: str, tmp_path: Path) -> None:
     assert "local-demo-" not in md.read_text() + js.read_text()  # the demo secret values
 
 
+def test_stack_and_component_totals_are_not_counted_again() -> None:
+    # The real program re-exports cost_per_hour on the stack and its H100Cluster component.
+    report = report_stack(RecordedRunner(FIXTURES / "real-dev"), "dev")
+    assert [c.type for c in report.before] == ["pulumi-python:dynamic/runpod:Pod"]
+    assert report.before_totals.hourly == report.after_totals.hourly == pytest.approx(31.92)
+
+
 def test_prod_four_to_eight_nodes_costs_four_nodes_more() -> None:
     report = report_stack(RecordedRunner(FIXTURES / "prod-scale-up"), "prod")
     four_nodes = 4 * 8 * GPU_HOURLY

@@ -190,7 +190,7 @@ set_rdzv_args() {
 
 write_allreduce_py() {
   cat <<'PY'
-"""trainstack preflight: time all_reduce over every rank of the job and print the bus bandwidth."""
+"""trainstack preflight: time all_reduce over every rank of the job at growing sizes; print bus bandwidth."""
 import os
 import time
 
@@ -201,26 +201,37 @@ cuda = os.environ.get("TRAINSTACK_DEVICE", "cuda") == "cuda"
 dist.init_process_group("nccl" if cuda else "gloo")
 if cuda:
     torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
-# 256 MiB on GPU measures bandwidth rather than latency; 4 MiB keeps gloo on CPU quick.
 device = "cuda" if cuda else "cpu"
-data = torch.ones((64 if cuda else 1) * 1024 * 1024, device=device)
-def sync():
+# nccl-tests-style sweep; the largest size (1 GiB on GPU) measures bandwidth rather than latency, and
+# its figure is the one held against the floor. 4 MiB keeps gloo on CPU quick.
+max_bytes = int(os.environ.get("TRAINSTACK_ALLREDUCE_MAX_BYTES", str(1 << 30 if cuda else 1 << 22)))
+sizes = [1 << 20]
+while sizes[-1] * 4 <= max_bytes:
+    sizes.append(sizes[-1] * 4)
+n = dist.get_world_size()
+lead = int(os.environ.get("LOCAL_RANK", "0")) == 0 and dist.get_rank() == 0
+busbw = 0.0
+for size in sizes:
+    data = torch.ones(size // 4, device=device)
+    for _ in range(3):
+        dist.all_reduce(data)
     if cuda:
         torch.cuda.synchronize()
-for _ in range(3):
-    dist.all_reduce(data)
-sync()
-iters = 10
-start = time.perf_counter()
-for _ in range(iters):
-    dist.all_reduce(data)
-sync()
-elapsed = torch.tensor([(time.perf_counter() - start) / iters], device=device)
-dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)  # the slowest rank sets the pace
-n = dist.get_world_size()
-algbw = data.numel() * data.element_size() / elapsed.item() / 1e9
-busbw = algbw * 2 * (n - 1) / n  # nccl-tests' definition for all_reduce
-if int(os.environ.get("LOCAL_RANK", "0")) == 0:
+    iters = 20 if size <= 1 << 26 else 5
+    start = time.perf_counter()
+    for _ in range(iters):
+        dist.all_reduce(data)
+    if cuda:
+        torch.cuda.synchronize()
+    elapsed = torch.tensor([(time.perf_counter() - start) / iters], device=device)
+    dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)  # the slowest rank sets the pace
+    algbw = size / elapsed.item() / 1e9
+    busbw = algbw * 2 * (n - 1) / n  # nccl-tests' definition for all_reduce (0 for one rank)
+    if lead:
+        print(f"TRAINSTACK_ALLREDUCE ranks={n} bytes={size} time_us={elapsed.item() * 1e6:.1f} "
+              f"algbw_gbps={algbw:.2f} busbw_gbps={busbw:.2f}", flush=True)
+    del data
+if lead:
     print(f"TRAINSTACK_BUSBW_GBPS={busbw:.2f}", flush=True)
 dist.destroy_process_group()
 PY
@@ -228,19 +239,23 @@ PY
 
 preflight_allreduce() {
   local script out busbw floor=$TRAINSTACK_NCCL_MIN_BUSBW_GBPS
-  if ((NUM_NODES * NPROC_PER_NODE < 2)); then
-    log "one rank: all-reduce preflight skipped"
-    return 0
-  fi
   script=$(mktemp "${TMPDIR:-/tmp}/trainstack-allreduce.XXXXXX")
   write_allreduce_py >"$script"
   # A port and id of its own, so the training rendezvous below starts clean.
   set_rdzv_args "$((MASTER_PORT + 1))" "$TRAINSTACK_JOB-preflight"
   out=$(torchrun "${RDZV_ARGS[@]}" --max-restarts=0 "$script") || die "all-reduce preflight failed; see above"
   rm -f "$script"
+  while read -r tag fields; do
+    if [[ "$tag" == TRAINSTACK_ALLREDUCE ]]; then log "all-reduce $fields"; fi
+  done <<<"$out"
   busbw=$(sed -n 's/^TRAINSTACK_BUSBW_GBPS=//p' <<<"$out" | tail -n 1)
   [[ -n "$busbw" ]] || die "all-reduce preflight printed no bandwidth"
-  log "all-reduce bus bandwidth: $busbw GB/s (floor $floor GB/s)"
+  if ((NUM_NODES * NPROC_PER_NODE < 2)); then
+    # One rank moves no data between GPUs: bus bandwidth is 0 by definition, so no floor applies.
+    log "one rank: all-reduce ran (see algbw above); the bus-bandwidth floor applies to 2 or more ranks"
+    return 0
+  fi
+  log "all-reduce bus bandwidth: $busbw GB/s at the largest size (floor $floor GB/s)"
   if ! awk -v b="$busbw" -v f="$floor" 'BEGIN { exit !(b + 0 >= f + 0) }'; then
     die "all-reduce bus bandwidth $busbw GB/s is under the floor of $floor GB/s; a node is off the fabric or degraded, replace it"
   fi

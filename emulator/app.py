@@ -66,7 +66,9 @@ def create_app(settings: Settings) -> tuple[ASGIApp, World]:
 
 def _bind(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # proto must be IPPROTO_TCP (not 0): asyncio only sets TCP_NODELAY on such sockets, and without it
+    # uvicorn's separate header and body writes meet delayed ACKs and every reply takes ~40 ms.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
     return sock

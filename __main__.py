@@ -7,7 +7,13 @@ from pathlib import Path
 
 import pulumi
 
-from components.cluster import H100Cluster, H100ClusterArgs, read_secret_values, read_stack_config, write_artifacts
+from components.cluster import (
+    H100Cluster,
+    H100ClusterArgs,
+    read_secret_values,
+    read_stack_config,
+    write_artifacts,
+)
 from components.config import ConfigError
 
 REPO = Path(__file__).resolve().parent

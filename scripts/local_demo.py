@@ -41,7 +41,9 @@ def set_demo_secrets(workspace: Path, stack: str, config: dict[str, object]) -> 
 
 def give_account_spend_limit(config: dict[str, object]) -> float:
     limit = float(config.get("trainstack:runpod_spend_limit_per_hour") or DEFAULT_SPEND_LIMIT)  # type: ignore[arg-type]
-    response = httpx.patch(f"{os.environ['RUNPOD_API_URL']}/_admin/limits", json={"spendLimit": limit}, timeout=10)
+    response = httpx.patch(
+        f"{os.environ['RUNPOD_API_URL']}/_admin/limits", json={"spendLimit": limit}, timeout=10
+    )
     response.raise_for_status()
     return limit
 

@@ -27,7 +27,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 _CKPT_RE = re.compile(r"^step-(\d+)\.pt$")
 KEEP_LOCAL = 3  # older checkpoints are already in the bucket (the start script syncs them)
-LOG_EVERY = 50
+LOG_EVERY = int(os.environ.get("TRAINSTACK_LOG_EVERY", "50"))  # steps between progress lines
 _term_requested = False
 
 
@@ -100,6 +100,7 @@ def main() -> None:
     ddp = DistributedDataParallel(model, device_ids=[local_rank] if use_cuda else None)
 
     step, tick = first, time.perf_counter()
+    started = tick
     while step < steps:
         x, y = _batch(step, shard, num_shards, device)
         loss = torch.nn.functional.mse_loss(ddp(x), y)
@@ -119,6 +120,15 @@ def main() -> None:
             if rank == 0:
                 print(f"stopping at step {step} (checkpoint saved)", flush=True)
             break
+    if rank == 0:
+        took = time.perf_counter() - started
+        peak = (
+            f"; peak GPU memory {torch.cuda.max_memory_allocated(device) / 2**20:.1f} MiB" if use_cuda else ""
+        )
+        print(
+            f"done: steps {first}..{step} in {took:.1f} s ({(step - first) / took:.1f} steps/s){peak}",
+            flush=True,
+        )
     dist.barrier(device_ids=[local_rank] if use_cuda else None)
     dist.destroy_process_group()
 

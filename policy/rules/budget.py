@@ -37,7 +37,7 @@ class Cost:
 
 
 def costs(resources: Sequence[Resource], *types: str) -> list[Cost]:
-    """Costs of the billed resources (RunPod's, by default); unknown figures count as nothing until `pulumi up`.
+    """Costs of the billed (RunPod) resources; unknown figures count as nothing until `pulumi up`.
 
     Only provider resources are billed: components and the stack re-export their children's totals as
     `cost_per_hour` outputs, and counting those would count every dollar more than once.

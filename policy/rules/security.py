@@ -177,7 +177,8 @@ def _encryption_gaps(props: Mapping[str, Any], cfg: BucketConfig) -> list[str]:
         return ["encryption is off (checkpoints hold model weights: set `encryption`)"]
     # The provider takes `encryption: true` plus `kms_key_id` for SSE-KMS (SSE-S3 without a key); a mode
     # string such as "aws:kms" is accepted too.
-    if cfg.require_kms and (mode not in ("true", "aws:kms", "kms") or text(read(props, "kms_key_id")) is None):
+    kms_key = text(read(props, "kms_key_id"))
+    if cfg.require_kms and (mode not in ("true", "aws:kms", "kms") or kms_key is None):
         return ["encryption is not SSE-KMS with a `kms_key_id` (required by `require_kms`)"]
     return []
 

@@ -13,7 +13,7 @@ from emulator.gate import Counters
 from emulator.pods import delete_pod, get_pod
 from emulator.problems import ApiError
 from emulator.routes_v2 import world_of
-from emulator.world import CapacityFaults, Limits
+from emulator.world import CapacityFaults, Limits, World
 
 router = APIRouter(prefix="/_admin")
 
@@ -153,11 +153,8 @@ async def counters(request: Request) -> dict[str, Any]:
     return counters_of(request).view()
 
 
-@router.get("/live")
-async def live(request: Request) -> dict[str, Any]:
-    """Everything still billed or stored, and names held by more than one live resource."""
-    world = world_of(request)
-    pods: list[dict[str, Any]] = [
+def _live_pods(world: World) -> list[dict[str, Any]]:
+    return [
         {
             "id": p.id,
             "name": p.name,
@@ -168,24 +165,29 @@ async def live(request: Request) -> dict[str, Any]:
         }
         for p in world.pods.values()
     ]
-    clusters: list[dict[str, Any]] = [
-        {"id": c.id, "name": c.name, "podIds": c.pod_ids} for c in world.clusters.values()
-    ]
-    volumes: list[dict[str, Any]] = [
+
+
+def _duplicates(named: dict[str, list[str]]) -> dict[str, list[str]]:
+    return {kind: sorted(n for n, c in Counter(names).items() if c > 1) for kind, names in named.items()}
+
+
+@router.get("/live")
+async def live(request: Request) -> dict[str, Any]:
+    """Everything still billed or stored, and names held by more than one live resource."""
+    world = world_of(request)
+    pods = _live_pods(world)
+    clusters = [{"id": c.id, "name": c.name, "podIds": c.pod_ids} for c in world.clusters.values()]
+    volumes = [
         {"id": v.id, "name": v.name, "dataCenterId": v.data_center_id, "size": v.size}
         for v in world.volumes.values()
     ]
-    secrets: list[dict[str, Any]] = [
-        {"id": s.id, "name": s.name, "valueVersion": s.value_version} for s in world.secrets.values()
-    ]
-    named: dict[str, list[str]] = {
-        "pod": [p["name"] for p in pods if p["clusterId"] is None],
-        "cluster": [c["name"] for c in clusters],
-        "volume": [v["name"] for v in volumes],
-        "secret": [s["name"] for s in secrets],
-    }
-    duplicates = {
-        kind: sorted(n for n, c in Counter(names).items() if c > 1) for kind, names in named.items()
+    secrets = [{"id": s.id, "name": s.name, "valueVersion": s.value_version} for s in world.secrets.values()]
+    named = {
+        # Cluster members are named after their cluster, so a duplicate cluster already shows.
+        "pod": [str(p["name"]) for p in pods if p["clusterId"] is None],
+        "cluster": [c.name for c in world.clusters.values()],
+        "volume": [v.name for v in world.volumes.values()],
+        "secret": [s.name for s in world.secrets.values()],
     }
     return {
         "pods": pods,
@@ -193,5 +195,5 @@ async def live(request: Request) -> dict[str, Any]:
         "volumes": volumes,
         "secrets": secrets,
         "spendPerHour": world.live_spend(),
-        "duplicates": duplicates,
+        "duplicates": _duplicates(named),
     }

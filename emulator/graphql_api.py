@@ -10,7 +10,14 @@ from fastapi.responses import JSONResponse
 from graphql import GraphQLError, GraphQLResolveInfo, GraphQLSchema, build_schema, graphql_sync
 
 from emulator.models import PodRecord, SecretRecord
-from emulator.pods import check_ports, new_pod, start_pod, volume_placement
+from emulator.pods import (
+    check_ports,
+    container_fields,
+    new_pod,
+    record_created,
+    start_pod,
+    volume_placement,
+)
 from emulator.problems import ApiError
 from emulator.views import iso
 from emulator.world import World, new_id
@@ -138,18 +145,23 @@ def _check_bid(world: World, gpu_id: str, bid: float) -> None:
 
 
 def _spot_body(input: dict[str, Any]) -> dict[str, Any]:
+    """The legacy input expressed as a v2 create body, so both paths share the same rules."""
     ports = [p.strip() for p in (input.get("ports") or "").split(",") if p.strip()]
     check_ports(ports)
+    gpu_id = input["gpuTypeId"]
     body: dict[str, Any] = {
+        "name": input.get("name") or f"spot-{gpu_id.split()[-1].lower()}",
+        "image": input["imageName"],
+        "args": input.get("dockerArgs") or "",
+        "disk": input.get("containerDiskInGb") or 50,
         "ports": ports,
+        "env": {e["key"]: e["value"] for e in input.get("env") or []},
+        "startSsh": bool(input.get("startSsh")),
         "dataCenterIds": [input["dataCenterId"]] if input.get("dataCenterId") else [],
     }
     if input.get("networkVolumeId"):
-        body["mounts"] = {
-            "network": [
-                {"volumeId": input["networkVolumeId"], "path": input.get("volumeMountPath") or "/workspace"}
-            ]
-        }
+        path = input.get("volumeMountPath") or "/workspace"
+        body["mounts"] = {"network": [{"volumeId": input["networkVolumeId"], "path": path}]}
     return body
 
 
@@ -168,38 +180,12 @@ def rent_interruptable(
     candidates, volume_id, volume_path = volume_placement(world, body, cloud, candidates)
     world.check_money(bid * count)
     dc_id = world.place(gpu_id, candidates, count)
-    env = {e["key"]: e["value"] for e in input.get("env") or []}
+    placement = {"data_center_id": dc_id, "volume_id": volume_id, "volume_path": volume_path}
     pod = new_pod(
-        world,
-        name=input.get("name") or f"spot-{gpu_id.split()[-1].lower()}",
-        image=input["imageName"],
-        args=input.get("dockerArgs") or "",
-        disk=input.get("containerDiskInGb") or 50,
-        ports=body["ports"],
-        env=env,
-        cloud=cloud,
-        gpu_id=gpu_id,
-        gpu_count=count,
-        data_center_id=dc_id,
-        volume_id=volume_id,
-        volume_path=volume_path,
-        start_ssh=bool(input.get("startSsh")),
-        cost_per_gpu=bid,
-        spot=True,
-        bid_per_gpu=bid,
-    )
-    world.save(pod)
-    world.audit(
-        "pod.create",
-        "pod",
-        pod.id,
-        pod.name,
-        gpu=gpu_id,
-        count=count,
-        dataCenterId=dc_id,
-        spot=True,
-        bidPerGpu=bid,
-    )
+        world, **container_fields(body), **placement, cloud=cloud, gpu_id=gpu_id, gpu_count=count,
+        cost_per_gpu=bid, spot=True, bid_per_gpu=bid,
+    )  # fmt: skip
+    record_created(world, pod, spot=True, bidPerGpu=bid)
     return _pod(world, pod)
 
 

@@ -88,35 +88,38 @@ def create_pod(world: World, body: dict[str, Any]) -> PodRecord:
     dc_id = world.place(gpu_id, candidates, count)
     pod = new_pod(
         world,
-        name=body["name"],
-        image=body["image"],
-        args=body.get("args", ""),
-        disk=body.get("disk", 50),
-        ports=body.get("ports", []),
-        env=body.get("env", {}),
-        registry=body.get("registry"),
+        **container_fields(body),
         cloud=cloud,
         gpu_id=gpu_id,
         gpu_count=count,
         data_center_id=dc_id,
         volume_id=volume_id,
         volume_path=volume_path,
-        persistent=(body.get("mounts") or {}).get("persistent"),
-        start_ssh=body.get("startSsh", False),
         global_networking=body.get("globalNetworking", False),
         cost_per_gpu=price,
     )
+    return record_created(world, pod)
+
+
+def container_fields(body: dict[str, Any]) -> dict[str, Any]:
+    """PodRecord fields taken as-is from a v2 create body."""
+    return {
+        "name": body["name"],
+        "image": body["image"],
+        "args": body.get("args", ""),
+        "disk": body.get("disk", 50),
+        "ports": body.get("ports", []),
+        "env": body.get("env", {}),
+        "registry": body.get("registry"),
+        "persistent": (body.get("mounts") or {}).get("persistent"),
+        "start_ssh": body.get("startSsh", False),
+    }
+
+
+def record_created(world: World, pod: PodRecord, **detail: Any) -> PodRecord:
     world.save(pod)
-    world.audit(
-        "pod.create",
-        "pod",
-        pod.id,
-        pod.name,
-        gpu=gpu_id,
-        count=count,
-        dataCenterId=dc_id,
-        cost=pod.hourly_cost,
-    )
+    where = {"gpu": pod.gpu_id, "count": pod.gpu_count, "dataCenterId": pod.data_center_id}
+    world.audit("pod.create", "pod", pod.id, pod.name, **where, cost=pod.hourly_cost, **detail)
     return pod
 
 

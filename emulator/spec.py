@@ -140,7 +140,8 @@ def _coerce(text: str, schema: dict[str, Any]) -> Any:
     """Query strings are text; turn them into what the schema types describe, or leave as text."""
     kind = schema.get("type")
     if kind == "array":
-        return [] if text == "" else text.split(",")
+        # Form style, explode=false: `?x=` is one empty item, which must fail an enum or pattern.
+        return text.split(",")
     if kind == "boolean":
         return {"true": True, "false": False}.get(text, text)
     if kind == "integer":

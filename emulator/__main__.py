@@ -52,6 +52,7 @@ def parser() -> argparse.ArgumentParser:
         type=int,
         default=int(_env_float("RUNPOD_RATE_PER_MINUTE", DEFAULT_RATE_PER_MINUTE)),
     )
+    s.add_argument("--no-capacity", action="store_true", help="refuse every create for capacity")
     s.add_argument("--error-rate", type=float, default=0.0, help="share of API requests answered 503")
     s.add_argument("--latency-ms", type=int, default=0)
     s.add_argument("--seed", type=int, default=0)
@@ -76,6 +77,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         time_scale=args.time_scale,
         timing=timing,
         offer_spot=args.offer_spot,
+        no_capacity=args.no_capacity,
         spend_limit=args.spend_limit,
         balance=args.balance,
         rate_per_minute=args.rate_per_minute,

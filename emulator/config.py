@@ -53,6 +53,8 @@ class Settings(BaseModel):
     spend_limit: float = Field(default=DEFAULT_SPEND_LIMIT, ge=0)
     balance: float = Field(default=1000.0, ge=0)
     rate_per_minute: int = Field(default=DEFAULT_RATE_PER_MINUTE, ge=1)
+    # Start with every create refused for capacity, as on a day when RunPod has none.
+    no_capacity: bool = False
     error_rate: float = Field(default=0.0, ge=0, le=1)
     latency_ms: int = Field(default=0, ge=0)
     seed: int = 0

@@ -96,16 +96,40 @@ class Spec:
         return self._validators[schema_name]
 
     def schema_errors(self, schema_name: str, value: Any) -> list[str]:
-        errors = self.validator(schema_name).iter_errors(value)
-        return sorted(_error_text(e) for e in errors)
+        texts = (self._clear_text(e) for e in self.validator(schema_name).iter_errors(value))
+        return sorted(t for t in texts if t)
+
+    def _clear_text(self, error: ValidationError) -> str | None:
+        """Name only truly unknown fields: when a subschema fails, JSON Schema also reports its known
+        fields as "unevaluated", which would send a user hunting for a typo that is not there."""
+        if error.validator != "unevaluatedProperties" or not isinstance(error.instance, dict):
+            return _error_text(error)
+        unknown = sorted(set(error.instance) - self._declared(error.schema))
+        if not unknown:
+            return None  # a consequence of another error, which is reported on its own
+        where = "/" + "/".join(str(p) for p in error.absolute_path)
+        return f"{where}: unknown field(s) {', '.join(map(repr, unknown))}"
+
+    def _declared(self, schema: Any) -> set[str]:
+        if not isinstance(schema, dict):
+            return set()
+        names = set(schema.get("properties", {}))
+        for part in schema.get("allOf", []):
+            names |= self._declared(part)
+        if "$ref" in schema:
+            names |= self._declared(self._deref({"$ref": schema["$ref"].removeprefix(_SPEC_URI)}))
+        return names
 
     def check_body(self, schema_name: str, value: Any) -> dict[str, Any]:
         """The body if it matches the schema; otherwise 422 listing every violation."""
-        errors = self.schema_errors(schema_name, value)
-        if errors:
-            raise ApiError(422, f"the request body does not match {schema_name}", errors=errors)
-        assert isinstance(value, dict)  # every request schema here is an object
-        return value
+        validator = self.validator(schema_name)
+        if validator.is_valid(value):
+            assert isinstance(value, dict)  # every request schema here is an object
+            return value
+        errors = self.schema_errors(schema_name, value) or sorted(
+            map(_error_text, validator.iter_errors(value))
+        )
+        raise ApiError(422, f"the request body does not match {schema_name}", errors=errors)
 
     def check_query(self, op: Operation, raw: dict[str, str]) -> dict[str, Any]:
         """Parse documented query parameters (form style, comma lists) and validate them."""

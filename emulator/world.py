@@ -54,7 +54,7 @@ class World:
         self.faults = Faults(
             FaultConfig(errorRate=settings.error_rate, latencyMs=settings.latency_ms, seed=settings.seed)
         )
-        self.capacity = CapacityFaults()
+        self.capacity = CapacityFaults(exhausted=settings.no_capacity)
         self.limits = Limits.model_validate(store.get_setting("limits") or self.default_limits())
         self.ssh_keys: list[str] = store.get_setting("ssh_keys") or []
         self.pods = {r["id"]: PodRecord.model_validate(r) for r in store.load("pod")}
@@ -199,7 +199,7 @@ class World:
         for table in (self.pods, self.clusters, self.volumes, self.secrets):
             table.clear()
         self.store.clear_resources()
-        self.capacity = CapacityFaults()
+        self.capacity = CapacityFaults(exhausted=self.settings.no_capacity)
         self.faults.set(
             FaultConfig(
                 errorRate=self.settings.error_rate,

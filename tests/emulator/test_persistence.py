@@ -39,3 +39,15 @@ def test_restart_keeps_resources_limits_and_audit(tmp_path: Path) -> None:
         assert second.admin.audit()[: len(audit_before)] == audit_before
     finally:
         second.stop()
+
+
+def test_start_flags_for_faults(tmp_path: Path) -> None:
+    server = start_local_runpod(tmp_path, *FAST_ARGS, "--no-capacity", "--error-rate", "1", "--seed", "3")
+    try:
+        with server.client() as api:
+            assert api.get("/v2/pods").status_code == 503
+            server.admin.faults()  # back to no injected errors
+            refused = api.post("/v2/pods", json=pod_body())
+            assert refused.status_code == 400 and "no longer any instances" in refused.json()["detail"]
+    finally:
+        server.stop()

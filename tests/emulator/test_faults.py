@@ -97,3 +97,15 @@ def test_audit_log_names_every_mutation_and_no_credentials(rp: LocalRunPod, api:
     assert events == ["pod.create", "pod.update", "pod.stop", "pod.delete"]
     text = str(rp.admin.audit()) + (rp.state_dir / "emulator.log").read_text()
     assert rp.api_key not in text and "env-value-xyz" not in text
+
+
+def test_lost_graphql_reply_still_creates_the_secret(rp: LocalRunPod, api: httpx.Client) -> None:
+    from tests.emulator.conftest import gql
+
+    create = "mutation C($input: SecretCreateInput!) { secretCreate(input: $input) { id } }"
+    rp.admin.faults(loseNext=1, matchPath="/graphql")
+    with pytest.raises(CLOSED_WITHOUT_REPLY):
+        api.post("/graphql", json={"query": create, "variables": {"input": {"name": "s1", "value": "v"}}})
+    retry = gql(api, create, input={"name": "s1", "value": "v"})
+    assert "already exists" in retry["errors"][0]["message"]  # a blind retry meets its own lost create
+    assert [s["name"] for s in rp.admin.live()["secrets"]] == ["s1"]

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -40,6 +42,15 @@ def _wait(check: Any, what: str, timeout_s: float, process: subprocess.Popen[byt
             return result
         time.sleep(0.05)
     raise TimeoutError(f"{what}: not ready after {timeout_s} s")
+
+
+def _die_with_parent() -> None:
+    """Linux only: SIGTERM this child when its parent dies, so a killed pytest leaves no servers behind."""
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
+_CHILD_SETUP = _die_with_parent if sys.platform == "linux" else None
 
 
 def free_port() -> int:
@@ -146,7 +157,9 @@ def start_local_runpod(
     repo = Path(__file__).resolve().parent.parent
     log = (state_dir / "emulator.log").open("ab")
     command = [sys.executable, "-m", "emulator", "serve", "--port", "0", "--state-dir", str(state_dir), *args]
-    process = subprocess.Popen(command, cwd=repo, env=env, stdout=log, stderr=subprocess.STDOUT)
+    process = subprocess.Popen(
+        command, cwd=repo, env=env, stdout=log, stderr=subprocess.STDOUT, preexec_fn=_CHILD_SETUP
+    )
     info = _wait(
         lambda: marker.exists() and json.loads(marker.read_text()), "local RunPod", timeout_s, process
     )
@@ -180,7 +193,10 @@ def start_moto_s3(log_path: Path, timeout_s: float = 30.0) -> MotoS3:
     moto = Path(sys.executable).with_name("moto_server")
     log = log_path.open("ab")
     process = subprocess.Popen(
-        [str(moto), "-H", "127.0.0.1", "-p", str(port)], stdout=log, stderr=subprocess.STDOUT
+        [str(moto), "-H", "127.0.0.1", "-p", str(port)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        preexec_fn=_CHILD_SETUP,
     )
     url = f"http://127.0.0.1:{port}"
 

@@ -188,7 +188,7 @@ class MotoS3:
             self.process.wait(timeout=10)
 
 
-def start_moto_s3(log_path: Path, timeout_s: float = 30.0) -> MotoS3:
+def start_moto_s3(log_path: Path, timeout_s: float = 60.0) -> MotoS3:
     port = free_port()
     moto = Path(sys.executable).with_name("moto_server")
     log = log_path.open("ab")

@@ -15,7 +15,7 @@ export PYTHONUNBUFFERED=1 TRAINSTACK_LOG_EVERY=${TRAINSTACK_LOG_EVERY:-1000}
 rm -rf "$TRAINSTACK_CHECKPOINT_DIR"
 {
   date -u +"date: %Y-%m-%dT%H:%M:%SZ"
-  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | sed 's/^/gpu: /'
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | sed 's/^/gpu: /' || true
   python3 -c 'import torch; print("torch:", torch.__version__, "cuda:", torch.version.cuda, "nccl:", ".".join(map(str, torch.cuda.nccl.version())))'
 } | tee "$out/machine.txt"
 

@@ -188,16 +188,27 @@ class MotoS3:
             self.process.wait(timeout=10)
 
 
-def start_moto_s3(log_path: Path, timeout_s: float = 60.0) -> MotoS3:
+def start_moto_s3(log_path: Path, timeout_s: float = 60.0, attempts: int = 3) -> MotoS3:
+    """Start moto on a free port; moto cannot pick its own, so a port taken meanwhile means a new try."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return _start_moto_once(log_path, timeout_s)
+        except RuntimeError:  # the server exited, most likely because the port was taken
+            if attempt == attempts:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _start_moto_once(log_path: Path, timeout_s: float) -> MotoS3:
     port = free_port()
     moto = Path(sys.executable).with_name("moto_server")
-    log = log_path.open("ab")
-    process = subprocess.Popen(
-        [str(moto), "-H", "127.0.0.1", "-p", str(port)],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        preexec_fn=_CHILD_SETUP,
-    )
+    with log_path.open("ab") as log:
+        process = subprocess.Popen(
+            [str(moto), "-H", "127.0.0.1", "-p", str(port)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            preexec_fn=_CHILD_SETUP,
+        )
     url = f"http://127.0.0.1:{port}"
 
     def healthy() -> bool:
@@ -206,5 +217,9 @@ def start_moto_s3(log_path: Path, timeout_s: float = 60.0) -> MotoS3:
         except httpx.TransportError:
             return False
 
-    _wait(healthy, "moto S3", timeout_s, process)
+    try:
+        _wait(healthy, "moto S3", timeout_s, process)
+    except TimeoutError:
+        process.terminate()
+        raise
     return MotoS3(url, process)

@@ -155,11 +155,11 @@ def start_local_runpod(
     marker.unlink(missing_ok=True)
     env = os.environ | {"RUNPOD_API_KEY": api_key}
     repo = Path(__file__).resolve().parent.parent
-    log = (state_dir / "emulator.log").open("ab")
     command = [sys.executable, "-m", "emulator", "serve", "--port", "0", "--state-dir", str(state_dir), *args]
-    process = subprocess.Popen(
-        command, cwd=repo, env=env, stdout=log, stderr=subprocess.STDOUT, preexec_fn=_CHILD_SETUP
-    )
+    with (state_dir / "emulator.log").open("ab") as log:  # the child keeps its own copy of the descriptor
+        process = subprocess.Popen(
+            command, cwd=repo, env=env, stdout=log, stderr=subprocess.STDOUT, preexec_fn=_CHILD_SETUP
+        )
     info = _wait(
         lambda: marker.exists() and json.loads(marker.read_text()), "local RunPod", timeout_s, process
     )

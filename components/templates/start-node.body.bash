@@ -118,6 +118,7 @@ preflight_gpus() {
   listing=$(nvidia-smi -L) || die "nvidia-smi failed: no usable GPU driver; replace this pod"
   found=$(grep -c '^GPU ' <<<"$listing" || true)
   ((found == NPROC_PER_NODE)) || die "expected $NPROC_PER_NODE GPUs, nvidia-smi lists $found; replace this pod"
+  log "GPUs: $found (expected $NPROC_PER_NODE): $(sed -n 's/^GPU 0: \(.*\) (UUID.*/\1/p' <<<"$listing")"
 }
 
 preflight_disk() {
@@ -128,6 +129,7 @@ preflight_disk() {
   if ((avail_kb < TRAINSTACK_MIN_FREE_DISK_GB * 1024 * 1024)); then
     die "$TRAINSTACK_CHECKPOINT_DIR has $((avail_kb / 1024 / 1024)) GB free, needs $TRAINSTACK_MIN_FREE_DISK_GB; grow the disk"
   fi
+  log "free disk: $((avail_kb / 1024 / 1024)) GB at $TRAINSTACK_CHECKPOINT_DIR (floor $TRAINSTACK_MIN_FREE_DISK_GB GB)"
 }
 
 # Sets RDZV_ARGS for a torchrun over this job's nodes on rendezvous port $1 with id $2.

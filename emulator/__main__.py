@@ -45,6 +45,13 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--starting-s", type=float, default=5.0)
     s.add_argument("--runtime-lag-s", type=float, default=3.0, help="RUNNING before runtime/ports appear")
     s.add_argument("--preempt-notice-s", type=float, default=5.0)
+    s.add_argument(
+        "--latency-model",
+        choices=("fixed", "image"),
+        default="fixed",
+        help="image: first boots take ~33-170 s by image size and cache (emulator/latency.py)",
+    )
+    s.add_argument("--image-gb", type=float, default=16.0, help="size of images the latency model lacks")
     s.add_argument("--spend-limit", type=float, default=_env_float("RUNPOD_SPEND_LIMIT", DEFAULT_SPEND_LIMIT))
     s.add_argument("--balance", type=float, default=_env_float("RUNPOD_BALANCE", 1000.0))
     s.add_argument(
@@ -76,6 +83,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
         api_key=os.environ.get(args.api_key_env) or DEFAULT_API_KEY,
         time_scale=args.time_scale,
         timing=timing,
+        latency_model=args.latency_model,
+        image_gb=args.image_gb,
         offer_spot=args.offer_spot,
         no_capacity=args.no_capacity,
         spend_limit=args.spend_limit,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -49,6 +50,9 @@ class Settings(BaseModel):
     # 1.0 is real time; 0 freezes the clock so only the admin API moves it.
     time_scale: float = Field(default=1.0, ge=0)
     timing: Timing = Timing()
+    # "image": first boots take ~33-170 s by image size and cache (emulator/latency.py); "fixed": `timing`.
+    latency_model: Literal["fixed", "image"] = "fixed"
+    image_gb: float = Field(default=16.0, gt=0)  # size assumed for images emulator/latency.py does not know
     offer_spot: bool = False
     spend_limit: float = Field(default=DEFAULT_SPEND_LIMIT, ge=0)
     balance: float = Field(default=1000.0, ge=0)

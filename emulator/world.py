@@ -11,6 +11,7 @@ from emulator.catalog import Catalog
 from emulator.clock import ScaledClock
 from emulator.config import Settings
 from emulator.faults import FaultConfig, Faults
+from emulator.latency import BootLatency
 from emulator.models import ClusterRecord, PodRecord, SecretRecord, VolumeRecord
 from emulator.problems import NO_CAPACITY, ApiError
 from emulator.store import Store
@@ -48,6 +49,7 @@ class World:
     def __init__(self, settings: Settings, store: Store, catalog: Catalog) -> None:
         self.settings = settings
         self.timing = settings.timing
+        self.latency = BootLatency(settings.latency_model, settings.timing, settings.image_gb)
         self.store = store
         self.catalog = catalog
         self.clock = ScaledClock(settings.time_scale, store.get_setting("clock"))
@@ -110,14 +112,15 @@ class World:
         if pod.halted:
             return pod.halted
         elapsed = self.now() - pod.boot_at
-        if elapsed < self.timing.provisioning_s:
+        provisioning = self.latency.provisioning_s(pod)
+        if elapsed < provisioning:
             return "PROVISIONING"
-        if elapsed < self.timing.provisioning_s + self.timing.starting_s:
+        if elapsed < provisioning + self.timing.starting_s:
             return "STARTING"
         return "RUNNING"
 
     def running_since(self, pod: PodRecord) -> float:
-        return pod.boot_at + self.timing.provisioning_s + self.timing.starting_s
+        return pod.boot_at + self.latency.provisioning_s(pod) + self.timing.starting_s
 
     def runtime_ready(self, pod: PodRecord) -> bool:
         return pod.halted is None and self.now() >= self.running_since(pod) + self.timing.runtime_lag_s

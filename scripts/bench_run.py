@@ -1,0 +1,181 @@
+"""One measured Pulumi command for `scripts/bench`: throwaway workspaces, wall time, requests, peak RSS.
+
+A `Workspace` is a project directory whose `main:` is the trainstack program (or a bench program under
+`scripts/bench_programs/`) and whose stack file is written from a dict, on a throwaway file backend.
+`Workspace.run` times one CLI command, diffs the local RunPod's request counters around it, and samples
+the RSS of the whole process tree (CLI, language host, program, dynamic provider, policy pack) every 100 ms.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from emulator.harness import LocalRunPod
+from scripts.bench_stats import counter_diff, totals
+from tests.support.pulumi_cli import REPO, Pulumi
+
+# moto's documented test credentials; the other secrets get visible placeholders.
+_DEMO_SECRETS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+
+
+def _children() -> dict[int, list[int]]:
+    tree: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        tree.setdefault(ppid, []).append(int(entry))
+    return tree
+
+
+def _rss_and_role(pid: int) -> tuple[int, str]:
+    """Resident KiB and a role name: pulumi (CLI), langhost, provider, policy, program or other."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return 0, "gone"
+    rss = next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")), 0)
+    if "pulumi.dynamic" in cmdline:
+        return rss, "provider"
+    if "policy" in cmdline and "python" in cmdline:
+        return rss, "policy"
+    if "pulumi-language-python-exec" in cmdline or "python" in cmdline.split(" ", 1)[0]:
+        return rss, "program"
+    if "pulumi-language" in cmdline or "pulumi-analyzer" in cmdline:
+        return rss, "langhost"
+    if cmdline.split(" ", 1)[0].endswith("pulumi"):
+        return rss, "pulumi"
+    return rss, "other"
+
+
+class RssSampler(threading.Thread):
+    """Peak RSS (MiB) of a process tree: the whole tree and each role, sampled every `period_s`."""
+
+    def __init__(self, root_pid: int, period_s: float = 0.1) -> None:
+        super().__init__(daemon=True)
+        self.root_pid, self.period_s = root_pid, period_s
+        self.peak_total = 0.0
+        self.peak_by_role: dict[str, float] = {}
+        self._halt = threading.Event()
+
+    def run(self) -> None:
+        while not self._halt.is_set():
+            self.sample()
+            self._halt.wait(self.period_s)
+
+    def sample(self) -> None:
+        tree, todo, by_role = _children(), [self.root_pid], dict[str, float]()
+        while todo:
+            pid = todo.pop()
+            todo.extend(tree.get(pid, []))
+            rss, role = _rss_and_role(pid)
+            by_role[role] = by_role.get(role, 0.0) + rss / 1024
+        self.peak_total = max(self.peak_total, sum(by_role.values()))
+        for role, mib in by_role.items():
+            self.peak_by_role[role] = max(self.peak_by_role.get(role, 0.0), mib)
+
+    def stop(self) -> None:
+        self._halt.set()
+        self.join()
+
+
+@dataclass
+class Measurement:
+    """One command: wall seconds, requests by endpoint and outcome, their totals, peak RSS in MiB."""
+
+    command: str
+    wall_s: float
+    requests: dict[str, dict[str, int]]
+    totals: dict[str, int]
+    peak_rss_mib: float
+    peak_rss_by_role: dict[str, float]
+    ok: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        return self.__dict__.copy()
+
+
+@dataclass
+class Workspace:
+    """A stack in a throwaway project directory and file backend, wired to one local RunPod."""
+
+    root: Path
+    stack: str
+    config: dict[str, Any]
+    runpod: LocalRunPod
+    env: dict[str, str]
+    program: Path = REPO
+    policy: bool = False
+    cli: Pulumi = field(init=False)
+
+    def __post_init__(self) -> None:
+        project = yaml.safe_load((REPO / "Pulumi.yaml").read_text())
+        project["runtime"].setdefault("options", {})["virtualenv"] = str(REPO / ".venv")
+        project["main"] = str(self.program)
+        project["stackConfigDir"] = "stacks"
+        (self.root / "stacks").mkdir(parents=True, exist_ok=True)
+        (self.root / "Pulumi.yaml").write_text(yaml.safe_dump(project, sort_keys=False))
+        stack_file = self.root / "stacks" / f"Pulumi.{self.stack}.yaml"
+        stack_file.write_text(yaml.safe_dump({"config": self.config}, sort_keys=False))
+        self.cli = Pulumi(project=self.root, state=self.root / "state", extra_env=self.env)
+        self.cli.stack_init(self.stack)
+        training = self.config.get("trainstack:training") or {}
+        for name in training.get("secrets") or []:
+            value = _DEMO_SECRETS.get(name, f"bench-{name.lower()}")
+            self.cli.run(
+                "config", "set", "--secret", "--stack", self.stack, f"trainstack:secrets.{name}", value
+            )
+
+    def _args(self, verb: str) -> list[str]:
+        args = [verb, "--stack", self.stack, "--non-interactive"]
+        if verb in ("up", "refresh", "destroy"):
+            args.append("--yes")
+        if self.policy and verb in ("up", "preview"):
+            args += ["--policy-pack", str(REPO / "policy")]
+            args += ["--policy-pack-config", str(REPO / f"policy/config/{self.stack}.json")]
+        return args
+
+    def run(self, verb: str, *extra: str, timeout_s: float = 1800) -> Measurement:
+        before = self.runpod.admin.counters()["endpoints"]
+        (self.cli.state / "backend").mkdir(parents=True, exist_ok=True)
+        started = time.perf_counter()
+        proc = subprocess.Popen(
+            ["pulumi", *self._args(verb), *extra],
+            cwd=self.root,
+            env=self.cli.env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        sampler = RssSampler(proc.pid)
+        sampler.start()
+        try:
+            output, _ = proc.communicate(timeout=timeout_s)
+        finally:
+            sampler.stop()
+        wall = time.perf_counter() - started
+        if proc.returncode != 0:
+            (self.root / f"{verb}.log").write_text(output)
+        diff = counter_diff(before, self.runpod.admin.counters()["endpoints"])
+        return Measurement(
+            " ".join([verb, *extra]),
+            round(wall, 3),
+            diff,
+            totals(diff),
+            round(sampler.peak_total, 1),
+            {k: round(v, 1) for k, v in sampler.peak_by_role.items() if k != "gone"},
+            proc.returncode == 0,
+        )

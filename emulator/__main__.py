@@ -65,7 +65,41 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--log-level", default="warning")
     s.add_argument("--access-log", action="store_true", help="log request lines (never headers or bodies)")
+    h = s.add_argument_group("emulated hosts (root only; see emulator/hosts.py)")
+    h.add_argument(
+        "--hosts",
+        choices=["auto", "on", "off"],
+        default=os.environ.get("TRAINSTACK_HOSTS", "auto"),
+        help="RUNNING pods become SSH-able network namespaces: auto (when root), on (or fail), off",
+    )
+    h.add_argument("--hosts-bridge", default=os.environ.get("TRAINSTACK_HOSTS_BRIDGE", "tsbr0"))
+    h.add_argument(
+        "--hosts-bridge-cidr",
+        default=os.environ.get("TRAINSTACK_HOSTS_BRIDGE_CIDR", "10.250.0.1/24"),
+        help="host-side address of the bridge (used only when the bridge is created here)",
+    )
+    h.add_argument(
+        "--hosts-path",
+        action="append",
+        default=[p for p in os.environ.get("TRAINSTACK_NODE_PATH", "").split(":") if p],
+        help="directory prepended to PATH on every node (repeatable; env TRAINSTACK_NODE_PATH)",
+    )
+    h.add_argument("--hosts-env", action="append", default=[], metavar="KEY=VALUE", help="node login env")
+    h.add_argument(
+        "--hosts-ssh-key",
+        action="append",
+        type=Path,
+        default=[Path(k) for k in [os.environ.get("TRAINSTACK_SSH_PUBLIC_KEY", "")] if k],
+        help="public key file nodes accept besides the account's keys (env TRAINSTACK_SSH_PUBLIC_KEY)",
+    )
     return p
+
+
+def _pairs(items: list[str]) -> dict[str, str]:
+    bad = [i for i in items if "=" not in i]
+    if bad:
+        raise SystemExit(f"--hosts-env wants KEY=VALUE, got {bad}")
+    return dict(i.split("=", 1) for i in items)
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
@@ -94,6 +128,12 @@ def settings_from(args: argparse.Namespace) -> Settings:
         latency_ms=args.latency_ms,
         seed=args.seed,
         log_level=args.log_level,
+        hosts=args.hosts,
+        hosts_bridge=args.hosts_bridge,
+        hosts_bridge_cidr=args.hosts_bridge_cidr,
+        hosts_node_path=tuple(args.hosts_path),
+        hosts_env=_pairs(args.hosts_env),
+        hosts_ssh_keys=tuple(k.read_text().strip() for k in args.hosts_ssh_key),
     )
 
 

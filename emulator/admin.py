@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from collections import Counter
 from typing import Any, Literal
 
@@ -40,7 +41,21 @@ def counters_of(request: Request) -> Counters:
 @router.get("/health")
 async def health(request: Request) -> dict[str, Any]:
     world = world_of(request)
-    return {"ok": True, "now": world.now(), "offerSpot": world.limits.offerSpot}
+    hosts = world.hosts.describe()
+    return {
+        "ok": True,
+        "now": world.now(),
+        "offerSpot": world.limits.offerSpot,
+        "hosts": {k: hosts.get(k) for k in ("enabled", "mode", "reason", "bridge", "hostIp")},
+    }
+
+
+@router.get("/hosts")
+async def hosts(request: Request) -> dict[str, Any]:
+    """Emulated hosts: mode (hosts or control-plane only) and why, the bridge, each live host."""
+    world = world_of(request)
+    world.sync_hosts()
+    return world.hosts.describe()
 
 
 @router.post("/reset")
@@ -115,6 +130,7 @@ async def preempt(request: Request, pod_id: str) -> dict[str, Any]:
         raise ApiError(409, f"Pod {pod.id} is on-demand; only spot pods are preempted.")
     notice = world.timing.preempt_notice_s
     pod.preempt_at = world.now() + notice
+    world.hosts.signal(pod.id, signal.SIGTERM)  # the container's processes get the notice
     world.save(pod)
     world.audit(
         "pod.preempt_notice",

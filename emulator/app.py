@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -19,6 +21,8 @@ from emulator import admin, graphql_api, routes_catalog, routes_v2
 from emulator.catalog import Catalog
 from emulator.config import Settings
 from emulator.gate import Counters, Gate
+from emulator.hostnet import Bridge
+from emulator.hosts import Hosts, make_hosts
 from emulator.problems import ApiError, problem
 from emulator.spec import Spec
 from emulator.store import Store
@@ -45,7 +49,7 @@ async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
 
 def create_app(settings: Settings) -> tuple[ASGIApp, World]:
     """The ASGI app to serve (the gate around FastAPI) and its world, for tests and `serve`."""
-    world = World(settings, Store(settings.state_dir), Catalog.load())
+    world = World(settings, Store(settings.state_dir), Catalog.load(), _hosts(settings))
     spec = Spec(settings.spec_path)
     api = FastAPI(title="local RunPod", docs_url=None, redoc_url=None, openapi_url=None)
     for router in (routes_v2.router, routes_catalog.router, graphql_api.router, admin.router):
@@ -62,6 +66,38 @@ def create_app(settings: Settings) -> tuple[ASGIApp, World]:
         gate.buckets,
     )
     return gate, world
+
+
+HOSTS_TICK_S = 0.1  # pods turn RUNNING by the clock alone: look this often for hosts to make or remove
+
+
+def _hosts(settings: Settings) -> Hosts | None:
+    if settings.hosts == "off":
+        return None
+    return make_hosts(
+        settings.hosts,
+        settings.state_dir,
+        Bridge(settings.hosts_bridge, settings.hosts_bridge_cidr),
+        settings.hosts_node_path,
+        settings.hosts_env,
+        settings.hosts_ssh_keys,
+    )
+
+
+async def _serve(server: uvicorn.Server, sock: socket.socket, world: World) -> None:
+    async def ticker() -> None:
+        while True:
+            world.tick()  # settles clock-driven changes and syncs hosts
+            await asyncio.sleep(HOSTS_TICK_S)
+
+    task = asyncio.create_task(ticker()) if world.hosts.enabled else None
+    try:
+        await server.serve(sockets=[sock])
+    finally:
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -91,8 +127,9 @@ def serve(settings: Settings, access_log: bool = False) -> None:
     tmp.replace(marker)  # atomic, so a reader never sees half a file
     config = uvicorn.Config(app, log_level=settings.log_level, access_log=access_log, lifespan="off")
     try:
-        uvicorn.Server(config).run(sockets=[sock])
+        asyncio.run(_serve(uvicorn.Server(config), sock, world))
     finally:
+        world.hosts.close()  # a stopped local RunPod leaves no namespace or node process behind
         world.store.set_setting("clock", world.now())
         world.store.close()
         marker.unlink(missing_ok=True)

@@ -92,6 +92,7 @@ def secret_create(_root: object, info: GraphQLResolveInfo[World], input: dict[st
     record = SecretRecord(
         id=new_id(), name=name, description=input.get("description"), created_at=world.now()
     )
+    world.secret_values[name] = input["value"]
     world.save(record)
     world.audit("secret.create", "secret", record.id, record.name)
     return _secret(record)
@@ -108,6 +109,7 @@ def secret_update(_root: object, info: GraphQLResolveInfo[World], input: dict[st
     world = _world(info)
     record = _find_secret(world, input["id"])
     record.value_version += 1
+    world.secret_values[record.name] = input["value"]
     world.save(record)
     world.audit("secret.update", "secret", record.id, record.name, valueVersion=record.value_version)
     return _secret(record)
@@ -116,6 +118,7 @@ def secret_update(_root: object, info: GraphQLResolveInfo[World], input: dict[st
 def secret_delete(_root: object, info: GraphQLResolveInfo[World], id: str) -> bool:
     world = _world(info)
     record = _find_secret(world, id)
+    world.secret_values.pop(record.name, None)
     world.forget(record)
     world.audit("secret.delete", "secret", record.id, record.name)
     return True

@@ -53,9 +53,9 @@ def _die_with_parent() -> None:
 _CHILD_SETUP = _die_with_parent if sys.platform == "linux" else None
 
 
-def free_port() -> int:
+def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
+        sock.bind((host, 0))
         port: int = sock.getsockname()[1]
         return port
 
@@ -109,6 +109,11 @@ class Admin:
         result: dict[str, Any] = self._call("GET", "/counters")
         return result
 
+    def hosts(self) -> dict[str, Any]:
+        """Emulated hosts: `enabled`, `mode`, `reason`, `bridge`, `hosts` (pod id, namespace, ip)."""
+        result: dict[str, Any] = self._call("GET", "/hosts")
+        return result
+
     def live(self) -> dict[str, Any]:
         """Live pods/clusters/volumes/secrets, `spendPerHour`, and `duplicates` (names held twice)."""
         result: dict[str, Any] = self._call("GET", "/live")
@@ -149,7 +154,11 @@ class LocalRunPod:
 def start_local_runpod(
     state_dir: Path, *args: str, api_key: str = DEFAULT_API_KEY, timeout_s: float = 30.0
 ) -> LocalRunPod:
-    """Start `python -m emulator serve` on a free loopback port; extra `args` are serve flags."""
+    """Start `python -m emulator serve` on a free loopback port; extra `args` are serve flags.
+
+    Control-plane only unless `args` choose `--hosts` (emulated hosts are for the tests that need them)."""
+    if "--hosts" not in args:
+        args = (*args, "--hosts", "off")
     state_dir.mkdir(parents=True, exist_ok=True)
     marker = state_dir / "server.json"
     marker.unlink(missing_ok=True)
@@ -188,28 +197,31 @@ class MotoS3:
             self.process.wait(timeout=10)
 
 
-def start_moto_s3(log_path: Path, timeout_s: float = 60.0, attempts: int = 3) -> MotoS3:
-    """Start moto on a free port; moto cannot pick its own, so a port taken meanwhile means a new try."""
+def start_moto_s3(
+    log_path: Path, timeout_s: float = 60.0, attempts: int = 3, host: str = "127.0.0.1"
+) -> MotoS3:
+    """Start moto on a free port of `host` (loopback, or a bridge address of our own for emulated hosts);
+    moto cannot pick its own port, so a port taken meanwhile means a new try."""
     for attempt in range(1, attempts + 1):
         try:
-            return _start_moto_once(log_path, timeout_s)
+            return _start_moto_once(log_path, timeout_s, host)
         except RuntimeError:  # the server exited, most likely because the port was taken
             if attempt == attempts:
                 raise
     raise AssertionError("unreachable")
 
 
-def _start_moto_once(log_path: Path, timeout_s: float) -> MotoS3:
-    port = free_port()
+def _start_moto_once(log_path: Path, timeout_s: float, host: str) -> MotoS3:
+    port = free_port(host)
     moto = Path(sys.executable).with_name("moto_server")
     with log_path.open("ab") as log:
         process = subprocess.Popen(
-            [str(moto), "-H", "127.0.0.1", "-p", str(port)],
+            [str(moto), "-H", host, "-p", str(port)],
             stdout=log,
             stderr=subprocess.STDOUT,
             preexec_fn=_CHILD_SETUP,
         )
-    url = f"http://127.0.0.1:{port}"
+    url = f"http://{host}:{port}"
 
     def healthy() -> bool:
         try:

@@ -88,3 +88,21 @@ class SecretRecord(BaseModel):
     description: str | None = None
     value_version: int = 1
     created_at: float
+
+
+def public_port(pod: PodRecord, private: int) -> int | None:
+    """The public port RunPod maps to `private` (tcp), or None when the pod does not expose it."""
+    for index, spec in enumerate(pod.ports):
+        port, _, kind = spec.partition("/")
+        if kind == "tcp" and int(port) == private:
+            return pod.port_base + index
+    return None
+
+
+def injected_env(pod: PodRecord) -> dict[str, str]:
+    """What RunPod adds to every container (FACTS.md section 3); cluster members get more."""
+    env = {"RUNPOD_POD_ID": pod.id, "RUNPOD_DC_ID": pod.data_center_id, "RUNPOD_PUBLIC_IP": pod.public_ip}
+    ssh_port = public_port(pod, 22)
+    if ssh_port is not None:
+        env["RUNPOD_TCP_PORT_22"] = str(ssh_port)
+    return {**env, **pod.cluster_env}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from emulator.models import ClusterRecord, PodRecord, VolumeRecord
+from emulator.models import ClusterRecord, PodRecord, VolumeRecord, injected_env
 from emulator.world import World
 
 # Which actions each status allows, as the spec's podAction description lists them.
@@ -26,34 +26,17 @@ def iso(ts: float | None) -> str | None:
     return datetime.fromtimestamp(ts, UTC).isoformat().replace("+00:00", "Z")
 
 
-def public_port(pod: PodRecord, private: int) -> int | None:
-    for index, spec in enumerate(pod.ports):
-        port, _, kind = spec.partition("/")
-        if kind == "tcp" and int(port) == private:
-            return pod.port_base + index
-    return None
-
-
-def injected_env(pod: PodRecord) -> dict[str, str]:
-    """What RunPod adds to every container (FACTS.md section 3); cluster members get more."""
-    env = {"RUNPOD_POD_ID": pod.id, "RUNPOD_DC_ID": pod.data_center_id, "RUNPOD_PUBLIC_IP": pod.public_ip}
-    ssh_port = public_port(pod, 22)
-    if ssh_port is not None:
-        env["RUNPOD_TCP_PORT_22"] = str(ssh_port)
-    return {**env, **pod.cluster_env}
-
-
 def _runtime(world: World, pod: PodRecord) -> dict[str, Any] | None:
     if not world.runtime_ready(pod):
         return None
+    host = world.hosts.endpoint(pod.id)  # with emulated hosts, ports are the host's own, unmapped
     ports = []
     for index, spec in enumerate(pod.ports):
         port, _, kind = spec.partition("/")
         tcp = kind == "tcp"
-        public = pod.port_base + index if tcp else None
-        ports.append(
-            {"private": int(port), "public": public, "type": kind, "ip": pod.public_ip if tcp else None}
-        )
+        public = (int(port) if host else pod.port_base + index) if tcp else None
+        ip = (host[0] if host else pod.public_ip) if tcp else None
+        ports.append({"private": int(port), "public": public, "type": kind, "ip": ip})
     uptime = int(world.now() - world.running_since(pod))
     return {"uptime": uptime, "ports": ports, "gpus": [{"util": 0, "memoryUtil": 0}] * pod.gpu_count}
 
@@ -61,11 +44,12 @@ def _runtime(world: World, pod: PodRecord) -> dict[str, Any] | None:
 def _ssh(world: World, pod: PodRecord) -> dict[str, Any]:
     user = f"{pod.id}-{pod.port_base:08x}"
     proxy = {"host": SSH_PROXY_HOST, "port": 22, "username": user, "command": f"ssh {user}@{SSH_PROXY_HOST}"}
-    port = public_port(pod, 22)
     direct = None
-    if port is not None and world.runtime_ready(pod):
-        command = f"ssh root@{pod.public_ip} -p {port}"
-        direct = {"host": pod.public_ip, "port": port, "username": "root", "command": command}
+    address = world.ssh_address(pod)
+    if address is not None:
+        ip, port = address
+        command = f"ssh root@{ip} -p {port}"
+        direct = {"host": ip, "port": port, "username": "root", "command": command}
     return {"proxy": proxy, "direct": direct}
 
 
@@ -136,9 +120,9 @@ def cluster_view(world: World, cluster: ClusterRecord) -> dict[str, Any]:
     primary = next((p for p in members if p.rank == 0), None)
     if primary is not None:
         view["primary"] = {"podId": primary.id, "status": world.status(primary)}
-        port = public_port(primary, 22)
-        if port is not None and world.runtime_ready(primary):
-            view["primary"]["sshEndpoint"] = f"{primary.public_ip}:{port}"
+        address = world.ssh_address(primary)
+        if address is not None:
+            view["primary"]["sshEndpoint"] = f"{address[0]}:{address[1]}"
     return view
 
 

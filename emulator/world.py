@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ipaddress
+import re
 import uuid
 from typing import Any
 
@@ -11,8 +13,9 @@ from emulator.catalog import Catalog
 from emulator.clock import ScaledClock
 from emulator.config import Settings
 from emulator.faults import FaultConfig, Faults
+from emulator.hosts import ControlPlaneOnly, Hosts, HostSpec
 from emulator.latency import BootLatency
-from emulator.models import ClusterRecord, PodRecord, SecretRecord, VolumeRecord
+from emulator.models import ClusterRecord, PodRecord, SecretRecord, VolumeRecord, injected_env, public_port
 from emulator.problems import NO_CAPACITY, ApiError
 from emulator.store import Store
 
@@ -39,6 +42,12 @@ class CapacityFaults(BaseModel):
     stock: dict[str, int] = Field(default_factory=dict)
 
 
+# Loose pods' private (global networking) addresses are 100.65.0.0/16; the bridge holds .0.1 for them.
+POD_NET_GATEWAY = "100.65.0.1"
+POD_NET_PREFIX = 16
+_SECRET_REF = re.compile(r"\{\{\s*RUNPOD_SECRET_([A-Za-z0-9_-]+)\s*\}\}")
+
+
 def new_id() -> str:
     return uuid.uuid4().hex[:14]
 
@@ -46,8 +55,13 @@ def new_id() -> str:
 class World:
     """All state of one server. Handlers run on one event loop, so no locking is needed."""
 
-    def __init__(self, settings: Settings, store: Store, catalog: Catalog) -> None:
+    def __init__(
+        self, settings: Settings, store: Store, catalog: Catalog, hosts: Hosts | None = None
+    ) -> None:
         self.settings = settings
+        self.hosts: Hosts = hosts or ControlPlaneOnly("hosts are off (in-process world)")
+        # Secret values, in memory only (never stored or audited): filled into hosts' env at pod start.
+        self.secret_values: dict[str, str] = {}
         self.timing = settings.timing
         self.latency = BootLatency(settings.latency_model, settings.timing, settings.image_gb)
         self.store = store
@@ -83,11 +97,13 @@ class World:
         table[record.id] = record
         self.store.put(kind, record.id, record.model_dump(mode="json"))
         self.store.set_setting("clock", self.now())
+        self.sync_hosts()
 
     def forget(self, record: PodRecord | ClusterRecord | VolumeRecord | SecretRecord) -> None:
         kind, table = self._table(record)
         table.pop(record.id, None)
         self.store.delete(kind, record.id)
+        self.sync_hosts()
 
     def _table(self, record: object) -> tuple[str, dict[str, Any]]:
         tables: dict[type, tuple[str, dict[str, Any]]] = {
@@ -123,7 +139,57 @@ class World:
         return pod.boot_at + self.latency.provisioning_s(pod) + self.timing.starting_s
 
     def runtime_ready(self, pod: PodRecord) -> bool:
-        return pod.halted is None and self.now() >= self.running_since(pod) + self.timing.runtime_lag_s
+        ready = pod.halted is None and self.now() >= self.running_since(pod) + self.timing.runtime_lag_s
+        # With emulated hosts, the runtime exists once the pod's host does (its ports point there).
+        return ready and (not self.hosts.enabled or self.hosts.endpoint(pod.id) is not None)
+
+    def ssh_address(self, pod: PodRecord) -> tuple[str, int] | None:
+        """Where `ssh root@<host> -p <port>` reaches the ready pod: its host, or the mapped public port."""
+        if not self.runtime_ready(pod):
+            return None
+        if self.hosts.enabled:
+            return self.hosts.endpoint(pod.id)
+        port = public_port(pod, 22)
+        return (pod.public_ip, port) if port is not None else None
+
+    # -- emulated hosts --------------------------------------------------------------------------
+
+    def sync_hosts(self) -> None:
+        """Tell the host backend which pods are RUNNING now; called on every change and by a ticker."""
+        if not self.hosts.enabled:
+            return
+        specs = [self.host_spec(p) for p in self.pods.values() if self.status(p) == "RUNNING"]
+        wanted = [s for s in specs if s is not None]
+        self.hosts.sync(wanted, set(self.volumes), list(self.ssh_keys))
+
+    def host_spec(self, pod: PodRecord) -> HostSpec | None:
+        if pod.cluster_id is not None:
+            cluster = self.clusters.get(pod.cluster_id)
+            if cluster is None or pod.fabric_ip is None:
+                return None  # a member saved before its cluster: the next sync sees both
+            net = ipaddress.ip_network(cluster.cidr)
+            address, gateway, iface = f"{pod.fabric_ip}/{net.prefixlen}", str(net.network_address + 1), "ens1"
+        else:
+            if not pod.gn_ip or pod.gn_ip == POD_NET_GATEWAY:
+                return None
+            address, gateway, iface = f"{pod.gn_ip}/{POD_NET_PREFIX}", POD_NET_GATEWAY, "eth0"
+        env = {k: self._fill_secrets(v) for k, v in pod.env.items()} | injected_env(pod)
+        ip = address.split("/")[0]
+        env |= {"RUNPOD_PUBLIC_IP": ip, "RUNPOD_TCP_PORT_22": "22"}
+        return HostSpec(
+            pod_id=pod.id,
+            address=address,
+            gateway=gateway,
+            iface=iface,
+            volume_id=pod.volume_id,
+            mount_path=pod.volume_path or "/workspace",
+            env=env,
+            start_ssh=pod.start_ssh,
+        )
+
+    def _fill_secrets(self, value: str) -> str:
+        """RunPod substitutes `{{ RUNPOD_SECRET_<name> }}` at pod start; unknown names stay as written."""
+        return _SECRET_REF.sub(lambda m: self.secret_values.get(m.group(1), m.group(0)), value)
 
     def tick(self) -> None:
         """Settle what time alone changes: spot pods whose 5 s notice ran out are now EXITED."""
@@ -133,6 +199,7 @@ class World:
                 pod.halted, pod.preempt_at = "EXITED", None
                 self.save(pod)
                 self.audit("pod.preempted", "pod", pod.id, pod.name, signal="SIGKILL")
+        self.sync_hosts()
 
     # -- placement rules -------------------------------------------------------------------------
 
@@ -212,3 +279,4 @@ class World:
         )
         self.set_limits(Limits.model_validate(self.default_limits()))
         self.audit("admin.reset", "account", None, None)
+        self.sync_hosts()

@@ -86,7 +86,7 @@ class Bench:
         self.count += 1
         self.runpod.admin.capacity(stock=H100_STOCK)
         self.runpod.admin.limits(spendLimit=1_000_000, balance=1_000_000_000)
-        root = self.root / f"ws{self.count}-{stack}"
+        root = self.root / f"ws-{self.scale:g}-{self.count}-{stack}"
         return Workspace(root, stack, config, self.runpod, self.env(), **kwargs)
 
 

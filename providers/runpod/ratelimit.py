@@ -58,10 +58,11 @@ class TokenBucket:
         while True:
             with self._lock:
                 self._refill()
-                if self._tokens >= 1.0:
-                    self._tokens -= 1.0
+                if self._tokens >= 1.0 - 1e-9:  # tolerance: float refills land a hair short of 1
+                    self._tokens = max(self._tokens - 1.0, 0.0)
                     return waited
-                wait = (1.0 - self._tokens) / self._per_s
+                # at least 1 ms, so a fake clock at a large value always moves forward
+                wait = max((1.0 - self._tokens) / self._per_s, 0.001)
             self._sleep(wait)
             waited += wait
 

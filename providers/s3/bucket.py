@@ -199,7 +199,13 @@ def _empty(s3: Any, name: str) -> None:
             for v in page.get("Versions", []) + page.get("DeleteMarkers", [])
         ]
         for start in range(0, len(keys), 1000):  # DeleteObjects takes at most 1000 keys
-            s3.delete_objects(Bucket=name, Delete={"Objects": keys[start : start + 1000], "Quiet": True})
+            batch = {"Objects": keys[start : start + 1000], "Quiet": True}
+            failed = s3.delete_objects(Bucket=name, Delete=batch).get("Errors", [])
+            if failed:  # per-key failures come back in a 200, not as an exception
+                raise BucketError(
+                    f"could not delete {len(failed)} object versions from {name!r} "
+                    f"(first: {failed[0].get('Code')}); the bucket was kept"
+                )
     for page in s3.get_paginator("list_multipart_uploads").paginate(Bucket=name):
         for upload in page.get("Uploads", []):
             s3.abort_multipart_upload(Bucket=name, Key=upload["Key"], UploadId=upload["UploadId"])

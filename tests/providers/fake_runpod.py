@@ -22,7 +22,8 @@ from providers.runpod.ratelimit import TokenBucket
 API_KEY = "rpa_TEST-KEY-0123456789-never-print-me"
 BODY_SECRET = "BODY-SECRET-must-not-leak"
 NO_CAPACITY = (
-    "There are no longer any instances available with the requested specifications. Please refresh and try again."
+    "There are no longer any instances available with the requested specifications. "
+    "Please refresh and try again."
 )
 SPEND_LIMIT = "This deploy would raise your spend to $90.00/h, above your account spend limit of $80.00/h."
 SPOT_WITHDRAWN = "Interruptible (spot) pods are no longer offered. Deploy on-demand instead."
@@ -54,7 +55,9 @@ class Fault:
 class FakeRunPod:
     """Pods, clusters, volumes, secrets and the GPU catalog, enough for the providers' verbs."""
 
-    def __init__(self, *, ready_after_gets: int = 2, gpu_prices: dict[str, tuple[float, float]] | None = None):
+    def __init__(
+        self, *, ready_after_gets: int = 2, gpu_prices: dict[str, tuple[float, float]] | None = None
+    ):
         self.clock = FakeClock()
         self.calls: list[tuple[str, str]] = []
         self.bodies: list[tuple[str, str, Any]] = []
@@ -74,9 +77,16 @@ class FakeRunPod:
 
     def client(self, **kwargs: Any) -> RunPodClient:
         limiter = TokenBucket(100_000, burst=1000, clock=self.clock.clock, sleep=self.clock.sleep)
-        return RunPodClient("https://api.runpod.test", API_KEY, transport=httpx.MockTransport(self.handle),
-                            sleep=self.clock.sleep, clock=self.clock.clock, limiter=limiter,
-                            rng=lambda: 0.5, **kwargs)
+        return RunPodClient(
+            "https://api.runpod.test",
+            API_KEY,
+            transport=httpx.MockTransport(self.handle),
+            sleep=self.clock.sleep,
+            clock=self.clock.clock,
+            limiter=limiter,
+            rng=lambda: 0.5,
+            **kwargs,
+        )
 
     def factory(self) -> Callable[[], RunPodClient]:
         return self.client
@@ -115,22 +125,41 @@ class FakeRunPod:
         if path == "/graphql":
             return self.graphql(body)
         if parts[:2] == ["v2", "catalog"]:
-            gpus = [{"id": g, "price": {"secure": s, "community": c}} for g, (s, c) in self.gpu_prices.items()]
+            gpus = [
+                {"id": g, "price": {"secure": s, "community": c}} for g, (s, c) in self.gpu_prices.items()
+            ]
             return httpx.Response(200, json={"gpus": gpus})
-        handler = {"pods": self.pods_route, "clusters": self.clusters_route,
-                   "network-volumes": self.volumes_route}.get(parts[1])
+        handler = {
+            "pods": self.pods_route,
+            "clusters": self.clusters_route,
+            "network-volumes": self.volumes_route,
+        }.get(parts[1])
         if handler is None:
             raise AssertionError(f"unexpected call {method} {path}")
         return handler(method, parts[2:], body)
 
     # ---- pods -------------------------------------------------------------------------------------
 
-    def make_pod(self, name: str, body: dict[str, Any], *, cluster: dict[str, Any] | None = None) -> dict[str, Any]:
-        pod = {"id": self.new_id("pod"), "name": name, "status": "PROVISIONING", "image": body.get("image"),
-               "args": body.get("args", ""), "disk": body.get("disk", 50), "env": body.get("env", {}),
-               "ports": body.get("ports", []), "cloud": body.get("cloud", "SECURE"),
-               "dataCenterId": "US-TX-3", "gpu": body.get("gpu"), "cost": 3.99, "runtime": None,
-               "ssh": {"proxy": None, "direct": None}, "globalNetworking": {"enabled": False}}
+    def make_pod(
+        self, name: str, body: dict[str, Any], *, cluster: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        pod = {
+            "id": self.new_id("pod"),
+            "name": name,
+            "status": "PROVISIONING",
+            "image": body.get("image"),
+            "args": body.get("args", ""),
+            "disk": body.get("disk", 50),
+            "env": body.get("env", {}),
+            "ports": body.get("ports", []),
+            "cloud": body.get("cloud", "SECURE"),
+            "dataCenterId": "US-TX-3",
+            "gpu": body.get("gpu"),
+            "cost": 3.99,
+            "runtime": None,
+            "ssh": {"proxy": None, "direct": None},
+            "globalNetworking": {"enabled": False},
+        }
         if cluster is not None:
             pod["cluster"] = cluster
         self.pods[pod["id"]] = pod
@@ -143,7 +172,10 @@ class FakeRunPod:
             pod["status"] = "RUNNING"
         elif pod["status"] == "RUNNING" and pod["runtime"] is None:
             port = 40000 + int(pod["id"][3:])
-            pod["runtime"] = {"uptime": 1, "ports": [{"private": 22, "public": port, "type": "tcp", "ip": "1.2.3.4"}]}
+            pod["runtime"] = {
+                "uptime": 1,
+                "ports": [{"private": 22, "public": port, "type": "tcp", "ip": "1.2.3.4"}],
+            }
             pod["ssh"]["direct"] = {"host": "1.2.3.4", "port": port}
 
     def pods_route(self, method: str, rest: list[str], body: Any) -> httpx.Response:
@@ -176,12 +208,22 @@ class FakeRunPod:
             return httpx.Response(200, json={"clusters": list(self.clusters.values())})
         if not rest and method == "POST":
             cid = self.new_id("cl")
-            cluster = {"id": cid, "name": body["name"], "type": body["type"], "compute": body["compute"],
-                       "dataCenterId": "US-TX-3", "network": {"cidr": "10.65.0.0/16"},
-                       "pods": {"total": body["compute"]["podCount"], "byStatus": {}}}
+            cluster = {
+                "id": cid,
+                "name": body["name"],
+                "type": body["type"],
+                "compute": body["compute"],
+                "dataCenterId": "US-TX-3",
+                "network": {"cidr": "10.65.0.0/16"},
+                "pods": {"total": body["compute"]["podCount"], "byStatus": {}},
+            }
             self.clusters[cid] = cluster
             for rank in reversed(range(body["compute"]["podCount"])):  # out of order on purpose
-                self.make_pod(f"{body['name']}-{rank}", body, cluster={"id": cid, "rank": rank, "ip": f"10.65.0.{rank + 2}"})
+                self.make_pod(
+                    f"{body['name']}-{rank}",
+                    body,
+                    cluster={"id": cid, "rank": rank, "ip": f"10.65.0.{rank + 2}"},
+                )
             return httpx.Response(201, json=cluster)
         cluster = self.clusters.get(rest[0])
         if cluster is None:
@@ -209,8 +251,13 @@ class FakeRunPod:
         if not rest and method == "GET":
             return httpx.Response(200, json={"networkVolumes": list(self.volumes.values())})
         if not rest and method == "POST":
-            vol = {"id": self.new_id("vol"), "name": body["name"], "size": body["size"],
-                   "dataCenter": body["dataCenter"], "type": body.get("type", "STANDARD")}
+            vol = {
+                "id": self.new_id("vol"),
+                "name": body["name"],
+                "size": body["size"],
+                "dataCenter": body["dataCenter"],
+                "type": body.get("type", "STANDARD"),
+            }
             self.volumes[vol["id"]] = vol
             return httpx.Response(201, json=vol)
         vol = self.volumes.get(rest[0])
@@ -220,7 +267,9 @@ class FakeRunPod:
             return httpx.Response(200, json=vol)
         if method == "PATCH":
             if body.get("size", vol["size"]) < vol["size"]:
-                return httpx.Response(400, json={"title": "Bad Request", "status": 400, "detail": "cannot shrink"})
+                return httpx.Response(
+                    400, json={"title": "Bad Request", "status": 400, "detail": "cannot shrink"}
+                )
             vol.update(body)
             return httpx.Response(200, json=vol)
         if method == "DELETE":
@@ -260,7 +309,13 @@ class FakeRunPod:
             if not self.spot_offered:
                 return {"data": None, "errors": [{"message": SPOT_WITHDRAWN}]}
             i = v["input"]
-            pod = self.make_pod(i["name"], {"image": i["imageName"], "ports": i["ports"].split(","),
-                                            "gpu": {"id": i["gpuTypeId"], "count": i["gpuCount"]}})
+            pod = self.make_pod(
+                i["name"],
+                {
+                    "image": i["imageName"],
+                    "ports": i["ports"].split(","),
+                    "gpu": {"id": i["gpuTypeId"], "count": i["gpuCount"]},
+                },
+            )
             return {"data": {"podRentInterruptable": {"id": pod["id"]}}}
         raise AssertionError(f"unexpected GraphQL operation {name}")

@@ -15,8 +15,11 @@ from providers.s3.bucket import BucketError, CheckpointBucketProvider
 
 @pytest.fixture
 def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                       "AWS_DEFAULT_REGION": "us-east-1"}.items():
+    for key, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
         monkeypatch.setenv(key, value)
     monkeypatch.delenv("AWS_ENDPOINT_URL_S3", raising=False)
     with mock_aws():
@@ -39,7 +42,8 @@ def test_create_applies_every_hardening_setting(s3: Any) -> None:
     assert rule["ApplyServerSideEncryptionByDefault"]["SSEAlgorithm"] == "AES256"
     block = s3.get_public_access_block(Bucket=name)["PublicAccessBlockConfiguration"]
     assert block == dict.fromkeys(
-        ("BlockPublicAcls", "IgnorePublicAcls", "BlockPublicPolicy", "RestrictPublicBuckets"), True)
+        ("BlockPublicAcls", "IgnorePublicAcls", "BlockPublicPolicy", "RestrictPublicBuckets"), True
+    )
     statement = json.loads(s3.get_bucket_policy(Bucket=name)["Policy"])["Statement"][0]
     assert statement["Effect"] == "Deny"
     assert statement["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
@@ -57,7 +61,9 @@ def test_kms_key_switches_to_sse_kms(s3: Any) -> None:
 
 
 def test_check_names_bad_fields(s3: Any) -> None:
-    result = CheckpointBucketProvider().check({}, {"bucket_name": "Bad_Name", "lifecycle": {"archive_after_days": 0}})
+    result = CheckpointBucketProvider().check(
+        {}, {"bucket_name": "Bad_Name", "lifecycle": {"archive_after_days": 0}}
+    )
     assert {f.property for f in result.failures} == {"bucket_name", "lifecycle.archive_after_days"}
 
 

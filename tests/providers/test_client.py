@@ -8,11 +8,13 @@ from providers.runpod import errors
 from providers.runpod.client import RunPodClient
 from providers.runpod.ratelimit import TokenBucket
 from providers.runpod.records import GpuRequest, PodCreate
-from tests.providers.fake_runpod import API_KEY, BODY_SECRET, NO_CAPACITY, SPEND_LIMIT, Fault, FakeRunPod
+from tests.providers.fake_runpod import API_KEY, BODY_SECRET, NO_CAPACITY, SPEND_LIMIT, FakeRunPod, Fault
 
 
 def _body(name: str = "trainer") -> PodCreate:
-    return PodCreate(name=name, image="img", gpu=GpuRequest(id="NVIDIA H100 80GB HBM3", count=8), cloud="SECURE")
+    return PodCreate(
+        name=name, image="img", gpu=GpuRequest(id="NVIDIA H100 80GB HBM3", count=8), cloud="SECURE"
+    )
 
 
 def test_429_waits_for_retry_after_then_succeeds() -> None:

@@ -11,7 +11,7 @@ from providers.runpod import catalog, errors
 from providers.runpod.cluster import InstantClusterProvider
 from providers.runpod.secret import SecretProvider
 from providers.runpod.volume import NetworkVolumeProvider
-from tests.providers.fake_runpod import Fault, FakeRunPod
+from tests.providers.fake_runpod import FakeRunPod, Fault
 
 H100 = "NVIDIA H100 80GB HBM3"
 
@@ -59,7 +59,9 @@ def test_cluster_rename_is_in_place_everything_else_replaces() -> None:
     olds = created.outs or {}
     renamed = _checked(provider, {**CLUSTER, "name": "train2"})
     assert provider.diff(created.id, olds, renamed).replaces == []
-    assert provider.diff(created.id, olds, _checked(provider, {**CLUSTER, "pod_count": 4})).replaces == ["pod_count"]
+    assert provider.diff(created.id, olds, _checked(provider, {**CLUSTER, "pod_count": 4})).replaces == [
+        "pod_count"
+    ]
     outs = provider.update(created.id, olds, renamed).outs or {}
     assert fake.clusters[created.id]["name"] == "train2" and len(outs["nodes"]) == 8
 
@@ -97,9 +99,9 @@ def test_volume_grows_in_place_and_replaces_on_data_center() -> None:
     olds = created.outs or {}
     bigger = _checked(provider, {**VOLUME, "size_gb": 3000}, olds)
     assert provider.diff(created.id, olds, bigger).replaces == []
-    assert provider.diff(created.id, olds, _checked(provider, {**VOLUME, "data_center_id": "EU-RO-1"})).replaces == [
-        "data_center_id"
-    ]
+    assert provider.diff(
+        created.id, olds, _checked(provider, {**VOLUME, "data_center_id": "EU-RO-1"})
+    ).replaces == ["data_center_id"]
     outs = provider.update(created.id, olds, bigger).outs or {}
     assert fake.volumes[created.id]["size"] == 3000 and outs["volume_id"] == created.id
     assert [b for m, _, b in fake.bodies if m == "PATCH"] == [{"size": 3000}]
@@ -134,7 +136,9 @@ def test_secret_value_never_reaches_outputs_and_changes_are_detected_by_hash() -
     new_outs = provider.update(created.id, outs, rotated).outs or {}
     assert fake.secret_values[created.id] == "new-value" and "value" not in new_outs
     assert new_outs["value_hash"] != outs["value_hash"]
-    assert provider.diff(created.id, outs, _checked(provider, {**SECRET, "name": "OTHER"})).replaces == ["name"]
+    assert provider.diff(created.id, outs, _checked(provider, {**SECRET, "name": "OTHER"})).replaces == [
+        "name"
+    ]
 
 
 def test_secret_check_failure_does_not_echo_the_value() -> None:

@@ -12,7 +12,7 @@ import pytest
 from providers.runpod import catalog, errors
 from providers.runpod.base import UNKNOWN
 from providers.runpod.pod import PodProvider
-from tests.providers.fake_runpod import API_KEY, Fault, FakeRunPod
+from tests.providers.fake_runpod import API_KEY, FakeRunPod, Fault
 
 H100 = "NVIDIA H100 80GB HBM3"
 
@@ -26,8 +26,14 @@ def _fresh_catalog(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 def _inputs(**over: Any) -> dict[str, Any]:
-    base = {"name": "trainer", "image": "runpod/pytorch:2", "gpu_type_id": H100, "gpu_count": 8.0,
-            "ports": ["22/tcp"], "env": {"A": "1"}}
+    base = {
+        "name": "trainer",
+        "image": "runpod/pytorch:2",
+        "gpu_type_id": H100,
+        "gpu_count": 8.0,
+        "ports": ["22/tcp"],
+        "env": {"A": "1"},
+    }
     return {**base, **over}
 
 
@@ -158,4 +164,4 @@ def test_provider_pickles_without_credentials(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setenv("RUNPOD_API_KEY", API_KEY)
     blob = dill.dumps(PodProvider(), recurse=True)
     assert API_KEY.encode() not in blob
-    assert isinstance(pickle.loads(pickle.dumps(PodProvider())), PodProvider)
+    assert isinstance(pickle.loads(pickle.dumps(PodProvider())), PodProvider)  # noqa: S301 -- our own bytes

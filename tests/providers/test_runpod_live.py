@@ -19,8 +19,12 @@ H100 = "NVIDIA H100 80GB HBM3"
 
 @pytest.fixture
 def runpod(local_runpod: LocalRunPod, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalRunPod]:
-    for key, value in {**local_runpod.env(), "TRAINSTACK_POLL_INTERVAL_S": "0.2",
-                       "RUNPOD_RATE_LIMIT_PER_MIN": "100000", "TRAINSTACK_READY_TIMEOUT_S": "60"}.items():
+    for key, value in {
+        **local_runpod.env(),
+        "TRAINSTACK_POLL_INTERVAL_S": "0.2",
+        "RUNPOD_RATE_LIMIT_PER_MIN": "100000",
+        "TRAINSTACK_READY_TIMEOUT_S": "60",
+    }.items():
         monkeypatch.setenv(key, value)
     local_runpod.admin.reset()
     catalog.reset_cache()
@@ -91,8 +95,13 @@ def test_no_capacity_is_a_clear_error_and_nothing_is_left(runpod: LocalRunPod) -
 def test_cluster_lifecycle(runpod: LocalRunPod) -> None:
     runpod.admin.limits(spendLimit=1000)
     provider = InstantClusterProvider()
-    inputs = {"name": "live-cluster", "image": "img", "gpu_type_id": H100, "gpu_count_per_pod": 8.0,
-              "pod_count": 2.0}
+    inputs = {
+        "name": "live-cluster",
+        "image": "img",
+        "gpu_type_id": H100,
+        "gpu_count_per_pod": 8.0,
+        "pod_count": 2.0,
+    }
     created = provider.create(_checked(provider, inputs))
     outs = created.outs or {}
     assert [n["rank"] for n in outs["nodes"]] == [0, 1]

@@ -26,6 +26,7 @@ from components.config import (
     load_stack_config,
     secret_config_key,
 )
+from components.delivery import deliver_to_nodes
 from components.gpus import GPUS
 from components.render import Artifacts, Node, render_artifacts
 from providers.runpod.cluster import InstantCluster
@@ -116,6 +117,10 @@ class H100Cluster(pulumi.ComponentResource):
 
         self.artifacts = nodes.apply(lambda ns: render_artifacts(name, cfg, ns, args.s3_endpoint_url))
         self.nodes = nodes.apply(lambda ns: [_node_output(n) for n in ns])
+        # Copies each node's files over SSH and starts its script, when trainstack:delivery_enabled is true.
+        self.deliveries = deliver_to_nodes(
+            name, cfg, nodes, self.artifacts, pulumi.ResourceOptions(parent=self)
+        )
         self.hostfile = self.artifacts.apply(lambda a: a.hostfile)
         self.hosts = self.artifacts.apply(lambda a: a.hosts)
         self.start_scripts = self.artifacts.apply(lambda a: dict(a.start_scripts))

@@ -6,7 +6,7 @@ Keys (see stacks/Pulumi.*.yaml for worked examples):
     trainstack:bucket                      object  BucketConfig    S3 checkpoint bucket (optional)
     trainstack:training                    object  TrainingConfig  what the nodes run
     trainstack:runpod_spend_limit_per_hour number  the account's RunPod spend limit, USD/h (default 80)
-    trainstack:delivery_enabled            bool    hook: copy artifacts to the nodes over SSH (not wired yet)
+    trainstack:delivery_enabled            bool    copy artifacts to the nodes over SSH and start them
     trainstack:s3EndpointUrl               string  S3-compatible endpoint (shared with providers/s3)
     trainstack:secrets.<ENV_NAME>          secret  value of a secret in training.secrets; never read here
 

@@ -53,6 +53,7 @@ EOF
 #   TRAINSTACK_SYS_IB_DIR       where RDMA devices are listed (default /sys/class/infiniband)
 #   TRAINSTACK_FABRIC_IFNAME    skip detection and use this interface for NCCL/gloo
 #   TRAINSTACK_PYTHON           interpreter for the small python helpers (default python3)
+#   TRAINSTACK_CPU_PROCS_PER_NODE  processes per node when TRAINSTACK_DEVICE=cpu (default 1)
 # ---------------------------------------------------------------------------------------------------
 
 log() { printf '[trainstack %s node %s] %s\n' "$(date -u +%H:%M:%S)" "${NODE_RANK:-?}" "$*" >&2; }
@@ -76,6 +77,13 @@ done
 # RunPod's WORLD_SIZE counts GPUs across the cluster: a mismatch means this script is for another shape.
 if [[ -n "${WORLD_SIZE:-}" && "$WORLD_SIZE" != "$((NUM_NODES * NPROC_PER_NODE))" ]]; then
   die "WORLD_SIZE=$WORLD_SIZE but $NUM_NODES nodes x $NPROC_PER_NODE GPUs; re-render for this cluster"
+fi
+# A CPU test cluster (no GPUs, gloo) runs TRAINSTACK_CPU_PROCS_PER_NODE processes per node, not one per GPU.
+if [[ "$TRAINSTACK_DEVICE" == cpu ]]; then
+  NPROC_PER_NODE=${TRAINSTACK_CPU_PROCS_PER_NODE:-1}
+  if ! is_uint "$NPROC_PER_NODE" || ((NPROC_PER_NODE < 1)); then
+    die "TRAINSTACK_CPU_PROCS_PER_NODE='$NPROC_PER_NODE' is not a positive whole number"
+  fi
 fi
 export MASTER_ADDR MASTER_PORT NODE_RANK NUM_NODES
 

@@ -1,0 +1,111 @@
+"""Wiring of `delivery:NodeFiles`: which files each node gets, and whether delivery can run at all."""
+
+from __future__ import annotations
+
+import functools
+import ipaddress
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from urllib.parse import urlparse
+
+import httpx
+import pulumi
+
+from components.config import StackConfig
+from components.render import Artifacts, Node
+from providers.delivery.node_files import NodeFiles
+
+REPO = Path(__file__).resolve().parent.parent
+TRAIN_DIR = REPO / "train"
+KNOWN_HOSTS_ENV = "TRAINSTACK_KNOWN_HOSTS_DIR"  # where each stack's own known_hosts file lives
+DEFAULT_RUNPOD_URL = "https://api.runpod.io"
+
+
+def train_files(root: Path = TRAIN_DIR) -> dict[str, str]:
+    """The repo's train/ directory as `train/<path>` -> text (sources only, no caches)."""
+    return {
+        f"train/{p.relative_to(root).as_posix()}": p.read_text(encoding="utf-8")
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and "__pycache__" not in p.parts and p.suffix in (".py", ".txt", ".json", ".yaml")
+    }
+
+
+def node_files(artifacts: Artifacts, rank: int, train: dict[str, str]) -> dict[str, str]:
+    """What node `rank` gets: the hostfile, hosts, its own start script, and train/."""
+    script = f"start-node-{rank}.sh"
+    own = {"hostfile": artifacts.hostfile, "hosts": artifacts.hosts, script: artifacts.start_scripts[script]}
+    return own | train
+
+
+def known_hosts_file(stack: str) -> str:
+    base = os.environ.get(KNOWN_HOSTS_ENV) or str(Path.home() / ".cache" / "trainstack" / "known_hosts")
+    return str(Path(base) / stack)
+
+
+def control_plane_only_reason(api_url: str | None = None) -> str | None:
+    """Why delivery cannot work here: a local RunPod without hosts. None for real RunPod or hosts on."""
+    url = api_url or os.environ.get("RUNPOD_API_URL") or pulumi.Config("runpod").get("apiUrl")
+    host = urlparse(url or DEFAULT_RUNPOD_URL).hostname or ""
+    try:
+        local = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        local = False
+    if not local:
+        return None
+    try:
+        health = httpx.get(f"{url}/_admin/health", timeout=5).json()
+    except (httpx.HTTPError, ValueError) as exc:
+        return f"the local RunPod at {url} did not answer its admin API ({type(exc).__name__})"
+    hosts = health.get("hosts") or {}
+    if hosts.get("enabled"):
+        return None
+    return f"the local RunPod at {url} is control-plane only ({hosts.get('reason') or 'no hosts field'})"
+
+
+def deliver_to_nodes(
+    stack: str,
+    config: StackConfig,
+    nodes: pulumi.Output[list[Node]],
+    artifacts: pulumi.Output[Artifacts],
+    opts: pulumi.ResourceOptions,
+) -> list[NodeFiles]:
+    """One NodeFiles per node when `trainstack:delivery_enabled` is true and nodes can be reached."""
+    if not config.delivery_enabled:
+        return []
+    reason = control_plane_only_reason()
+    if reason is not None:
+        pulumi.log.warn(
+            f"delivery is off: {reason}; nodes get no artifacts. Run the local RunPod as root with "
+            "--hosts on (scripts/local-runpod does as root) to deliver and start them."
+        )
+        return []
+    train = train_files()
+    known_hosts = known_hosts_file(stack)
+    out = []
+    for rank in range(config.cluster.nodes):
+        node = nodes.apply(functools.partial(_node, rank=rank))
+        out.append(
+            NodeFiles(
+                f"{stack}-deliver-{rank}",
+                {
+                    "host": node.apply(lambda n: n.ssh_host),
+                    "port": node.apply(lambda n: n.ssh_port),
+                    "pod_id": node.apply(lambda n: n.pod_id),
+                    "rank": rank,
+                    "remote_dir": config.training.workdir,
+                    "files": artifacts.apply(functools.partial(node_files, rank=rank, train=train)),
+                    "start_script": f"start-node-{rank}.sh",
+                    "known_hosts": known_hosts,
+                },
+                opts,
+            )
+        )
+    return out
+
+
+def _node(nodes: Sequence[Node], rank: int) -> Node:
+    found = [n for n in nodes if n.rank == rank]
+    if not found:
+        raise ValueError(f"no node of rank {rank} among {[n.rank for n in nodes]}")
+    return found[0]

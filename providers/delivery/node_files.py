@@ -1,0 +1,178 @@
+"""`delivery:NodeFiles`: copy a node's artifacts to it over SSH and (re)start its start script, detached.
+
+Contract (Pulumi dynamic provider):
+- create/update deliver every file, then stop this node's previous start script (SIGTERM to the script
+  itself, which checkpoints and uploads; SIGKILL to its group after a grace) and start the new one under
+  setsid/nohup, so the next SIGTERM again reaches the script. Any change of a file, of the node's address
+  or of its pod id is an update: a replaced node changes the hostfile, so every node gets it again.
+- delete succeeds and does nothing: the node goes with its pod (and a start script is not a billed thing).
+- read returns the state as is: what runs on a node is not something this provider can query cheaply.
+- The private key comes from `$TRAINSTACK_SSH_KEY` (never an input, so never in state); file contents are
+  rendered artifacts, which by construction hold no secret value.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shlex
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import pulumi
+from pulumi.dynamic import (
+    CheckResult,
+    CreateResult,
+    DiffResult,
+    ReadResult,
+    Resource,
+    ResourceProvider,
+    UpdateResult,
+)
+from pydantic import field_validator
+
+from providers.common import PROVIDER_KEY, InputModel, args_of, is_unknown, validate_inputs
+from providers.delivery.ssh import Ssh, SshTarget
+
+_OUTPUTS = frozenset({"digest", "delivered_at"})
+STOP_GRACE_S = 30  # the old script's SIGTERM path uploads the newest checkpoint within a few seconds
+
+# Runs on the node: $1 dir, $2 staging dir, $3 start script, $4 log file, $5 stop grace (s).
+_INSTALL = r"""set -euo pipefail
+dir=$1 stage=$2 script=$3 log=$4 grace=$5
+run="$dir/.run"
+pidfile="$run/${RUNPOD_POD_ID:-$(hostname)}.pid"
+mkdir -p "$run" "$dir/logs"
+if [[ -f $pidfile ]]; then
+  pid=$(cat "$pidfile")
+  # Only a start script of this node (same network namespace, same script name): pids get reused.
+  if [[ -r /proc/$pid/ns/net && $(readlink "/proc/$pid/ns/net") == $(readlink /proc/self/ns/net) ]] &&
+    grep -qa start-node "/proc/$pid/cmdline"; then
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq $((grace * 10))); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL -- "-$pid" 2>/dev/null || true
+  fi
+fi
+(cd "$stage" && find . -type f) | while read -r f; do
+  mkdir -p "$(dirname "$dir/$f")"
+  mv -f "$stage/$f" "$dir/$f"  # rename within one file system: atomic for nodes sharing a volume
+done
+rm -rf "$stage"
+chmod +x "$dir/$script"
+cd "$dir"
+setsid nohup bash "$dir/$script" </dev/null >>"$dir/logs/$log" 2>&1 &
+echo $! >"$pidfile"
+echo "started $script as pid $!"
+"""
+
+
+class NodeFilesArgs(InputModel):
+    """Inputs of `delivery:NodeFiles`."""
+
+    host: str  # where ssh reaches the node
+    port: int = 22
+    user: str = "root"
+    pod_id: str  # the node's pod; keys its host key in known_hosts
+    rank: int
+    remote_dir: str  # the node's TRAINSTACK_WORKDIR, absolute
+    files: dict[str, str]  # relative path -> content (hostfile, hosts, start-node-<rank>.sh, train/...)
+    start_script: str  # one of `files`, run detached after delivery
+    known_hosts: str  # the stack's own known_hosts file
+    connect_timeout_s: float = 10.0
+    deadline_s: float = 180.0  # per ssh/scp step: retries of a node whose sshd is not up yet
+
+    @field_validator("remote_dir")
+    @classmethod
+    def _absolute(cls, v: str) -> str:
+        if not v.startswith("/") or ".." in PurePosixPath(v).parts:
+            raise ValueError(f"{v!r} must be an absolute path without '..'")
+        return v
+
+    @field_validator("files")
+    @classmethod
+    def _relative(cls, v: dict[str, str]) -> dict[str, str]:
+        bad = [p for p in v if p.startswith("/") or ".." in PurePosixPath(p).parts or not p.strip()]
+        if bad:
+            raise ValueError(f"{bad} must be relative paths inside remote_dir")
+        return v
+
+    def rule_failures(self) -> list[tuple[str, str]]:
+        if self.start_script not in self.files:
+            return [("start_script", f"{self.start_script!r} is not among the files delivered")]
+        return []
+
+
+def digest(args: NodeFilesArgs) -> str:
+    """What was delivered where: changes whenever a file, the address or the pod changes."""
+    h = hashlib.sha256()
+    for part in (args.host, str(args.port), args.pod_id, args.remote_dir, args.start_script):
+        h.update(part.encode() + b"\0")
+    for path in sorted(args.files):
+        h.update(path.encode() + b"\0" + args.files[path].encode() + b"\0")
+    return h.hexdigest()
+
+
+def deliver(args: NodeFilesArgs, ssh: Ssh | None = None) -> str:
+    """Copy the files, (re)start the start script; returns the script's first output line."""
+    known_hosts = Path(args.known_hosts)
+    known_hosts.parent.mkdir(parents=True, exist_ok=True)
+    target = SshTarget(args.host, args.port, args.user, args.pod_id, known_hosts)
+    ssh = ssh or Ssh(target, connect_timeout_s=args.connect_timeout_s, deadline_s=args.deadline_s)
+    stage = f"{args.remote_dir}/.delivery-{args.pod_id}-{int(time.time() * 1000)}"
+    ssh.run(f"mkdir -p {shlex.quote(args.remote_dir)}")
+    with tempfile.TemporaryDirectory(prefix="trainstack-delivery-") as tmp:
+        local = Path(tmp) / "stage"
+        for rel, text in args.files.items():
+            path = local / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+            path.chmod(0o755 if rel.endswith(".sh") else 0o644)
+        ssh.copy_dir(local, stage)
+    log = f"{PurePosixPath(args.start_script).stem}.{args.pod_id}.log"
+    argv = [args.remote_dir, stage, args.start_script, log, str(STOP_GRACE_S)]
+    return ssh.run("bash -s -- " + " ".join(shlex.quote(a) for a in argv), _INSTALL.encode()).strip()
+
+
+class NodeFilesProvider(ResourceProvider):
+    """Lifecycle of `delivery:NodeFiles`; holds no state of its own (it is pickled into the stack)."""
+
+    def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
+        _model, values, failures = validate_inputs(NodeFilesArgs, news, _OUTPUTS | {PROVIDER_KEY})
+        return CheckResult(values, failures)
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        keys = NodeFilesArgs.model_fields
+        changed = [k for k in keys if is_unknown(news.get(k)) or olds.get(k) != news.get(k)]
+        return DiffResult(changes=bool(changed), replaces=[], delete_before_replace=False)
+
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        args = args_of(NodeFilesArgs, props)
+        return CreateResult(f"{args.pod_id}-rank{args.rank}", self._outs(props, args))
+
+    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        return UpdateResult(self._outs(news, args_of(NodeFilesArgs, news)))
+
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        return ReadResult(id_, props)
+
+    def delete(self, _id: str, _props: dict[str, Any]) -> None:
+        return None
+
+    @staticmethod
+    def _outs(props: Mapping[str, Any], args: NodeFilesArgs) -> dict[str, Any]:
+        deliver(args)
+        return {**props, "digest": digest(args), "delivered_at": time.time()}
+
+
+class NodeFiles(Resource, module="delivery", name="NodeFiles"):
+    """A node's artifacts, delivered and started (`pulumi-python:dynamic/delivery:NodeFiles`)."""
+
+    digest: pulumi.Output[str]
+    delivered_at: pulumi.Output[float]
+
+    def __init__(
+        self, name: str, props: Mapping[str, Any], opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__(NodeFilesProvider(), name, {**dict.fromkeys(_OUTPUTS), **props}, opts)

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from pulumi.dynamic import CheckFailure
+from pulumi.output import Unknown
 from pulumi.runtime import rpc
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -27,7 +28,20 @@ A = TypeVar("A", bound=InputModel)
 
 
 def is_unknown(value: Any) -> bool:
-    return isinstance(value, str) and value == UNKNOWN
+    """An input not computed yet. The dynamic-provider host hands these over as `pulumi.output.Unknown`
+    objects at preview (seen with pulumi 3.272); older hosts used the `rpc.UNKNOWN` sentinel string."""
+    return isinstance(value, Unknown) or (isinstance(value, str) and value == UNKNOWN)
+
+
+def contains_unknown(value: Any) -> bool:
+    """Whether the value, or anything nested in it, is not computed yet."""
+    if is_unknown(value):
+        return True
+    if isinstance(value, Mapping):
+        return any(contains_unknown(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(contains_unknown(v) for v in value)
+    return False
 
 
 def args_of(model: type[A], props: Mapping[str, Any]) -> A:
@@ -55,7 +69,7 @@ def validate_inputs(
     model is None when some input is still unknown or invalid.
     """
     raw = {k: v for k, v in news.items() if k not in skip}
-    unknown = {k for k, v in raw.items() if is_unknown(v)}
+    unknown = {k for k, v in raw.items() if contains_unknown(v)}
     try:
         model = model_cls.model_validate({k: v for k, v in raw.items() if k not in unknown})
     except ValidationError as exc:

@@ -19,7 +19,15 @@ from typing import Any, ClassVar, TypeVar
 import pulumi
 from pulumi.dynamic import CheckFailure, CheckResult, ConfigureRequest, DiffResult, ResourceProvider
 
-from providers.common import PROVIDER_KEY, UNKNOWN, InputModel, args_of, is_unknown, validate_inputs
+from providers.common import (
+    PROVIDER_KEY,
+    UNKNOWN,
+    InputModel,
+    args_of,
+    contains_unknown,
+    is_unknown,
+    validate_inputs,
+)
 from providers.runpod import errors
 from providers.runpod.client import RunPodClient, set_process_config
 
@@ -81,6 +89,11 @@ def wait_for(
         delay = min(delay * 1.5, interval * 3)
 
 
+def is_blank(value: Any) -> bool:
+    """Unset or empty: how RunPod reports a field nobody set."""
+    return value is None or value == "" or value == [] or value == {}
+
+
 class RunPodProvider(ResourceProvider):
     """Base of the RunPod providers: subclasses set the class attributes and implement the verbs."""
 
@@ -123,7 +136,9 @@ class RunPodProvider(ResourceProvider):
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         ignored = self.output_keys | COST_KEYS | {PROVIDER_KEY}
         keys = (set(olds) | set(news)) - ignored
-        changed = {k for k in keys if is_unknown(news.get(k)) or not self.same(k, olds.get(k), news.get(k))}
+        changed = {
+            k for k in keys if contains_unknown(news.get(k)) or not self.same(k, olds.get(k), news.get(k))
+        }
         replaces = sorted(changed & self.replace_keys)
         if changed and not replaces and self.update_warning:
             pulumi.log.warn(f"{self.update_warning} (changing: {', '.join(sorted(changed))})")
@@ -134,8 +149,11 @@ class RunPodProvider(ResourceProvider):
         )
 
     def same(self, key: str, old: Any, new: Any) -> bool:
-        """Whether an input is unchanged; subclasses relax this for inputs that outputs fill in."""
-        return bool(old == new)
+        """Whether an input is unchanged; subclasses relax this for inputs that outputs fill in.
+
+        RunPod answers unset fields with empty values ("" args, [] ports), so unset and empty are the same.
+        """
+        return bool(old == new) or (is_blank(old) and is_blank(new))
 
     # ---- helpers for the verbs --------------------------------------------------------------------
 

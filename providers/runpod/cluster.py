@@ -68,6 +68,10 @@ def make_probe(pod_count: int) -> Callable[[list[ApiPod]], tuple[bool, str | Non
     return probe
 
 
+# Member states that mean the node is gone for training: it will not come back by itself.
+_LOST_STATUSES = frozenset({"TERMINATED", "EXITED", "ERROR"})
+
+
 def nodes_of(pods: list[ApiPod]) -> list[dict[str, Any]]:
     """Members in rank order: rank, pod_id, fabric ip, and the directly reachable SSH endpoint."""
     out = []
@@ -147,7 +151,14 @@ class InstantClusterProvider(RunPodProvider):
                 pods = client.list_cluster_pods(id_)
             except errors.NotFoundError:
                 return ReadResult(None, {})
-        return ReadResult(id_, self._outs({**props, "name": cluster.name}, cluster, pods))
+        live = [p for p in pods if p.status not in _LOST_STATUSES]
+        refreshed: dict[str, Any] = {**props, "name": cluster.name}
+        declared = props.get("pod_count")
+        if isinstance(declared, int | float) and len(live) < declared:
+            # A member was lost (host failure, out-of-band termination). RunPod cannot add a node to an
+            # Instant Cluster, so the refreshed node count makes the next `up` replace the cluster.
+            refreshed["pod_count"] = float(len(live))
+        return ReadResult(id_, self._outs(refreshed, cluster, live))
 
     def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         args = args_of(ClusterArgs, news)

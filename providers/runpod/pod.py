@@ -9,7 +9,15 @@ import pulumi
 from pulumi.dynamic import CreateResult, ReadResult, Resource, UpdateResult
 
 from providers.runpod import catalog, errors
-from providers.runpod.base import UNKNOWN, RunPodProvider, args_of, is_unknown, ready_timeout, wait_for
+from providers.runpod.base import (
+    UNKNOWN,
+    RunPodProvider,
+    args_of,
+    is_blank,
+    is_unknown,
+    ready_timeout,
+    wait_for,
+)
 from providers.runpod.client import RunPodClient
 from providers.runpod.models import PodArgs
 from providers.runpod.records import (
@@ -222,7 +230,11 @@ class PodProvider(RunPodProvider):
             "ports": pod.ports,
             "container_disk_gb": pod.disk,
         }
-        props = {**props, **{k: v for k, v in drift.items() if v is not None}}
+        # An empty answer for a field nobody set is not drift (RunPod reports unset args as "").
+        # None means RunPod did not report the field.
+        reported = {k: v for k, v in drift.items() if v is not None}
+        changed = {k: v for k, v in reported.items() if not (is_blank(v) and is_blank(props.get(k)))}
+        props = {**props, **changed}
         return ReadResult(id_, self._outs(props, pod, props.get("capacity_obtained")))
 
     def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:

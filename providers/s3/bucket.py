@@ -30,7 +30,7 @@ from pulumi.dynamic import (
 )
 from pydantic import Field, field_validator
 
-from providers.common import PROVIDER_KEY, InputModel, is_unknown, validate_inputs
+from providers.common import PROVIDER_KEY, InputModel, contains_unknown, validate_inputs
 
 _BUCKET_NAME = re.compile(r"^(?!xn--)(?!.*\.\.)[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _OUTPUTS = frozenset({"arn"})
@@ -258,7 +258,7 @@ class CheckpointBucketProvider(ResourceProvider):
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         keys = (set(olds) | set(news)) - _OUTPUTS - {PROVIDER_KEY}
-        changed = {k for k in keys if is_unknown(news.get(k)) or not _same(k, olds.get(k), news.get(k))}
+        changed = {k for k in keys if contains_unknown(news.get(k)) or not _same(k, olds.get(k), news.get(k))}
         replaces = sorted(changed & _REPLACE)
         return DiffResult(changes=bool(changed), replaces=replaces)
 

@@ -1,0 +1,16 @@
+"""End-to-end fixtures: one local RunPod per test module, fast enough for full lifecycles."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from emulator.harness import FAST_ARGS, LocalRunPod, start_local_runpod
+
+
+@pytest.fixture(scope="module")
+def runpod(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRunPod]:
+    server = start_local_runpod(tmp_path_factory.mktemp("e2e-runpod"), *FAST_ARGS)
+    yield server
+    server.stop()

@@ -1,0 +1,56 @@
+"""Every shipped stack's whole life with the real CLI: up, no-op up, no-op refresh, a node lost out of band,
+refresh sees it, up repairs it and the artifacts follow, destroy leaves nothing live on the local RunPod."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from emulator.harness import LocalRunPod
+from tests.e2e.stacks import open_stack
+
+pytestmark = pytest.mark.e2e
+
+
+def _live(runpod: LocalRunPod) -> dict[str, list[object]]:
+    live = runpod.admin.live()
+    return {kind: live[kind] for kind in ("pods", "clusters", "volumes", "secrets")}
+
+
+@pytest.mark.parametrize("stack", ["dev", "search", "prod"])
+def test_stack_lifecycle(stack: str, tmp_path: Path, runpod: LocalRunPod, moto_s3: str) -> None:
+    run = open_stack(stack, tmp_path, runpod, moto_s3)
+    cluster_cfg = run.config()["trainstack:cluster"]
+    nodes = int(cluster_cfg.get("nodes", 1))
+
+    run.up()
+    hostfile = (run.out_dir / stack / "hostfile").read_text().splitlines()
+    assert len(hostfile) == nodes
+    assert sorted(p.name for p in (run.out_dir / stack).glob("start-node-*.sh")) == sorted(
+        f"start-node-{r}.sh" for r in range(nodes)
+    )
+    first = run.outputs()
+    assert first["cost_per_hour"] > 0
+    assert runpod.admin.live()["duplicates"] == {"pod": [], "cluster": [], "volume": [], "secret": []}
+
+    run.up("--expect-no-changes")
+    run.refresh("--expect-no-changes")
+
+    # A node disappears behind Pulumi's back (a host failure, a console click).
+    lost = first["nodes"][-1]
+    runpod.admin.out_of_band(lost["pod_id"])
+    drift = run.refresh(check=False)
+    assert drift.returncode == 0, drift.stdout + drift.stderr
+    assert "no changes" not in drift.stdout.lower() or "deleted" in drift.stdout.lower()
+
+    run.up()
+    repaired = run.outputs()
+    assert len(repaired["nodes"]) == nodes
+    assert lost["pod_id"] not in {n["pod_id"] for n in repaired["nodes"]}
+    new_hostfile = (run.out_dir / stack / "hostfile").read_text()
+    assert new_hostfile == repaired["hostfile"]
+    run.up("--expect-no-changes")
+
+    run.destroy()
+    assert _live(runpod) == {"pods": [], "clusters": [], "volumes": [], "secrets": []}

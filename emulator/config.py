@@ -15,13 +15,23 @@ DEFAULT_SPEND_LIMIT = 80.0
 DEFAULT_RATE_PER_MINUTE = 60
 
 
-def default_spec_path() -> Path:
-    """The RunPod v2 spec beside the repo (`../shared/...`), or `TRAINSTACK_OPENAPI_V2`."""
-    override = os.environ.get("TRAINSTACK_OPENAPI_V2")
-    if override:
-        return Path(override)
+def spec_candidates() -> list[Path]:
+    """Where RunPod's REST v2 spec is looked for, in order. It is RunPod's file, so the repo does not ship
+    a copy: `TRAINSTACK_OPENAPI_V2`, the workplace's reference copy beside the repo, the user cache."""
+    found = [Path(p) for p in [os.environ.get("TRAINSTACK_OPENAPI_V2")] if p]
     repo = Path(__file__).resolve().parent.parent
-    return repo.parent / "shared" / "reference" / "runpod" / "openapi-v2.json"
+    cache = Path(os.environ.get("TRAINSTACK_CACHE") or Path.home() / ".cache" / "trainstack")
+    return [
+        *found,
+        repo.parent / "shared" / "reference" / "runpod" / "openapi-v2.json",
+        cache / "openapi-v2.json",
+    ]
+
+
+def default_spec_path() -> Path:
+    """The first candidate that exists (or the first one, so the error names where it was expected)."""
+    candidates = spec_candidates()
+    return next((p for p in candidates if p.is_file()), candidates[0])
 
 
 class Timing(BaseModel):

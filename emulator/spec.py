@@ -47,7 +47,11 @@ class Spec:
         try:
             self.document: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError as exc:
-            raise SystemExit(f"RunPod v2 spec not found at {path}; set TRAINSTACK_OPENAPI_V2") from exc
+            raise SystemExit(
+                f"RunPod's REST v2 spec (openapi-v2.json) not found at {path}: save RunPod's published v2 "
+                "OpenAPI document (api-reference-v2/openapi.json in RunPod's docs) as "
+                "~/.cache/trainstack/openapi-v2.json or point TRAINSTACK_OPENAPI_V2 at it"
+            ) from exc
         resource = Resource.from_contents(self.document, default_specification=DRAFT202012)
         self._registry: Registry[Any] = Registry().with_resource(_SPEC_URI, resource)
         self._validators: dict[str, Draft202012Validator] = {}

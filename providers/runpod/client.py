@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-from providers.runpod import errors, gql
+from providers.runpod import adopt, errors, gql
 from providers.runpod.http import HttpCore
 from providers.runpod.records import (
     ApiCluster,
@@ -85,8 +85,21 @@ class RunPodClient(HttpCore):
         list_named: Callable[[], list[T]],
         ident: Callable[[T], str],
         what: str,
+        adopt: Callable[[T], bool],
     ) -> T:
-        before = {ident(r) for r in list_named()}
+        existing = list_named()
+        # A live same-name resource of this spec is one an interrupted `up` already rented (adopt.py).
+        ours = [r for r in existing if adopt(r)]
+        if len(ours) == 1:
+            return ours[0]
+        if len(ours) > 1:
+            raise errors.ConflictError(
+                f"{len(ours)} live {what}s already carry this name; delete the extras in the RunPod console",
+                status=409,
+                method="POST",
+                path=template,
+            )
+        before = {ident(r) for r in existing}
         return self.create_reconciled(
             lambda: parse(self.request("POST", template, body=body)),
             lambda known: [r for r in list_named() if ident(r) not in known],
@@ -117,6 +130,7 @@ class RunPodClient(HttpCore):
             lambda: self.list_pods(body.name),
             lambda p: p.id,
             "pod",
+            lambda p: adopt.pod_matches(p, body),
         )
 
     def update_pod(self, pod_id: str, body: PodPatch) -> ApiPod:
@@ -165,6 +179,7 @@ class RunPodClient(HttpCore):
             lambda: self.list_clusters(body.name),
             lambda c: c.id,
             "cluster",
+            lambda c: adopt.cluster_matches(c, body),
         )
 
     def rename_cluster(self, cluster_id: str, name: str) -> ApiCluster:
@@ -190,6 +205,7 @@ class RunPodClient(HttpCore):
             lambda: self.list_volumes(body.name),
             lambda v: v.id,
             "network volume",
+            lambda v: adopt.volume_matches(v, body),
         )
 
     def update_volume(self, volume_id: str, body: VolumePatch) -> ApiVolume:
@@ -220,14 +236,12 @@ class RunPodClient(HttpCore):
             return [s for s in self.list_secrets() if s.name == name]
 
         before = {s.id for s in named()}
-        if before:
-            raise errors.ConflictError(
-                "a RunPod secret with this name already exists; secret names are unique and cannot be "
-                "imported: delete it in the console or choose another name",
-                status=409,
-                method="POST",
-                path="/graphql secretCreate",
-            )
+        if len(before) == 1:
+            # Secret names are unique per account and trainstack derives them from the stack: a secret
+            # with this name is one an interrupted `up` created. Adopt it and make its value the new one.
+            (existing,) = named()
+            self.update_secret_value(existing.id, value)
+            return existing
         return self.create_reconciled(
             post, lambda known: [s for s in named() if s.id not in known], before, "secret"
         )

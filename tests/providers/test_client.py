@@ -97,10 +97,23 @@ def test_5xx_after_send_on_create_lists_first_then_retries_once_nothing_was_made
     assert ("GET", "/v2/pods") in fake.calls[posts[0] + 1 : posts[1]]
 
 
-def test_reconcile_ignores_an_older_pod_with_the_same_name() -> None:
+def test_a_live_same_name_pod_of_the_same_spec_is_adopted_not_rented_twice() -> None:
+    # What an `up` killed after RunPod accepted the create leaves behind (see providers/runpod/adopt.py).
     fake = FakeRunPod()
     with fake.client() as client:
-        old = client.create_pod(_body())
+        first = client.create_pod(_body())
+        again = client.create_pod(_body())
+    assert again.id == first.id and set(fake.pods) == {first.id}
+    assert fake.count("POST", "/v2/pods") == 1
+
+
+def test_reconcile_ignores_an_older_same_name_pod_of_another_spec() -> None:
+    fake = FakeRunPod()
+    other = PodCreate(
+        name="trainer", image="img", gpu=GpuRequest(id="NVIDIA H100 80GB HBM3", count=4), cloud="SECURE"
+    )
+    with fake.client() as client:
+        old = client.create_pod(other)
         fake.fail("POST", "/v2/pods", Fault("lose"))
         new = client.create_pod(_body())
     assert new.id != old.id and set(fake.pods) == {old.id, new.id}

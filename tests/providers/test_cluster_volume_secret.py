@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from providers.runpod import catalog, errors
+from providers.runpod import catalog
 from providers.runpod.cluster import InstantClusterProvider
 from providers.runpod.secret import SecretProvider
 from providers.runpod.volume import NetworkVolumeProvider
@@ -160,9 +160,12 @@ def test_secret_lost_create_response_is_reconciled_and_gone_secret_is_dropped() 
     provider.delete(created.id, created.outs or {})  # already gone: still succeeds
 
 
-def test_secret_name_taken_is_a_clear_conflict() -> None:
+def test_a_secret_left_by_an_interrupted_up_is_adopted_and_given_the_new_value() -> None:
+    # Names are unique per account and derived from the stack, so a same-name secret is ours.
     fake = FakeRunPod()
     provider = SecretProvider(fake.factory())
-    provider.create(_checked(provider, SECRET))
-    with pytest.raises(errors.ConflictError, match="already exists"):
-        provider.create(_checked(provider, SECRET))
+    first = provider.create(_checked(provider, SECRET))
+    fake.secret_values[first.id] = "stale"
+    again = provider.create(_checked(provider, SECRET))
+    assert again.id == first.id and list(fake.secrets) == [first.id]
+    assert fake.secret_values[first.id] == SECRET["value"]

@@ -38,6 +38,8 @@ from providers.runpod.records import (
 DEFAULT_API_URL = "https://api.runpod.io"
 URL_ENV = "RUNPOD_API_URL"
 KEY_ENV = "RUNPOD_API_KEY"
+TIMEOUT_ENV = "TRAINSTACK_HTTP_TIMEOUT_S"
+DEADLINE_ENV = "TRAINSTACK_HTTP_DEADLINE_S"
 GRAPHQL_PATH = "/graphql"
 
 _process_config: dict[str, str] = {}
@@ -74,7 +76,16 @@ class RunPodClient(HttpCore):
 
     @classmethod
     def from_env(cls, **kwargs: Any) -> RunPodClient:
+        """A client for the configured account; `TRAINSTACK_HTTP_TIMEOUT_S` (per request, default 30) and
+        `TRAINSTACK_HTTP_DEADLINE_S` (retries of one call, default 180) tune the chokepoint."""
         url, key = _resolve_credentials()
+        for name, arg in ((TIMEOUT_ENV, "timeout_s"), (DEADLINE_ENV, "deadline_s")):
+            raw = os.environ.get(name, "").strip()
+            if raw and arg not in kwargs:
+                try:
+                    kwargs[arg] = float(raw)
+                except ValueError:
+                    raise errors.ConfigError(f"{name} must be a number of seconds, e.g. 30") from None
         return cls(url, key, **kwargs)
 
     def _create(

@@ -24,6 +24,8 @@ copy response bodies or headers, which can echo request data, and never contain 
 
 from __future__ import annotations
 
+from providers import display
+
 
 class RunPodError(Exception):
     """Base class of every error raised by `providers.runpod`."""
@@ -158,3 +160,7 @@ def classify(
     """
     cls, hint = _pick(status, detail)
     return cls(hint, status=status if reported_status is None else reported_status, method=method, path=path)
+
+
+# Inside Pulumi's provider host, these errors reach the user as their message only (providers/display.py).
+display.install(RunPodError)

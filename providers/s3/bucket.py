@@ -30,6 +30,7 @@ from pulumi.dynamic import (
 )
 from pydantic import Field, field_validator
 
+from providers import display
 from providers.common import PROVIDER_KEY, InputModel, contains_unknown, validate_inputs
 
 _BUCKET_NAME = re.compile(r"^(?!xn--)(?!.*\.\.)[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
@@ -184,6 +185,9 @@ def _exists(s3: Any, name: str) -> bool:
 
 class BucketError(Exception):
     """A checkpoint bucket operation we refuse or cannot complete; the message says what to do."""
+
+
+display.install(BucketError)
 
 
 def _has_objects(s3: Any, name: str) -> bool:

@@ -1,4 +1,4 @@
-"""End-to-end fixtures: one local RunPod per test module, fast enough for full lifecycles."""
+"""End-to-end fixtures: one local RunPod per test module, and the reliability report for the session."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from emulator.harness import FAST_ARGS, LocalRunPod, start_local_runpod
+from tests.e2e.reliability import Report
 
 
 @pytest.fixture(scope="module")
@@ -14,3 +15,10 @@ def runpod(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRunPod]:
     server = start_local_runpod(tmp_path_factory.mktemp("e2e-runpod"), *FAST_ARGS)
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def report() -> Iterator[Report]:
+    collected = Report()
+    yield collected
+    collected.write()

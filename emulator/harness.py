@@ -198,34 +198,41 @@ class MotoS3:
 
 
 def start_moto_s3(
-    log_path: Path, timeout_s: float = 60.0, attempts: int = 3, host: str = "127.0.0.1"
+    log_path: Path,
+    timeout_s: float = 60.0,
+    attempts: int = 3,
+    host: str = "127.0.0.1",
+    tls: tuple[Path, Path] | None = None,
 ) -> MotoS3:
-    """Start moto on a free port of `host` (loopback, or a bridge address of our own for emulated hosts);
-    moto cannot pick its own port, so a port taken meanwhile means a new try."""
+    """Start moto on a free port of `host` (loopback, or a bridge address of our own for emulated hosts),
+    over HTTPS with `tls` = (certificate, key); moto cannot pick its own port, so a port taken meanwhile
+    means a new try."""
     for attempt in range(1, attempts + 1):
         try:
-            return _start_moto_once(log_path, timeout_s, host)
+            return _start_moto_once(log_path, timeout_s, host, tls)
         except RuntimeError:  # the server exited, most likely because the port was taken
             if attempt == attempts:
                 raise
     raise AssertionError("unreachable")
 
 
-def _start_moto_once(log_path: Path, timeout_s: float, host: str) -> MotoS3:
+def _start_moto_once(log_path: Path, timeout_s: float, host: str, tls: tuple[Path, Path] | None) -> MotoS3:
     port = free_port(host)
+    tls_args = ["-s", "-c", str(tls[0]), "-k", str(tls[1])] if tls else []
     moto = Path(sys.executable).with_name("moto_server")
     with log_path.open("ab") as log:
         process = subprocess.Popen(
-            [str(moto), "-H", host, "-p", str(port)],
+            [str(moto), "-H", host, "-p", str(port), *tls_args],
             stdout=log,
             stderr=subprocess.STDOUT,
             preexec_fn=_CHILD_SETUP,
         )
-    url = f"http://{host}:{port}"
+    url = f"{'https' if tls else 'http'}://{host}:{port}"
 
     def healthy() -> bool:
         try:
-            return httpx.get(f"{url}/moto-api/", timeout=2).status_code < 500
+            verify: Any = str(tls[0]) if tls else True
+            return httpx.get(f"{url}/moto-api/", timeout=2, verify=verify).status_code < 500
         except httpx.TransportError:
             return False
 

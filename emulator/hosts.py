@@ -41,9 +41,10 @@ SSHD_READY_S = 10.0  # a fresh sshd listens within milliseconds; this bounds a w
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # A container's own mounts: /workspace from the volume, its hosts file and (empty) resolver config. /tmp
 # stays the host's: the emulator's state (sshd config, keys) may live there, and must stay visible.
+# The hostname is the pod id (as in a RunPod container), resolvable through the pod's own hosts file.
 _MOUNTS = (
     'mkdir -p "$2" && mount --bind "$1" "$2" && mount --bind "$3" /etc/hosts && '
-    'mount --bind "$4" /etc/resolv.conf && shift 4 && exec "$@"'
+    'mount --bind "$4" /etc/resolv.conf && hostname "$5" && shift 5 && exec "$@"'
 )
 
 
@@ -228,10 +229,11 @@ class NamespaceHosts:
             hostnet.create_namespace(namespace, self.bridge, spec.iface, spec.address, spec.gateway)
             command = self._sshd(spec, directory, keys) if spec.start_ssh else ["sleep", "infinity"]
             mounts = [str(workspace), spec.mount_path, str(directory / "hosts")]
-            mounts.append(str(directory / "resolv.conf"))
+            mounts += [str(directory / "resolv.conf"), spec.pod_id]
+            enter = ["ip", "netns", "exec", namespace, "unshare", "--uts", "/bin/sh", "-c", _MOUNTS, "sh"]
             with (directory / "host.log").open("ab") as out:
                 process = subprocess.Popen(
-                    ["ip", "netns", "exec", namespace, "/bin/sh", "-c", _MOUNTS, "sh", *mounts, *command],
+                    [*enter, *mounts, *command],
                     stdin=subprocess.DEVNULL,
                     stdout=out,
                     stderr=subprocess.STDOUT,

@@ -7,6 +7,7 @@ Environment (set by the start script; defaults let it run by hand under torchrun
   TRAINSTACK_SHARD_INDEX/_NUM_SHARDS  which slice of the (synthetic) data this node reads
   TRAINSTACK_STEPS              total steps (default 300)
   TRAINSTACK_CHECKPOINT_EVERY   steps between checkpoints (default 50)
+  TRAINSTACK_STEP_SLEEP_S       pause after each step (default 0): paces CPU test runs so they last
 
 torch is imported here only: it exists on the nodes, not in the project's venv.
 """
@@ -81,6 +82,7 @@ def main() -> None:
     stop_file = os.environ.get("TRAINSTACK_STOP_FILE", "")
     steps = int(os.environ.get("TRAINSTACK_STEPS", "300"))
     every = int(os.environ.get("TRAINSTACK_CHECKPOINT_EVERY", "50"))
+    pause = float(os.environ.get("TRAINSTACK_STEP_SLEEP_S", "0"))
     shard = int(os.environ.get("TRAINSTACK_SHARD_INDEX", "0"))
     num_shards = int(os.environ.get("TRAINSTACK_NUM_SHARDS", "1"))
     signal.signal(signal.SIGTERM, _on_term)
@@ -120,6 +122,8 @@ def main() -> None:
             if rank == 0:
                 print(f"stopping at step {step} (checkpoint saved)", flush=True)
             break
+        if pause > 0:
+            time.sleep(pause)
     if rank == 0:
         took = time.perf_counter() - started
         peak = (

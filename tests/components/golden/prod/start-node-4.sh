@@ -196,6 +196,8 @@ set_rdzv_args() {
   if ((NODE_RANK == 0)); then is_host=true; fi
   RDZV_ARGS=(--nnodes="$NUM_NODES" --nproc-per-node="$NPROC_PER_NODE" --node-rank="$NODE_RANK"
     --rdzv-backend=c10d --rdzv-endpoint="$MASTER_ADDR:$1" --rdzv-id="$2" --rdzv-conf="is_host=$is_host")
+  # Publish this node's fabric address, not its hostname: peers may not resolve a pod's hostname.
+  if [[ -n "${NODE_ADDR:-}" ]]; then RDZV_ARGS+=(--local-addr="$NODE_ADDR"); fi
 }
 
 write_allreduce_py() {
@@ -219,7 +221,8 @@ sizes = [1 << 20]
 while sizes[-1] * 4 <= max_bytes:
     sizes.append(sizes[-1] * 4)
 n = dist.get_world_size()
-lead = int(os.environ.get("LOCAL_RANK", "0")) == 0 and dist.get_rank() == 0
+# One line per node (its local rank 0): every node's start script checks the figure against the floor.
+lead = int(os.environ.get("LOCAL_RANK", "0")) == 0
 busbw = 0.0
 for size in sizes:
     data = torch.ones(size // 4, device=device)
@@ -301,7 +304,12 @@ s3 = boto3.client("s3", endpoint_url=os.environ.get("AWS_ENDPOINT_URL_S3") or No
 
 
 def by_step(names):
-    return [n for _, n in sorted((int(m.group(1)), n) for n in names if (m := name_re.match(n)))]
+    found = []
+    for n in names:
+        m = name_re.match(n)
+        if m:
+            found.append((int(m.group(1)), n))
+    return [n for _, n in sorted(found)]
 
 
 def remote():

@@ -1,0 +1,260 @@
+"""A real local cluster: `up` a CPU stack, its nodes rendezvous and train, one node is lost and `up` repairs
+it, training resumes from the newest checkpoint and finishes, `destroy` leaves nothing behind."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import boto3
+import pytest
+
+from emulator import hostnet
+from scripts.workspace import prepare
+from tests.hosts.conftest import BRIDGE_IP, HostsEnv
+from tests.support.pulumi_cli import REPO, Pulumi
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.root,
+    # The test reads the bucket on the bridge's host address, an address of our own namespace setup.
+    pytest.mark.allow_hosts(["127.0.0.1", "::1", "localhost", BRIDGE_IP]),
+]
+
+STACK = "local-cpu"
+BUCKET = "trainstack-local-cpu-checkpoints"
+PREFIX = f"trainstack/{STACK}/"
+STEPS = 120  # TRAINSTACK_STEPS in tests/hosts/conftest.py
+T = TypeVar("T")
+
+
+def poll(
+    check: Callable[[], T | None],
+    what: str,
+    timeout_s: float,
+    interval_s: float = 0.5,
+    log: Callable[[], str] | None = None,
+) -> T:
+    """`check()`'s first truthy answer; fails naming `what` (and showing `log()`) when the deadline passes."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"{what}: not within {timeout_s} s\n{log() if log else ''}")
+        time.sleep(interval_s)
+
+
+class Cluster:
+    """The local-cpu stack in a throwaway workspace and backend, driven with the real CLI."""
+
+    def __init__(self, env: HostsEnv, tmp: Path, nodes: int) -> None:
+        self.env = env
+        workspace = prepare(STACK, root=tmp / "ws")
+        extra = env.runpod.env() | {
+            "AWS_ENDPOINT_URL_S3": env.s3_endpoint,
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_CA_BUNDLE": str(env.ca_bundle),
+            "TRAINSTACK_OUT_DIR": str(tmp / "out"),
+            "TRAINSTACK_POLL_INTERVAL_S": "0.2",
+            "TRAINSTACK_SSH_KEY": str(env.private_key),
+            "TRAINSTACK_KNOWN_HOSTS_DIR": str(tmp / "known_hosts"),
+        }
+        self.cli = Pulumi(project=workspace, state=tmp / "state", extra_env=extra)
+        self.cli.stack_init(STACK)
+        self.config("trainstack:s3EndpointUrl", env.s3_endpoint)
+        self.config("trainstack:cluster.nodes", str(nodes), path=True)
+        for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+            self.cli.run(
+                "config", "set", "--secret", "--stack", STACK, f"trainstack:secrets.{name}", "testing"
+            )
+        self.s3 = boto3.client(
+            "s3",
+            endpoint_url=env.s3_endpoint,
+            region_name="us-east-1",
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+            verify=str(env.ca_bundle),
+        )
+
+    def config(self, key: str, value: str, path: bool = False) -> None:
+        self.cli.run("config", "set", *(["--path"] if path else []), "--stack", STACK, key, value)
+
+    def allow_moto_uploads(self) -> None:
+        """moto applies a bucket policy's Deny without evaluating its Condition (moto/s3/models.py
+        `get_permission`), so the TLS-only statement denies every object PUT/GET even over HTTPS. Only the
+        test's moto loses the policy; the provider still sets it (and sets it again on the next up)."""
+        self.s3.delete_bucket_policy(Bucket=BUCKET)
+
+    def up(self, *extra: str) -> str:
+        policy = [
+            "--policy-pack",
+            str(REPO / "policy"),
+            "--policy-pack-config",
+            str(REPO / "policy/config/local-cpu.json"),
+        ]
+        return self.cli.run("up", "--yes", "--stack", STACK, *policy, *extra).stdout
+
+    def outputs(self) -> dict[str, Any]:
+        import json
+
+        out: dict[str, Any] = json.loads(self.cli.run("stack", "output", "--json", "--stack", STACK).stdout)
+        return out
+
+    def volume_dir(self) -> Path:
+        volumes = self.env.runpod.admin.live()["volumes"]
+        assert len(volumes) == 1, volumes
+        return self.env.runpod.state_dir / "volumes" / volumes[0]["id"]
+
+    def log(self, rank: int, pod_id: str) -> str:
+        path = self.volume_dir() / "trainstack" / "logs" / f"start-node-{rank}.{pod_id}.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def logs(self) -> str:
+        """Every node log so far, for failure messages."""
+        root = self.volume_dir() / "trainstack" / "logs"
+        paths = sorted(root.glob("*.log")) if root.is_dir() else []
+        return (
+            "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-3000:]}" for p in paths) or "(no logs)"
+        )
+
+    def bucket_steps(self) -> list[int]:
+        listing = self.s3.list_objects_v2(Bucket=BUCKET, Prefix=PREFIX).get("Contents", [])
+        found = [re.fullmatch(r"step-(\d+)\.pt", o["Key"][len(PREFIX) :]) for o in listing]
+        return sorted(int(m.group(1)) for m in found if m)
+
+    def empty_bucket(self) -> None:
+        """Copy-out done: the bucket provider refuses to delete a bucket that still holds checkpoints."""
+        versions = self.s3.list_object_versions(Bucket=BUCKET)
+        for v in [*versions.get("Versions", []), *versions.get("DeleteMarkers", [])]:
+            self.s3.delete_object(Bucket=BUCKET, Key=v["Key"], VersionId=v["VersionId"])
+
+    def ssh(self, node: dict[str, Any], command: str) -> subprocess.CompletedProcess[str]:
+        host, port = node["ssh_endpoint"].rsplit(":", 1)
+        argv = ["ssh", "-i", str(self.env.private_key), "-oBatchMode=yes", "-oStrictHostKeyChecking=no"]
+        argv += ["-oUserKnownHostsFile=/dev/null", "-oLogLevel=ERROR", "-p", port, f"root@{host}", command]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+
+
+def namespaces(env: HostsEnv) -> list[str]:
+    return hostnet.list_namespaces(f"ts-{env.bridge.name}-")
+
+
+def netns_inodes(names: list[str]) -> set[int]:
+    return {Path(f"/run/netns/{n}").stat().st_ino for n in names}
+
+
+def processes_in(inodes: set[int]) -> list[int]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                if (proc / "ns" / "net").stat().st_ino in inodes:
+                    found.append(int(proc.name))
+            except OSError:
+                continue
+    return found
+
+
+def first_step(log: str) -> int | None:
+    m = re.search(r"^first step (\d+)", log, re.MULTILINE)
+    return int(m.group(1)) if m else None
+
+
+@pytest.mark.parametrize("nodes", [2, 4])
+def test_cluster_trains_survives_a_lost_node_and_cleans_up(
+    nodes: int, hosts_env: HostsEnv, tmp_path: Path
+) -> None:
+    started = time.monotonic()
+    cluster = Cluster(hosts_env, tmp_path, nodes)
+    try:
+        _lifecycle(cluster, hosts_env, nodes)
+    finally:
+        if cluster.s3.list_buckets()["Buckets"]:
+            cluster.empty_bucket()
+        cluster.cli.run("destroy", "--yes", "--stack", STACK, check=False)
+    print(f"{nodes} nodes: whole lifecycle in {time.monotonic() - started:.0f} s")
+
+
+def _lifecycle(cluster: Cluster, env: HostsEnv, nodes: int) -> None:
+    cluster.up()
+    cluster.allow_moto_uploads()
+    first = cluster.outputs()["nodes"]
+    assert [n["rank"] for n in first] == list(range(nodes))
+    assert len(namespaces(env)) == nodes
+
+    # Every node passes preflight (fabric, hosts, disk, the all-reduce over all nodes) and joins torchrun.
+    for n in first:
+        poll(
+            lambda n=n: "all-reduce bus bandwidth" in cluster.log(n["rank"], n["pod_id"]),
+            f"preflight of node {n['rank']}",
+            90,
+            log=cluster.logs,
+        )
+    primary = first[0]
+    poll(lambda: first_step(cluster.log(0, primary["pod_id"])) == 0, "fresh start on rank 0", 60)
+    assert "fabric interface: ens1" in cluster.log(0, primary["pod_id"])
+
+    # Names come from the hosts block the start script wrote: no DNS server exists on the nodes.
+    last = first[-1]
+    probe = cluster.ssh(
+        primary,
+        f"getent hosts node-{nodes - 1}; grep -c nameserver /etc/resolv.conf; getent hosts example.com",
+    )
+    assert probe.stdout.split()[:2] == [last["ip"], f"node-{nodes - 1}"], probe
+    assert probe.stdout.split()[2] == "0" and probe.returncode != 0, probe  # no resolver, no answer
+    reach = cluster.ssh(primary, f"timeout 5 bash -c 'echo > /dev/tcp/node-{nodes - 1}/22' && echo reached")
+    assert reach.stdout.strip() == "reached", reach
+
+    # Training advances and checkpoints land in the bucket, then a node is lost behind Pulumi's back.
+    steps = poll(
+        lambda: [s for s in cluster.bucket_steps() if s > 0],
+        "a checkpoint in the bucket",
+        60,
+        log=cluster.logs,
+    )
+    assert max(steps) < STEPS, "training finished before a node could be lost; slow it down"
+    env.runpod.admin.out_of_band(last["pod_id"])
+    poll(lambda: len(namespaces(env)) == nodes - 1, "the lost node's namespace removed", 10, 0.1)
+
+    cluster.cli.run("refresh", "--yes", "--stack", STACK)
+    cluster.up()
+    cluster.allow_moto_uploads()
+    repaired = cluster.outputs()["nodes"]
+    assert len(repaired) == nodes and last["pod_id"] not in {n["pod_id"] for n in repaired}
+    log0 = poll(
+        lambda: (
+            (text := cluster.log(0, repaired[0]["pod_id"]))
+            and "training exited with status 0" in text
+            and text
+        ),
+        "the repaired cluster finishes training",
+        120,
+        log=cluster.logs,
+    )
+    resumed = first_step(log0)
+    assert resumed is not None and resumed > 0, log0
+    assert f"done: steps {resumed}..{STEPS}" in log0, log0
+    poll(lambda: STEPS in cluster.bucket_steps(), "the final checkpoint in the bucket", 30)
+
+    live_namespaces = namespaces(env)
+    inodes = netns_inodes(live_namespaces)
+    cluster.empty_bucket()
+    cluster.cli.run("destroy", "--yes", "--stack", STACK)
+    live = env.runpod.admin.live()
+    assert {k: live[k] for k in ("pods", "clusters", "volumes", "secrets")} == {
+        "pods": [],
+        "clusters": [],
+        "volumes": [],
+        "secrets": [],
+    }
+    assert namespaces(env) == []
+    assert processes_in(inodes) == []
+    assert env.runpod.admin.hosts()["hosts"] == []

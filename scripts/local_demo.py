@@ -48,11 +48,29 @@ def give_account_spend_limit(config: dict[str, object]) -> float:
     return limit
 
 
+def point_nodes_at_moto(workspace: Path, stack: str) -> str | None:
+    """With emulated hosts the nodes really run: give their start scripts the local S3 endpoint (moto on
+    the hosts' bridge), else they would sync checkpoints to AWS itself. Control-plane only: nothing to do."""
+    health = httpx.get(f"{os.environ['RUNPOD_API_URL']}/_admin/health", timeout=10).json()
+    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3")
+    if not (health.get("hosts") or {}).get("enabled") or not endpoint:
+        return None
+    subprocess.run(
+        ["pulumi", "config", "set", "trainstack:s3EndpointUrl", endpoint, "--stack", stack,
+         "--cwd", str(workspace), "--non-interactive"],
+        text=True, check=True, capture_output=True,
+    )  # fmt: skip
+    return endpoint
+
+
 def main(argv: list[str]) -> int:
     stack, workspace = argv[0], Path(argv[1])
     config = stack_config(workspace, stack)
     names = set_demo_secrets(workspace, stack, config)
     limit = give_account_spend_limit(config)
+    endpoint = point_nodes_at_moto(workspace, stack)
+    hosts = f"nodes are emulated hosts, S3 at {endpoint}" if endpoint else "control-plane only (no hosts)"
+    print(f"local demo: {hosts}", file=sys.stderr)
     print(f"local demo: placeholder values for {', '.join(names) or 'no secrets'}; spend limit ${limit:g}/h",
           file=sys.stderr)  # fmt: skip
     return 0

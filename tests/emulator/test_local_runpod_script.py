@@ -12,7 +12,8 @@ SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "local-runpod"
 
 
 def run(state: Path, verb: str) -> subprocess.CompletedProcess[str]:
-    env = os.environ | {"TRAINSTACK_STATE_DIR": str(state)}
+    # Control-plane only: emulated hosts (and moto on their bridge) are tests/hosts' business.
+    env = os.environ | {"TRAINSTACK_STATE_DIR": str(state), "LOCAL_RUNPOD_ARGS": "--hosts off"}
     return subprocess.run(
         [str(SCRIPT), verb], env=env, capture_output=True, text=True, timeout=90, check=False
     )

@@ -28,6 +28,7 @@ pytestmark = [
 STACK = "local-cpu"
 BUCKET = "trainstack-local-cpu-checkpoints"
 PREFIX = f"trainstack/{STACK}/"
+SPEND_LIMIT = 300  # trainstack:runpod_spend_limit_per_hour in stacks/Pulumi.local-cpu.yaml
 STEPS = 120  # TRAINSTACK_STEPS in tests/hosts/conftest.py
 T = TypeVar("T")
 
@@ -69,6 +70,7 @@ class Cluster:
         }
         self.cli = Pulumi(project=workspace, state=tmp / "state", extra_env=extra)
         self.cli.stack_init(STACK)
+        env.runpod.admin.limits(spendLimit=SPEND_LIMIT)  # the raised limit the stack declares
         self.config("trainstack:s3EndpointUrl", env.s3_endpoint)
         self.config("trainstack:cluster.nodes", str(nodes), path=True)
         for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):

@@ -71,9 +71,7 @@ def create_app(settings: Settings) -> tuple[ASGIApp, World]:
 HOSTS_TICK_S = 0.1  # pods turn RUNNING by the clock alone: look this often for hosts to make or remove
 
 
-def _hosts(settings: Settings) -> Hosts | None:
-    if settings.hosts == "off":
-        return None
+def _hosts(settings: Settings) -> Hosts:
     return make_hosts(
         settings.hosts,
         settings.state_dir,

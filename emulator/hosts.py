@@ -342,13 +342,11 @@ def make_hosts(
     extra_keys: Sequence[str] = (),
 ) -> Hosts:
     """`mode` on|off|auto: auto means hosts when this process can make them, control plane otherwise."""
-    if mode == "off":
-        hosts: Hosts = ControlPlaneOnly("hosts are off (--hosts off)")
-    elif (why := hostnet.unavailable_reason()) is not None:
-        if mode == "on":
-            raise SystemExit(f"--hosts on, but {why}")
-        hosts = ControlPlaneOnly(why)
-    else:
+    why = "hosts are off (--hosts off)" if mode == "off" else hostnet.unavailable_reason()
+    if why is None:
         return NamespaceHosts(state_dir, bridge, tuple(node_path), dict(node_env or {}), tuple(extra_keys))
+    if mode == "on":
+        raise SystemExit(f"--hosts on, but {why}")
+    hosts = ControlPlaneOnly(why)
     log.warning("hosts: off, the local RunPod is control-plane only: %s", hosts.describe()["reason"])
     return hosts

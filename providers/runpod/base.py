@@ -31,7 +31,7 @@ from providers.common import (
 from providers.runpod import errors
 from providers.runpod.client import RunPodClient, set_process_config
 
-__all__ = ["UNKNOWN", "RunPodProvider", "args_of", "is_unknown", "ready_timeout", "wait_for"]
+__all__ = ["UNKNOWN", "RunPodProvider", "args_of", "boot_floor_s", "is_unknown", "ready_timeout", "wait_for"]
 
 COST_KEYS = frozenset({"cost_per_hour", "storage_cost_per_month", "price_source"})
 
@@ -58,21 +58,31 @@ def ready_timeout(explicit: float | None) -> float:
     return explicit if explicit is not None else _env_seconds(READY_ENV, DEFAULT_READY_S)
 
 
+def boot_floor_s() -> float:
+    """No new pod is ready sooner: a cached image still takes ~33 s (FACTS.md section 2), so the first
+    poll of a create waits 3 poll intervals (30 s by default) instead of asking while nothing can change."""
+    return 3 * _env_seconds(POLL_ENV, DEFAULT_POLL_S)
+
+
 def wait_for(
     client: RunPodClient,
     fetch: Callable[[], T],
     probe: Callable[[T], tuple[bool, str | None]],
     timeout_s: float,
     what: str,
+    *,
+    first_poll_s: float = 0.0,
 ) -> T:
     """Poll `fetch` until `probe` says ready, fails, or `timeout_s` passes.
 
-    `probe(x)` returns (ready, failure); a failure string ends the wait at once. Waits start at the poll
-    interval and grow 1.5x up to 3x it, so the average rate never exceeds one GET per interval.
+    `probe(x)` returns (ready, failure); a failure string ends the wait at once. The first poll comes after
+    `first_poll_s`, then one every poll interval: never more than one GET per interval per resource (and
+    pods share one listing per poll, see listing.py), and ready is seen at most one interval late.
     """
     interval = _env_seconds(POLL_ENV, DEFAULT_POLL_S)
     deadline = client.clock() + timeout_s
-    delay = interval
+    if first_poll_s > 0:
+        client.sleep(min(first_poll_s, timeout_s))
     while True:
         current = fetch()
         ready, failure = probe(current)
@@ -80,13 +90,12 @@ def wait_for(
             return current
         if failure:
             raise errors.RunPodError(f"{what} failed while starting: {failure}")
-        if client.clock() + delay > deadline:
+        if client.clock() + interval > deadline:
             raise errors.DeadlineExceeded(
                 f"{what} was not ready after {timeout_s:.0f} s; raise ready_timeout_s or {READY_ENV}, "
                 "or pick a data center with capacity"
             )
-        client.sleep(delay)
-        delay = min(delay * 1.5, interval * 3)
+        client.sleep(interval)
 
 
 def is_blank(value: Any) -> bool:

@@ -16,11 +16,12 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 from urllib.parse import urlsplit
 
 from providers.runpod import adopt, errors, gql
 from providers.runpod.http import HttpCore
+from providers.runpod.listing import shared
 from providers.runpod.records import (
     ApiCluster,
     ApiGpuType,
@@ -127,8 +128,21 @@ class RunPodClient(HttpCore):
         return True
 
     def list_pods(self, name: str | None = None) -> list[ApiPod]:
-        pods = [ApiPod.model_validate(p) for p in _items(self.request("GET", "/v2/pods"), "pods")]
+        # One GET serves every thread of this process that asks meanwhile (listing.py): a pool of
+        # pods creating and waiting together costs one listing per poll, not one request per pod.
+        listing = shared(f"{self._http.base_url} /v2/pods")
+        pods = cast(list[ApiPod], listing.get(self._list_all_pods))
         return [p for p in pods if (name is None or p.name == name) and p.status != "TERMINATED"]
+
+    def _list_all_pods(self) -> list[ApiPod]:
+        return [ApiPod.model_validate(p) for p in _items(self.request("GET", "/v2/pods"), "pods")]
+
+    def find_pod(self, pod_id: str) -> ApiPod:
+        """A pod's state from the shared listing; a GET of its own only when the listing lacks it."""
+        for pod in self.list_pods():
+            if pod.id == pod_id:
+                return pod
+        return self.get_pod(pod_id)  # raises NotFoundError when it is really gone
 
     def get_pod(self, pod_id: str) -> ApiPod:
         return ApiPod.model_validate(self.request("GET", "/v2/pods/{id}", path={"id": pod_id}))
@@ -231,6 +245,11 @@ class RunPodClient(HttpCore):
         return [ApiGpuType.model_validate(g) for g in _items(data, "gpus")]
 
     def list_secrets(self) -> list[ApiSecret]:
+        # Each create lists first (names are unique); concurrent creates share one query (listing.py).
+        listing = shared(f"{self._http.base_url} secrets")
+        return list(cast(list[ApiSecret], listing.get(self._list_all_secrets)))
+
+    def _list_all_secrets(self) -> list[ApiSecret]:
         data = self.graphql(gql.SECRETS_QUERY, {}, mutation=False)
         me = data.get("myself")
         items = me.get("secrets") if isinstance(me, dict) else None

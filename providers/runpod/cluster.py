@@ -9,7 +9,15 @@ import pulumi
 from pulumi.dynamic import CreateResult, ReadResult, Resource, UpdateResult
 
 from providers.runpod import catalog, errors
-from providers.runpod.base import UNKNOWN, RunPodProvider, args_of, is_unknown, ready_timeout, wait_for
+from providers.runpod.base import (
+    UNKNOWN,
+    RunPodProvider,
+    args_of,
+    boot_floor_s,
+    is_unknown,
+    ready_timeout,
+    wait_for,
+)
 from providers.runpod.client import RunPodClient
 from providers.runpod.models import ClusterArgs
 from providers.runpod.records import (
@@ -130,6 +138,7 @@ class InstantClusterProvider(RunPodProvider):
             make_probe(args.pod_count),
             ready_timeout(args.ready_timeout_s),
             f"cluster {args.name!r} ({cluster_id})",
+            first_poll_s=boot_floor_s(),
         )
 
     def create(self, props: dict[str, Any]) -> CreateResult:

@@ -13,6 +13,7 @@ from providers.runpod.base import (
     UNKNOWN,
     RunPodProvider,
     args_of,
+    boot_floor_s,
     is_blank,
     is_unknown,
     ready_timeout,
@@ -192,13 +193,14 @@ class PodProvider(RunPodProvider):
                 ) from None
         return client.create_pod(create_body(args)).id, "on_demand"
 
-    def _wait(self, client: RunPodClient, pod_id: str, args: PodArgs) -> ApiPod:
+    def _wait(self, client: RunPodClient, pod_id: str, args: PodArgs, first_poll_s: float = 0.0) -> ApiPod:
         return wait_for(
             client,
-            lambda: client.get_pod(pod_id),
+            lambda: client.find_pod(pod_id),
             probe,
             ready_timeout(args.ready_timeout_s),
             f"pod {args.name!r} ({pod_id})",
+            first_poll_s=first_poll_s,
         )
 
     def create(self, props: dict[str, Any]) -> CreateResult:
@@ -206,7 +208,7 @@ class PodProvider(RunPodProvider):
         with self.client() as client:
             pod_id, obtained = self._launch(client, args)
             try:
-                pod = self._wait(client, pod_id, args)
+                pod = self._wait(client, pod_id, args, first_poll_s=boot_floor_s())
             except errors.RunPodError:
                 # create is transactional: never leave a billed pod behind a failed create.
                 client.delete_pod(pod_id)

@@ -180,7 +180,10 @@ class FakeRunPod:
 
     def pods_route(self, method: str, rest: list[str], body: Any) -> httpx.Response:
         if not rest and method == "GET":
-            return httpx.Response(200, json={"pods": [p for p in self.pods.values() if "cluster" not in p]})
+            listed = [p for p in self.pods.values() if "cluster" not in p]
+            for pod in listed:  # a listing is a poll too: time moves for every pod in it
+                self.tick(pod)
+            return httpx.Response(200, json={"pods": listed})
         if not rest and method == "POST":
             return httpx.Response(201, json=self.make_pod(body["name"], body))
         pod = self.pods.get(rest[0])

@@ -7,6 +7,7 @@ import contextlib
 import json
 import logging
 import os
+import signal
 import socket
 from typing import Any
 
@@ -108,6 +109,10 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _exit_on_signal(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 def serve(settings: Settings, access_log: bool = False) -> None:
     """Bind first (port 0 picks a free one), publish `server.json`, then serve until signalled."""
     app, world = create_app(settings)
@@ -124,6 +129,9 @@ def serve(settings: Settings, access_log: bool = False) -> None:
     tmp.write_text(json.dumps(info), encoding="utf-8")
     tmp.replace(marker)  # atomic, so a reader never sees half a file
     config = uvicorn.Config(app, log_level=settings.log_level, access_log=access_log, lifespan="off")
+    # uvicorn re-raises SIGTERM after its graceful shutdown; with the default action that would end the
+    # process before the cleanup below (hosts, store) runs, so make it an ordinary exit instead.
+    signal.signal(signal.SIGTERM, _exit_on_signal)
     try:
         asyncio.run(_serve(uvicorn.Server(config), sock, world))
     finally:

@@ -1,0 +1,119 @@
+"""`pulumi up` killed at seeded points: `scripts/recover` then `up` converge with nothing orphaned or doubled.
+
+Kill points are counted in RunPod API requests, not seconds: the run is stopped (SIGKILL to the CLI and
+every process under it: language host, providers) as soon as the local RunPod has answered the k-th request of
+that `up`, with k drawn from a seeded generator. That reaches every phase (listing, creating, polling,
+recording) deterministically on any machine speed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from emulator.harness import LocalRunPod
+from tests.e2e.reliability import Report, duplicates, orphans
+from tests.e2e.stacks import StackRun, open_stack
+from tests.support.pulumi_cli import REPO
+
+pytestmark = pytest.mark.e2e
+
+SEED = 20261129
+RUNS = 10
+
+
+def _requests(runpod: LocalRunPod) -> int:
+    endpoints = runpod.admin.counters()["endpoints"]
+    return sum(sum(by_status.values()) for by_status in endpoints.values())
+
+
+def _up_killed_after(run: StackRun, runpod: LocalRunPod, k: int) -> bool:
+    """Start `up`; SIGKILL its process group once RunPod served k more requests. True if it was killed."""
+    start = _requests(runpod)
+    args = ["pulumi", "up", "--yes", "--skip-preview", "--non-interactive", "--stack", run.stack]
+    proc = subprocess.Popen(
+        args, cwd=run.cli.project, env=run.cli.env(), start_new_session=True,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while proc.poll() is None and _requests(runpod) - start < k:
+        assert time.monotonic() < deadline, "up neither finished nor reached the kill point in 120 s"
+        time.sleep(0.02)  # polling the emulator's counter, not timing the test
+    if proc.poll() is not None:
+        return False
+    _kill_tree(proc.pid)
+    proc.wait()
+    return True
+
+
+def _kill_tree(root: int) -> None:
+    """SIGKILL a process and every descendant, as a dead machine or CI runner would stop them.
+
+    Pulumi starts its plugins (language host, providers) in process groups of their own, so killing the
+    CLI's group alone would leave a provider finishing its create after the "crash".
+    """
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # exited while we looked
+        parents[int(stat.parent.name)] = int(fields[1])
+    doomed, frontier = {root}, [root]
+    while frontier:
+        parent = frontier.pop()
+        children = [pid for pid, ppid in parents.items() if ppid == parent and pid not in doomed]
+        doomed.update(children)
+        frontier.extend(children)
+    for pid in doomed:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _recover(run: StackRun) -> None:
+    subprocess.run(
+        [str(REPO / "scripts/recover"), run.stack, "--yes", "--cwd", str(run.cli.project)],
+        env=run.cli.env(), check=True, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+
+
+def test_killed_up_recovers(tmp_path: Path, runpod: LocalRunPod, moto_s3: str, report: Report) -> None:
+    runpod.admin.reset()
+    runpod.admin.limits(ratePerMinute=100000)
+    run = open_stack("search", tmp_path, runpod, moto_s3)
+    run.up()
+    rng = random.Random(SEED)
+    killed = 0
+    # The pool shrinks and grows in turn, so every interrupted up is deleting or creating pods.
+    for i in range(RUNS):
+        run.cli.run(
+            "config",
+            "set",
+            "--path",
+            "--stack",
+            run.stack,
+            "trainstack:cluster.nodes",
+            "2" if i % 2 == 0 else "4",
+        )
+        killed += _up_killed_after(run, runpod, rng.randint(1, 12))
+        _recover(run)
+        run.cli.run("up", "--yes", "--skip-preview", "--stack", run.stack)
+        run.cli.run("preview", "--expect-no-changes", "--stack", run.stack)
+        assert orphans(run) == [] and duplicates(runpod) == []
+    run.destroy()
+    assert orphans(run) == []
+    report.record(
+        "crash: `up` killed at 10 seeded request counts, then scripts/recover + up",
+        f"converged {RUNS}/{RUNS} ({killed} killed mid-run, creating or deleting pods)",
+        orphans(run),
+        duplicates(runpod),
+        runs=RUNS,
+    )
+    assert killed >= RUNS // 2, "most kill points should land inside the up"

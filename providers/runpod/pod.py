@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import pulumi
-from pulumi.dynamic import CreateResult, ReadResult, Resource, UpdateResult
+from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, UpdateResult
 
 from providers.runpod import catalog, errors
 from providers.runpod.base import (
@@ -146,6 +146,10 @@ def probe(pod: ApiPod) -> tuple[bool, str | None]:
     return pod.status == "RUNNING" and pod.runtime is not None and pod.ssh_endpoint() is not None, None
 
 
+# Statuses in which a pod holds no GPUs and will not get them back by itself (FACTS.md section 2 and 4).
+_STOPPED = frozenset({"EXITED", "ERROR"})
+
+
 class PodProvider(RunPodProvider):
     """Lifecycle of `runpod:Pod`; image, args, env, ports, name, disk change in place via PATCH."""
 
@@ -155,6 +159,15 @@ class PodProvider(RunPodProvider):
     # A second 8-GPU pod beside the old one doubles spend and often finds no capacity.
     delete_before_replace = True
     update_warning = "updating a RunPod pod restarts its container; data outside the volume is lost"
+
+    def diff(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        result = super().diff(id_, olds, news)
+        if olds.get("status") in _STOPPED and not result.replaces:
+            # Refresh saw the pod stopped: a preempted spot pod, or one stopped outside Pulumi. Its GPUs
+            # are gone, so `up` brings the capacity back by renting the pod again (spot or on-demand as
+            # `capacity` says); checkpoints survive in the bucket and on the volume.
+            return DiffResult(changes=True, replaces=["status"], delete_before_replace=True)
+        return result
 
     def costs(self, values: Mapping[str, Any]) -> dict[str, Any]:
         disk = values.get("container_disk_gb")

@@ -18,8 +18,8 @@ import pulumi
 
 from components.artifacts import write_artifacts
 from components.config import (
-    KNOWN_KEYS,
     NAMESPACE,
+    SECRETS_KEY,
     ConfigError,
     ConfigProblem,
     StackConfig,
@@ -256,9 +256,17 @@ def _hourly(costs: Sequence[Any], count: int) -> float:
 
 
 def read_stack_config() -> StackConfig:
-    """The stack's `trainstack:*` config, read through Pulumi and parsed (raises ConfigError)."""
+    """The stack's `trainstack:*` config, every key of it, parsed (raises ConfigError).
+
+    Every key is read, not only the known ones, so a misspelt key (`trainstack:clustr`) is an error that
+    names it rather than a setting silently ignored. Secret values (`trainstack:secrets.*`) are skipped
+    here and read by `read_secret_values`.
+    """
+    prefix = f"{NAMESPACE}:"
     cfg = pulumi.Config(NAMESPACE)
-    return load_stack_config({key: value for key in KNOWN_KEYS if (value := cfg.get(key)) is not None})
+    keys = {k[len(prefix) :] for k in pulumi.runtime.config.CONFIG.get() if k.startswith(prefix)}
+    keys = {k for k in keys if not k.startswith(f"{SECRETS_KEY}.")}
+    return load_stack_config({key: value for key in sorted(keys) if (value := cfg.get(key)) is not None})
 
 
 def read_secret_values(config: StackConfig) -> dict[str, pulumi.Output[str]]:

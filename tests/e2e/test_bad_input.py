@@ -1,0 +1,107 @@
+"""Bad stack and policy config through the real CLI: a message naming the field and the fix, no traceback,
+and not one mutating call reaches RunPod."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from emulator.harness import LocalRunPod
+from tests.components.test_config import INVALID
+from tests.e2e.reliability import Report
+from tests.e2e.stacks import StackRun, open_stack
+from tests.support.pulumi_cli import REPO
+
+pytestmark = pytest.mark.e2e
+MUTATING = ("POST ", "PATCH ", "PUT ", "DELETE ")
+
+# (case id, policy, config that breaks it, words the message must contain)
+BAD_POLICY_CONFIG = [
+    ("negative-hourly-cap", "hourly-burn-limit", {"max_hourly_usd": -5}, "max_hourly_usd"),
+    ("hourly-cap-as-text", "hourly-burn-limit", {"max_hourly_usd": "lots"}, "max_hourly_usd"),
+    ("spot-share-above-1", "spot-share-limit", {"max_spot_share": 1.5}, "max_spot_share"),
+    ("misspelt-key", "runpod-spend-limit", {"runpod_spend_limt_per_hour": 300}, "runpod_spend_limt_per_hour"),
+    (
+        "gpu-list-not-a-list",
+        "allowed-gpu-types",
+        {"allowed_gpu_types": "NVIDIA H100 80GB HBM3"},
+        "allowed_gpu_types",
+    ),
+    (
+        "checkpoint-interval-zero",
+        "spot-checkpointing",
+        {"max_checkpoint_interval_s": 0},
+        "max_checkpoint_interval_s",
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def dev(tmp_path_factory: pytest.TempPathFactory, runpod: LocalRunPod, moto_s3: str) -> Iterator[StackRun]:
+    runpod.admin.reset()
+    yield open_stack("dev", tmp_path_factory.mktemp("bad-input"), runpod, moto_s3)
+    runpod.admin.reset()
+
+
+def _mutations(runpod: LocalRunPod) -> dict[str, Any]:
+    endpoints = runpod.admin.counters()["endpoints"]
+    return {
+        e: c for e, c in endpoints.items() if e.startswith(MUTATING) and not e.startswith("POST /graphql")
+    }
+
+
+def _use_config(run: StackRun, raw: dict[str, Any]) -> None:
+    stack_file = run.cli.project / "stacks" / f"Pulumi.{run.stack}.yaml"
+    doc = yaml.safe_load(stack_file.read_text())
+    doc["config"] = raw
+    stack_file.write_text(yaml.safe_dump(doc, sort_keys=False))
+
+
+@pytest.mark.parametrize(("raw", "path", "fix"), [c[1:] for c in INVALID], ids=[c[0] for c in INVALID])
+def test_bad_stack_config(dev: StackRun, raw: dict[str, Any], path: str, fix: str, report: Report) -> None:
+    before = _mutations(dev.runpod)
+    _use_config(dev, raw)
+    result = dev.preview(check=False)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert path in output and fix in output, output
+    assert "Traceback" not in output, output
+    assert _mutations(dev.runpod) == before
+    assert dev.cli.resources() == [] or all(
+        not r["type"].startswith("pulumi-python") for r in dev.cli.resources()
+    )
+    _count(report, "bad input: invalid stack config (one rule broken each)")
+
+
+@pytest.mark.parametrize(
+    ("policy", "config", "named"), [c[1:] for c in BAD_POLICY_CONFIG], ids=[c[0] for c in BAD_POLICY_CONFIG]
+)
+def test_bad_policy_config(
+    dev: StackRun, tmp_path: Path, policy: str, config: dict[str, Any], named: str, report: Report
+) -> None:
+    _use_config(dev, yaml.safe_load((REPO / "stacks/Pulumi.dev.yaml").read_text())["config"])
+    settings = json.loads((REPO / "policy/config/dev.json").read_text())
+    settings[policy] = config
+    bad = tmp_path / "policy.json"
+    bad.write_text(json.dumps(settings))
+    before = _mutations(dev.runpod)
+    pack = ["--policy-pack", str(REPO / "policy"), "--policy-pack-config", str(bad)]
+    result = dev.cli.run("preview", "--stack", dev.stack, *pack, check=False)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0, output
+    assert named in output, output
+    assert _mutations(dev.runpod) == before
+    _count(report, "bad input: invalid policy config (one key broken each)")
+
+
+def _count(report: Report, scenario: str) -> None:
+    row = report.rows.get(scenario)
+    runs = row.runs + 1 if row else 1
+    report.record(
+        scenario, f"{runs} refused, each naming the field and the fix; 0 mutating calls", [], [], runs
+    )

@@ -1,0 +1,117 @@
+"""Secrets never appear in plain text, and a team's shared S3 state refuses a second concurrent `up`."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import boto3
+import pytest
+
+from emulator.harness import FAST_ARGS, LocalRunPod, start_local_runpod
+from tests.e2e.reliability import Report, duplicates, orphans
+from tests.e2e.stacks import open_stack
+
+pytestmark = pytest.mark.e2e
+
+PLANTED_KEY = "rpa_PLANTEDKEY7f3c9e1d2b4a6f80"
+PLANTED = {
+    "HF_TOKEN": "hf_PLANTEDhuggingface5e9a1c3b7d",
+    "WANDB_API_KEY": "PLANTEDwandb0c4f8a2e6b1d9f3a5c7e",
+    "AWS_ACCESS_KEY_ID": "AKIAPLANTEDNODEKEY01",
+    "AWS_SECRET_ACCESS_KEY": "PLANTED/node/secret/3b8e1f0a9c2d4e6f",
+}
+PLANTED_ENV_AWS = {
+    "AWS_ACCESS_KEY_ID": "AKIAPLANTEDENVKEY002",
+    "AWS_SECRET_ACCESS_KEY": "PLANTED/env/secret/9d1c",
+}
+
+
+@pytest.fixture(scope="module")
+def keyed_runpod(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRunPod]:
+    server = start_local_runpod(tmp_path_factory.mktemp("keyed-runpod"), *FAST_ARGS, api_key=PLANTED_KEY)
+    yield server
+    server.stop()
+
+
+def _hits(text: str) -> list[str]:
+    values = [PLANTED_KEY, *PLANTED.values(), *PLANTED_ENV_AWS.values()]
+    return [v for v in values if v in text]
+
+
+def test_planted_secrets_appear_nowhere(
+    tmp_path: Path, keyed_runpod: LocalRunPod, moto_s3: str, report: Report
+) -> None:
+    run = open_stack("prod", tmp_path, keyed_runpod, moto_s3, **PLANTED_ENV_AWS)
+    for name, value in PLANTED.items():
+        run.cli.run("config", "set", "--secret", "--stack", "prod", f"trainstack:secrets.{name}", value)
+    outputs = [run.preview(), run.up(), run.refresh(), run.up("--expect-no-changes")]
+    bad_key = open_stack("dev", tmp_path / "bad", keyed_runpod, moto_s3, RUNPOD_API_KEY=PLANTED_KEY[::-1])
+    refused = bad_key.up(check=False)
+    assert refused.returncode != 0 and "API key" in refused.stdout + refused.stderr
+
+    scanned = {
+        "stack export": run.cli.run("stack", "export", "--stack", "prod").stdout,
+        "stack outputs": run.cli.run("stack", "output", "--json", "--show-secrets", "--stack", "prod").stdout,
+        "CLI output": "".join(p.stdout + p.stderr for p in [*outputs, refused]),
+        "out/ artifacts": "".join(p.read_text() for p in run.out_dir.rglob("*") if p.is_file()),
+        "state backend files": "".join(
+            p.read_text(errors="replace") for p in (tmp_path / "state" / "backend").rglob("*") if p.is_file()
+        ),
+        "local RunPod log": (keyed_runpod.state_dir / "emulator.log").read_text(errors="replace"),
+        "local RunPod audit log": str(keyed_runpod.admin.audit()),
+    }
+    found = {where: _hits(text) for where, text in scanned.items() if _hits(text)}
+    orphaned, duplicated = orphans(run), duplicates(keyed_runpod)
+    report.record(
+        "secrets: planted RunPod key, HF/W&B tokens, AWS keys",
+        f"0 plain-text hits in {len(scanned)} places ({', '.join(scanned)})"
+        if not found
+        else f"LEAKED: {found}",
+        orphaned,
+        duplicated,
+        runs=len(outputs) + 1,
+    )
+    assert found == {}
+    run.destroy()
+
+
+@pytest.fixture
+def s3_backend(moto_s3: str) -> str:
+    s3 = boto3.client("s3", endpoint_url=moto_s3, region_name="us-east-1")
+    s3.create_bucket(Bucket="team-pulumi-state")
+    return f"s3://team-pulumi-state?endpoint={moto_s3.removeprefix('http://')}&region=us-east-1&s3ForcePathStyle=true&disableSSL=true"
+
+
+def test_shared_s3_state_locks_out_a_second_up(
+    tmp_path: Path, runpod: LocalRunPod, moto_s3: str, s3_backend: str, report: Report
+) -> None:
+    runpod.admin.reset()
+    runpod.admin.limits(ratePerMinute=100000)
+    run = open_stack("dev", tmp_path, runpod, moto_s3, PULUMI_BACKEND_URL=s3_backend)
+    s3 = boto3.client("s3", endpoint_url=moto_s3, region_name="us-east-1")
+    first = subprocess.Popen(
+        ["pulumi", "up", "--yes", "--skip-preview", "--non-interactive", "--stack", "dev"],
+        cwd=run.cli.project, env=run.cli.env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not s3.list_objects_v2(Bucket="team-pulumi-state", Prefix=".pulumi/locks/").get("KeyCount"):
+        assert first.poll() is None and time.monotonic() < deadline, "the first up never took the lock"
+        time.sleep(0.02)  # polling the bucket for the lock object, not timing the test
+    second = run.cli.run("up", "--yes", "--skip-preview", "--stack", "dev", check=False)
+    out_first, _ = first.communicate(timeout=300)
+    assert first.returncode == 0, out_first
+    assert second.returncode != 0 and "locked" in second.stdout + second.stderr
+    run.up("--expect-no-changes")  # the state the first up wrote is whole and current
+    orphaned, duplicated = orphans(run), duplicates(runpod)
+    report.record(
+        "shared state: S3 backend (moto), two concurrent ups",
+        "second refused by the lock; state valid",
+        orphaned,
+        duplicated,
+        runs=2,
+    )
+    assert orphaned == [] and duplicated == []
+    run.destroy()

@@ -63,9 +63,9 @@ def test_rename_and_delete(rp: LocalRunPod, api: httpx.Client) -> None:
 def test_cluster_needs_one_data_center_with_room(rp: LocalRunPod, api: httpx.Client) -> None:
     rp.admin.limits(spendLimit=10_000)
     big = cluster_body() | {
-        "compute": {"gpuTypeId": "NVIDIA H100 80GB HBM3", "gpuCountPerPod": 8, "podCount": 9}
+        "compute": {"gpuTypeId": "NVIDIA H100 80GB HBM3", "gpuCountPerPod": 8, "podCount": 17}
     }
-    refused = api.post("/v2/clusters", json=big)  # 72 GPUs: more than any one data center holds
+    refused = api.post("/v2/clusters", json=big)  # 136 GPUs: more than any one data center holds
     assert refused.status_code == 400 and "no longer any instances" in refused.json()["detail"]
 
 

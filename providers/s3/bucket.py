@@ -9,16 +9,17 @@ Credentials come from the standard AWS chain; the endpoint from input `endpoint_
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
 from collections.abc import Callable, Mapping
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import boto3
 import pulumi
 from botocore.config import Config as BotoConfig
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
 from pulumi.dynamic import (
     CheckResult,
     CreateResult,
@@ -189,6 +190,39 @@ class BucketError(Exception):
 
 display.install(BucketError)
 
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def s3_errors(verb: str) -> Callable[[_F], _F]:
+    """Turn S3 failures into a BucketError naming the operation, the endpoint problem or the error code.
+
+    Only the code and operation are kept: S3 error messages and bodies can carry request details.
+    """
+
+    def decorate(fn: _F) -> _F:
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return fn(*args, **kwargs)
+            except EndpointConnectionError:
+                raise BucketError(
+                    f"cannot {verb} the checkpoint bucket: the S3 endpoint does not answer; check "
+                    "AWS_ENDPOINT_URL_S3 / trainstack:s3EndpointUrl (local demo: scripts/local-runpod start)"
+                ) from None
+            except ClientError as err:
+                code = err.response.get("Error", {}).get("Code", "unknown")
+                op = getattr(err, "operation_name", "S3")
+                raise BucketError(
+                    f"cannot {verb} the checkpoint bucket: S3 refused {op} with {code}; check the AWS "
+                    "credentials and the bucket's permissions"
+                ) from None
+            except BotoCoreError as err:
+                raise BucketError(f"cannot {verb} the checkpoint bucket: {type(err).__name__}") from None
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
+
 
 def _has_objects(s3: Any, name: str) -> bool:
     page = s3.list_object_versions(Bucket=name, MaxKeys=1)
@@ -266,6 +300,7 @@ class CheckpointBucketProvider(ResourceProvider):
         replaces = sorted(changed & _REPLACE)
         return DiffResult(changes=bool(changed), replaces=replaces)
 
+    @s3_errors("create")
     def create(self, props: dict[str, Any]) -> CreateResult:
         args = BucketArgs.model_validate({k: v for k, v in props.items() if k in BucketArgs.model_fields})
         s3 = self._s3(args)
@@ -287,6 +322,7 @@ class CheckpointBucketProvider(ResourceProvider):
             raise
         return CreateResult(args.bucket_name, self._outs(props, args))
 
+    @s3_errors("read")
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         args = BucketArgs.model_validate({k: v for k, v in props.items() if k in BucketArgs.model_fields})
         s3 = self._s3(args)
@@ -294,11 +330,13 @@ class CheckpointBucketProvider(ResourceProvider):
             return ReadResult(None, {})
         return ReadResult(id_, self._outs({**props, **_live_settings(s3, id_)}, args))
 
+    @s3_errors("update")
     def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         args = BucketArgs.model_validate({k: v for k, v in news.items() if k in BucketArgs.model_fields})
         apply_hardening(self._s3(args), args)
         return UpdateResult(self._outs(news, args))
 
+    @s3_errors("delete")
     def delete(self, id_: str, props: dict[str, Any]) -> None:
         args = BucketArgs.model_validate({k: v for k, v in props.items() if k in BucketArgs.model_fields})
         s3 = self._s3(args)

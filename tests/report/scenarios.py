@@ -2,8 +2,9 @@
 
 `python -m tests.report.scenarios` re-records `tests/report/fixtures/<scenario>/` from the small program in
 `tests/report/program` (real CLI, real policy pack, no network). The e2e tests use the same scenarios.
-`python -m tests.report.scenarios --real STACK...` records the trainstack program itself against the local
-RunPod (run `eval "$(scripts/local-runpod start)"` first) into `fixtures/real-<stack>/`.
+`python -m tests.report.scenarios --real [STACK...]` records the trainstack program itself (`REAL_SCENARIOS`)
+into `fixtures/real-<stack>/`, each in a throwaway workspace and backend on a fresh local RunPod and moto
+that it starts and stops itself.
 """
 
 from __future__ import annotations
@@ -14,11 +15,13 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from scripts.preview_report import PulumiRunner, local_demo, local_workspace
+from emulator.harness import FAST_ARGS, LocalRunPod, start_local_runpod, start_moto_s3
+from scripts.preview_report import PulumiRunner
+from tests.e2e.stacks import StackRun, open_stack
 from tests.support.pulumi_cli import REPO, Pulumi
 
 PROGRAM = REPO / "tests/report/program"
@@ -138,36 +141,104 @@ def record(scenario: Scenario, out: Path, log: Callable[[str], None] = print) ->
         del cli
 
 
-def record_real(stack: str, out: Path, log: Callable[[str], None] = print) -> None:
-    """Record the trainstack program's own preview of `stack` against the local RunPod, as it stands.
+@dataclass(frozen=True)
+class RealScenario:
+    """The trainstack program's own `stack` in a throwaway workspace on a fresh local RunPod and moto.
 
-    Needs the env `scripts/local-runpod start` prints; uses the stack's `.state/local/<stack>` workspace
-    and the local demo setup, exactly as `scripts/preview-report` does without RUNPOD_API_KEY.
+    `before` (`pulumi config set --path` keys) is set and deployed first; None: never deployed (a first
+    preview, everything a create). `after` is set before the preview (empty: the shipped config as is).
     """
+
+    stack: str
+    before: dict[str, str] | None
+    after: dict[str, str] = field(default_factory=dict)
+
+
+NODES = "trainstack:cluster.nodes"
+REAL_SCENARIOS = (
+    RealScenario("dev", None),
+    RealScenario("search", None),
+    # stacks/Pulumi.prod.yaml ships 8 nodes: deploy 4, then preview the shipped 8.
+    RealScenario("prod", {NODES: "4"}, {NODES: "8"}),
+)
+
+
+def set_path_config(run: StackRun, values: dict[str, str]) -> None:
+    for key, value in values.items():
+        run.cli.run("config", "set", "--path", "--stack", run.stack, key, value)
+
+
+def prepare_real(
+    scenario: RealScenario, where: Path, runpod: LocalRunPod, s3_endpoint: str
+) -> tuple[StackRun, PulumiRunner]:
+    """Open the shipped stack (demo secrets, declared spend limit), deploy `before`, set `after`."""
+    run = open_stack(scenario.stack, where, runpod, s3_endpoint)
+    if scenario.before is not None:
+        set_path_config(run, scenario.before)
+        run.up()
+    set_path_config(run, scenario.after)
     runner = PulumiRunner(
-        cwd=REPO,
+        cwd=run.cli.project,
         policy_pack=REPO / "policy",
         policy_config_dir=REPO / "policy/config",
-        workspace=local_workspace,
-        prepare_stack=local_demo,
+        env=run.cli.env(),
+        create_missing=False,
     )
-    state = runner.export(stack)
-    events = [json.loads(line) for line in runner.preview_events(stack) if line.strip()]
-    out.mkdir(parents=True, exist_ok=True)
-    lines = [json.dumps(_strip(e), sort_keys=True) for e in events if _keep(e)]
-    where = REPO / ".state/local"
-    (out / f"{stack}.events.jsonl").write_text(scrub("\n".join(lines) + "\n", where))
-    if state is not None:
-        body = json.dumps(_strip(state), indent=1, sort_keys=True) + "\n"
-        (out / f"{stack}.export.json").write_text(scrub(body, where))
-    log(f"recorded the real {stack} preview: {len(lines)} events -> {out.relative_to(REPO)}")
+    return run, runner
+
+
+def scrub_real(text: str, where: Path) -> str:
+    """`scrub`, plus the servers' loopback ports (a new pair every recording)."""
+    return re.sub(r"127\.0\.0\.1:\d+", "127.0.0.1:<port>", scrub(text, where))
+
+
+def record_real(
+    scenario: RealScenario, runpod: LocalRunPod, s3_endpoint: str, log: Callable[[str], None] = print
+) -> None:
+    """Record the trainstack program's preview of `scenario` into `fixtures/real-<stack>/`."""
+    out = FIXTURES / f"real-{scenario.stack}"
+    with tempfile.TemporaryDirectory(prefix="report-real-") as tmp:
+        where = Path(tmp)
+        _, runner = prepare_real(scenario, where, runpod, s3_endpoint)
+        state = runner.export(scenario.stack)
+        events = [json.loads(line) for line in runner.preview_events(scenario.stack) if line.strip()]
+        out.mkdir(parents=True, exist_ok=True)
+        for stale in out.iterdir():
+            stale.unlink()
+        lines = [json.dumps(_strip(e), sort_keys=True) for e in events if _keep(e)]
+        (out / f"{scenario.stack}.events.jsonl").write_text(scrub_real("\n".join(lines) + "\n", where))
+        if state is not None:
+            body = json.dumps(_strip(state), indent=1, sort_keys=True) + "\n"
+            (out / f"{scenario.stack}.export.json").write_text(scrub_real(body, where))
+    log(f"recorded the real {scenario.stack} preview: {len(lines)} events -> {out.relative_to(REPO)}")
+
+
+def record_all_real(stacks: list[str]) -> None:
+    """A fresh local RunPod and moto for this recording only; both are stopped afterwards."""
+    chosen = [s for s in REAL_SCENARIOS if not stacks or s.stack in stacks]
+    unknown = set(stacks) - {s.stack for s in REAL_SCENARIOS}
+    if unknown:
+        raise SystemExit(
+            f"no real scenario for {sorted(unknown)}; known: {[s.stack for s in REAL_SCENARIOS]}"
+        )
+    with tempfile.TemporaryDirectory(prefix="report-real-servers-") as tmp:
+        runpod = start_local_runpod(Path(tmp) / "runpod", *FAST_ARGS)
+        try:
+            moto = start_moto_s3(Path(tmp) / "moto.log")
+            try:
+                for scenario in chosen:
+                    runpod.admin.reset()
+                    record_real(scenario, runpod, moto.endpoint_url)
+            finally:
+                moto.stop()
+        finally:
+            runpod.stop()
 
 
 if __name__ == "__main__":
     args = sys.argv[1:]
     if args[:1] == ["--real"]:
-        for stack in args[1:]:
-            record_real(stack, FIXTURES / f"real-{stack}")
+        record_all_real(args[1:])
     else:
         for s in SCENARIOS:
             if not args or s.name in args:

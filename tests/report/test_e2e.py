@@ -1,19 +1,127 @@
-"""scripts/preview-report end to end: the real Pulumi CLI and policy pack on the small contract program."""
+"""scripts/preview-report end to end with the real Pulumi CLI and policy pack.
+
+First on the trainstack program itself against a local RunPod (prod deployed at 4 nodes once per module,
+then previewed at other configs: a preview changes nothing), then on the small stand-in program.
+"""
 
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
-from scripts.preview_report import EXIT_MANDATORY, EXIT_OK, report_stack
+from emulator.harness import LocalRunPod
+from scripts.preview_report import EXIT_MANDATORY, EXIT_OK, PulumiRunner, report_stack
+from tests.e2e.stacks import StackRun
 from tests.report.program.fake import GPU_HOURLY
-from tests.report.scenarios import HF_TOKEN, SCENARIOS, prepare
+from tests.report.scenarios import (
+    HF_TOKEN,
+    NODES,
+    REAL_SCENARIOS,
+    SCENARIOS,
+    prepare,
+    prepare_real,
+    set_path_config,
+)
 from tests.support.pulumi_cli import REPO
 
 pytestmark = pytest.mark.e2e
 BY_NAME = {s.name: s for s in SCENARIOS}
+REAL_PROD = next(s for s in REAL_SCENARIOS if s.stack == "prod")
+H100_SXM = "NVIDIA H100 80GB HBM3"
+
+
+@pytest.fixture(scope="module")
+def real_prod(
+    tmp_path_factory: pytest.TempPathFactory, local_runpod: LocalRunPod, moto_s3: str
+) -> Iterator[tuple[StackRun, PulumiRunner]]:
+    """The shipped prod stack deployed at 4 nodes on the local RunPod, its config back at the shipped 8."""
+    local_runpod.admin.reset()
+    run, runner = prepare_real(REAL_PROD, tmp_path_factory.mktemp("real-prod"), local_runpod, moto_s3)
+    yield run, runner
+    run.destroy()
+
+
+def catalog_price(runpod: LocalRunPod, gpu_id: str) -> float:
+    """Secure-cloud USD per GPU-hour, as the local RunPod's GPU catalog lists it."""
+    with runpod.client() as client:
+        data: Any = client.get("/v2/catalog/gpus").json()
+    gpus = data["gpus"] if isinstance(data, dict) else data
+    return float(next(g for g in gpus if g["id"] == gpu_id)["price"]["secure"])
+
+
+def preview_report(run: StackRun, *extra: str) -> subprocess.CompletedProcess[str]:
+    """`scripts/preview-report` on the stack's workspace, as CI runs it (`--no-create`)."""
+    return subprocess.run(
+        [
+            str(REPO / "scripts/preview-report"),
+            "--cwd",
+            str(run.cli.project),
+            "--no-create",
+            *extra,
+            run.stack,
+        ],
+        env=run.cli.env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+
+
+def test_real_prod_from_four_to_eight_nodes_adds_four_nodes_price(
+    real_prod: tuple[StackRun, PulumiRunner], local_runpod: LocalRunPod
+) -> None:
+    _, runner = real_prod
+    shipped = yaml.safe_load((REPO / "stacks/Pulumi.prod.yaml").read_text())["config"]
+    assert shipped["trainstack:cluster"]["nodes"] == int(REAL_PROD.after[NODES]) == 8
+    assert shipped["trainstack:cluster"]["gpu_type"] == "H100_SXM"
+
+    report = report_stack(runner, "prod")
+    assert not report.preview.failed, report.preview
+    changed = [(c.name, c.type.rsplit(":", 1)[-1], c.op) for c in report.preview.changes if c.op != "same"]
+    assert changed == [("prod-cluster", "InstantCluster", "replace")]
+    four_nodes = 4 * 8 * catalog_price(local_runpod, H100_SXM)
+    assert four_nodes == pytest.approx(4 * 8 * 3.99)
+    assert report.after_totals.hourly - report.before_totals.hourly == pytest.approx(four_nodes)
+    assert report.mandatory == 0
+
+
+def test_real_prod_over_budget_change_fails_the_command_and_names_the_policy(
+    real_prod: tuple[StackRun, PulumiRunner], tmp_path: Path
+) -> None:
+    run, runner = real_prod
+    try:
+        # Nine 8-GPU pods: $287/h, over prod's $280/h hourly-burn-limit.
+        set_path_config(run, {"trainstack:cluster.topology": "pods", NODES: "9"})
+        out = tmp_path / "report.json"
+        proc = preview_report(run, "--json-out", str(out))
+        assert proc.returncode == EXIT_MANDATORY, proc.stdout + proc.stderr
+        assert "| mandatory | `hourly-burn-limit` | (stack) |" in proc.stdout
+        assert "local-demo-" not in proc.stdout + proc.stderr + out.read_text()
+
+        # The shipped cluster, but a 96-hour run: $24.5k, over prod's $20k run-cost-limit.
+        set_path_config(run, {"trainstack:cluster.topology": "cluster", NODES: "8"})
+        set_path_config(run, {"trainstack:training.max_run_hours": "96"})
+        report = report_stack(runner, "prod")
+        assert report.mandatory == 1
+        assert [v.policy for v in report.preview.violations] == ["run-cost-limit"]
+    finally:
+        set_path_config(run, {"trainstack:cluster.topology": "cluster", NODES: "8"})
+        set_path_config(run, {"trainstack:training.max_run_hours": "24"})
+
+    # Back to the shipped config, the same command passes.
+    proc = preview_report(run)
+    assert proc.returncode == EXIT_OK, proc.stdout + proc.stderr
+    assert "| `prod` | 1 to replace |" in proc.stdout
+
+
+# The stand-in program (tests/report/program): no network, and the over-budget case on the report's own
+# 4 -> 12 node change (a real Instant Cluster stops at 8 nodes).
 
 
 def test_prod_from_four_to_eight_nodes_adds_four_nodes_price(tmp_path: Path) -> None:

@@ -63,9 +63,20 @@ def test_golden_reports_of_the_real_program(name: str, tmp_path: Path) -> None:
 
 def test_stack_and_component_totals_are_not_counted_again() -> None:
     # The real program re-exports cost_per_hour on the stack and its H100Cluster component.
-    report = report_stack(RecordedRunner(FIXTURES / "real-dev"), "dev")
-    assert [c.type for c in report.before] == ["pulumi-python:dynamic/runpod:Pod"]
-    assert report.before_totals.hourly == report.after_totals.hourly == pytest.approx(31.92)
+    report = report_stack(RecordedRunner(FIXTURES / "real-prod"), "prod")
+    priced = [c.type.rsplit(":", 1)[-1] for c in report.before if c.cost_per_hour or c.storage_cost_per_month]
+    assert priced == ["InstantCluster", "NetworkVolume"]
+    assert report.before_totals.hourly == pytest.approx(4 * 8 * GPU_HOURLY)
+    assert report.after_totals.hourly == pytest.approx(8 * 8 * GPU_HOURLY)
+
+
+def test_real_prod_recording_is_the_clean_four_to_eight_node_change() -> None:
+    """The sample's prod: the real program's preview of the shipped 8 nodes over a 4-node deploy."""
+    report = report_stack(RecordedRunner(FIXTURES / "real-prod"), "prod")
+    assert not report.preview.failed
+    assert [(c.name, c.op) for c in report.preview.changes if c.op != "same"] == [("prod-cluster", "replace")]
+    assert report.after_totals.hourly - report.before_totals.hourly == pytest.approx(4 * 8 * GPU_HOURLY)
+    assert report.mandatory == 0
 
 
 def test_prod_four_to_eight_nodes_costs_four_nodes_more() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,11 +48,8 @@ class StackRun:
         return self.cli.run("destroy", "--yes", "--stack", self.stack)
 
     def outputs(self) -> dict[str, Any]:
-        import json
-
-        return json.loads(
-            self.cli.run("stack", "output", "--json", "--show-secrets", "--stack", self.stack).stdout
-        )  # type: ignore[no-any-return]
+        out = self.cli.run("stack", "output", "--json", "--show-secrets", "--stack", self.stack).stdout
+        return dict(json.loads(out))
 
     def config(self) -> dict[str, Any]:
         stack_file = self.cli.project / "stacks" / f"Pulumi.{self.stack}.yaml"

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from emulator.harness import LocalRunPod
+from tests.e2e.reliability import Report, duplicates, orphans
 from tests.e2e.stacks import open_stack
 
 pytestmark = pytest.mark.e2e
@@ -19,7 +20,9 @@ def _live(runpod: LocalRunPod) -> dict[str, list[object]]:
 
 
 @pytest.mark.parametrize("stack", ["dev", "search", "prod"])
-def test_stack_lifecycle(stack: str, tmp_path: Path, runpod: LocalRunPod, moto_s3: str) -> None:
+def test_stack_lifecycle(
+    stack: str, tmp_path: Path, runpod: LocalRunPod, moto_s3: str, report: Report
+) -> None:
     run = open_stack(stack, tmp_path, runpod, moto_s3)
     cluster_cfg = run.config()["trainstack:cluster"]
     nodes = int(cluster_cfg.get("nodes", 1))
@@ -52,5 +55,15 @@ def test_stack_lifecycle(stack: str, tmp_path: Path, runpod: LocalRunPod, moto_s
     assert new_hostfile == repaired["hostfile"]
     run.up("--expect-no-changes")
 
+    orphaned, duplicated = orphans(run), duplicates(runpod)
+    assert orphaned == [] and duplicated == []
     run.destroy()
     assert _live(runpod) == {"pods": [], "clusters": [], "volumes": [], "secrets": []}
+    report.record(
+        f"lifecycle: `{stack}` stack",
+        "up; no-op up; no-op refresh; node lost out of band, refresh saw it, up repaired it and the "
+        "hostfile followed; destroy left nothing live",
+        orphaned,
+        duplicated,
+        runs=6,
+    )

@@ -198,7 +198,10 @@ class H100Cluster(pulumi.ComponentResource):
             },
         }
         if volume is not None:
-            props["volume_id"] = volume.volume_id
+            # The resource id, not the `volume_id` output: while the volume is updated in place (it grew),
+            # preview knows the id but not the outputs, and an unknown volume_id would show the cluster
+            # or pods as replaced.
+            props["volume_id"] = volume.id
         return props
 
     @staticmethod

@@ -181,7 +181,7 @@ def test_prod(fake: FakeProviders) -> pulumi.Output[None]:
         main = by_name["prod-cluster"].inputs
         assert (main["pod_count"], main["gpu_count_per_pod"], main["cluster_type"]) == (8, 8, "TRAINING")
         assert main["data_center_id"] == by_name["prod-volume"].inputs["data_center_id"] == "US-TX-3"
-        assert main["volume_id"] == "vol1"
+        assert main["volume_id"] == "prod-volume-id"  # the resource id, which is RunPod's volume id
         assert set(main["env"]) == set(SECRET_VALUES)
         bucket = by_name["prod-checkpoints"].inputs
         assert bucket["kms_key_id"] == "alias/trainstack-checkpoints" and bucket["versioning"] is True

@@ -271,7 +271,12 @@ def main(argv: list[str] | None = None) -> int:
     res = json.loads(args.results.read_text())
     before = json.loads(args.before.read_text()) if args.before else None
     plot(res, args.png)
-    args.markdown.write_text(render(res, args.png.name, before))
+    text = render(res, args.png.name, before)
+    # Findings are written by people (docs/performance-notes.md) and kept across regenerations.
+    notes = args.markdown.with_name("performance-notes.md")
+    if notes.is_file():
+        text += "\n" + notes.read_text()
+    args.markdown.write_text(text)
     print(f"wrote {args.markdown} and {args.png}", file=sys.stderr)
     return 0
 

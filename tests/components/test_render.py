@@ -25,18 +25,44 @@ def _render(stack: str) -> Artifacts:
     )
 
 
+def _as_rank(node0: str, stack: str, rank: int) -> str:
+    """Node 0's script as node `rank`'s must read: only what names the node may differ.
+
+    A cluster node changes its rank; a pod of a `pods` pool is its own one-node job (rank 0), so its job
+    name, checkpoint dir and bucket prefix carry the pool index instead.
+    """
+    lines = node0.splitlines(keepends=True)
+    lines[1] = (
+        lines[1]
+        .replace("start-node-0.sh", f"start-node-{rank}.sh")
+        .replace(", node 0 of", f", node {rank} of")
+    )
+    text = "".join(lines).replace("TRAINSTACK_POD_INDEX:-0}", f"TRAINSTACK_POD_INDEX:-{rank}}}", 1)
+    if "(topology cluster" in lines[1]:
+        return text.replace("RENDERED_NODE_RANK=0\n", f"RENDERED_NODE_RANK={rank}\n", 1)
+    return text.replace(f"{stack}-pod-0", f"{stack}-pod-{rank}")
+
+
 @pytest.mark.parametrize("stack", STACKS)
 def test_golden(stack: str) -> None:
+    # Node 0's script, the hostfile and hosts are pinned in full; every other node's script must be node 0's
+    # with only its rank changed (so the golden directory holds one script, not eight copies of it).
     files = _render(stack).files()
+    pinned = {n: t for n, t in files.items() if not n.startswith("start-node-") or n == "start-node-0.sh"}
     directory = GOLDEN / stack
     if UPDATE:
         shutil.rmtree(directory, ignore_errors=True)
         directory.mkdir(parents=True)
-        for name, text in files.items():
+        for name, text in pinned.items():
             (directory / name).write_text(text)
-    assert sorted(p.name for p in directory.iterdir()) == sorted(files), "re-run with UPDATE_GOLDEN=1"
-    for name, text in files.items():
+    assert sorted(p.name for p in directory.iterdir()) == sorted(pinned), "re-run with UPDATE_GOLDEN=1"
+    for name, text in pinned.items():
         assert (directory / name).read_text() == text, f"{stack}/{name} changed; re-run with UPDATE_GOLDEN=1"
+    node0 = files["start-node-0.sh"]
+    for name, text in files.items():
+        if name.startswith("start-node-") and name != "start-node-0.sh":
+            rank = int(name.removeprefix("start-node-").removesuffix(".sh"))
+            assert text == _as_rank(node0, stack, rank), f"{stack}/{name} differs from node 0 beyond its rank"
 
 
 def test_prod_hostfile_and_hosts() -> None:

@@ -17,6 +17,10 @@ export PULUMI_AUTOMATION_API_SKIP_VERSION_CHECK=true
 # import providers/ by module path whatever directory Pulumi starts them in.
 export PULUMI_RUNTIME_VIRTUALENV="$_ts_root/.venv"
 export PYTHONPATH="$_ts_root${PYTHONPATH:+:$PYTHONPATH}"
+# Resource operations are waits on RunPod, not CPU work: let the engine run up to 64 at once (its default is
+# 4 x cores, 8 on a 2-core machine) — as many as the dynamic-provider host serves (tools/pulumi/dynhost).
+# The client's token bucket keeps the request rate under RunPod's quota however many run.
+export PULUMI_PARALLEL=${PULUMI_PARALLEL:-64}
 
 if [[ -z ${PULUMI_BACKEND_URL:-} ]]; then
   mkdir -p "$_ts_root/.state/pulumi"

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from providers.runpod import catalog
+from providers.runpod import secret as secret_mod
 from providers.runpod.cluster import InstantClusterProvider
 from providers.runpod.secret import SecretProvider
 from providers.runpod.volume import NetworkVolumeProvider
@@ -169,3 +171,19 @@ def test_a_secret_left_by_an_interrupted_up_is_adopted_and_given_the_new_value()
     again = provider.create(_checked(provider, SECRET))
     assert again.id == first.id and list(fake.secrets) == [first.id]
     assert fake.secret_values[first.id] == SECRET["value"]
+
+
+def test_secret_hash_matches_only_its_value_and_reads_older_pbkdf2_hashes() -> None:
+    stored = secret_mod.hash_value("hf_token_one")
+    assert stored.startswith("hmac-sha256$") and "hf_token_one" not in stored
+    assert secret_mod.matches("hf_token_one", stored)
+    assert not secret_mod.matches("hf_token_two", stored)
+    assert secret_mod.hash_value("hf_token_one") != stored  # a fresh salt each time
+    # What versions before the switch wrote: PBKDF2-SHA256, rounds and salt in the string.
+    salt = bytes(range(16))
+    legacy_digest = hashlib.pbkdf2_hmac("sha256", b"hf_token_one", salt, 1000).hex()
+    legacy = f"pbkdf2-sha256$1000${salt.hex()}${legacy_digest}"
+    assert secret_mod.matches("hf_token_one", legacy)
+    assert not secret_mod.matches("hf_token_two", legacy)
+    for broken in (None, "", "hmac-sha256$zz$00", "md5$aa$bb", "pbkdf2-sha256$0$00$00", stored + "$x"):
+        assert not secret_mod.matches("hf_token_one", broken)

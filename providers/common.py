@@ -17,7 +17,8 @@ PROVIDER_KEY = "__provider"  # the pickled provider Pulumi stores beside the inp
 class InputModel(BaseModel):
     """Base of resource input models: unknown keys are typos, rejected so the failure names the field."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Built on first use (the provider's check), not when the Pulumi program imports the resource classes.
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     def rule_failures(self) -> list[tuple[str, str]]:
         """Cross-field rules as (field, fix) pairs, so each failure names the field to change."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import pulumi
 from pulumi.dynamic import CheckFailure, CheckResult, ConfigureRequest, DiffResult, ResourceProvider
@@ -29,7 +29,9 @@ from providers.common import (
     validate_inputs,
 )
 from providers.runpod import errors
-from providers.runpod.client import RunPodClient, set_process_config
+
+if TYPE_CHECKING:  # the client (and httpx) load only where a verb runs, not in the Pulumi program
+    from providers.runpod.client import RunPodClient
 
 __all__ = ["UNKNOWN", "RunPodProvider", "args_of", "boot_floor_s", "is_unknown", "ready_timeout", "wait_for"]
 
@@ -118,9 +120,13 @@ class RunPodProvider(ResourceProvider):
         self._client_factory = client_factory
 
     def configure(self, req: ConfigureRequest) -> None:
+        from providers.runpod.settings import set_process_config
+
         set_process_config(req.config.get("runpod:apiUrl"), req.config.get("runpod:apiKey"))
 
     def client(self) -> RunPodClient:
+        from providers.runpod.client import RunPodClient
+
         return self._client_factory() if self._client_factory is not None else RunPodClient.from_env()
 
     # ---- preview ----------------------------------------------------------------------------------

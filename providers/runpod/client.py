@@ -4,8 +4,8 @@ Credentials are read at run time in the provider process, never from resource in
 outputs or on a pickled provider:
   1. env `RUNPOD_API_URL` / `RUNPOD_API_KEY` (the primary path: the Pulumi program exports stack config
      `runpod:apiUrl` / `runpod:apiKey` into the environment, and the provider process inherits it);
-  2. stack config `runpod:apiUrl` / `runpod:apiKey` handed to a provider's `configure()` (kept in this
-     module's process-level settings, not on the provider object).
+  2. stack config `runpod:apiUrl` / `runpod:apiKey` handed to a provider's `configure()` (kept in
+     settings.py's process-level settings, not on the provider object).
 
 Every request goes through `HttpCore.request` (http.py): timeout, shared token bucket, mapped errors,
 bounded retries, and no blind POST replays (creates are reconciled by listing and matching the name).
@@ -14,10 +14,8 @@ bounded retries, and no blind POST replays (creates are reconciled by listing an
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
-from urllib.parse import urlsplit
 
 from providers.runpod import adopt, errors, gql
 from providers.runpod.http import HttpCore
@@ -35,39 +33,13 @@ from providers.runpod.records import (
     VolumeCreate,
     VolumePatch,
 )
+from providers.runpod.settings import resolve_credentials
 
-DEFAULT_API_URL = "https://api.runpod.io"
-URL_ENV = "RUNPOD_API_URL"
-KEY_ENV = "RUNPOD_API_KEY"
 TIMEOUT_ENV = "TRAINSTACK_HTTP_TIMEOUT_S"
 DEADLINE_ENV = "TRAINSTACK_HTTP_DEADLINE_S"
 GRAPHQL_PATH = "/graphql"
 
-_process_config: dict[str, str] = {}
-_process_lock = threading.Lock()
-
 T = TypeVar("T")
-
-
-def set_process_config(api_url: str | None, api_key: str | None) -> None:
-    """Remember stack config `runpod:apiUrl`/`runpod:apiKey` for this process (env still wins)."""
-    with _process_lock:
-        for name, value in (("api_url", api_url), ("api_key", api_key)):
-            if value:
-                _process_config[name] = value
-
-
-def _resolve_credentials() -> tuple[str, str]:
-    url = os.environ.get(URL_ENV) or _process_config.get("api_url") or DEFAULT_API_URL
-    key = os.environ.get(KEY_ENV) or _process_config.get("api_key") or ""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise errors.ConfigError(f"{URL_ENV} / runpod:apiUrl must be an http(s) URL like {DEFAULT_API_URL}")
-    if not key:
-        raise errors.ConfigError(
-            f"no RunPod API key: export {KEY_ENV} or run `pulumi config set --secret runpod:apiKey <key>`"
-        )
-    return url.rstrip("/"), key
 
 
 class RunPodClient(HttpCore):
@@ -79,7 +51,7 @@ class RunPodClient(HttpCore):
     def from_env(cls, **kwargs: Any) -> RunPodClient:
         """A client for the configured account; `TRAINSTACK_HTTP_TIMEOUT_S` (per request, default 30) and
         `TRAINSTACK_HTTP_DEADLINE_S` (retries of one call, default 180) tune the chokepoint."""
-        url, key = _resolve_credentials()
+        url, key = resolve_credentials()
         for name, arg in ((TIMEOUT_ENV, "timeout_s"), (DEADLINE_ENV, "deadline_s")):
             raw = os.environ.get(name, "").strip()
             if raw and arg not in kwargs:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pulumi
 from pulumi.dynamic import CreateResult, ReadResult, Resource, UpdateResult
@@ -18,16 +18,15 @@ from providers.runpod.base import (
     ready_timeout,
     wait_for,
 )
-from providers.runpod.client import RunPodClient
 from providers.runpod.models import ClusterArgs
-from providers.runpod.records import (
-    ApiCluster,
-    ApiPod,
-    ClusterComputeRequest,
-    ClusterCreate,
-    MountsRequest,
-    NetworkMountRequest,
-)
+
+if TYPE_CHECKING:  # the client (and httpx) load only where a verb runs
+    from providers.runpod.client import RunPodClient
+    from providers.runpod.records import (
+        ApiCluster,
+        ApiPod,
+        ClusterCreate,
+    )
 
 _OUTPUTS = frozenset({"cluster_id", "nodes", "network_cidr", "primary_ssh", "status"})
 # Only the name can change in place (PATCH /v2/clusters/{id} is a rename); the rest replaces.
@@ -37,6 +36,13 @@ _FAILED = {"ERROR", "EXITED", "TERMINATED"}
 
 
 def create_body(args: ClusterArgs) -> ClusterCreate:
+    from providers.runpod.records import (
+        ClusterComputeRequest,
+        ClusterCreate,
+        MountsRequest,
+        NetworkMountRequest,
+    )
+
     mounts = None
     if args.volume_id:
         mounts = MountsRequest(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, UpdateResult
@@ -19,17 +19,17 @@ from providers.runpod.base import (
     ready_timeout,
     wait_for,
 )
-from providers.runpod.client import RunPodClient
 from providers.runpod.models import PodArgs
-from providers.runpod.records import (
-    ApiPod,
-    GpuRequest,
-    MountsRequest,
-    NetworkMountRequest,
-    PodCreate,
-    PodPatch,
-    SpotPodRent,
-)
+
+if TYPE_CHECKING:  # the client (and httpx) load only where a verb runs
+    from providers.runpod.client import RunPodClient
+    from providers.runpod.records import (
+        ApiPod,
+        MountsRequest,
+        PodCreate,
+        PodPatch,
+        SpotPodRent,
+    )
 
 # Fixed at create time by RunPod (FACTS.md section 2): changing them means a new pod.
 _REPLACE = frozenset(
@@ -78,12 +78,16 @@ _SPOT_REFUSALS = (errors.NoCapacityError, errors.GraphQLError, errors.InvalidReq
 
 
 def _mounts(args: PodArgs) -> MountsRequest | None:
+    from providers.runpod.records import MountsRequest, NetworkMountRequest
+
     if not args.volume_id:
         return None
     return MountsRequest(network=[NetworkMountRequest(volume_id=args.volume_id, path=args.volume_mount_path)])
 
 
 def create_body(args: PodArgs) -> PodCreate:
+    from providers.runpod.records import GpuRequest, PodCreate
+
     gpu = GpuRequest(id=args.gpu_type_id, count=args.gpu_count, min_cuda_version=args.min_cuda_version)
     return PodCreate(
         name=args.name,
@@ -102,6 +106,8 @@ def create_body(args: PodArgs) -> PodCreate:
 
 
 def spot_body(args: PodArgs) -> SpotPodRent:
+    from providers.runpod.records import SpotPodRent
+
     assert args.bid_per_gpu is not None  # enforced by PodArgs.rule_failures at check time
     return SpotPodRent(
         name=args.name,
@@ -122,6 +128,8 @@ def spot_body(args: PodArgs) -> SpotPodRent:
 
 
 def patch_body(old: Mapping[str, Any], args: PodArgs) -> PodPatch | None:
+    from providers.runpod.records import PodPatch
+
     new = args.model_dump()
     fields = {_PATCHABLE[k] for k in _PATCHABLE if old.get(k) != new[k]}
     if not fields:

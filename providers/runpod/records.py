@@ -5,16 +5,18 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 
+# defer_build: a model's validator is built the first time it is used, not at import, so the Pulumi
+# program (which imports these modules but never calls RunPod) does not pay for ~40 records.
 class _Record(BaseModel):
     """A response record: unknown fields are ignored so RunPod can add fields without breaking us."""
 
-    model_config = ConfigDict(extra="ignore", populate_by_name=True, frozen=True)
+    model_config = ConfigDict(extra="ignore", populate_by_name=True, frozen=True, defer_build=True)
 
 
 class _Request(BaseModel):
     """A request body: v2 create bodies reject unknown fields (422), so ours are closed too."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True, defer_build=True)
 
 
 # ---- requests -------------------------------------------------------------------------------------

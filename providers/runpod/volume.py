@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pulumi
 from pulumi.dynamic import CheckFailure, CreateResult, ReadResult, Resource, UpdateResult
@@ -12,7 +12,9 @@ from providers.common import InputModel
 from providers.runpod import catalog, errors
 from providers.runpod.base import UNKNOWN, RunPodProvider, args_of, is_unknown
 from providers.runpod.models import VolumeArgs
-from providers.runpod.records import ApiVolume, VolumeCreate, VolumePatch
+
+if TYPE_CHECKING:  # request/response records load where a verb calls RunPod
+    from providers.runpod.records import ApiVolume
 
 _OUTPUTS = frozenset({"volume_id"})
 
@@ -48,6 +50,8 @@ class NetworkVolumeProvider(RunPodProvider):
         return []
 
     def create(self, props: dict[str, Any]) -> CreateResult:
+        from providers.runpod.records import VolumeCreate
+
         args = args_of(VolumeArgs, props)
         body = VolumeCreate(
             name=args.name, size=args.size_gb, data_center=args.data_center_id, type=args.volume_type
@@ -73,6 +77,8 @@ class NetworkVolumeProvider(RunPodProvider):
         return ReadResult(id_, self._outs(refreshed, volume))
 
     def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        from providers.runpod.records import VolumePatch
+
         args = args_of(VolumeArgs, news)
         old_size = int(olds.get("size_gb") or 0)
         if args.size_gb < old_size:  # check() already refused this; never send a shrink

@@ -14,12 +14,9 @@ import json
 import os
 import re
 from collections.abc import Callable, Mapping
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-import boto3
 import pulumi
-from botocore.config import Config as BotoConfig
-from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
 from pulumi.dynamic import (
     CheckResult,
     CreateResult,
@@ -33,6 +30,11 @@ from pydantic import Field, field_validator
 
 from providers import display
 from providers.common import PROVIDER_KEY, InputModel, contains_unknown, validate_inputs
+
+# botocore (~40 ms to import) is imported where an S3 call is made, not when the Pulumi program imports this
+# module to declare a bucket.
+if TYPE_CHECKING:
+    from botocore.exceptions import ClientError
 
 _BUCKET_NAME = re.compile(r"^(?!xn--)(?!.*\.\.)[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _OUTPUTS = frozenset({"arn"})
@@ -87,6 +89,11 @@ def endpoint_for(args: BucketArgs) -> str | None:
 
 
 def make_client(args: BucketArgs) -> Any:
+    # boto3 is imported here, not at module level: the program and a no-op preview never call S3, and
+    # importing boto3 costs ~0.2 s in each of those processes.
+    import boto3
+    from botocore.config import Config as BotoConfig
+
     endpoint = endpoint_for(args)
     # Path-style addressing: custom endpoints (moto, MinIO) rarely serve virtual-host buckets.
     config = BotoConfig(
@@ -175,6 +182,8 @@ def _code(exc: ClientError) -> str:
 
 
 def _exists(s3: Any, name: str) -> bool:
+    from botocore.exceptions import ClientError
+
     try:
         s3.head_bucket(Bucket=name)
     except ClientError as exc:
@@ -202,6 +211,8 @@ def s3_errors(verb: str) -> Callable[[_F], _F]:
     def decorate(fn: _F) -> _F:
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
+            from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
+
             try:
                 return fn(*args, **kwargs)
             except EndpointConnectionError:
@@ -251,6 +262,8 @@ def _empty(s3: Any, name: str) -> None:
 
 def _live_settings(s3: Any, name: str) -> dict[str, Any]:
     """What the bucket really has, in input terms, for refresh to show drift."""
+    from botocore.exceptions import ClientError
+
     versioning = s3.get_bucket_versioning(Bucket=name).get("Status") == "Enabled"
     try:
         rules = s3.get_bucket_encryption(Bucket=name)["ServerSideEncryptionConfiguration"]["Rules"]
@@ -302,6 +315,8 @@ class CheckpointBucketProvider(ResourceProvider):
 
     @s3_errors("create")
     def create(self, props: dict[str, Any]) -> CreateResult:
+        from botocore.exceptions import ClientError
+
         args = BucketArgs.model_validate({k: v for k, v in props.items() if k in BucketArgs.model_fields})
         s3 = self._s3(args)
         if _exists(s3, args.bucket_name):
@@ -342,6 +357,8 @@ class CheckpointBucketProvider(ResourceProvider):
         s3 = self._s3(args)
         if not _exists(s3, id_):
             return
+        from botocore.exceptions import ClientError
+
         if args.force_destroy:
             _empty(s3, id_)
         elif _has_objects(s3, id_):

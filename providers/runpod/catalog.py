@@ -1,19 +1,34 @@
-"""Prices for check(): the live GPU catalog (cached per process) with a dated snapshot as the fallback."""
+"""Prices for check(): the live GPU catalog with a dated snapshot as the fallback.
+
+The catalog is read at most once per provider process, and shared between processes through a small file
+(`<cache>/catalog/<hash of the API URL>.json`, prices only, never a key) for TRAINSTACK_CATALOG_TTL_S
+seconds (default 900; 0 turns the file off). Every `pulumi preview`/`up` starts a new provider process, so
+without the file each one would spend a request and a round trip on prices that change a few times a year.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import tempfile
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from providers.runpod import errors
-from providers.runpod.client import RunPodClient
+from providers.runpod import errors, settings
+
+if TYPE_CHECKING:
+    from providers.runpod.client import RunPodClient
 
 SNAPSHOT_PATH = Path(__file__).parent / "data" / "prices-2026-11-09.json"
 # Preview must stay quick when the API is down: one short, bounded attempt per process.
 CATALOG_DEADLINE_S = 10.0
+TTL_ENV = "TRAINSTACK_CATALOG_TTL_S"
+DEFAULT_TTL_S = 900.0
 HOURS_PER_MONTH = 730.0
 _FIRST_TB_GB = 1000  # RunPod sizes volumes in decimal GB; "first TB" = first 1000 GB
 
@@ -62,11 +77,73 @@ _cache_lock = threading.Lock()
 
 
 def price_book(client_factory: Callable[[], RunPodClient]) -> PriceBook:
-    """The live catalog, read once per provider process; the snapshot when it cannot be read."""
+    """The catalog: from this process, else the shared file while fresh, else one GET; else the snapshot."""
     with _cache_lock:
         if "book" not in _cache:
-            _cache["book"] = _fetch(client_factory)
+            path = shared_file()
+            book = _read_shared(path) if path else None
+            if book is None:
+                book = _fetch(client_factory)
+                if path and book.live:
+                    _write_shared(path, book)
+            _cache["book"] = book
         return _cache["book"]
+
+
+def ttl_s() -> float:
+    raw = os.environ.get(TTL_ENV, "").strip()
+    try:
+        value = float(raw) if raw else DEFAULT_TTL_S
+    except ValueError:
+        raise errors.ConfigError(
+            f"{TTL_ENV} must be a number of seconds (0 turns the shared file off)"
+        ) from None
+    if value < 0:
+        raise errors.ConfigError(f"{TTL_ENV} must be 0 or more seconds")
+    return value
+
+
+def shared_file() -> Path | None:
+    """Where this API's catalog is shared between processes; None when turned off or unconfigured."""
+    if ttl_s() == 0:
+        return None
+    try:
+        url, _key = settings.resolve_credentials()
+    except errors.ConfigError:
+        return None  # no key: _fetch falls back to the snapshot and says why
+    base = os.environ.get("TRAINSTACK_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "trainstack"
+    )
+    return Path(base) / "catalog" / f"{hashlib.sha256(url.encode()).hexdigest()[:16]}.json"
+
+
+def _read_shared(path: Path) -> PriceBook | None:
+    try:
+        raw = json.loads(path.read_text())
+        age = time.time() - float(raw["fetched_at"])
+        table = {
+            str(gid): {str(cloud): float(price) for cloud, price in clouds.items()}
+            for gid, clouds in raw["gpus"].items()
+        }
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None  # missing, unreadable or not ours: read the catalog instead
+    if not 0 <= age < ttl_s() or not table:
+        return None
+    return PriceBook(table, "catalog", live=True)
+
+
+def _write_shared(path: Path, book: PriceBook) -> None:
+    """Best effort and atomic (write, then rename): a cache that cannot be written is only slower."""
+    tmp: str | None = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=path.parent, suffix=".tmp", delete=False) as f:
+            tmp = f.name
+            json.dump({"fetched_at": time.time(), "gpus": book.gpus}, f)
+        os.replace(tmp, path)
+    except OSError:
+        if tmp:
+            Path(tmp).unlink(missing_ok=True)
 
 
 def reset_cache() -> None:

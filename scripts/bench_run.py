@@ -119,6 +119,7 @@ class Workspace:
     env: dict[str, str]
     program: Path = REPO
     policy: bool = False
+    policy_config: str | None = None  # stack whose policy/config/<stack>.json to use (default: this one)
     cli: Pulumi = field(init=False)
 
     def __post_init__(self) -> None:
@@ -145,7 +146,8 @@ class Workspace:
             args.append("--yes")
         if self.policy and verb in ("up", "preview"):
             args += ["--policy-pack", str(REPO / "policy")]
-            args += ["--policy-pack-config", str(REPO / f"policy/config/{self.stack}.json")]
+            config = self.policy_config or self.stack
+            args += ["--policy-pack-config", str(REPO / f"policy/config/{config}.json")]
         return args
 
     def run(self, verb: str, *extra: str, timeout_s: float = 1800) -> Measurement:

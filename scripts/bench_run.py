@@ -48,7 +48,7 @@ def _rss_and_role(pid: int) -> tuple[int, str]:
     except OSError:
         return 0, "gone"
     rss = next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")), 0)
-    if "pulumi.dynamic" in cmdline:
+    if "pulumi.dynamic" in cmdline or "trainstack_dynamic_host" in cmdline:
         return rss, "provider"
     if "policy" in cmdline and "python" in cmdline:
         return rss, "policy"

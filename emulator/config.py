@@ -8,6 +8,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from providers.cachedir import cache_dir
+
 DEFAULT_API_KEY = "local-runpod-key"
 # RunPod's default account spend limit (FACTS.md section 7).
 DEFAULT_SPEND_LIMIT = 80.0
@@ -20,11 +22,10 @@ def spec_candidates() -> list[Path]:
     a copy: `TRAINSTACK_OPENAPI_V2`, the workplace's reference copy beside the repo, the user cache."""
     found = [Path(p) for p in [os.environ.get("TRAINSTACK_OPENAPI_V2")] if p]
     repo = Path(__file__).resolve().parent.parent
-    cache = Path(os.environ.get("TRAINSTACK_CACHE") or Path.home() / ".cache" / "trainstack")
     return [
         *found,
         repo.parent / "shared" / "reference" / "runpod" / "openapi-v2.json",
-        cache / "openapi-v2.json",
+        cache_dir() / "openapi-v2.json",
     ]
 
 

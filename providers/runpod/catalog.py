@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from providers.cachedir import cache_dir
 from providers.runpod import errors, settings
 
 if TYPE_CHECKING:
@@ -80,8 +81,9 @@ def price_book(client_factory: Callable[[], RunPodClient]) -> PriceBook:
     """The catalog: from this process, else the shared file while fresh, else one GET; else the snapshot."""
     with _cache_lock:
         if "book" not in _cache:
-            path = shared_file()
-            book = _read_shared(path) if path else None
+            ttl = ttl_s()
+            path = shared_file(ttl)
+            book = _read_shared(path, ttl) if path else None
             if book is None:
                 book = _fetch(client_factory)
                 if path and book.live:
@@ -103,21 +105,18 @@ def ttl_s() -> float:
     return value
 
 
-def shared_file() -> Path | None:
+def shared_file(ttl: float | None = None) -> Path | None:
     """Where this API's catalog is shared between processes; None when turned off or unconfigured."""
-    if ttl_s() == 0:
+    if (ttl_s() if ttl is None else ttl) == 0:
         return None
     try:
         url, _key = settings.resolve_credentials()
     except errors.ConfigError:
         return None  # no key: _fetch falls back to the snapshot and says why
-    base = os.environ.get("TRAINSTACK_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "trainstack"
-    )
-    return Path(base) / "catalog" / f"{hashlib.sha256(url.encode()).hexdigest()[:16]}.json"
+    return cache_dir() / "catalog" / f"{hashlib.sha256(url.encode()).hexdigest()[:16]}.json"
 
 
-def _read_shared(path: Path) -> PriceBook | None:
+def _read_shared(path: Path, ttl: float) -> PriceBook | None:
     try:
         raw = json.loads(path.read_text())
         age = time.time() - float(raw["fetched_at"])
@@ -127,7 +126,7 @@ def _read_shared(path: Path) -> PriceBook | None:
         }
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None  # missing, unreadable or not ours: read the catalog instead
-    if not 0 <= age < ttl_s() or not table:
+    if not 0 <= age < ttl or not table:
         return None
     return PriceBook(table, "catalog", live=True)
 

@@ -18,7 +18,7 @@ import pytest
 from emulator import hostnet
 from emulator.harness import FAST_ARGS, LocalRunPod, start_local_runpod, start_moto_s3
 from emulator.hostnet import Bridge
-from tests.support.pulumi_cli import cache_dir
+from providers.cachedir import cache_dir
 
 BRIDGE_CIDR = "10.251.77.1/24"  # private, used by nothing else on CI machines; created and removed here
 BRIDGE_IP = BRIDGE_CIDR.split("/")[0]

@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 import yaml
 
+from providers.cachedir import cache_dir
 from scripts.preview_report_render import MARKER
-from tests.support.pulumi_cli import REPO, cache_dir
+from tests.support.pulumi_cli import REPO
 
 WORKFLOWS = REPO / ".github/workflows"
 

@@ -9,12 +9,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from providers.cachedir import cache_dir
+
 REPO = Path(__file__).resolve().parents[2]
-
-
-def cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(os.environ.get("TRAINSTACK_CACHE", f"{base}/trainstack"))
 
 
 def pinned_version() -> str:

@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.support.pulumi_cli import REPO, Pulumi, cache_dir
+from providers.cachedir import cache_dir
+from tests.support.pulumi_cli import REPO, Pulumi
 
 HOST_DIR = REPO / "tools/pulumi/dynhost"
-sys.path.insert(0, str(HOST_DIR))
-import trainstack_dynamic_host as host  # noqa: E402
+# The host is a script installed beside the CLI, not a package module: load it from its file.
+HOST_FILE = HOST_DIR / "trainstack_dynamic_host.py"
+_spec = importlib.util.spec_from_file_location("trainstack_dynamic_host", HOST_FILE)
+assert _spec is not None and _spec.loader is not None
+host = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(host)
 
 PARTIES = 12  # three times the stock host's pool of 4
 
@@ -70,7 +75,7 @@ def test_worker_count_default_and_override() -> None:
 def test_bad_worker_count_stops_the_host_with_the_message() -> None:
     env = {**os.environ, host.ENV: "zero", "PYTHONPATH": str(REPO)}
     proc = subprocess.run(
-        [str(REPO / ".venv/bin/python"), str(HOST_DIR / "trainstack_dynamic_host.py")],
+        [str(REPO / ".venv/bin/python"), str(HOST_FILE)],
         env=env,
         capture_output=True,
         text=True,

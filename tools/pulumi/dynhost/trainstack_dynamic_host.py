@@ -8,14 +8,22 @@ sends at once (`pulumi up --parallel`, default unbounded) gets a thread, up to T
 stack touched), not CPU; the client's token bucket keeps the request rate under RunPod's quota whatever
 the width.
 
+It also answers one Invoke the stock host does not know, PRELOAD_FUNCTION, sent by the program as it starts
+(providers/preload.py): the host imports the listed modules on a background thread, so the modules, pydantic
+and our input models are loaded by the time the first check unpickles a provider. Every other Invoke goes
+to the stock servicer unchanged.
+
 Installed by scripts/bootstrap next to the CLI, with `pulumi-resource-pulumi-python` that starts it.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
+import re
 import runpy
 import sys
+import threading
 from collections.abc import Callable
 from concurrent import futures
 from typing import Any
@@ -23,6 +31,10 @@ from typing import Any
 DEFAULT_WORKERS = 64
 MAX_WORKERS = 1024
 ENV = "TRAINSTACK_PROVIDER_WORKERS"
+# The same string is providers/preload.py's PRELOAD_FUNCTION (a test keeps them equal).
+PRELOAD_FUNCTION = "pulumi-python:dynamic:trainstackPreload"
+MODULES_ARG = "modules"
+_MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 
 def workers_from_env(environ: dict[str, str] | os._Environ[str]) -> int:
@@ -55,12 +67,101 @@ def widen(grpc_module: Any, workers: int) -> Callable[..., Any]:
     return server
 
 
+# The servicer methods that unpickle a provider, and so may import its modules.
+PROVIDER_CALLS = ("Check", "Diff", "Create", "Read", "Update", "Delete")
+PRELOAD_WAIT_S = 120.0  # a preload slower than this is not waited for (the call imports what it needs)
+
+
+def preload_modules(request: Any) -> list[str]:
+    """The module names of a preload Invoke; anything that is not a dotted name is dropped."""
+    field = request.args.fields.get(MODULES_ARG)
+    if field is None:
+        return []
+    names = [v.string_value for v in field.list_value.values]
+    return [n for n in names if _MODULE_NAME.fullmatch(n)]
+
+
+class Preloader:
+    """Imports the program's provider modules on a thread while the engine is still busy elsewhere.
+
+    Provider calls wait until it is done, so a check never imports the same modules concurrently with
+    the preload (which could hand it a half-initialised module). A preload asked for after a provider
+    call has begun is skipped: that call is importing what it needs already."""
+
+    def __init__(self, importer: Callable[[str], Any] = importlib.import_module) -> None:
+        self._import = importer
+        self._lock = threading.Lock()
+        self._calls_began = False
+        self._idle = threading.Event()
+        self._idle.set()
+
+    def start(self, modules: list[str]) -> threading.Thread | None:
+        if not modules:
+            return None  # the language host's early start asks for no modules: nothing to do
+        with self._lock:
+            if self._calls_began or not self._idle.is_set():
+                return None
+            self._idle.clear()
+        thread = threading.Thread(target=self._run, args=(modules,), name="preload", daemon=True)
+        thread.start()
+        return thread
+
+    def _run(self, modules: list[str]) -> None:
+        try:
+            for name in modules:
+                try:
+                    self._import(name)
+                except Exception:  # noqa: S112 - the call that needs it imports it again and reports it
+                    continue
+        finally:
+            self._idle.set()
+
+    def before_call(self) -> None:
+        with self._lock:
+            self._calls_began = True
+        self._idle.wait(PRELOAD_WAIT_S)
+
+
+def serve_preload(provider_grpc: Any, invoke_response: Callable[[], Any], preloader: Preloader) -> None:
+    """Make the next `add_ResourceProviderServicer_to_server` call register a servicer whose Invoke
+    answers PRELOAD_FUNCTION itself (at once; `preloader` imports on its own thread) and passes every other
+    token to the servicer's own Invoke; its provider calls wait for a preload in progress."""
+    real_add: Callable[..., Any] = provider_grpc.add_ResourceProviderServicer_to_server
+
+    def add(servicer: Any, server: Any) -> Any:
+        provider_grpc.add_ResourceProviderServicer_to_server = real_add
+        stock_invoke = servicer.Invoke
+
+        def invoke(request: Any, context: Any) -> Any:
+            if request.tok != PRELOAD_FUNCTION:
+                return stock_invoke(request, context)
+            preloader.start(preload_modules(request))
+            return invoke_response()
+
+        def after_preload(stock: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+            def call(request: Any, context: Any) -> Any:
+                preloader.before_call()
+                return stock(request, context)
+
+            return call
+
+        servicer.Invoke = invoke
+        for name in PROVIDER_CALLS:
+            setattr(servicer, name, after_preload(getattr(servicer, name)))
+        return real_add(servicer, server)
+
+    provider_grpc.add_ResourceProviderServicer_to_server = add
+
+
 def main() -> None:
     # pydantic would scan every installed package's entry points for plugins (~30 ms) on its first model.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     import grpc
 
     widen(grpc, workers_from_env(os.environ))
+    from pulumi.runtime.proto import provider_pb2, provider_pb2_grpc
+
+    serve_preload(provider_pb2_grpc, provider_pb2.InvokeResponse, Preloader())
     # As `python -m pulumi.dynamic` would have it: the working directory (the Pulumi program's), not this
     # file's, first on the import path, so providers defined in the program's own modules unpickle.
     sys.path[0] = os.getcwd()

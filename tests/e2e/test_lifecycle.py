@@ -3,6 +3,8 @@ refresh sees it, up repairs it and the artifacts follow, destroy leaves nothing 
 
 from __future__ import annotations
 
+import hashlib
+import json
 from pathlib import Path
 
 import pytest
@@ -35,6 +37,13 @@ def test_stack_lifecycle(
     )
     first = run.outputs()
     assert first["cost_per_hour"] > 0
+    # The state holds each start script's digest, not the script (~19 KB a node, rewritten at every step).
+    (component,) = [r for r in run.cli.resources() if r["type"] == "trainstack:index:H100Cluster"]
+    scripts = sorted((run.out_dir / stack).glob("start-node-*.sh"))
+    assert component["outputs"]["start_script_sha256"] == {
+        p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in scripts
+    }
+    assert not any(p.read_text()[:200] in json.dumps(component) for p in scripts)
     assert runpod.admin.live()["duplicates"] == {"pod": [], "cluster": [], "volume": [], "secret": []}
 
     run.up("--expect-no-changes")

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import ssl
+
+import certifi
 import pytest
 
 from providers.runpod import errors
 from providers.runpod.client import RunPodClient
+from providers.runpod.http import HttpCore, tls_context
 from providers.runpod.ratelimit import TokenBucket
 from providers.runpod.records import GpuRequest, PodCreate
 from tests.providers.fake_runpod import API_KEY, BODY_SECRET, NO_CAPACITY, SPEND_LIMIT, FakeRunPod, Fault
@@ -169,3 +173,21 @@ def test_token_bucket_never_admits_more_than_the_quota_in_any_minute() -> None:
         in_window = [t for t in stamps[i:] if t < start + 60]
         assert len(in_window) <= 60
     assert stamps[-1] - stamps[0] < 240  # and it is not needlessly slow
+
+
+def _context_of(core: HttpCore) -> ssl.SSLContext:
+    return core._http._transport._pool._ssl_context  # type: ignore[attr-defined]
+
+
+def test_clients_share_one_tls_context_per_ca_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A fresh context per client loads the whole CA bundle (~30 ms of CPU each); a 128-pod destroy built
+    # 128 of them one after another.
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+    first, second = HttpCore("https://api.runpod.io", "k"), HttpCore("https://api.runpod.io", "k")
+    assert _context_of(first) is _context_of(second) is tls_context()
+    assert _context_of(first).verify_mode == ssl.CERT_REQUIRED and _context_of(first).check_hostname
+    # The CA bundle named by SSL_CERT_FILE (as httpx honours it) gets a context of its own.
+    monkeypatch.setenv("SSL_CERT_FILE", certifi.where())
+    custom = HttpCore("https://api.runpod.io", "k")
+    assert _context_of(custom) is tls_context() and _context_of(custom) is not _context_of(first)

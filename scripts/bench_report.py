@@ -195,8 +195,8 @@ def render(res: Mapping[str, Any], plot_name: str, before: Mapping[str, Any] | N
         *(
             [
                 "- This machine sets `PYTHONDONTWRITEBYTECODE`; the benchmark unsets it, as a default Python "
-                "has it, so that modules compile once into `__pycache__` and not in every process (with it set, "
-                "a no-op preview of prod recompiles ~4,600 lines of ours: +0.1-0.15 s here)."
+                "has it, so that modules compile once into `__pycache__` and not in every process (with it "
+                "set, a no-op preview of prod recompiles ~4,600 lines of ours: +0.1-0.15 s here)."
             ]
             if m.get("bytecode_env_unset")
             else []

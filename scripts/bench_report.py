@@ -143,6 +143,14 @@ def before_after(before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
     b, a = prod_up_figures(before), prod_up_figures(after)
     rows.append(["prod `up` wall s @1x", f"{b['converted'].median:.0f}", f"{a['converted'].median:.0f}"])
     rows.append(["prod `up` overhead ratio", f"{b['ratio']:.3f}", f"{a['ratio']:.3f}"])
+
+    def medians(row: Sequence[str]) -> str:  # "1.02 [0.96, 1.27]" cells -> "1.02 / 0.81 (1.25x)"
+        return f"{row[1].split()[0]} / {row[2].split()[0]} ({row[3]}x)"
+
+    old_overhead = {r[0]: r for r in overhead_rows(before)}
+    for row in overhead_rows(after):
+        old = old_overhead.get(row[0])
+        rows.append([f"{row[0]} s, prod / baseline", medians(old) if old else "-", medians(row)])
     for stack in after["lifecycles"]:
         for verb in ("up", "refresh", "destroy"):
             old = before["lifecycles"].get(stack, {}).get(verb, {}).get("totals", {}).get("total", "-")
@@ -162,6 +170,13 @@ def before_after(before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
                 )
                 rows.append(
                     [f"{kind} n={r['n']} up requests", o["up"]["totals"]["total"], r["up"]["totals"]["total"]]
+                )
+                rows.append(
+                    [
+                        f"{kind} n={r['n']} destroy s (scaled)",
+                        f"{o['destroy']['wall_s']:.1f}",
+                        f"{r['destroy']['wall_s']:.1f}",
+                    ]
                 )
     return table(["figure", "before", "after"], rows)
 

@@ -233,3 +233,21 @@ def test_the_early_start_can_be_turned_off(tmp_path: Path) -> None:
     assert f"tok={host.PRELOAD_FUNCTION} #args=0" not in preview.stderr
     assert f"tok={host.PRELOAD_FUNCTION} #args=1" in preview.stderr
     assert probe.read_text().splitlines()[1].endswith(" True")
+
+
+def test_under_pulumis_stock_host_the_preload_is_refused_quietly(tmp_path: Path) -> None:
+    # A user on Pulumi's own `pulumi-resource-pulumi-python` (python -m pulumi.dynamic): it answers the
+    # Invoke "not implemented"; the program ignores that, nothing reaches the output, the check still runs.
+    stock_dir = tmp_path / "stock"
+    stock_dir.mkdir()
+    stock = stock_dir / "pulumi-resource-pulumi-python"
+    stock.write_text(f'#!/bin/sh\nexec {REPO / ".venv/bin/python"} -u -m pulumi.dynamic "$@"\n')
+    stock.chmod(0o755)
+    p, probe = preload_stack(tmp_path)
+    p.extra_env["PATH"] = f"{stock_dir}:{p.env()['PATH']}"
+    preview = p.run("preview")
+    assert f"from $PATH at {stock}" in preview.stdout  # the engine did run the stock host
+    assert "trainstackPreload" not in preview.stdout + preview.stderr
+    assert "Invoke" not in preview.stdout + preview.stderr
+    (checked,) = probe.read_text().splitlines()  # no preload line: the stock host imported nothing ahead
+    assert checked.startswith("check ") and checked.endswith(" False")

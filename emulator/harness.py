@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -231,7 +232,8 @@ def _start_moto_once(log_path: Path, timeout_s: float, host: str, tls: tuple[Pat
 
     def healthy() -> bool:
         try:
-            verify: Any = str(tls[0]) if tls else True
+            # httpx deprecates a CA path as `verify`; it takes an SSL context
+            verify: Any = ssl.create_default_context(cafile=str(tls[0])) if tls else True
             return httpx.get(f"{url}/moto-api/", timeout=2, verify=verify).status_code < 500
         except httpx.TransportError:
             return False

@@ -56,6 +56,9 @@ class Row:
     orphans: int
     duplicates: int
 
+    def line(self) -> str:
+        return f"| {self.scenario} | {self.runs} | {self.outcome} | {self.orphans} | {self.duplicates} |"
+
 
 @dataclass
 class Report:
@@ -69,8 +72,12 @@ class Report:
         self.rows[scenario] = Row(scenario, runs, outcome, len(orphaned), len(duplicated))
 
     def write(self, path: Path = REPORT) -> None:
+        """Rewrite the report with this session's rows. Rows of scenarios this session did not run (a
+        `-k` or single-file run) are kept from the file as they were, so a partial run never drops them."""
         if not self.rows:
             return
+        kept = {line.split(" | ", 1)[0].removeprefix("| "): line for line in _table_rows(path)}
+        table = kept | {row.scenario: row.line() for row in self.rows.values()}
         lines = [
             "# Reliability: lifecycle, faults, crashes, drift, bad input and secrets",
             "",
@@ -78,11 +85,21 @@ class Report:
             "Every scenario is seeded; *orphans* are live RunPod resources the stack's state does not know,",
             "*duplicates* are names held by two live resources. Both must be 0.",
             "",
-            "| scenario | runs | outcome | orphans | duplicates |",
+            _HEADER,
             "|---|---|---|---|---|",
+            *(table[scenario] for scenario in sorted(table)),
         ]
-        for row in sorted(self.rows.values(), key=lambda r: r.scenario):
-            lines.append(
-                f"| {row.scenario} | {row.runs} | {row.outcome} | {row.orphans} | {row.duplicates} |"
-            )
         path.write_text("\n".join(lines) + "\n")
+
+
+_HEADER = "| scenario | runs | outcome | orphans | duplicates |"
+
+
+def _table_rows(path: Path) -> list[str]:
+    """The scenario rows of an existing report (none when there is no file yet)."""
+    if not path.is_file():
+        return []
+    lines = path.read_text().splitlines()
+    if _HEADER not in lines:
+        return []
+    return [line for line in lines[lines.index(_HEADER) + 2 :] if line.startswith("| ")]

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from scripts.bench_stats import Fit, at_scale_one, linear_fit, spread, table
+from scripts.bench_stats import Fit, Spread, at_scale_one, linear_fit, spread, table
 
 VERBS = ("preview (empty)", "up", "preview (no-op)", "up (no-op)", "refresh", "destroy")
 
@@ -52,17 +52,24 @@ def endpoint_table(res: Mapping[str, Any], stack: str, verb: str) -> str:
     return table(["endpoint", "responses"], rows)
 
 
-def overhead_rows(res: Mapping[str, Any]) -> list[list[str]]:
+def overhead_figures(res: Mapping[str, Any]) -> list[tuple[str, Spread, Spread]]:
+    """(command, prod walls, baseline walls) of the no-op overhead section, bare then with the pack."""
     ov = res["overhead"]
-    rows = []
+    out = []
     for label, runs in (("", ov), (" with the policy pack", ov.get("policy"))):
         if not runs:
             continue
         for verb in ("preview", "up"):
             prod, base = spread(_walls(runs["prod"][verb])), spread(_walls(runs["baseline"][verb]))
-            ratio = f"{prod.median / base.median:.2f}"
-            rows.append([f"no-op `{verb}`{label}", prod.text(2), base.text(2), ratio])
-    return rows
+            out.append((f"no-op `{verb}`{label}", prod, base))
+    return out
+
+
+def overhead_rows(res: Mapping[str, Any]) -> list[list[str]]:
+    return [
+        [name, prod.text(2), base.text(2), f"{prod.median / base.median:.2f}"]
+        for name, prod, base in overhead_figures(res)
+    ]
 
 
 def fits(res: Mapping[str, Any], kind: str) -> dict[str, Fit]:
@@ -144,13 +151,13 @@ def before_after(before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
     rows.append(["prod `up` wall s @1x", f"{b['converted'].median:.0f}", f"{a['converted'].median:.0f}"])
     rows.append(["prod `up` overhead ratio", f"{b['ratio']:.3f}", f"{a['ratio']:.3f}"])
 
-    def medians(row: Sequence[str]) -> str:  # "1.02 [0.96, 1.27]" cells -> "1.02 / 0.81 (1.25x)"
-        return f"{row[1].split()[0]} / {row[2].split()[0]} ({row[3]}x)"
+    def medians(prod: Spread, base: Spread) -> str:
+        return f"{prod.median:.2f} / {base.median:.2f} ({prod.median / base.median:.2f}x)"
 
-    old_overhead = {r[0]: r for r in overhead_rows(before)}
-    for row in overhead_rows(after):
-        old = old_overhead.get(row[0])
-        rows.append([f"{row[0]} s, prod / baseline", medians(old) if old else "-", medians(row)])
+    old_overhead = {name: (prod, base) for name, prod, base in overhead_figures(before)}
+    for name, prod, base in overhead_figures(after):
+        old = old_overhead.get(name)
+        rows.append([f"{name} s, prod / baseline", medians(*old) if old else "-", medians(prod, base)])
     for stack in after["lifecycles"]:
         for verb in ("up", "refresh", "destroy"):
             old = before["lifecycles"].get(stack, {}).get(verb, {}).get("totals", {}).get("total", "-")

@@ -50,19 +50,17 @@ def _retry_after(response: httpx.Response) -> float | None:
 
 
 @functools.cache
-def _tls_context(cafile: str | None, capath: str | None) -> ssl.SSLContext:
+def _tls_context(_ca_settings: tuple[str | None, str | None]) -> ssl.SSLContext:
     """One TLS context per process and CA setting, shared by every client (contexts are thread-safe).
 
     httpx builds a fresh one for each client it makes, loading the whole CA bundle: ~30 ms of CPU under
-    the GIL. Clients are short-lived here (one per provider call), so a 128-pod destroy spent most of its
-    time building contexts one after another."""
-    if cafile or capath:  # what httpx itself honours (trust_env)
-        return ssl.create_default_context(cafile=cafile, capath=capath)
+    the GIL, and clients here live for one provider call. httpx's own builder still reads the CA setting
+    (SSL_CERT_FILE, SSL_CERT_DIR); it is the cache key only, so a changed setting gets its own context."""
     return httpx.create_ssl_context()
 
 
 def tls_context() -> ssl.SSLContext:
-    return _tls_context(os.environ.get("SSL_CERT_FILE") or None, os.environ.get("SSL_CERT_DIR") or None)
+    return _tls_context((os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR")))
 
 
 class HttpCore:

@@ -133,16 +133,25 @@ def test_preload_imports_in_order_and_skips_a_broken_module() -> None:
 
 
 def test_a_provider_call_waits_for_the_preload_in_progress() -> None:
-    release = threading.Event()
+    # The import finishes only once the call is inside its wait, so the order below is fixed when the
+    # call waits; a call that did not wait would log "check" first (and the import would give up).
+    waiting = threading.Event()
     order: list[str] = []
 
     def importer(name: str) -> None:
-        release.wait()
-        order.append(f"import {name}")
+        if waiting.wait(timeout=60):
+            order.append(f"import {name}")
 
     loader = host.Preloader(importer)
     preload = loader.start(["providers.runpod.pod"])
     assert preload is not None
+    idle_wait = loader._idle.wait
+
+    def observed_wait(timeout: float | None = None) -> bool:
+        waiting.set()
+        return idle_wait(timeout)
+
+    loader._idle.wait = observed_wait  # type: ignore[method-assign]
 
     def provider_call() -> None:
         loader.before_call()
@@ -150,7 +159,6 @@ def test_a_provider_call_waits_for_the_preload_in_progress() -> None:
 
     call = threading.Thread(target=provider_call)
     call.start()
-    release.set()
     call.join()
     preload.join()
     assert order == ["import providers.runpod.pod", "check"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -64,3 +65,20 @@ def test_policy_pack_mandatory_violation_fails_preview(cli: Pulumi) -> None:
 
     cli.run("config", "set", "value", "fine")
     cli.run("preview", "--policy-pack", str(PACK))
+
+
+def test_recover_mends_the_empty_attrs_file_a_kill_leaves(cli: Pulumi) -> None:
+    # SIGKILL during the file backend's in-place write of `<stack>.json.attrs` leaves it empty, and every
+    # command then fails with "failed to load checkpoint: EOF" (seen in tests/e2e/test_crashes.py).
+    cli.run("up", "--yes", "--skip-preview")
+    (attrs,) = (cli.state / "backend").glob(".pulumi/stacks/*/check.json.attrs")
+    attrs.write_text("")
+    broken = cli.run("stack", "export", check=False)
+    assert broken.returncode != 0 and "failed to load checkpoint: EOF" in broken.stdout + broken.stderr
+    done = subprocess.run(
+        [str(REPO / "scripts/recover"), "check", "--yes", "--cwd", str(cli.project)],
+        env=cli.env(), capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"removed {attrs}" in done.stderr
+    assert [r["type"] for r in cli.resources() if r["type"] == THING] == [THING]

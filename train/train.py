@@ -8,12 +8,15 @@ Environment (set by the start script; defaults let it run by hand under torchrun
   TRAINSTACK_STEPS              total steps (default 300)
   TRAINSTACK_CHECKPOINT_EVERY   steps between checkpoints (default 50)
   TRAINSTACK_STEP_SLEEP_S       pause after each step (default 0): paces CPU test runs so they last
+  TRAINSTACK_PROGRESS_FILE      where each node's local rank 0 appends a progress line per logged step
+                                (the contract in train/node/progress.py; the metrics agent tails it)
 
 torch is imported here only: it exists on the nodes, not in the project's venv.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -29,6 +32,7 @@ from torch.nn.parallel import DistributedDataParallel
 _CKPT_RE = re.compile(r"^step-(\d+)\.pt$")
 KEEP_LOCAL = 3  # older checkpoints are already in the bucket (the start script syncs them)
 LOG_EVERY = int(os.environ.get("TRAINSTACK_LOG_EVERY", "50"))  # steps between progress lines
+BATCH = 64  # samples per rank per step (see _batch)
 _term_requested = False
 
 
@@ -49,6 +53,14 @@ def save_checkpoint(directory: Path, step: int, state: dict[str, Any]) -> Path:
     return final
 
 
+def write_progress(path: str, step: int, step_time_s: float, samples_per_s: float, loss: float) -> None:
+    """One line of the progress contract (train/node/progress.py), written whole with one append."""
+    line = {"v": 1, "time": time.time(), "step": step, "step_time_s": step_time_s}
+    line |= {"samples_per_s": samples_per_s, "loss": loss}
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(line, separators=(",", ":")) + "\n")
+
+
 def _on_term(signum: int, frame: FrameType | None) -> None:
     global _term_requested
     _term_requested = True
@@ -65,7 +77,7 @@ def _should_stop(stop_file: str, device: torch.device) -> bool:
 def _batch(step: int, shard: int, num_shards: int, device: torch.device) -> tuple[Any, Any]:
     """Synthetic regression data; each shard draws from its own seed stream."""
     gen = torch.Generator().manual_seed(step * num_shards + shard)
-    x = torch.randn(64, 32, generator=gen)
+    x = torch.randn(BATCH, 32, generator=gen)
     y = x.sum(dim=1, keepdim=True)
     return x.to(device), y.to(device)
 
@@ -85,6 +97,7 @@ def main() -> None:
     pause = float(os.environ.get("TRAINSTACK_STEP_SLEEP_S", "0"))
     shard = int(os.environ.get("TRAINSTACK_SHARD_INDEX", "0"))
     num_shards = int(os.environ.get("TRAINSTACK_NUM_SHARDS", "1"))
+    progress_file = os.environ.get("TRAINSTACK_PROGRESS_FILE", "") if local_rank == 0 else ""
     signal.signal(signal.SIGTERM, _on_term)
 
     model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1)).to(device)
@@ -102,7 +115,9 @@ def main() -> None:
     ddp = DistributedDataParallel(model, device_ids=[local_rank] if use_cuda else None)
 
     step, tick = first, time.perf_counter()
-    started = tick
+    started = last_progress = tick
+    last_progress_step = first
+    world = dist.get_world_size()
     while step < steps:
         x, y = _batch(step, shard, num_shards, device)
         loss = torch.nn.functional.mse_loss(ddp(x), y)
@@ -114,6 +129,11 @@ def main() -> None:
         if rank == 0 and (step % every == 0 or step == steps or stop):
             state = {"model": model.state_dict(), "optim": optim.state_dict(), "step": step}
             save_checkpoint(ckpt_dir, step, state)
+        if progress_file and step % LOG_EVERY == 0:
+            now = time.perf_counter()
+            per_step = (now - last_progress) / (step - last_progress_step)
+            write_progress(progress_file, step, per_step, BATCH * world / per_step, loss.item())
+            last_progress, last_progress_step = now, step
         if rank == 0 and step % LOG_EVERY == 0:
             now = time.perf_counter()
             print(f"step {step} loss {loss.item():.4f} {LOG_EVERY / (now - tick):.1f} steps/s", flush=True)

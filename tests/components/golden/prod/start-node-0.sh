@@ -154,6 +154,11 @@ setup_shards() {
   fi
   export TRAINSTACK_POD_INDEX TRAINSTACK_JOB TRAINSTACK_DEVICE TRAINSTACK_CHECKPOINT_DIR
   export TRAINSTACK_STOP_FILE="$TRAINSTACK_CHECKPOINT_DIR/.trainstack-stop"
+  # Node-scoped files: the workdir may be a volume that every node of the cluster mounts.
+  NODE_ID=${RUNPOD_POD_ID:-$(hostname)}
+  METRICS_DIR="$TRAINSTACK_WORKDIR/metrics"
+  # The training-progress contract (train/node/progress.py): the job appends one JSON line per logged step.
+  export TRAINSTACK_PROGRESS_FILE=${TRAINSTACK_PROGRESS_FILE:-$METRICS_DIR/progress-node-$TRAINSTACK_POD_INDEX.$NODE_ID.jsonl}
 }
 
 check_secrets() {
@@ -415,6 +420,7 @@ main() {
   rm -f "$TRAINSTACK_STOP_FILE"
   preflight_allreduce
   bucket resume
+  mkdir -p "$METRICS_DIR" "$(dirname "$TRAINSTACK_PROGRESS_FILE")"
   cd "$TRAINSTACK_WORKDIR"
   set_rdzv_args "$MASTER_PORT" "$TRAINSTACK_JOB"
   log "torchrun: $NUM_NODES node(s) x $NPROC_PER_NODE, rank $NODE_RANK, shard $TRAINSTACK_SHARD_INDEX/$TRAINSTACK_NUM_SHARDS"

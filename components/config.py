@@ -5,6 +5,7 @@ Keys (see stacks/Pulumi.*.yaml for worked examples):
     trainstack:cluster                     object  ClusterConfig   what to rent
     trainstack:bucket                      object  BucketConfig    S3 checkpoint bucket (optional)
     trainstack:training                    object  TrainingConfig  what the nodes run
+    trainstack:training.model              object  ModelConfig     what is trained, for the forecast
     trainstack:runpod_spend_limit_per_hour number  the account's RunPod spend limit, USD/h (default 80)
     trainstack:delivery_enabled            bool    copy artifacts to the nodes over SSH and start them
     trainstack:s3EndpointUrl               string  S3-compatible endpoint (shared with providers/s3)
@@ -25,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from components.config_rules import cross_field_problems
 from components.gpus import GPUS
+from components.model_config import ModelConfig
 
 NAMESPACE = "trainstack"
 SECRETS_KEY = "secrets"  # values live under trainstack:secrets.<ENV_NAME>; this module never reads them
@@ -195,6 +197,7 @@ class TrainingConfig(_Model):
     max_restarts: int = 3  # torchrun --max-restarts
     device: Literal["cuda", "cpu"] = "cuda"  # cpu: test clusters without GPUs (gloo, no nvidia-smi check)
     secrets: tuple[str, ...] = ()  # env var names the node gets as RunPod secret references
+    model: ModelConfig | None = None  # what is trained, for the forecast (components/model_config.py)
 
     @field_validator("command")
     @classmethod

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from components.gpus import GPUS
+from components.model_config import model_problems
 
 if TYPE_CHECKING:
     from components.config import StackConfig
@@ -35,6 +36,7 @@ def cross_field_problems(config: StackConfig) -> list[Problem]:
         *_placement_problems(config),
         *_training_problems(config),
         *_budget_problems(config),
+        *model_problems(config),
     ]
 
 

@@ -36,12 +36,27 @@ class GpuSpec:
     price_source: str  # where and when the price was observed
     min_cuda_version: str  # sent as `gpu.minCudaVersion` so no pod lands on a too-old driver [RP]
     why: str  # why the limits above are what they are
+    memory_gb: float  # GPU memory as the datasheet states it (decimal GB), what the forecast fits into
+    peak_tflops_bf16: float  # dense (no sparsity) BF16 tensor-core peak per GPU
+    peak_tflops_fp8: float | None  # dense FP8 tensor-core peak per GPU; None: the GPU has no FP8 tensor cores
+    perf_source: str  # where memory_gb and the peaks come from
+
+    def peak_tflops(self, precision: str) -> float | None:
+        """Dense tensor-core peak for `precision` ("bf16", "fp8"); None when the GPU cannot run it."""
+        return {"bf16": self.peak_tflops_bf16, "fp8": self.peak_tflops_fp8}.get(precision)
 
     @property
     def label(self) -> str:
         """Short human name for messages, e.g. "H100_SXM (NVIDIA H100 80GB HBM3)"."""
         return f"{self.key} ({self.api_id})"
 
+
+# NVIDIA's datasheet lists tensor-core peaks "with sparsity" (2:4 structured sparsity doubles them); dense
+# training runs at half of each listed figure, which is what the table keeps.
+_H100_DATASHEET = (
+    "NVIDIA H100 Tensor Core GPU datasheet (https://www.nvidia.com/en-us/data-center/h100/), {form} column: "
+    "{mem} GB, BF16 {bf16} and FP8 {fp8} TFLOPS with sparsity, halved for dense"
+)
 
 _SPOT_WHY = (
     "spot exists only through the deprecated GraphQL podRentInterruptable mutation that RunPod is removing "
@@ -66,6 +81,10 @@ GPUS: dict[str, GpuSpec] = {
                 "SXM boards hold 8 GPUs on one NVSwitch; self-serve Instant Clusters are 2-8 such nodes "
                 f"(16-64 GPUs) in one data center [DOC]; {_SPOT_WHY}"
             ),
+            memory_gb=80,
+            peak_tflops_bf16=989.4,
+            peak_tflops_fp8=1979.0,
+            perf_source=_H100_DATASHEET.format(form="H100 SXM", mem=80, bf16="1,979", fp8="3,958"),
         ),
         GpuSpec(
             key="H100_PCIE",
@@ -82,6 +101,10 @@ GPUS: dict[str, GpuSpec] = {
                 "PCIe cards have no NVSwitch, and Instant Clusters are documented for SXM parts only [INF]: "
                 f"use single-node pods; {_SPOT_WHY}"
             ),
+            memory_gb=80,
+            peak_tflops_bf16=756.0,
+            peak_tflops_fp8=1513.0,
+            perf_source=_H100_DATASHEET.format(form="H100 PCIe", mem=80, bf16="1,513", fp8="3,026"),
         ),
         GpuSpec(
             key="H100_NVL",
@@ -98,6 +121,10 @@ GPUS: dict[str, GpuSpec] = {
                 "NVL cards are bridged in pairs only, and Instant Clusters are documented for SXM parts only "
                 f"[INF]: use single-node pods; {_SPOT_WHY}"
             ),
+            memory_gb=94,
+            peak_tflops_bf16=835.5,
+            peak_tflops_fp8=1670.5,
+            perf_source=_H100_DATASHEET.format(form="H100 NVL", mem=94, bf16="1,671", fp8="3,341"),
         ),
     )
 }

@@ -1,0 +1,90 @@
+"""What would make a workload that does not fit its GPUs fit: each change tried alone, cheapest first.
+
+The order is what each change costs: sharding further costs communication only, activation checkpointing
+about a third more compute, a smaller micro-batch some utilisation (the global batch is kept with gradient
+accumulation), more GPUs money by the hour.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from forecast.memory import memory
+from forecast.model import SHARDING_ORDER, Deployment, Workload
+
+MAX_GPUS_PER_JOB = 512  # searched for the "more GPUs" fix: 64 nodes of 8
+
+
+def memory_fixes(w: Workload, d: Deployment) -> tuple[str, ...]:
+    """Changes that each make the workload fit, cheapest first; a combination when none does alone."""
+    found = [
+        fix
+        for fix in (_shard(w, d), _checkpoint(w, d), _micro_batch(w, d), _more_gpus(w, d))
+        if fix is not None
+    ]
+    return tuple(found) if found else (_combined(w, d),)
+
+
+def _total(w: Workload, d: Deployment, gpus: int | None = None) -> float | None:
+    """Per-GPU GB when it fits, else None."""
+    mem = memory(w, d.gpu, gpus or d.gpus_per_job)
+    return mem.total if mem.fits else None
+
+
+def _shard(w: Workload, d: Deployment) -> str | None:
+    for mode in SHARDING_ORDER[SHARDING_ORDER.index(w.sharding) + 1 :]:
+        total = _total(replace(w, sharding=mode), d)
+        if total is not None:
+            return f"shard further: sharding {mode} ({total:.1f} GB per GPU)"
+    return None
+
+
+def _checkpoint(w: Workload, d: Deployment) -> str | None:
+    if w.activation_checkpointing:
+        return None
+    total = _total(replace(w, activation_checkpointing=True), d)
+    if total is None:
+        return None
+    return (
+        f"checkpoint activations: activation_checkpointing true ({total:.1f} GB per GPU, ~33 % more compute)"
+    )
+
+
+def _micro_batch(w: Workload, d: Deployment) -> str | None:
+    b = w.micro_batch_per_gpu // 2
+    while b >= 1:
+        total = _total(replace(w, micro_batch_per_gpu=b), d)
+        if total is not None:
+            return (
+                f"smaller micro-batch: micro_batch_per_gpu {b} ({total:.1f} GB per GPU; keep the global "
+                "batch with gradient accumulation)"
+            )
+        b //= 2
+    return None
+
+
+def _more_gpus(w: Workload, d: Deployment) -> str | None:
+    if w.sharding == "ddp":
+        return None  # every GPU holds the whole model states: more of them change nothing
+    step = d.gpus_per_job
+    for gpus in range(step * 2, MAX_GPUS_PER_JOB + 1, step):
+        total = _total(w, d, gpus)
+        if total is not None:
+            return f"more GPUs: {gpus} in the job instead of {d.gpus_per_job} ({total:.1f} GB per GPU)"
+    return None
+
+
+def _combined(w: Workload, d: Deployment) -> str:
+    best = replace(w, sharding="zero3", activation_checkpointing=True, micro_batch_per_gpu=1)
+    for gpus in range(d.gpus_per_job, MAX_GPUS_PER_JOB + 1, d.gpus_per_job):
+        total = _total(best, d, gpus)
+        if total is not None:
+            return (
+                f"no single change is enough; together: sharding zero3, activation_checkpointing true, "
+                f"micro_batch_per_gpu 1 on {gpus} GPUs in the job ({total:.1f} GB per GPU)"
+            )
+    return (
+        f"does not fit {d.gpu.name} ({d.gpu.memory_gb:g} GB) even with sharding zero3, activation "
+        f"checkpointing and micro-batch 1 on {MAX_GPUS_PER_JOB} GPUs: use LoRA, a shorter sequence_length "
+        "or a larger GPU"
+    )

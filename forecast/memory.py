@@ -1,0 +1,114 @@
+"""Memory one GPU needs for a training step: model states, activations, buffers and an allowance.
+
+Symbols: Ψ parameters, Ψt = f·Ψ trainable parameters (f = 1 for full training), N the data-parallel degree
+(GPUs of one job), L layers, h hidden size, a attention heads, s sequence length, b micro-batch per GPU,
+V vocabulary. Bytes; reported in decimal GB.
+
+Model states — Rajbhandari et al. 2020, "ZeRO: Memory Optimizations Toward Training Trillion Parameter
+Models" (https://arxiv.org/abs/1910.02054), §3.1 and Figure 1: mixed-precision training keeps 16-bit
+weights (2Ψ), 16-bit gradients (2Ψ) and K·Ψ bytes of optimizer state, K = 12 for Adam (fp32 master
+weights, momentum and variance). The ZeRO stages divide by N:
+
+    ddp    2Ψ + 2Ψ + KΨ              zero1  2Ψ + 2Ψ + KΨ/N
+    zero2  2Ψ + (2 + K)Ψ/N           zero3  (2 + 2 + K)Ψ/N   (PyTorch FSDP FULL_SHARD is the same sharding)
+
+    K: adamw 12; adamw_8bit 6 = fp32 master weights 4 + two 8-bit states 2 (Dettmers et al. 2022,
+    "8-bit Optimizers via Block-wise Quantization", https://arxiv.org/abs/2110.02861); sgd 8 = fp32
+    master weights + fp32 momentum.
+
+LoRA (Hu et al. 2021, https://arxiv.org/abs/2106.09685) freezes the base: 16-bit weights for Ψ + Ψt, but
+gradients (2Ψt) and optimizer state (KΨt) only for the adapters. FP8 training (Micikevicius et al. 2022,
+https://arxiv.org/abs/2209.05433) casts the matmul inputs to FP8 and keeps the weights and optimizer in
+higher precision, so the states above are unchanged by `precision`.
+
+Activations — Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models"
+(https://arxiv.org/abs/2205.05198), §4.1 (16-bit activations, no tensor parallelism):
+
+    per layer            s·b·h·(34 + 5·a·s/h)
+    with FlashAttention  s·b·h·34   (the a·s² score, softmax and dropout terms are never stored; Dao et al.
+                                      2022, https://arxiv.org/abs/2205.14135 — the same saving as the
+                                      paper's selective recomputation)
+    full checkpointing   2·s·b·h per layer (each block's input) + one layer's full activations, rebuilt
+                         during its backward (§4.2: "full activation recomputation ... 2sbhL")
+    output layer         4·s·b·h·(1 + V/h): the final norm's and output layer's inputs and fp32 logits (§4.3)
+
+Activations are per micro-batch and are not divided by N (every data-parallel rank holds its own).
+
+Buffers — zero3 gathers each layer's full 16-bit weights before using it and prefetches the next (Zhao et
+al. 2023, "PyTorch FSDP", https://arxiv.org/abs/2304.11277, §3.3.2): 2 layers x 12·h² parameters x 2 bytes
+(a transformer block holds ≈ 12·h² parameters: Kaplan et al. 2020, https://arxiv.org/abs/2001.08361, §2.1).
+
+Allowance (a stated assumption, not a measurement): 2 GB for the CUDA context, cuBLAS/NCCL workspaces and
+communication buckets, plus 10 % of everything else for the caching allocator's fragmentation.
+"""
+
+from __future__ import annotations
+
+from forecast.model import Hardware, MemoryForecast, Workload
+
+GB = 1e9
+WEIGHT_BYTES = 2  # bf16/fp16 weights and gradients
+OPTIMIZER_BYTES: dict[str, float] = {"adamw": 12, "adamw_8bit": 6, "sgd": 8}  # K, bytes per trainable param
+FIXED_ALLOWANCE_GB = 2.0
+FRAGMENTATION = 0.10
+PREFETCHED_LAYERS = 2  # zero3: the layer computing and the one gathered ahead of it
+
+
+def model_states(w: Workload, gpus: int) -> tuple[float, float, float]:
+    """(weights, gradients, optimizer) bytes per GPU under the workload's sharding."""
+    trainable = w.parameters * w.trainable_fraction
+    stored = w.parameters + trainable if w.method == "lora" else w.parameters
+    weights = WEIGHT_BYTES * stored
+    gradients = WEIGHT_BYTES * trainable
+    optimizer = OPTIMIZER_BYTES[w.optimizer] * trainable
+    if w.sharding in ("zero1", "zero2", "zero3"):
+        optimizer /= gpus
+    if w.sharding in ("zero2", "zero3"):
+        gradients /= gpus
+    if w.sharding == "zero3":
+        weights /= gpus
+    return weights, gradients, optimizer
+
+
+def layer_activations(w: Workload) -> float:
+    """Bytes one transformer layer keeps for its backward pass (Korthikanti et al. 2022, §4.1)."""
+    s, b, h, a = w.sequence_length, w.micro_batch_per_gpu, w.hidden_size, w.attention_heads
+    per_token_hidden = 34.0 if w.flash_attention else 34.0 + 5.0 * a * s / h
+    return s * b * h * per_token_hidden
+
+
+def activations(w: Workload) -> float:
+    """Bytes of activations per GPU for one micro-batch, checkpointed or not, with the output layer."""
+    s, b, h = w.sequence_length, w.micro_batch_per_gpu, w.hidden_size
+    output_layer = 4.0 * s * b * h * (1 + w.vocab_size / h)
+    if w.activation_checkpointing:
+        return w.layers * 2.0 * s * b * h + layer_activations(w) + output_layer
+    return w.layers * layer_activations(w) + output_layer
+
+
+def gather_buffers(w: Workload) -> float:
+    """zero3's unsharded working copies of whole layers' weights, in bytes; 0 for other modes."""
+    if w.sharding != "zero3":
+        return 0.0
+    return PREFETCHED_LAYERS * 12.0 * w.hidden_size**2 * WEIGHT_BYTES
+
+
+def memory(w: Workload, gpu: Hardware, gpus: int) -> MemoryForecast:
+    """Per-GPU memory of the workload on `gpus` data-parallel GPUs of type `gpu`, in GB."""
+    weights, gradients, optimizer = (x / GB for x in model_states(w, gpus))
+    acts = activations(w) / GB
+    buffers = gather_buffers(w) / GB
+    subtotal = weights + gradients + optimizer + acts + buffers
+    allowance = FIXED_ALLOWANCE_GB + FRAGMENTATION * subtotal
+    total = subtotal + allowance
+    return MemoryForecast(
+        weights=weights,
+        gradients=gradients,
+        optimizer=optimizer,
+        activations=acts,
+        gather_buffers=buffers,
+        allowance=allowance,
+        total=total,
+        gpu_memory=gpu.memory_gb,
+        headroom=gpu.memory_gb - total,
+    )

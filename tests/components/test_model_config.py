@@ -1,0 +1,92 @@
+"""`trainstack:training.model`: valid sections parse; every bad one is refused naming its key path and fix."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from components.config import ConfigError, load_stack_config
+from components.gpus import GPUS
+from components.model_config import model_problems
+
+MODEL: dict[str, Any] = {
+    "parameters": "7e9",  # Pulumi hands YAML numbers over as JSON; strings like this must parse too
+    "tokens": 5.0e8,
+    "sharding": "zero3",
+    "layers": 32,
+    "hidden_size": 4096,
+    "attention_heads": 32,
+    "sequence_length": 4096,
+}
+BASE: dict[str, Any] = {
+    "trainstack:cluster": {"gpu_type": "H100_SXM", "nodes": 1, "gpus_per_node": 8},
+    "trainstack:training": {"model": MODEL},
+}
+
+
+def _with(**changes: Any) -> dict[str, Any]:
+    raw = copy.deepcopy(BASE)
+    raw["trainstack:training"]["model"].update(changes)
+    return raw
+
+
+def test_a_model_section_parses_with_its_defaults() -> None:
+    model = load_stack_config(BASE).training.model
+    assert model is not None
+    assert model.parameters == 7e9
+    assert (model.method, model.precision, model.optimizer) == ("full", "bf16", "adamw")
+    assert (model.micro_batch_per_gpu, model.mfu, model.overhead) == (1, None, 0.3)
+
+
+def test_the_section_is_optional() -> None:
+    raw = copy.deepcopy(BASE)
+    del raw["trainstack:training"]["model"]
+    assert load_stack_config(raw).training.model is None
+
+
+# (case id, raw config, key path, words of the message and its fix)
+INVALID = [
+    ("zero-parameters", _with(parameters=0), "parameters", "must be more than 0"),
+    ("negative-tokens", _with(tokens=-1e9), "tokens", "must be more than 0"),
+    ("zero-layers", _with(layers=0), "layers", "give the size"),
+    ("zero-micro-batch", _with(micro_batch_per_gpu=0), "micro_batch_per_gpu", "must be more than 0"),
+    ("zero-heads", _with(attention_heads=0), "attention_heads", "give the model's attention heads"),
+    ("heads-not-dividing", _with(attention_heads=30), "attention_heads", "do not divide hidden_size 4096"),
+    ("unknown-precision", _with(precision="fp16"), "precision", "use one of the values listed"),
+    ("unknown-sharding", _with(sharding="fsdp"), "sharding", "'zero3'"),
+    ("lora-no-fraction", _with(method="lora"), "trainable_fraction", "method lora needs"),
+    ("fraction-on-full", _with(trainable_fraction=0.01), "trainable_fraction", "set method: lora"),
+    (
+        "fraction-too-big",
+        _with(method="lora", trainable_fraction=1.5),
+        "trainable_fraction",
+        "between 0 and 1",
+    ),
+    ("mfu-over-1", _with(mfu=40), "mfu", "at most 1"),
+    ("negative-overhead", _with(overhead=-0.1), "overhead", "must be 0-5"),
+    ("misspelt-key", _with(hidden=4096), "hidden", "remove it or fix the spelling"),
+]
+
+
+@pytest.mark.parametrize(("raw", "key", "words"), [c[1:] for c in INVALID], ids=[c[0] for c in INVALID])
+def test_bad_model_is_refused_with_key_path_and_fix(raw: dict[str, Any], key: str, words: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_stack_config(raw)
+    path = f"trainstack:training.model.{key}"
+    matching = [p for p in caught.value.problems if p.path == path]
+    assert matching, f"no problem at {path}: {caught.value}"
+    assert words in matching[0].message
+
+
+def test_fp8_on_a_gpu_without_fp8_is_refused() -> None:
+    """No GPU in today's table lacks FP8: the rule is checked against a copy of the H100 row without it."""
+    config = load_stack_config(_with(precision="fp8"))
+    no_fp8 = {"H100_SXM": replace(GPUS["H100_SXM"], peak_tflops_fp8=None)}
+    ((path, message),) = model_problems(config, no_fp8)
+    assert path == "training.model.precision"
+    assert "has no fp8 tensor cores" in message
+    assert message.endswith("use precision bf16, or a GPU type with FP8 (H100)")
+    assert model_problems(config) == []  # the real H100 SXM row has FP8

@@ -1,0 +1,105 @@
+"""Per-GPU memory against the source article's worked figures and hand-computed cases per sharding mode."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from forecast import Hardware, forecast
+from forecast.memory import activations, memory
+from tests.forecast.factories import A100, SEVEN_B, deployment, inp
+
+# A small model whose figures are easy to check by hand: Ψ = 1e9, N = 4, adamw (K = 12).
+SMALL = replace(
+    SEVEN_B,
+    parameters=1e9,
+    layers=8,
+    hidden_size=1024,
+    attention_heads=16,
+    sequence_length=1024,
+    micro_batch_per_gpu=2,
+)
+BIG_GPU = Hardware("big", 1000.0, {"bf16": 100.0})
+
+# ZeRO paper, Figure 1: 2Ψ + 2Ψ + KΨ, divided by N for the sharded parts; in GB for Ψ = 1e9, N = 4.
+#   ddp 2 + 2 + 12, zero1 2 + 2 + 12/4, zero2 2 + (2 + 12)/4, zero3 (2 + 2 + 12)/4.
+# zero3 also holds 2 layers x 12h² x 2 bytes = 48 x 1024² = 50,331,648 bytes of gathered weights.
+STATES = [
+    ("ddp", 2.0, 2.0, 12.0, 0.0),
+    ("zero1", 2.0, 2.0, 3.0, 0.0),
+    ("zero2", 2.0, 0.5, 3.0, 0.0),
+    ("zero3", 0.5, 0.5, 3.0, 0.050331648),
+]
+
+
+@pytest.mark.parametrize(("sharding", "weights", "grads", "optim", "buffers"), STATES)
+def test_model_states_per_sharding_mode(
+    sharding: str, weights: float, grads: float, optim: float, buffers: float
+) -> None:
+    mem = memory(replace(SMALL, sharding=sharding), BIG_GPU, gpus=4)  # type: ignore[arg-type]
+    assert (mem.weights, mem.gradients, mem.optimizer) == pytest.approx((weights, grads, optim))
+    assert mem.gather_buffers == pytest.approx(buffers)
+    # Activations (see the next test): 0.840957952 GB; the allowance is 2 GB + 10 % of everything else.
+    subtotal = weights + grads + optim + buffers + 0.840957952
+    assert mem.allowance == pytest.approx(2.0 + 0.1 * subtotal)
+    assert mem.total == pytest.approx(subtotal * 1.1 + 2.0)
+    assert mem.headroom == pytest.approx(1000.0 - mem.total)
+
+
+# Korthikanti et al. 2022 with s = 1024, b = 2, h = 1024, a = 16, L = 8, V = 32000:
+#   layer, FlashAttention: 34·s·b·h = 71,303,168; eager: s·b·h·(34 + 5·a·s/h) = 239,075,328
+#   output layer: 4·s·b·h·(1 + V/h) = 270,532,608
+#   checkpointed: L·2·s·b·h (33,554,432) + one layer + output = 375,390,208
+ACTIVATIONS = [
+    (True, False, 8 * 71_303_168 + 270_532_608),
+    (False, False, 8 * 239_075_328 + 270_532_608),
+    (True, True, 8 * 2 * 1024 * 2 * 1024 + 71_303_168 + 270_532_608),
+]
+
+
+@pytest.mark.parametrize(("flash", "checkpointing", "expected"), ACTIVATIONS)
+def test_activations_by_hand(flash: bool, checkpointing: bool, expected: int) -> None:
+    w = replace(SMALL, flash_attention=flash, activation_checkpointing=checkpointing)
+    assert activations(w) == pytest.approx(expected)
+
+
+def test_activations_are_per_gpu_not_sharded() -> None:
+    one, many = (memory(replace(SMALL, sharding="zero3"), BIG_GPU, gpus=n).activations for n in (1, 64))
+    assert one == many
+
+
+def test_worked_7b_full_adam_does_not_fit_one_80gb_gpu() -> None:
+    """Article: weights ≈ 14 GB, gradients ≈ 14 GB, optimizer 84-112 GB: does not fit; must be sharded."""
+    result = forecast(inp(dep=deployment(A100, gpus=1)))
+    mem = result.memory
+    assert mem.weights == pytest.approx(14.0)
+    assert mem.gradients == pytest.approx(14.0)
+    assert 84.0 <= mem.optimizer <= 112.0
+    assert not mem.fits
+    assert mem.total > 112.0
+
+
+def test_worked_7b_full_fits_once_sharded_over_8() -> None:
+    result = forecast(inp(dep=deployment(A100, gpus=8)))
+    assert not result.memory.fits
+    assert result.fixes[0].startswith("shard further: sharding zero1")
+    sharded = forecast(inp(dep=deployment(A100, gpus=8), sharding="zero3"))
+    assert sharded.memory.fits
+    assert sharded.fixes == ()
+
+
+@pytest.mark.parametrize("fraction", [0.001, 0.01])
+def test_worked_7b_lora_fits_a_24_to_48gb_gpu(fraction: float) -> None:
+    """Article: LoRA (0.1-1 % trainable) needs ≈ 14 GB of weights plus a few GB: fits a 24-48 GB GPU."""
+    lora = replace(SEVEN_B, method="lora", trainable_fraction=fraction)
+    mem = memory(replace(lora, activation_checkpointing=True), Hardware("24GB", 24.0, {}), gpus=1)
+    assert 14.0 <= mem.weights <= 14.0 * 1.01
+    assert mem.gradients + mem.optimizer <= 14.0 * fraction * 7  # (2 + 12) bytes per trainable parameter
+    assert mem.fits
+    assert memory(lora, Hardware("48GB", 48.0, {}), gpus=1).fits
+
+
+def test_lora_zero3_shards_the_frozen_base_too() -> None:
+    lora = replace(SEVEN_B, method="lora", trainable_fraction=0.01, sharding="zero3")
+    assert memory(lora, A100, gpus=8).weights == pytest.approx(2 * 7.07e9 / 8 / 1e9)

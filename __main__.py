@@ -25,6 +25,7 @@ from components.cluster import (  # noqa: E402 - after the early provider start,
     write_artifacts,
 )
 from components.config import ConfigError  # noqa: E402
+from components.guards import check_before_registering  # noqa: E402
 
 REPO = Path(__file__).resolve().parent
 OUT_DIR = Path(os.environ.get("TRAINSTACK_OUT_DIR", REPO / "out"))
@@ -33,6 +34,9 @@ OUT_DIR = Path(os.environ.get("TRAINSTACK_OUT_DIR", REPO / "out"))
 def main() -> None:
     stack = pulumi.get_stack()
     try:
+        # First: a bad stack name or a plain-text credential is refused before any other check can echo
+        # a value, and before anything is registered.
+        check_before_registering(stack)
         config = read_stack_config()
         secrets = read_secret_values(config)
     except ConfigError as err:

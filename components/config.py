@@ -22,10 +22,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, StrictFloat, StrictInt, ValidationError, field_validator
 
 from components.config_rules import cross_field_problems
+from components.credentials import credential_kind, mask
 from components.gpus import GPUS
+from components.image_ref import image_reference_problem
 from components.model_config import ModelConfig
 
 NAMESPACE = "trainstack"
@@ -58,7 +60,10 @@ class ConfigError(ValueError):
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # allow_inf_nan=False: "nan", "inf" and 1e309 are refused everywhere (a NaN floor rendered as `:-nan`
+    # made the preflight pass any fabric). Fields of the object keys are strict (StrictInt, StrictFloat):
+    # `nodes: true` or `nodes: "8"` is a mistake to report, not a value to coerce.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 _DC_RE = re.compile(r"^[A-Z]{2}-[A-Z]{2,4}-\d+$")
@@ -69,18 +74,18 @@ class ClusterConfig(_Model):
 
     gpu_type: str = "H100_SXM"  # key of components.gpus.GPUS
     topology: Literal["cluster", "pods"] = "pods"  # one Instant Cluster, or independent pods
-    nodes: int = 1  # nodes of the cluster, or pods in the pool
-    gpus_per_node: int = 8
+    nodes: StrictInt = 1  # nodes of the cluster, or pods in the pool
+    gpus_per_node: StrictInt = 8
     capacity: Literal["on_demand", "spot", "auto"] = "on_demand"  # auto: spot, falling back to on-demand
-    bid_per_gpu: float | None = None  # USD per GPU-hour offered for spot; required for spot and auto
+    bid_per_gpu: StrictFloat | None = None  # USD per GPU-hour offered for spot; required for spot and auto
     cloud: Literal["SECURE", "COMMUNITY"] = "SECURE"
     data_centers: tuple[str, ...] = ()  # RunPod data center ids; empty lets RunPod choose (pods only)
     image: str = "runpod/pytorch:2.4.0-py3.11-cuda12.4.1-devel-ubuntu22.04"
-    container_disk_gb: int = 50  # lost when a pod stops or is preempted
-    volume_gb: int = 0  # network volume (NVMe-backed), 0 for none
+    container_disk_gb: StrictInt = 50  # lost when a pod stops or is preempted
+    volume_gb: StrictInt = 0  # network volume (NVMe-backed), 0 for none
     volume_type: Literal["STANDARD", "HIGH_PERFORMANCE"] = "STANDARD"
     volume_mount_path: str = "/workspace"
-    master_port: int = 29500  # rendezvous port when RunPod does not inject MASTER_PORT
+    master_port: StrictInt = 29500  # rendezvous port when RunPod does not inject MASTER_PORT
 
     @field_validator("gpu_type")
     @classmethod
@@ -107,6 +112,9 @@ class ClusterConfig(_Model):
     @field_validator("image")
     @classmethod
     def _pinned_image(cls, v: str) -> str:
+        problem = image_reference_problem(v)
+        if problem:
+            raise ValueError(problem)
         last = v.rsplit("/", 1)[-1]
         if not v.strip() or ("@sha256:" not in v and (":" not in last or last.endswith(":latest"))):
             raise ValueError(
@@ -190,11 +198,11 @@ class TrainingConfig(_Model):
 
     command: tuple[str, ...] = ("train/train.py",)  # torchrun's script (or -m module) and its arguments
     workdir: str = "/workspace/trainstack"  # where the repo's train/ lands on the node
-    max_run_hours: float = 4.0  # the watchdog checkpoints and stops the run after this long
-    checkpoint_interval_min: int = 10  # checkpoints are synced to the bucket this often
-    nccl_min_busbw_gbps: float = 0.0  # preflight all-reduce bus bandwidth floor; 0 only reports
-    min_free_disk_gb: int = 20  # preflight: free space needed where checkpoints are written
-    max_restarts: int = 3  # torchrun --max-restarts
+    max_run_hours: StrictFloat = 4.0  # the watchdog checkpoints and stops the run after this long
+    checkpoint_interval_min: StrictInt = 10  # checkpoints are synced to the bucket this often
+    nccl_min_busbw_gbps: StrictFloat = 0.0  # preflight all-reduce bus bandwidth floor; 0 only reports
+    min_free_disk_gb: StrictInt = 20  # preflight: free space needed where checkpoints are written
+    max_restarts: StrictInt = 3  # torchrun --max-restarts
     device: Literal["cuda", "cpu"] = "cuda"  # cpu: test clusters without GPUs (gloo, no nvidia-smi check)
     secrets: tuple[str, ...] = ()  # env var names the node gets as RunPod secret references
     model: ModelConfig | None = None  # what is trained, for the forecast (components/model_config.py)
@@ -204,6 +212,17 @@ class TrainingConfig(_Model):
     def _command(cls, v: tuple[str, ...]) -> tuple[str, ...]:
         if not v or not v[0].strip():
             raise ValueError("is empty; give torchrun's script and its arguments, e.g. ['train/train.py']")
+        return v
+
+    @field_validator("workdir")
+    @classmethod
+    def _absolute_workdir(cls, v: str) -> str:
+        parts = v.split("/")
+        if not v.startswith("/") or ".." in parts or any(c.isspace() or c == "\0" for c in v):
+            raise ValueError(
+                f"must be an absolute path on the node without '..' or spaces, got {v!r}; the start script "
+                "cds there and RunPod starts it from no fixed directory, e.g. /workspace/trainstack"
+            )
         return v
 
     @field_validator("max_run_hours")
@@ -235,8 +254,13 @@ class TrainingConfig(_Model):
     def _secret_names(cls, v: tuple[str, ...]) -> tuple[str, ...]:
         bad = [s for s in v if not _ENV_RE.match(s) or s.startswith(_RESERVED_ENV_PREFIXES) or s in _RESERVED]
         if bad:
+            # What lands here by mistake is often the token itself rather than its name: show env-name-like
+            # entries, mask the rest.
+            shown = ", ".join(
+                repr(s) if _ENV_RE.match(s) and not credential_kind(s) else mask(s) for s in bad
+            )
             raise ValueError(
-                f"{bad} cannot be secret names; use UPPER_SNAKE env var names that are not set by RunPod, "
+                f"{shown} cannot be secret names; use UPPER_SNAKE env var names that are not set by RunPod, "
                 "torchrun, NCCL or trainstack (e.g. HF_TOKEN)"
             )
         if len(set(v)) != len(v):

@@ -20,11 +20,18 @@ S3_CREDENTIAL_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
 Problem = tuple[str, str]  # (key path without the namespace, message ending with the fix)
 
 
-def estimate_cost_per_hour(config: StackConfig) -> float:
-    """USD/h the stack costs at the GPU table's price hint. Spot and `auto` are priced on-demand: `auto`
-    may fall back to it and RunPod publishes no spot price any more, so the budget assumes the dearer one."""
+def gpu_hour_price(config: StackConfig) -> float:
+    """USD per GPU-hour the budget counts: on-demand, or for spot and `auto` the dearer of the bid and
+    on-demand (`auto` may fall back to on-demand, and a spot pod is billed its bid)."""
     c = config.cluster
-    gpu_cost = c.nodes * c.gpus_per_node * GPUS[c.gpu_type].price_per_gpu_hour
+    on_demand = GPUS[c.gpu_type].price_per_gpu_hour
+    return max(on_demand, c.bid_per_gpu or 0.0) if c.capacity != "on_demand" else on_demand
+
+
+def estimate_cost_per_hour(config: StackConfig) -> float:
+    """USD/h the stack costs at the GPU table's price hint (see gpu_hour_price for spot and auto)."""
+    c = config.cluster
+    gpu_cost = c.nodes * c.gpus_per_node * gpu_hour_price(config)
     return gpu_cost + c.volume_gb * VOLUME_USD_PER_GB_MONTH / HOURS_PER_MONTH
 
 
@@ -94,12 +101,22 @@ def _capacity_problems(config: StackConfig) -> list[Problem]:
     if c.capacity == "on_demand":
         return []
     out: list[Problem] = []
+    on_demand = GPUS[c.gpu_type].price_per_gpu_hour
     if c.bid_per_gpu is None or c.bid_per_gpu <= 0:
         out.append(
             (
                 "cluster.bid_per_gpu",
                 f"capacity {c.capacity!r} needs a spot bid in USD per GPU-hour; set bid_per_gpu (at most "
-                f"the on-demand ${GPUS[c.gpu_type].price_per_gpu_hour:.2f}), or use on_demand",
+                f"the on-demand ${on_demand:.2f}), or use on_demand",
+            )
+        )
+    elif c.bid_per_gpu > on_demand:
+        # RunPod bills a spot pod its bid: above on-demand it costs more than the pod it replaces.
+        out.append(
+            (
+                "cluster.bid_per_gpu",
+                f"bids ${c.bid_per_gpu:g}/GPU-h, above the on-demand ${on_demand:.2f} for {c.gpu_type} "
+                f"(components/gpus.py); bid at most ${on_demand:.2f}, or use capacity: on_demand",
             )
         )
     if c.topology == "cluster":
@@ -185,11 +202,10 @@ def _budget_problems(config: StackConfig) -> list[Problem]:
     limit = config.runpod_spend_limit_per_hour
     if cost <= limit:
         return []
-    gpu = GPUS[c.gpu_type]
     message = (
         f"the stack costs about ${cost:.2f}/h ({c.nodes} x {c.gpus_per_node} {c.gpu_type} at "
-        f"${gpu.price_per_gpu_hour:.2f}/GPU-h, priced on-demand) but the account may spend "
-        f"${limit:g}/h, so the deploy would fail part-way; ask RunPod to raise the account limit and "
+        f"${gpu_hour_price(config):.2f}/GPU-h, the dearer of on-demand and any bid) but the account may "
+        f"spend ${limit:g}/h, so the deploy would fail part-way; ask RunPod to raise the account limit and "
         "set this key to the new limit, or use fewer nodes"
     )
     return [("runpod_spend_limit_per_hour", message)]

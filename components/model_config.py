@@ -36,7 +36,7 @@ Problem = tuple[str, str]  # (key path without the namespace, message ending wit
 class ModelConfig(BaseModel):
     """What the forecast needs to know about the model and how it is trained."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # no NaN, inf, 1e309
 
     parameters: float  # total parameters, e.g. 7.0e9
     tokens: float  # training tokens of one job

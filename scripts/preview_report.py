@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from policy.config_file import problems_in
 from scripts.preview_report_parse import (
     PreviewParseError,
     ResourceCost,
@@ -105,7 +106,12 @@ class PulumiRunner:
         if self.policy_pack is not None:
             config = self.policy_config_dir / f"{stack}.json"
             args += ["--policy-pack", str(self.policy_pack)]
-            args += ["--policy-pack-config", str(config)] if config.exists() else []
+            if config.exists():
+                # The CLI's own errors for a bad file name nothing; ours name the file, key and fix.
+                problems = problems_in(config.read_text())
+                if problems:
+                    raise RunnerError("; ".join(f"{config}: {p}" for p in problems))
+                args += ["--policy-pack-config", str(config)]
         # Only the streaming form carries policy results; the plain --json form drops them.
         proc = self._run(stack, *args, extra_env={"PULUMI_ENABLE_STREAMING_JSON_PREVIEW": "true"})
         lines = proc.stdout.splitlines()

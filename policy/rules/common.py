@@ -191,7 +191,8 @@ def listing(parts: Sequence[str], limit: int = 6) -> str:
 class PolicyConfig(pydantic.BaseModel):
     """Base for each policy's config: frozen, and a misspelt key is an error rather than ignored."""
 
-    model_config = pydantic.ConfigDict(frozen=True, extra="forbid")
+    # allow_inf_nan=False: a NaN threshold compares false both ways and would wave every stack through.
+    model_config = pydantic.ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 ConfigT = TypeVar("ConfigT", bound=PolicyConfig)

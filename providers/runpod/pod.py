@@ -186,15 +186,12 @@ class PodProvider(RunPodProvider):
         if any(is_unknown(v) for v in needed):
             return {"cost_per_hour": UNKNOWN, "storage_cost_per_month": storage, "price_source": UNKNOWN}
         gpu, count, cloud, capacity, bid = needed
-        if capacity == "spot":
-            return {
-                "cost_per_hour": round(float(bid) * int(count), 4),
-                "storage_cost_per_month": storage,
-                "price_source": "bid_per_gpu",
-            }
         book = catalog.price_book(self.client)
         hourly = book.gpu_hourly(str(gpu), str(cloud))
-        # capacity auto is priced at on-demand: the dearer outcome (docs/ARCHITECTURE.md).
+        if capacity != "on_demand" and bid is not None:
+            # Spot and auto are priced at the dearer of the bid and on-demand: a spot pod is billed its bid
+            # (even above on-demand), and auto may fall back to on-demand (docs/ARCHITECTURE.md).
+            hourly = max(float(bid), hourly or 0.0)
         cost = UNKNOWN if hourly is None else round(hourly * int(count), 4)
         return {"cost_per_hour": cost, "storage_cost_per_month": storage, "price_source": book.source}
 

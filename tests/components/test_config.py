@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from components.config import ConfigError, load_stack_config, secret_config_key
-from components.config_rules import estimate_cost_per_hour
+from components.config_rules import estimate_cost_per_hour, gpu_hour_price
 from tests.components.conftest import stack_config
 
 # A valid prod-like config; each case below breaks exactly one rule.
@@ -166,6 +166,81 @@ INVALID = [
         "trainstack:delivery_enabled",
         "write true or false",
     ),
+    # issue 24: non-finite numbers, booleans or text where numbers belong, image references, workdir
+    (
+        "nan-floor",
+        _with("training.nccl_min_busbw_gbps", "nan"),
+        "trainstack:training.nccl_min_busbw_gbps",
+        "write a number",
+    ),
+    (
+        "nan-float-floor",
+        _with("training.nccl_min_busbw_gbps", float("nan")),
+        "trainstack:training.nccl_min_busbw_gbps",
+        "finite number",
+    ),
+    (
+        "inf-hours",
+        _with("training.max_run_hours", float("inf")),
+        "trainstack:training.max_run_hours",
+        "finite number",
+    ),
+    (
+        "nan-limit",
+        _with("runpod_spend_limit_per_hour", "nan"),
+        "trainstack:runpod_spend_limit_per_hour",
+        "finite number",
+    ),
+    (
+        "huge-limit",
+        _with("runpod_spend_limit_per_hour", "1e309"),
+        "trainstack:runpod_spend_limit_per_hour",
+        "finite number",
+    ),
+    ("bool-nodes", _with("cluster.nodes", True), "trainstack:cluster.nodes", "write a whole number"),
+    ("text-nodes", _with("cluster.nodes", "8"), "trainstack:cluster.nodes", "write a whole number"),
+    (
+        "float-disk",
+        _with("cluster.container_disk_gb", 50.5),
+        "trainstack:cluster.container_disk_gb",
+        "write a whole number",
+    ),
+    (
+        "bool-hours",
+        _with("training.max_run_hours", True),
+        "trainstack:training.max_run_hours",
+        "write a number",
+    ),
+    (
+        "image-with-command",
+        _with("cluster.image", "runpod/pytorch:2.4.0 ;reboot"),
+        "trainstack:cluster.image",
+        "is not a valid image reference",
+    ),
+    (
+        "image-empty-tag",
+        _with("cluster.image", "runpod/pytorch:"),
+        "trainstack:cluster.image",
+        "[registry[:port]/]name",
+    ),
+    (
+        "image-uppercase",
+        _with("cluster.image", "RunPod/PyTorch:2.4"),
+        "trainstack:cluster.image",
+        "lowercase",
+    ),
+    (
+        "relative-workdir",
+        _with("training.workdir", "work/trainstack"),
+        "trainstack:training.workdir",
+        "absolute path",
+    ),
+    (
+        "dotdot-workdir",
+        _with("training.workdir", "/workspace/../etc"),
+        "trainstack:training.workdir",
+        "without '..'",
+    ),
 ]
 
 
@@ -237,3 +312,39 @@ def test_committed_stacks() -> None:
     # 64 x $3.99 = $255.36/h is above RunPod's default $80/h: prod declares the raised limit.
     assert 255 < estimate_cost_per_hour(prod) <= prod.runpod_spend_limit_per_hour
     assert dev.runpod_spend_limit_per_hour == 80
+
+
+def test_non_finite_model_figures_are_refused() -> None:
+    model = {"parameters": float("inf"), "tokens": 1e12, "layers": 32, "hidden_size": 4096}
+    model |= {"attention_heads": 32, "sequence_length": 4096}
+    with pytest.raises(ConfigError) as exc:
+        load_stack_config(_with("training.model", model))
+    assert any(p.path == "trainstack:training.model.parameters" for p in exc.value.problems), exc.value
+
+
+def test_bid_above_on_demand_is_refused() -> None:
+    """RunPod bills a spot pod its bid: $4.60 on 32 GPUs is $147.20/h, not the on-demand $127.68."""
+    raw = _with("cluster.topology", "pods")
+    raw["trainstack:cluster"].update(capacity="spot", nodes=4, bid_per_gpu=4.60, volume_gb=0, data_centers=[])
+    with pytest.raises(ConfigError) as exc:
+        load_stack_config(raw)
+    bid = [str(p) for p in exc.value.problems if p.path == "trainstack:cluster.bid_per_gpu"]
+    assert bid and "bid at most $3.99" in bid[0], exc.value
+
+
+def test_budget_counts_the_dearer_of_bid_and_on_demand() -> None:
+    raw = _with("cluster.topology", "pods")
+    raw["trainstack:cluster"].update(capacity="auto", nodes=4, bid_per_gpu=2.49, volume_gb=0, data_centers=[])
+    assert estimate_cost_per_hour(load_stack_config(raw)) == pytest.approx(4 * 8 * 3.99)
+    cfg = load_stack_config(raw)
+    dear = cfg.model_copy(update={"cluster": cfg.cluster.model_copy(update={"bid_per_gpu": 4.60})})
+    assert gpu_hour_price(dear) == pytest.approx(4.60)
+
+
+def test_secret_name_errors_mask_what_looks_like_a_value() -> None:
+    token = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+    with pytest.raises(ConfigError) as exc:
+        load_stack_config(_with("training.secrets", ["HF_TOKEN", token, "MASTER_ADDR"]))
+    text = str(exc.value)
+    assert token not in text and token[:12] not in text, text
+    assert "'MASTER_ADDR'" in text and "wJa…" in text and "(40 characters)" in text

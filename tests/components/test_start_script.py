@@ -206,6 +206,13 @@ def test_preflight_failures(prod3: Node) -> None:
     assert code != 0 and "grow the disk" in out
 
 
+@pytest.mark.parametrize("floor", ["nan", "-nan", "inf", "fast"])
+def test_unparsable_floor_fails_the_preflight(prod3: Node, floor: str) -> None:
+    """A floor that is not a number must stop the node, not compare as 0 and pass a 0.5 GB/s fabric."""
+    code, out = prod3.run(TRAINSTACK_NCCL_MIN_BUSBW_GBPS=floor, FAKE_BUSBW="0.5")
+    assert code != 0 and "is not a number of GB/s" in out, out
+
+
 def test_missing_secret_fails_without_printing_values(prod3: Node) -> None:
     code, out = prod3.run(HF_TOKEN="{{ RUNPOD_SECRET_trainstack-prod-hf_token }}")
     assert code != 0 and "secret HF_TOKEN is not filled in" in out

@@ -105,3 +105,68 @@ def _count(report: Report, scenario: str) -> None:
     report.record(
         scenario, f"{runs} refused, each naming the field and the fix; 0 mutating calls", [], [], runs
     )
+
+
+# (case id, config key, plain-text value, key path the refusal names): credentials in plain text (issue 24).
+CANARY_HF = "hf_" + "CanaryIssue24" * 3
+PLAINTEXT_CASES = [
+    ("secret-value-in-plain-text", "trainstack:secrets.HF_TOKEN", CANARY_HF, "trainstack:secrets.HF_TOKEN"),
+    ("api-key-in-plain-text", "runpod:apiKey", "rpa_" + "CANARYKEY" * 4, "runpod:apiKey"),
+    (
+        "token-in-training-command",
+        "trainstack:training",
+        json.dumps({"command": ["train/train.py", f"--hf-token={CANARY_HF}"]}),
+        "trainstack:training.command[1]",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "named"), [c[1:] for c in PLAINTEXT_CASES], ids=[c[0] for c in PLAINTEXT_CASES]
+)
+def test_plaintext_credentials_are_refused(
+    dev: StackRun, key: str, value: str, named: str, report: Report
+) -> None:
+    if key == "trainstack:training":
+        raw = yaml.safe_load((REPO / "stacks/Pulumi.dev.yaml").read_text())["config"]
+        _use_config(dev, {**raw, key: {**raw[key], **json.loads(value)}})
+    else:
+        _use_config(dev, yaml.safe_load((REPO / "stacks/Pulumi.dev.yaml").read_text())["config"])
+        dev.cli.run("config", "set", "--plaintext", "--stack", dev.stack, key, value)
+    before = _mutations(dev.runpod)
+    result = dev.up(check=False)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0, output
+    assert named in output and "Traceback" not in output, output
+    assert CANARY_HF not in output and value not in output, output
+    assert _mutations(dev.runpod) == before
+    _use_config(dev, yaml.safe_load((REPO / "stacks/Pulumi.dev.yaml").read_text())["config"])
+    report.record(
+        "secrets: secret keys in plain text, a token in training.command",
+        f"{len(PLAINTEXT_CASES)} refused before anything was created, naming the key path; the value in 0 "
+        "messages; 0 mutating calls",
+        [],
+        [],
+        len(PLAINTEXT_CASES),
+    )
+
+
+def test_bad_stack_name_is_refused_before_anything_is_rented(dev: StackRun, report: Report) -> None:
+    _use_config(dev, yaml.safe_load((REPO / "stacks/Pulumi.dev.yaml").read_text())["config"])
+    (dev.cli.project / "stacks" / "Pulumi.Dev_Red.yaml").write_text(
+        (dev.cli.project / "stacks" / f"Pulumi.{dev.stack}.yaml").read_text()
+    )
+    dev.cli.run("stack", "init", "Dev_Red")
+    before = _mutations(dev.runpod)
+    result = dev.cli.run("up", "--yes", "--stack", "Dev_Red", *dev.policy_args(), check=False)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0 and "lowercase letters, digits and '-'" in output, output
+    assert "Traceback" not in output, output
+    assert _mutations(dev.runpod) == before
+    report.record(
+        "bad input: stack name outside [a-z0-9-]",
+        "refused before anything was registered; 0 mutating calls",
+        [],
+        [],
+        1,
+    )

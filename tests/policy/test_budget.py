@@ -125,3 +125,10 @@ class TestNoDoubleCounting:
         assert check_stack(HOURLY_BURN, [billed, component, stack], {"max_hourly_usd": 40}).calls == []
         over = check_stack(HOURLY_BURN, [billed, component, stack], {"max_hourly_usd": 30}).text
         assert "stack burns $31.93/h (dev-pod-0: $31.93/h)" in over  # + storage / 730 h
+
+
+def test_non_finite_thresholds_are_invalid_config() -> None:
+    """A NaN cap compares false both ways: it must be reported, never a cap that lets everything through."""
+    for value in (float("nan"), float("inf"), "nan"):
+        reports = check_stack(HOURLY_BURN, _prod(), {"max_hourly_usd": value})
+        assert "policy config is invalid" in reports.text and "max_hourly_usd" in reports.text, value

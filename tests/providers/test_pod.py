@@ -68,10 +68,13 @@ def test_check_falls_back_to_the_dated_snapshot_when_the_api_is_down() -> None:
     assert inputs["price_source"].startswith("snapshot-2026-11-09")
 
 
-def test_check_prices_spot_by_the_bid_and_auto_at_on_demand() -> None:
+def test_check_prices_spot_and_auto_at_the_dearer_of_bid_and_on_demand() -> None:
+    """RunPod bills a spot pod its bid, and auto may fall back to on-demand: budgets count the dearer."""
     provider = PodProvider(FakeRunPod().factory())
-    assert _checked(provider, capacity="spot", bid_per_gpu=2.0)["cost_per_hour"] == pytest.approx(16.0)
+    assert _checked(provider, capacity="spot", bid_per_gpu=2.0)["cost_per_hour"] == pytest.approx(4.19 * 8)
     assert _checked(provider, capacity="auto", bid_per_gpu=2.0)["cost_per_hour"] == pytest.approx(4.19 * 8)
+    assert _checked(provider, capacity="spot", bid_per_gpu=4.6)["cost_per_hour"] == pytest.approx(4.6 * 8)
+    assert _checked(provider, capacity="auto", bid_per_gpu=4.6)["cost_per_hour"] == pytest.approx(4.6 * 8)
 
 
 def test_check_tolerates_unknown_values_at_preview() -> None:

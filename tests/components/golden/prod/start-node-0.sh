@@ -257,6 +257,9 @@ PY
 
 preflight_allreduce() {
   local script out busbw floor=$TRAINSTACK_NCCL_MIN_BUSBW_GBPS
+  # A floor that is not a plain number ("nan", "", "fast") would compare as 0 in awk and pass any fabric.
+  [[ "$floor" =~ ^[0-9]+([.][0-9]+)?([eE][-+]?[0-9]+)?$ ]] ||
+    die "TRAINSTACK_NCCL_MIN_BUSBW_GBPS='$floor' is not a number of GB/s; set a floor such as 300 (0 only reports)"
   script=$(mktemp "${TMPDIR:-/tmp}/trainstack-allreduce.XXXXXX")
   write_allreduce_py >"$script"
   # A port and id of its own, so the training rendezvous below starts clean.
@@ -267,7 +270,7 @@ preflight_allreduce() {
     if [[ "$tag" == TRAINSTACK_ALLREDUCE ]]; then log "all-reduce $fields"; fi
   done <<<"$out"
   busbw=$(sed -n 's/^TRAINSTACK_BUSBW_GBPS=//p' <<<"$out" | tail -n 1)
-  [[ -n "$busbw" ]] || die "all-reduce preflight printed no bandwidth"
+  [[ "$busbw" =~ ^[0-9]+([.][0-9]+)?$ ]] || die "all-reduce preflight printed no usable bandwidth ('$busbw')"
   if ((NUM_NODES * NPROC_PER_NODE < 2)); then
     # One rank moves no data between GPUs: bus bandwidth is 0 by definition, so no floor applies.
     log "one rank: all-reduce ran (see algbw above); the bus-bandwidth floor applies to 2 or more ranks"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from emulator.models import ClusterRecord, PodRecord
-from emulator.pods import check_ports, delete_pod, new_pod, volume_placement
+from emulator.pods import check_image, check_ports, delete_pod, new_pod, volume_placement
 from emulator.problems import ApiError
 from emulator.world import World, new_id
 
@@ -78,6 +78,7 @@ def create_cluster(world: World, body: dict[str, Any]) -> ClusterRecord:
         raise ApiError(
             400, "'image' is required for a cluster (clusters cannot use private registries or templates)."
         )
+    check_image(body["image"])
     check_ports(body.get("ports", []))
     compute = body["compute"]
     gpu_id, per_pod, count = compute["gpuTypeId"], compute["gpuCountPerPod"], compute["podCount"]

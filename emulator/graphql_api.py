@@ -11,6 +11,7 @@ from graphql import GraphQLError, GraphQLResolveInfo, GraphQLSchema, build_schem
 
 from emulator.models import PodRecord, SecretRecord
 from emulator.pods import (
+    check_image,
     check_ports,
     container_fields,
     new_pod,
@@ -150,6 +151,7 @@ def _check_bid(world: World, gpu_id: str, bid: float) -> None:
 def _spot_body(input: dict[str, Any]) -> dict[str, Any]:
     """The legacy input expressed as a v2 create body, so both paths share the same rules."""
     ports = [p.strip() for p in (input.get("ports") or "").split(",") if p.strip()]
+    check_image(input.get("imageName"))
     check_ports(ports)
     gpu_id = input["gpuTypeId"]
     body: dict[str, Any] = {

@@ -19,6 +19,26 @@ def _digest(text: str) -> int:
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "big")
 
 
+# A container image reference as registries parse it, `[host[:port]/]path[:tag][@algo:hex]` (the grammar of
+# github.com/distribution/reference). Written here independently of components/image_ref.py on purpose: the
+# local RunPod models RunPod, so it must catch a reference the stack's own check lets through.
+_PATH_PART = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_IMAGE = re.compile(
+    r"(?:(?:localhost|[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+|[A-Za-z0-9-]+(?=:\d))(?::\d+)?/)?"
+    rf"{_PATH_PART}(?:/{_PATH_PART})*"
+    r"(?::\w[\w.-]{0,127})?(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?"
+)
+
+
+def check_image(image: object) -> None:
+    if not isinstance(image, str) or not _IMAGE.fullmatch(image):
+        raise ApiError(
+            400,
+            "Invalid image reference; use [registry/]name[:tag][@digest].",
+            errors=["$.image: not a valid container image reference"],
+        )
+
+
 def check_ports(ports: list[str]) -> None:
     bad = [p for p in ports if not (m := _PORT.match(p)) or not 0 < int(m.group(1)) < 65536]
     if bad:
@@ -77,6 +97,7 @@ def create_pod(world: World, body: dict[str, Any]) -> PodRecord:
         raise ApiError(400, "CPU pods are not offered by the local RunPod; request a GPU pod.")
     if "templateId" in body:
         raise ApiError(404, f"Template {body['templateId']!r} was not found.")
+    check_image(body.get("image"))
     check_ports(body.get("ports", []))
     cloud, gpu_id, count = body.get("cloud", "SECURE"), body["gpu"]["id"], body["gpu"].get("count", 1)
     price = world.gpu_price(gpu_id, cloud, count)
@@ -157,6 +178,8 @@ def patch_pod(world: World, pod: PodRecord, body: dict[str, Any]) -> PodRecord:
     refuse_member(pod, "updated")
     if "templateId" in body:
         raise ApiError(404, f"Template {body['templateId']!r} was not found.")
+    if "image" in body:
+        check_image(body["image"])
     check_ports(body.get("ports", []))
     if "mounts" in body:
         _patch_mounts(pod, body["mounts"])

@@ -24,6 +24,9 @@ copy response bodies or headers, which can echo request data, and never contain 
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
+
 from providers import display
 
 
@@ -151,15 +154,51 @@ def _pick(status: int, detail: str) -> tuple[type[ApiError], str]:
 
 
 def classify(
-    status: int, detail: str, *, method: str, path: str, reported_status: int | None = None
+    status: int,
+    detail: str,
+    *,
+    method: str,
+    path: str,
+    reported_status: int | None = None,
+    refused: Sequence[object] = (),
 ) -> ApiError:
     """Build the exception for an error response; `detail` picks the class but is never quoted.
 
     `reported_status` is the HTTP status to show when it differs from the one used to classify
-    (GraphQL errors arrive with HTTP 200).
+    (GraphQL errors arrive with HTTP 200). `refused` is `refused_fields` of the body's `errors`: for a
+    request RunPod calls invalid, the message names those inputs.
     """
     cls, hint = _pick(status, detail)
+    fields = refused_fields(refused)
+    if cls is InvalidRequestError and fields:
+        hint = f"{hint.split(';')[0]}: it named {', '.join(fields)}; fix those inputs"
     return cls(hint, status=status if reported_status is None else reported_status, method=method, path=path)
+
+
+# An entry of a problem's `errors` array: `<JSON path or pointer>: <text>`, e.g. "$.gpu.id: ..." (the
+# spec's example is "$: additional properties 'bogus' not allowed"). Only the field names are taken, and
+# only when they look like field names: the text itself may echo request values and is never quoted.
+_ENTRY = re.compile(r"^\s*(?:\$|/)?(?P<path>[A-Za-z0-9_.\[\]/]*)\s*:(?P<text>.*)$", re.S)
+_QUOTED_NAMES = re.compile(r"(?:additional propert(?:y|ies)|unknown field\(s\))\s+(?P<names>'[^:]*')")
+_FIELD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,40}(?:\.[A-Za-z0-9_]{1,40}){0,4}$")
+MAX_FIELDS = 5
+
+
+def refused_fields(entries: Sequence[object]) -> list[str]:
+    """Field names (dotted, e.g. `gpu.id`) the `errors` entries of a problem response point at."""
+    names: list[str] = []
+    for entry in entries:
+        match = _ENTRY.match(entry) if isinstance(entry, str) else None
+        if match is None:
+            continue
+        path = match["path"].strip("/.").replace("/", ".").replace("[", ".").replace("]", "")
+        quoted = _QUOTED_NAMES.search(match["text"])
+        found = [n.strip("' ") for n in quoted["names"].split(",")] if quoted else [""]
+        for name in found:
+            full = ".".join(p for p in (path, name) if p)
+            if _FIELD.match(full) and full not in names:
+                names.append(full)
+    return names[:MAX_FIELDS]
 
 
 # Inside Pulumi's provider host, these errors reach the user as their message only (providers/display.py).

@@ -41,6 +41,16 @@ def _detail(response: httpx.Response) -> str:
     return ""
 
 
+def _refused(response: httpx.Response) -> list[object]:
+    """A problem response's `errors` array (entries like "$.image: ..."); parsed for field names only."""
+    try:
+        body = response.json()
+    except ValueError:
+        return []
+    entries = body.get("errors") if isinstance(body, dict) else None
+    return list(entries) if isinstance(entries, list) else []
+
+
 def _retry_after(response: httpx.Response) -> float | None:
     raw = response.headers.get("Retry-After", "").strip()
     try:
@@ -150,7 +160,9 @@ class HttpCore:
         if response.is_success:
             self._observe_quota(response)
             return (None if response.status_code == 204 or not response.content else response.json()), None
-        err = errors.classify(response.status_code, _detail(response), method=method, path=template)
+        err = errors.classify(
+            response.status_code, _detail(response), method=method, path=template, refused=_refused(response)
+        )
         if response.status_code == 429:
             wait = _retry_after(response)
             return (wait if wait is not None else self._backoff.delay(attempt, self._rng)), err

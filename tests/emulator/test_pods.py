@@ -115,3 +115,13 @@ def test_auth_missing_is_401_wrong_is_403(rp: LocalRunPod) -> None:
         wrong = anonymous.get("/v2/pods", headers={"Authorization": "Bearer nope"})
         assert wrong.status_code == 403 and wrong.headers["content-type"] == "application/problem+json"
         assert anonymous.post("/graphql", json={"query": "{ myself { id } }"}).status_code == 401
+
+
+def test_invalid_image_references_are_refused_as_runpod_would(api: httpx.Client) -> None:
+    for image in ("runpod/pytorch:2.4.0 ;reboot", "runpod/pytorch:", "RunPod/pytorch:1", "a//b:1", ""):
+        response = api.post("/v2/pods", json=pod_body(image=image))
+        assert response.status_code == 400, image
+        assert response.json()["errors"] == ["$.image: not a valid container image reference"]
+    assert api.get("/v2/pods").json()["pods"] == []
+    for image in ("localhost:5000/team/img:v1", "ghcr.io/org/img@sha256:" + "a" * 64):
+        assert api.post("/v2/pods", json=pod_body(image=image)).status_code == 201, image

@@ -50,6 +50,7 @@ class Fault:
     status: int = 500
     detail: str = BODY_SECRET
     headers: dict[str, str] = field(default_factory=dict)
+    errors: list[str] | None = None  # the problem's `errors` array, e.g. ["$.image: ..."]
 
 
 class FakeRunPod:
@@ -113,7 +114,9 @@ class FakeRunPod:
         if fault and fault.kind == "connect":
             raise httpx.ConnectError("refused", request=request)
         if fault and fault.kind == "status":
-            problem = {"title": "Error", "status": fault.status, "detail": fault.detail}
+            problem: dict[str, Any] = {"title": "Error", "status": fault.status, "detail": fault.detail}
+            if fault.errors is not None:
+                problem["errors"] = fault.errors
             return httpx.Response(fault.status, json=problem, headers=fault.headers)
         response = self.route(method, path, body)
         if fault and fault.kind == "lose":

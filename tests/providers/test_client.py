@@ -138,6 +138,21 @@ def test_graphql_errors_in_a_200_are_mapped() -> None:
     assert info.value.status == 200 and "/graphql" in str(info.value)
 
 
+@pytest.mark.parametrize("status", [400, 422])
+def test_a_refused_create_names_the_inputs_the_body_points_at(status: int) -> None:
+    fake = FakeRunPod()
+    refused = [
+        f"$.image: {BODY_SECRET} is not a valid reference",
+        f"$: additional properties 'bogus' {BODY_SECRET}",
+    ]
+    fake.fail("POST", "/v2/pods", Fault("status", status, errors=refused))
+    with fake.client() as client, pytest.raises(errors.InvalidRequestError) as info:
+        client.create_pod(_body())
+    text = str(info.value)
+    assert "it named image, bogus; fix those inputs" in text, text
+    assert BODY_SECRET not in text and "valid reference" not in text
+
+
 def test_error_text_never_contains_the_key_or_the_response_body() -> None:
     for status in (400, 401, 402, 403, 404, 409, 422, 429, 500, 503):
         fake = FakeRunPod()

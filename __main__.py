@@ -25,6 +25,7 @@ from components.cluster import (  # noqa: E402 - after the early provider start,
     write_artifacts,
 )
 from components.config import ConfigError  # noqa: E402
+from components.config_rules import unverified_spend_limit_notice  # noqa: E402
 from components.guards import check_before_registering  # noqa: E402
 
 REPO = Path(__file__).resolve().parent
@@ -42,6 +43,9 @@ def main() -> None:
     except ConfigError as err:
         # RunError prints without a Python traceback; nothing has been registered yet, so nothing is created.
         raise pulumi.RunError(f"stacks/Pulumi.{stack}.yaml: {err}") from None
+    notice = unverified_spend_limit_notice(config)
+    if notice:  # on preview and up alike: the one thing about money no check here can confirm
+        pulumi.log.warn(notice)
     cluster = H100Cluster(stack, H100ClusterArgs(config, secrets, config.s3_endpoint_url))
     if not pulumi.runtime.is_dry_run():
         # Artifacts are files for people and delivery; written on `up` only, never on preview.

@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, StrictFloat, StrictInt, ValidationError, field_validator
 
-from components.config_rules import cross_field_problems
+from components.config_rules import RUNPOD_DEFAULT_SPEND_LIMIT, cross_field_problems
 from components.credentials import credential_kind, mask
 from components.gpus import GPUS
 from components.image_ref import image_reference_problem
@@ -274,7 +274,7 @@ class StackConfig(_Model):
     cluster: ClusterConfig = ClusterConfig()
     bucket: BucketConfig | None = None
     training: TrainingConfig = TrainingConfig()
-    runpod_spend_limit_per_hour: float = 80.0  # RunPod's default account limit [DOC]
+    runpod_spend_limit_per_hour: float = RUNPOD_DEFAULT_SPEND_LIMIT  # raised only by RunPod on request
     delivery_enabled: bool = False
     s3_endpoint_url: str | None = None  # config key trainstack:s3EndpointUrl, shared with providers/s3
 

@@ -16,6 +16,9 @@ HOURS_PER_MONTH = 730.0  # RunPod bills storage per month and charges it hourly
 VOLUME_USD_PER_GB_MONTH = 0.07
 SPOT_MAX_CHECKPOINT_INTERVAL_MIN = 30  # a spot pod gets a 5 s notice: the timer is what limits lost work
 S3_CREDENTIAL_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
+# RunPod's default account spend limit, USD/h, "across all resources" (docs.runpod.io, Pods > Pricing >
+# "Account spend limits"; raised by RunPod support on request).
+RUNPOD_DEFAULT_SPEND_LIMIT = 80.0
 
 Problem = tuple[str, str]  # (key path without the namespace, message ending with the fix)
 
@@ -33,6 +36,24 @@ def estimate_cost_per_hour(config: StackConfig) -> float:
     c = config.cluster
     gpu_cost = c.nodes * c.gpus_per_node * gpu_hour_price(config)
     return gpu_cost + c.volume_gb * VOLUME_USD_PER_GB_MONTH / HOURS_PER_MONTH
+
+
+def unverified_spend_limit_notice(config: StackConfig) -> str | None:
+    """The warning a preview gives when the stack only fits a raised account spend limit, which no API call
+    can confirm: RunPod's REST v2 (OpenAPI "Frontdoor v2.9.0") has billing history (/v2/billing) but no
+    endpoint that returns the account's spend limit, so `runpod_spend_limit_per_hour` is the team's word.
+    None when the stack fits RunPod's default limit (nothing to verify)."""
+    cost = estimate_cost_per_hour(config)
+    if cost <= RUNPOD_DEFAULT_SPEND_LIMIT:
+        return None
+    return (
+        f"the stack costs about ${cost:.2f}/h, above RunPod's default account spend limit of "
+        f"${RUNPOD_DEFAULT_SPEND_LIMIT:g}/h; trainstack:runpod_spend_limit_per_hour declares "
+        f"${config.runpod_spend_limit_per_hour:g}/h, but RunPod's API does not report an account's limit, "
+        "so that figure is UNVERIFIED. If the account is still at the default, `up` creates the volume, "
+        "secrets and bucket and then fails on the compute. Confirm the raise with RunPod (console, Billing, "
+        "or support) before `up`"
+    )
 
 
 def cross_field_problems(config: StackConfig) -> list[Problem]:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from components.config import ConfigError, load_stack_config, secret_config_key
-from components.config_rules import estimate_cost_per_hour, gpu_hour_price
+from components.config_rules import estimate_cost_per_hour, gpu_hour_price, unverified_spend_limit_notice
 from tests.components.conftest import stack_config
 
 # A valid prod-like config; each case below breaks exactly one rule.
@@ -348,3 +348,16 @@ def test_secret_name_errors_mask_what_looks_like_a_value() -> None:
     text = str(exc.value)
     assert token not in text and token[:12] not in text, text
     assert "'MASTER_ADDR'" in text and "wJa…" in text and "(40 characters)" in text
+
+
+def test_a_stack_above_the_default_spend_limit_is_told_its_declared_limit_is_unverified() -> None:
+    # Issue 24.11: RunPod's API reports no account spend limit, so prod's declared $300/h cannot be checked;
+    # the preview says so plainly, naming the declared figure and what fails if it is wrong.
+    notice = unverified_spend_limit_notice(stack_config("prod"))
+    assert notice is not None
+    assert "UNVERIFIED" in notice and "$300/h" in notice and "$80/h" in notice
+    assert "creates the volume, secrets and bucket and then fails on the compute" in notice
+
+
+def test_a_stack_within_the_default_spend_limit_has_nothing_to_verify() -> None:
+    assert unverified_spend_limit_notice(stack_config("dev")) is None

@@ -8,10 +8,7 @@ recording) deterministically on any machine speed.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import random
-import signal
 import subprocess
 import time
 from pathlib import Path
@@ -21,7 +18,7 @@ import pytest
 from emulator.harness import LocalRunPod
 from tests.e2e.reliability import Report, duplicates, orphans
 from tests.e2e.stacks import StackRun, open_stack
-from tests.support.pulumi_cli import REPO
+from tests.support.pulumi_cli import REPO, kill_tree
 
 pytestmark = pytest.mark.e2e
 
@@ -48,33 +45,9 @@ def _up_killed_after(run: StackRun, runpod: LocalRunPod, k: int) -> bool:
         time.sleep(0.02)  # polling the emulator's counter, not timing the test
     if proc.poll() is not None:
         return False
-    _kill_tree(proc.pid)
+    kill_tree(proc.pid)
     proc.wait()
     return True
-
-
-def _kill_tree(root: int) -> None:
-    """SIGKILL a process and every descendant, as a dead machine or CI runner would stop them.
-
-    Pulumi starts its plugins (language host, providers) in process groups of their own, so killing the
-    CLI's group alone would leave a provider finishing its create after the "crash".
-    """
-    parents: dict[int, int] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue  # exited while we looked
-        parents[int(stat.parent.name)] = int(fields[1])
-    doomed, frontier = {root}, [root]
-    while frontier:
-        parent = frontier.pop()
-        children = [pid for pid, ppid in parents.items() if ppid == parent and pid not in doomed]
-        doomed.update(children)
-        frontier.extend(children)
-    for pid in doomed:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
 
 
 def _recover(run: StackRun) -> None:

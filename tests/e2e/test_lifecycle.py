@@ -29,7 +29,9 @@ def test_stack_lifecycle(
     cluster_cfg = run.config()["trainstack:cluster"]
     nodes = int(cluster_cfg.get("nodes", 1))
 
-    run.up()
+    first_up = run.up()
+    # Only prod relies on a raised account spend limit, which RunPod's API cannot confirm (issue 24.11).
+    assert ("declares $300/h" in first_up.stdout and "UNVERIFIED" in first_up.stdout) == (stack == "prod")
     hostfile = (run.out_dir / stack / "hostfile").read_text().splitlines()
     assert len(hostfile) == nodes
     assert sorted(p.name for p in (run.out_dir / stack).glob("start-node-*.sh")) == sorted(

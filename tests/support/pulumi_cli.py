@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +23,52 @@ def pinned_version() -> str:
         if parts[:1] == ["github.com/pulumi/pulumi/pkg/v3"]:
             return parts[1]
     raise AssertionError("tools/pulumi/go.mod does not pin github.com/pulumi/pulumi/pkg/v3")
+
+
+def descendants(root: int) -> set[int]:
+    """`root` and every process below it, read from /proc (Linux)."""
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # exited while we looked
+        parents[int(stat.parent.name)] = int(fields[1])
+    found, frontier = {root}, [root]
+    while frontier:
+        parent = frontier.pop()
+        children = [pid for pid, ppid in parents.items() if ppid == parent and pid not in found]
+        found.update(children)
+        frontier.extend(children)
+    return found
+
+
+def kill_tree(root: int) -> None:
+    """SIGKILL a process, its process group and every descendant.
+
+    Pulumi starts its plugins (language host, providers) in process groups of their own, so killing the
+    CLI's group alone would leave a provider running on after the CLI."""
+    doomed = descendants(root)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(root, signal.SIGKILL)
+    for pid in doomed:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def run_killing_tree(argv: list[str], timeout: float, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    """subprocess.run(..., capture_output=True, text=True), but a timeout kills the whole tree, plugins too,
+    before TimeoutExpired is raised (subprocess.run kills only the CLI and leaves its plugins orphaned)."""
+    with subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, **kwargs
+    ) as proc:
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            kill_tree(proc.pid)
+            stdout, stderr = proc.communicate()
+            raise subprocess.TimeoutExpired(argv, timeout, stdout, stderr) from None
+    return subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
 
 
 @dataclass
@@ -48,14 +96,8 @@ class Pulumi:
 
     def run(self, *args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess[str]:
         (self.state / "backend").mkdir(parents=True, exist_ok=True)
-        proc = subprocess.run(
-            ["pulumi", *args, "--non-interactive"],
-            cwd=self.project,
-            env=self.env(),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
+        proc = run_killing_tree(
+            ["pulumi", *args, "--non-interactive"], timeout, cwd=self.project, env=self.env()
         )
         if check and proc.returncode != 0:
             raise AssertionError(

@@ -13,6 +13,12 @@ It also answers one Invoke the stock host does not know, PRELOAD_FUNCTION, sent 
 and our input models are loaded by the time the first check unpickles a provider. Every other Invoke goes
 to the stock servicer unchanged.
 
+And it exits when the engine that started it goes away (killed, or crashed): the engine passes its address
+as the host's only argument, and, like Pulumi's own plugins (`rpcutil.Healthcheck` in the Go SDK,
+sdk/go/common/util/rpcutil/health.go), the host asks the engine's gRPC health service every
+TRAINSTACK_ENGINE_CHECK_S seconds (default 10) and stops once the engine no longer answers. The stock host
+ignores its argument and lives on, orphaned, until someone kills it.
+
 Installed by scripts/bootstrap next to the CLI, with `pulumi-resource-pulumi-python` that starts it.
 """
 
@@ -153,12 +159,80 @@ def serve_preload(provider_grpc: Any, invoke_response: Callable[[], Any], preloa
     provider_grpc.add_ResourceProviderServicer_to_server = add
 
 
+ENGINE_CHECK_ENV = "TRAINSTACK_ENGINE_CHECK_S"
+DEFAULT_ENGINE_CHECK_S = 10.0
+# The health service every Pulumi gRPC server registers (rpcutil.Serve): grpc.health.v1.Health/Check.
+_HEALTH_CHECK = "/grpc.health.v1.Health/Check"
+_GONE_AFTER = 2  # consecutive failed checks: one slow answer from a busy engine is not a death
+
+
+def engine_check_interval(environ: dict[str, str] | os._Environ[str]) -> float:
+    raw = environ.get(ENGINE_CHECK_ENV, "").strip()
+    if not raw:
+        return DEFAULT_ENGINE_CHECK_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = 0.0
+    if not 0.05 <= value <= 3600:  # NaN fails this too
+        raise SystemExit(
+            f"{ENGINE_CHECK_ENV}={raw!r}: expected seconds between engine health checks, from 0.05 to 3600 "
+            f"(unset it for the default, {DEFAULT_ENGINE_CHECK_S:g})"
+        )
+    return value
+
+
+def engine_answers(grpc_module: Any, channel: Any, timeout_s: float) -> bool:
+    """One health check: an answer, or "unimplemented", means the engine is alive (as rpcutil reads it)."""
+    check = channel.unary_unary(_HEALTH_CHECK)  # no serializers: the empty request is b"" on the wire
+    try:
+        check(b"", timeout=timeout_s)
+    except grpc_module.RpcError as err:
+        return bool(err.code() == grpc_module.StatusCode.UNIMPLEMENTED)
+    return True
+
+
+def watch_engine(
+    grpc_module: Any, address: str, interval_s: float, on_gone: Callable[[], None]
+) -> threading.Thread:
+    """Check the engine at `address` every `interval_s` seconds on a daemon thread; call `on_gone` once
+    it has failed _GONE_AFTER checks in a row."""
+    stop = threading.Event()
+
+    def run() -> None:
+        with grpc_module.insecure_channel(address) as channel:
+            failures = 0
+            while not stop.wait(interval_s):
+                failures = 0 if engine_answers(grpc_module, channel, max(interval_s, 1.0)) else failures + 1
+                if failures >= _GONE_AFTER:
+                    on_gone()
+                    return
+
+    thread = threading.Thread(target=run, name="engine-health", daemon=True)
+    thread.start()
+    return thread
+
+
+def _exit_engine_gone(address: str) -> Callable[[], None]:
+    def gone() -> None:
+        print(f"trainstack dynamic-provider host: the engine at {address} is gone; exiting", file=sys.stderr)
+        sys.stderr.flush()
+        # os._exit: the gRPC server's threads are not daemons and may be blocked in a provider call.
+        os._exit(0)
+
+    return gone
+
+
 def main() -> None:
     # pydantic would scan every installed package's entry points for plugins (~30 ms) on its first model.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     import grpc
 
     widen(grpc, workers_from_env(os.environ))
+    interval = engine_check_interval(os.environ)
+    engine = next((a for a in sys.argv[1:] if not a.startswith("-")), "")
+    if engine:  # none when started by hand (attach mode): nothing to watch
+        watch_engine(grpc, engine, interval, _exit_engine_gone(engine))
     from pulumi.runtime.proto import provider_pb2, provider_pb2_grpc
 
     serve_preload(provider_pb2_grpc, provider_pb2.InvokeResponse, Preloader())

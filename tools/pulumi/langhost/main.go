@@ -7,6 +7,11 @@
 // helper shipped in the Pulumi SDK module), reporting the resource plugins its packages declare, and
 // running Python plugins such as policy packs. Dependency installation is deliberately not done here:
 // scripts/bootstrap owns the virtualenv.
+//
+// Like Pulumi's own plugins it exits when the engine that started it goes away: rpcutil.Healthcheck (Go SDK,
+// sdk/go/common/util/rpcutil/health.go) asks the engine's health service every TRAINSTACK_ENGINE_CHECK_S
+// seconds (default 10; Pulumi's plugins wait 5 minutes) and cancels the host's context when it fails; the
+// program or policy pack it runs is killed with it, and the server stops.
 package main
 
 import (
@@ -18,6 +23,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -41,10 +47,36 @@ const preloadFunction = "pulumi-python:dynamic:trainstackPreload"
 // exitedAfterUserMessage is the exit code the exec helper uses after it already printed the error.
 const exitedAfterUserMessage = 32
 
+// engineCheckEnv names the seconds between two health checks of the engine; the same variable is read by
+// the dynamic-provider host (tools/pulumi/dynhost).
+const engineCheckEnv = "TRAINSTACK_ENGINE_CHECK_S"
+
 type host struct {
 	pulumirpc.UnimplementedLanguageRuntimeServer
 	engineAddress string
 	execHelper    string
+	// life is cancelled when the engine goes away: every program or plugin this host runs dies with it.
+	life context.Context
+}
+
+// engineCheckInterval reads engineCheckEnv: 10 s unless set, from 0.05 s to an hour.
+func engineCheckInterval() (time.Duration, error) {
+	raw := strings.TrimSpace(os.Getenv(engineCheckEnv))
+	if raw == "" {
+		return 10 * time.Second, nil
+	}
+	s, err := strconv.ParseFloat(raw, 64)
+	if err != nil || !(s >= 0.05 && s <= 3600) {
+		return 0, fmt.Errorf("%s=%q: expected seconds between engine health checks, from 0.05 to 3600 (unset it for the default, 10)", engineCheckEnv, raw)
+	}
+	return time.Duration(s * float64(time.Second)), nil
+}
+
+// bound returns a context that ends with ctx or with the host's life, whichever ends first.
+func (h *host) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(h.life, cancel)
+	return ctx, func() { stop(); cancel() }
 }
 
 func main() {
@@ -58,8 +90,26 @@ func main() {
 	if err != nil {
 		fatal(err)
 	}
-	h := &host{engineAddress: engine, execHelper: filepath.Join(filepath.Dir(self), "pulumi-language-python-exec")}
+	interval, err := engineCheckInterval()
+	if err != nil {
+		fatal(err)
+	}
+	life, die := context.WithCancel(context.Background())
+	defer die()
+	cancelServe := make(chan bool)
+	if engine != "" {
+		if err := rpcutil.Healthcheck(life, engine, interval, die); err != nil {
+			fatal(fmt.Errorf("could not start the engine health check: %w", err))
+		}
+		go func() {
+			<-life.Done()
+			fmt.Fprintf(os.Stderr, "pulumi-language-python: the engine at %s is gone; exiting\n", engine)
+			close(cancelServe)
+		}()
+	}
+	h := &host{engineAddress: engine, execHelper: filepath.Join(filepath.Dir(self), "pulumi-language-python-exec"), life: life}
 	handle, err := rpcutil.ServeWithOptions(rpcutil.ServeOptions{
+		Cancel: cancelServe,
 		Init: func(srv *grpc.Server) error {
 			pulumirpc.RegisterLanguageRuntimeServer(srv, h)
 			return nil
@@ -240,6 +290,8 @@ func (h *host) Run(ctx context.Context, req *pulumirpc.RunRequest) (*pulumirpc.R
 		"--organization", req.GetOrganization(), "--root_directory", req.GetInfo().GetRootDirectory(),
 		program}
 	args = append(args, req.GetArgs()...)
+	ctx, cancel := h.bound(ctx)
+	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Dir = req.GetPwd()
 	cmd.Env = append(append(os.Environ(), env...),
@@ -291,7 +343,9 @@ func (h *host) RunPlugin(req *pulumirpc.RunPluginRequest, srv pulumirpc.Language
 	if info := req.GetInfo(); info != nil && info.GetProgramDirectory() != "" {
 		program = info.GetProgramDirectory()
 	}
-	cmd := exec.CommandContext(srv.Context(), bin, append([]string{"-u", program}, req.GetArgs()...)...)
+	ctx, cancel := h.bound(srv.Context())
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, append([]string{"-u", program}, req.GetArgs()...)...)
 	cmd.Dir = req.GetPwd()
 	cmd.Env = append(append(os.Environ(), req.GetEnv()...), env...)
 	mu := &sync.Mutex{}

@@ -136,6 +136,8 @@ class RunPodProvider(ResourceProvider):
         model, values, failures = validate_inputs(self.args_model, news, skip)
         if model is not None:
             failures += self.transition_failures(olds, model)
+        if not failures:
+            failures = self.data_center_failures(values)
         if failures:
             return CheckResult(values, failures)
         return CheckResult({**values, **self.costs(values)}, [])
@@ -143,6 +145,32 @@ class RunPodProvider(ResourceProvider):
     def costs(self, values: Mapping[str, Any]) -> dict[str, Any]:
         """`cost_per_hour`, `storage_cost_per_month`, `price_source` from checked values (may be unknown)."""
         return {"cost_per_hour": 0.0, "storage_cost_per_month": 0.0, "price_source": "none"}
+
+    def data_center_failures(self, values: Mapping[str, Any]) -> list[CheckFailure]:
+        """Data center ids RunPod's catalog does not list, refused at preview rather than at create."""
+        wanted: dict[str, list[str]] = {}
+        for key in ("data_center_id", "data_center_ids"):
+            value = values.get(key)
+            items = [value] if isinstance(value, str) else value if isinstance(value, list) else []
+            ids = [v for v in items if isinstance(v, str) and v and not is_unknown(v)]
+            if ids:
+                wanted[key] = ids
+        if not wanted:
+            return []
+        from providers.runpod import catalog
+
+        known = catalog.data_center_ids(self.client)
+        if known is None:
+            return []
+        return [
+            CheckFailure(
+                key,
+                f"{unknown} not in RunPod's data center catalog (GET /v2/catalog/datacenters lists "
+                f"{', '.join(sorted(known))}); pick one of those",
+            )
+            for key, ids in wanted.items()
+            if (unknown := [i for i in ids if i not in known])
+        ]
 
     def transition_failures(self, olds: Mapping[str, Any], new: InputModel) -> list[CheckFailure]:
         """Failures that depend on the previous inputs (e.g. a volume that would shrink)."""

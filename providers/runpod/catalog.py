@@ -149,6 +149,7 @@ def reset_cache() -> None:
     """Forget the cached catalog (tests; a long-lived process that wants fresh prices)."""
     with _cache_lock:
         _cache.clear()
+        _dc_cache.clear()
 
 
 def _fetch(client_factory: Callable[[], RunPodClient]) -> PriceBook:
@@ -164,6 +165,25 @@ def _fetch(client_factory: Callable[[], RunPodClient]) -> PriceBook:
         for g in gpus
     }
     return PriceBook(table, "catalog", live=True)
+
+
+def data_center_ids(client_factory: Callable[[], RunPodClient]) -> frozenset[str] | None:
+    """The data center ids RunPod's catalog lists, read once per process; None when it cannot be read
+    (no key, API down): check() then leaves placement to RunPod rather than refusing on a guess."""
+    with _cache_lock:
+        if "data_centers" not in _dc_cache:
+            try:
+                with client_factory() as client:
+                    ids: frozenset[str] | None = frozenset(
+                        client.list_data_center_ids(deadline_s=CATALOG_DEADLINE_S)
+                    )
+            except errors.RunPodError:
+                ids = None
+            _dc_cache["data_centers"] = ids or None  # an empty list proves nothing either
+        return _dc_cache["data_centers"]
+
+
+_dc_cache: dict[str, frozenset[str] | None] = {}
 
 
 def volume_monthly(size_gb: int) -> float:

@@ -216,6 +216,11 @@ class RunPodClient(HttpCore):
         data = self.request("GET", "/v2/catalog/gpus", deadline_s=deadline_s)
         return [ApiGpuType.model_validate(g) for g in _items(data, "gpus")]
 
+    def list_data_center_ids(self, *, deadline_s: float | None = None) -> list[str]:
+        """Ids of the data centers RunPod's catalog lists (`GET /v2/catalog/datacenters`)."""
+        data = self.request("GET", "/v2/catalog/datacenters", deadline_s=deadline_s)
+        return [str(d["id"]) for d in _items(data, "dataCenters") if isinstance(d, dict) and "id" in d]
+
     def list_secrets(self) -> list[ApiSecret]:
         # Each create lists first (names are unique); concurrent creates share one query (listing.py).
         listing = shared(f"{self._http.base_url} secrets")

@@ -70,6 +70,7 @@ class FakeRunPod:
         self.secret_values: dict[str, str] = {}
         self.ready_after_gets = ready_after_gets
         self.spot_offered = True
+        self.data_centers = ["US-TX-3", "EU-RO-1", "US-KS-2"]
         self.gpu_prices = gpu_prices or {"NVIDIA H100 80GB HBM3": (4.19, 2.79)}
         self._ids = itertools.count(1)
         self._gets: dict[str, int] = {}
@@ -127,6 +128,8 @@ class FakeRunPod:
         parts = path.strip("/").split("/")
         if path == "/graphql":
             return self.graphql(body)
+        if parts[:3] == ["v2", "catalog", "datacenters"]:
+            return httpx.Response(200, json={"dataCenters": [{"id": d} for d in self.data_centers]})
         if parts[:2] == ["v2", "catalog"]:
             gpus = [
                 {"id": g, "price": {"secure": s, "community": c}} for g, (s, c) in self.gpu_prices.items()

@@ -168,3 +168,23 @@ def test_provider_pickles_without_credentials(monkeypatch: pytest.MonkeyPatch) -
     blob = dill.dumps(PodProvider(), recurse=True)
     assert API_KEY.encode() not in blob
     assert isinstance(pickle.loads(pickle.dumps(PodProvider())), PodProvider)  # noqa: S301 -- our own bytes
+
+
+def test_check_refuses_a_data_center_the_catalog_does_not_list() -> None:
+    fake = FakeRunPod()
+    result = PodProvider(fake.factory()).check({}, _inputs(data_center_ids=["US-TX-3", "US-XX-9"]))
+    assert [f.property for f in result.failures] == ["data_center_ids"]
+    assert "['US-XX-9'] not in RunPod's data center catalog" in result.failures[0].reason
+    assert "EU-RO-1, US-KS-2, US-TX-3" in result.failures[0].reason
+    assert _checked(PodProvider(fake.factory()), data_center_ids=["US-TX-3"])["data_center_ids"] == [
+        "US-TX-3"
+    ]
+    assert fake.count("GET", "/v2/catalog/datacenters") == 1  # read once per process
+
+
+def test_check_leaves_placement_to_runpod_when_the_catalog_is_unreadable() -> None:
+    fake = FakeRunPod()
+    fake.fail("GET", "/v2/catalog/datacenters", *[Fault("connect")] * 50)
+    assert _checked(PodProvider(fake.factory()), data_center_ids=["US-XX-9"])["data_center_ids"] == [
+        "US-XX-9"
+    ]

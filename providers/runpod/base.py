@@ -137,7 +137,7 @@ class RunPodProvider(ResourceProvider):
         if model is not None:
             failures += self.transition_failures(olds, model)
         if not failures:
-            failures = self.data_center_failures(values)
+            failures = self.catalog_failures(values)
         if failures:
             return CheckResult(values, failures)
         return CheckResult({**values, **self.costs(values)}, [])
@@ -145,6 +145,10 @@ class RunPodProvider(ResourceProvider):
     def costs(self, values: Mapping[str, Any]) -> dict[str, Any]:
         """`cost_per_hour`, `storage_cost_per_month`, `price_source` from checked values (may be unknown)."""
         return {"cost_per_hour": 0.0, "storage_cost_per_month": 0.0, "price_source": "none"}
+
+    def catalog_failures(self, values: Mapping[str, Any]) -> list[CheckFailure]:
+        """Inputs RunPod's catalog refutes (unknown values are skipped); subclasses add their own."""
+        return self.data_center_failures(values)
 
     def data_center_failures(self, values: Mapping[str, Any]) -> list[CheckFailure]:
         """Data center ids RunPod's catalog does not list, refused at preview rather than at create."""

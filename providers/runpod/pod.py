@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import pulumi
-from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, UpdateResult
+from pulumi.dynamic import CheckFailure, CreateResult, DiffResult, ReadResult, Resource, UpdateResult
 
 from providers.runpod import catalog, errors
 from providers.runpod.base import (
@@ -176,6 +176,22 @@ class PodProvider(RunPodProvider):
             # `capacity` says); checkpoints survive in the bucket and on the volume.
             return DiffResult(changes=True, replaces=["status"], delete_before_replace=True)
         return result
+
+    def catalog_failures(self, values: Mapping[str, Any]) -> list[CheckFailure]:
+        failures = super().catalog_failures(values)
+        gpu, cloud, capacity, bid = (
+            values.get(k) for k in ("gpu_type_id", "cloud", "capacity", "bid_per_gpu")
+        )
+        if capacity == "on_demand" or bid is None or any(is_unknown(v) for v in (gpu, cloud, bid)):
+            return failures
+        book = catalog.price_book(self.client)
+        on_demand = book.gpu_hourly(str(gpu), str(cloud))
+        if on_demand is not None and float(bid) > on_demand:
+            # A spot pod is billed its bid: above on-demand it costs more than the on-demand pod.
+            reason = f"bids ${float(bid):g}/GPU-h, above the on-demand ${on_demand:g} ({book.source})"
+            reason += "; bid at most the on-demand price, or use capacity on_demand"
+            failures.append(CheckFailure("bid_per_gpu", reason))
+        return failures
 
     def costs(self, values: Mapping[str, Any]) -> dict[str, Any]:
         disk = values.get("container_disk_gb")

@@ -73,8 +73,15 @@ def test_check_prices_spot_and_auto_at_the_dearer_of_bid_and_on_demand() -> None
     provider = PodProvider(FakeRunPod().factory())
     assert _checked(provider, capacity="spot", bid_per_gpu=2.0)["cost_per_hour"] == pytest.approx(4.19 * 8)
     assert _checked(provider, capacity="auto", bid_per_gpu=2.0)["cost_per_hour"] == pytest.approx(4.19 * 8)
-    assert _checked(provider, capacity="spot", bid_per_gpu=4.6)["cost_per_hour"] == pytest.approx(4.6 * 8)
-    assert _checked(provider, capacity="auto", bid_per_gpu=4.6)["cost_per_hour"] == pytest.approx(4.6 * 8)
+    assert _checked(provider, capacity="spot", bid_per_gpu=4.19)["cost_per_hour"] == pytest.approx(4.19 * 8)
+
+
+def test_check_refuses_a_bid_above_the_live_on_demand_price() -> None:
+    provider = PodProvider(FakeRunPod().factory())
+    for capacity in ("spot", "auto"):
+        result = provider.check({}, _inputs(capacity=capacity, bid_per_gpu=4.6))
+        assert [f.property for f in result.failures] == ["bid_per_gpu"]
+        assert "above the on-demand $4.19 (catalog)" in result.failures[0].reason
 
 
 def test_check_tolerates_unknown_values_at_preview() -> None:

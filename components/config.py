@@ -6,6 +6,7 @@ Keys (see stacks/Pulumi.*.yaml for worked examples):
     trainstack:bucket                      object  BucketConfig    S3 checkpoint bucket (optional)
     trainstack:training                    object  TrainingConfig  what the nodes run
     trainstack:training.model              object  ModelConfig     what is trained, for the forecast
+    trainstack:alerts                      object  AlertsConfig    when the run's watcher alerts (optional)
     trainstack:runpod_spend_limit_per_hour number  the account's RunPod spend limit, USD/h (default 80)
     trainstack:delivery_enabled            bool    copy artifacts to the nodes over SSH and start them
     trainstack:s3EndpointUrl               string  S3-compatible endpoint (shared with providers/s3)
@@ -24,6 +25,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, StrictFloat, StrictInt, ValidationError, field_validator
 
+from components.alerts_config import AlertsConfig
 from components.config_rules import RUNPOD_DEFAULT_SPEND_LIMIT, cross_field_problems
 from components.credentials import credential_kind, mask
 from components.gpus import GPUS
@@ -274,6 +276,7 @@ class StackConfig(_Model):
     cluster: ClusterConfig = ClusterConfig()
     bucket: BucketConfig | None = None
     training: TrainingConfig = TrainingConfig()
+    alerts: AlertsConfig = AlertsConfig()
     runpod_spend_limit_per_hour: float = RUNPOD_DEFAULT_SPEND_LIMIT  # raised only by RunPod on request
     delivery_enabled: bool = False
     s3_endpoint_url: str | None = None  # config key trainstack:s3EndpointUrl, shared with providers/s3
@@ -286,7 +289,7 @@ class StackConfig(_Model):
         return v
 
 
-_OBJECT_KEYS = frozenset({"cluster", "bucket", "training"})
+_OBJECT_KEYS = frozenset({"cluster", "bucket", "training", "alerts"})
 # Config keys whose name differs from the field (camelCase keys other parts of the project already read).
 _KEY_ALIASES = {"s3EndpointUrl": "s3_endpoint_url"}
 KNOWN_KEYS = frozenset(StackConfig.model_fields) - set(_KEY_ALIASES.values()) | set(_KEY_ALIASES)

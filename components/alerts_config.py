@@ -1,0 +1,197 @@
+"""`trainstack:alerts`: when the run's watcher raises an alert, validated at preview (optional section).
+
+    trainstack:alerts:
+      interval_min: 5               # scrape and evaluate every 5 minutes (shorter allowed, >= 1 s)
+      util_low_pct: 70              # GPU utilisation below this for util_low_for_min: input/CPU bottleneck
+      util_high_pct: 95             # above this for util_high_for_min: memory pressure
+      memory_idle_pct: 10           # GPU memory use below this for memory_idle_for_min: idle GPUs
+      nvme_p99_max_us: 100          # checkpoint volume p99 write latency
+      temperature_max_c: 85
+      stalled_after_min: 15         # no new training step: critical
+      budget_usd: 5000              # projected run cost above this: critical (0: no rule)
+
+Defaults follow the source article's golden metrics (healthy GPU utilisation 75-95 %, NVMe under 100 us);
+the all-reduce floor is `training.nccl_min_busbw_gbps`, the cost per hour the stack's own. The same values
+become the nodes' `alerts.json` and `out/<stack>/alerts.rules.yml` (Prometheus), so a threshold lives here
+only. docs/MONITORING.md explains each rule.
+"""
+
+from __future__ import annotations
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from train.monitor.rules import AlertRules
+
+
+class AlertsConfig(BaseModel):
+    """The team-facing thresholds (percent, minutes, microseconds), turned into `AlertRules`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
+
+    enabled: bool = True  # false: no aggregator on node 0 (the agents still serve metrics)
+    interval_min: float = Field(5.0, gt=0, le=60)
+    util_low_pct: float = Field(70.0, ge=0, le=100)
+    util_low_for_min: float = Field(15.0, ge=0)
+    util_high_pct: float = Field(95.0, ge=0, le=100)
+    util_high_for_min: float = Field(10.0, ge=0)
+    memory_idle_pct: float = Field(10.0, ge=0, le=100)
+    memory_idle_for_min: float = Field(5.0, ge=0)
+    nvme_p99_max_us: float = Field(100.0, gt=0)
+    temperature_max_c: float = Field(85.0, gt=0, le=120)
+    stalled_after_min: float = Field(15.0, gt=0)
+    startup_grace_min: float = Field(30.0, ge=0)
+    unreachable_after_rounds: int = Field(2, ge=1, le=100)
+    budget_usd: float = Field(0.0, ge=0)
+    max_messages_per_hour: int = Field(20, ge=1, le=3600)
+    digest_every_min: float = Field(60.0, ge=0)
+
+    @model_validator(mode="after")
+    def _band(self) -> AlertsConfig:
+        if self.util_low_pct >= self.util_high_pct:
+            raise ValueError(
+                f"util_low_pct ({self.util_low_pct:g}) must be below util_high_pct ({self.util_high_pct:g}); "
+                "the healthy band lies between them (the default is 70-95)"
+            )
+        if self.interval_min * 60 < 1:
+            raise ValueError("interval_min must be at least 1 second (1/60 min)")
+        return self
+
+
+def alert_rules(
+    alerts: AlertsConfig,
+    *,
+    cost_per_hour_usd: float,
+    planned_hours: float,
+    min_busbw_gb_per_s: float,
+    gpu_memory_bytes: float,
+) -> AlertRules:
+    """The record the aggregator applies: the config's units turned into seconds and ratios."""
+    return AlertRules(
+        interval_s=alerts.interval_min * 60,
+        util_low_ratio=alerts.util_low_pct / 100,
+        util_low_for_s=alerts.util_low_for_min * 60,
+        util_high_ratio=alerts.util_high_pct / 100,
+        util_high_for_s=alerts.util_high_for_min * 60,
+        memory_idle_ratio=alerts.memory_idle_pct / 100,
+        memory_idle_for_s=alerts.memory_idle_for_min * 60,
+        min_busbw_gb_per_s=min_busbw_gb_per_s,
+        nvme_p99_max_us=alerts.nvme_p99_max_us,
+        temperature_max_c=alerts.temperature_max_c,
+        stalled_after_s=alerts.stalled_after_min * 60,
+        startup_grace_s=alerts.startup_grace_min * 60,
+        unreachable_after=alerts.unreachable_after_rounds,
+        budget_usd=alerts.budget_usd,
+        cost_per_hour_usd=cost_per_hour_usd,
+        planned_hours=planned_hours,
+        gpu_memory_bytes=gpu_memory_bytes,
+        max_messages_per_hour=alerts.max_messages_per_hour,
+        digest_every_s=alerts.digest_every_min * 60,
+    )
+
+
+def _dur(seconds: float) -> str:
+    return f"{max(0, round(seconds))}s"
+
+
+def prometheus_rules(rules: AlertRules, stack: str) -> str:
+    """`alerts.rules.yml` for teams with their own Prometheus, over the agents' metrics (same thresholds).
+
+    Format: Prometheus alerting rules (prometheus.io/docs/prometheus/latest/configuration/alerting_rules/);
+    `promtool check rules` accepts it (tests/components/test_alerts_config.py)."""
+    sel = f'stack="{stack}"'
+    idle_bytes = rules.memory_idle_ratio * rules.gpu_memory_bytes
+    nvme_s = rules.nvme_p99_max_us / 1e6
+    window = _dur(rules.interval_s * 2)  # two scrapes: increase() needs at least two samples
+    floor_bytes = rules.min_busbw_gb_per_s * 1e9
+    items: list[tuple[str, str, float, str, str]] = [
+        (
+            "GpuUtilisationLow",
+            f"trainstack_gpu_utilization_ratio{{{sel}}} < {rules.util_low_ratio:g}",
+            rules.util_low_for_s,
+            "warning",
+            "input pipeline or CPU bottleneck",
+        ),
+        (
+            "GpuUtilisationHigh",
+            f"trainstack_gpu_utilization_ratio{{{sel}}} > {rules.util_high_ratio:g}",
+            rules.util_high_for_s,
+            "warning",
+            "memory pressure",
+        ),
+        (
+            "GpuIdle",
+            f"trainstack_gpu_memory_used_bytes{{{sel}}} < {idle_bytes:.0f}",
+            rules.memory_idle_for_s,
+            "warning",
+            "idle GPU",
+        ),
+        (
+            "GpuTemperatureHigh",
+            f"trainstack_gpu_temperature_celsius{{{sel}}} > {rules.temperature_max_c:g}",
+            0,
+            "warning",
+            "GPU too hot",
+        ),
+        (
+            "GpuXid",
+            f"increase(trainstack_gpu_xid_errors_total{{{sel}}}[{window}]) > 0",
+            0,
+            "critical",
+            "new XID error: replace the pod",
+        ),
+        (
+            "GpuEccUncorrected",
+            f"increase(trainstack_gpu_ecc_uncorrected_errors_total{{{sel}}}[{window}]) > 0",
+            0,
+            "critical",
+            "new uncorrected ECC error: replace the pod",
+        ),
+        (
+            "NvmeLatencyHigh",
+            f'trainstack_storage_write_latency_seconds{{{sel},quantile="0.99"}} > {nvme_s:g}',
+            0,
+            "warning",
+            "checkpoint volume slow: pause writes",
+        ),
+        (
+            "TrainingStalled",
+            f"changes(trainstack_train_step{{{sel}}}[{_dur(rules.stalled_after_s)}]) == 0",
+            0,
+            "critical",
+            "no new training step",
+        ),
+        (
+            "NodeUnreachable",
+            f'up{{{sel},job="trainstack-agent"}} == 0',
+            rules.interval_s * max(0, rules.unreachable_after - 1),
+            "critical",
+            "metrics agent unreachable",
+        ),
+    ]
+    if rules.min_busbw_gb_per_s > 0:
+        items.append(
+            (
+                "AllReduceBusBandwidthLow",
+                f"trainstack_allreduce_busbw_bytes_per_second{{{sel}}} < {floor_bytes:.0f}",
+                0,
+                "warning",
+                "fabric slower than the stack's floor",
+            )
+        )
+    group = {
+        "name": f"trainstack-{stack}",
+        "interval": _dur(rules.interval_s),
+        "rules": [
+            {
+                "alert": name,
+                "expr": expr,
+                **({"for": _dur(for_s)} if for_s > 0 else {}),
+                "labels": {"severity": severity, "stack": stack},
+                "annotations": {"summary": summary + " on {{ $labels.node }} GPU {{ $labels.gpu }}"},
+            }
+            for name, expr, for_s, severity, summary in items
+        ],
+    }
+    header = f"# Rendered from trainstack:alerts of stack {stack}; do not edit (docs/MONITORING.md).\n"
+    return header + yaml.safe_dump({"groups": [group]}, sort_keys=False, width=200)

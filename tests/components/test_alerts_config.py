@@ -1,0 +1,67 @@
+"""trainstack:alerts: validated with key paths at preview; one source for alerts.json and Prometheus rules."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from components.alerts_config import AlertsConfig, alert_rules, prometheus_rules
+from components.config import ConfigError, load_stack_config
+from train.monitor.rules import AlertRules
+
+
+def _rules(**kw: object) -> AlertRules:
+    return alert_rules(
+        AlertsConfig.model_validate(kw),
+        cost_per_hour_usd=255.36,
+        planned_hours=20,
+        min_busbw_gb_per_s=100,
+        gpu_memory_bytes=80e9,
+    )
+
+
+def test_defaults_are_the_articles_golden_metrics() -> None:
+    r = _rules()
+    assert (r.interval_s, r.util_low_ratio, r.util_high_ratio, r.nvme_p99_max_us, r.temperature_max_c) == (
+        300,
+        0.70,
+        0.95,
+        100,
+        85,
+    )
+    assert (r.util_high_for_s, r.memory_idle_ratio, r.memory_idle_for_s) == (600, 0.10, 300)
+
+
+def test_a_stack_without_alerts_gets_the_defaults() -> None:
+    assert load_stack_config({}).alerts == AlertsConfig()
+
+
+@pytest.mark.parametrize(
+    ("alerts", "path", "needle"),
+    [
+        ({"util_low_pct": 120}, "trainstack:alerts.util_low_pct", "less than or equal to 100"),
+        ({"interval_min": 0}, "trainstack:alerts.interval_min", "greater than 0"),
+        ({"temperature_max_c": "hot"}, "trainstack:alerts.temperature_max_c", "number"),
+        ({"stalled_after_min": float("nan")}, "trainstack:alerts.stalled_after_min", "finite"),
+        ({"unreachable_after_rounds": True}, "trainstack:alerts.unreachable_after_rounds", "integer"),
+        ({"util_low_pct": 96}, "trainstack:alerts", "must be below util_high_pct"),
+        ({"webhook": "x"}, "trainstack:alerts.webhook", "extra"),
+    ],
+)
+def test_bad_values_name_their_key(alerts: dict[str, object], path: str, needle: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_stack_config({"trainstack:alerts": alerts})
+    [problem] = err.value.problems
+    assert problem.path == path
+    assert needle.lower() in problem.message.lower()
+
+
+def test_prometheus_rules_carry_the_same_thresholds() -> None:
+    doc = yaml.safe_load(prometheus_rules(_rules(util_low_pct=60, temperature_max_c=80), "prod"))
+    [group] = doc["groups"]
+    by_name = {r["alert"]: r for r in group["rules"]}
+    assert "< 0.6" in by_name["GpuUtilisationLow"]["expr"] and by_name["GpuUtilisationLow"]["for"] == "900s"
+    assert "> 80" in by_name["GpuTemperatureHigh"]["expr"]
+    assert by_name["GpuXid"]["labels"]["severity"] == "critical"
+    assert "100000000000" in by_name["AllReduceBusBandwidthLow"]["expr"]
+    assert group["interval"] == "300s"

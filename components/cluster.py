@@ -28,8 +28,10 @@ from components.config import (
     secret_config_key,
 )
 from components.delivery import deliver_to_nodes
-from components.gpus import GPUS
 from components.render import Artifacts, Node, render_artifacts
+from facts import secrets
+from facts.gpus import GPUS
+from facts.money import HOURS_PER_MONTH
 from providers.runpod.cluster import InstantCluster
 from providers.runpod.pod import Pod
 from providers.runpod.secret import Secret
@@ -39,7 +41,6 @@ from providers.s3.bucket import CheckpointBucket
 __all__ = ["H100Cluster", "H100ClusterArgs", "read_secret_values", "read_stack_config", "write_artifacts"]
 
 COMPONENT_TYPE = "trainstack:index:H100Cluster"
-HOURS_PER_MONTH = 730.0  # RunPod bills storage monthly, by the hour
 SSH_PORTS = ["22/tcp"]
 
 
@@ -56,11 +57,6 @@ class H100ClusterArgs:
 def runpod_secret_name(stack: str, env_name: str) -> str:
     """RunPod secret names are account-wide: prefix them so stacks never collide."""
     return f"trainstack-{stack}-{env_name.lower()}"
-
-
-def secret_reference(secret_name: str) -> str:
-    """What RunPod substitutes with the secret's value at pod start (FACTS §5)."""
-    return f"{{{{ RUNPOD_SECRET_{secret_name} }}}}"
 
 
 class H100Cluster(pulumi.ComponentResource):
@@ -190,7 +186,7 @@ class H100Cluster(pulumi.ComponentResource):
             "image": c.image,
             "gpu_type_id": GPUS[c.gpu_type].api_id,
             # Only references: RunPod fills the values in at pod start, so no value reaches state.
-            "env": {env: secret_reference(runpod_secret_name(name, env)) for env in t.secrets},
+            "env": {env: secrets.reference(runpod_secret_name(name, env)) for env in t.secrets},
             "ports": SSH_PORTS,
             "container_disk_gb": c.container_disk_gb,
             "volume_mount_path": c.volume_mount_path,

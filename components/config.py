@@ -28,7 +28,8 @@ from pydantic import BaseModel, ConfigDict, StrictFloat, StrictInt, ValidationEr
 from components.alerts_config import AlertsConfig
 from components.config_rules import RUNPOD_DEFAULT_SPEND_LIMIT, cross_field_problems
 from components.credentials import credential_kind, mask
-from components.gpus import GPUS
+from facts.gpus import GPUS
+from facts.s3 import bucket_name_problem
 from components.image_ref import image_reference_problem
 from components.model_config import ModelConfig
 
@@ -74,7 +75,7 @@ _DC_RE = re.compile(r"^[A-Z]{2}-[A-Z]{2,4}-\d+$")
 class ClusterConfig(_Model):
     """What to rent from RunPod."""
 
-    gpu_type: str = "H100_SXM"  # key of components.gpus.GPUS
+    gpu_type: str = "H100_SXM"  # key of facts.gpus.GPUS
     topology: Literal["cluster", "pods"] = "pods"  # one Instant Cluster, or independent pods
     nodes: StrictInt = 1  # nodes of the cluster, or pods in the pool
     gpus_per_node: StrictInt = 8
@@ -147,7 +148,6 @@ class ClusterConfig(_Model):
         return v
 
 
-_BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _REGION_RE = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d$")
 _KMS_RE = re.compile(
     r"^(arn:aws:kms:(?P<region>[a-z0-9-]+):\d{12}:(key|alias)/[\w/-]+|alias/[\w/-]+|[0-9a-f-]{36})$"
@@ -165,11 +165,9 @@ class BucketConfig(_Model):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        if not _BUCKET_RE.match(v) or ".." in v:
-            raise ValueError(
-                f"{v!r} is not a valid S3 bucket name; use 3-63 lowercase letters, digits, '-' or '.', "
-                "starting and ending with a letter or digit"
-            )
+        problem = bucket_name_problem(v)
+        if problem:
+            raise ValueError(problem)
         return v
 
     @field_validator("region")

@@ -4,21 +4,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from components.gpus import GPUS
+from facts.gpus import GPUS
+from facts.money import DEFAULT_SPEND_LIMIT_PER_HOUR, HOURS_PER_MONTH, SNAPSHOT
 from components.model_config import model_problems
 
 if TYPE_CHECKING:
     from components.config import StackConfig
 
-HOURS_PER_MONTH = 730.0  # RunPod bills storage per month and charges it hourly
-# FACTS §6: network volumes cost $0.07/GB/month for the first TB. Used only for the budget estimate; the
-# providers price from the live catalog.
-VOLUME_USD_PER_GB_MONTH = 0.07
 SPOT_MAX_CHECKPOINT_INTERVAL_MIN = 30  # a spot pod gets a 5 s notice: the timer is what limits lost work
 S3_CREDENTIAL_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
-# RunPod's default account spend limit, USD/h, "across all resources" (docs.runpod.io, Pods > Pricing >
-# "Account spend limits"; raised by RunPod support on request).
-RUNPOD_DEFAULT_SPEND_LIMIT = 80.0
+RUNPOD_DEFAULT_SPEND_LIMIT = DEFAULT_SPEND_LIMIT_PER_HOUR  # facts.money cites its source
 
 Problem = tuple[str, str]  # (key path without the namespace, message ending with the fix)
 
@@ -35,7 +30,7 @@ def estimate_cost_per_hour(config: StackConfig) -> float:
     """USD/h the stack costs at the GPU table's price hint (see gpu_hour_price for spot and auto)."""
     c = config.cluster
     gpu_cost = c.nodes * c.gpus_per_node * gpu_hour_price(config)
-    return gpu_cost + c.volume_gb * VOLUME_USD_PER_GB_MONTH / HOURS_PER_MONTH
+    return gpu_cost + SNAPSHOT.volume_monthly(c.volume_gb) / HOURS_PER_MONTH
 
 
 def unverified_spend_limit_notice(config: StackConfig) -> str | None:
@@ -137,7 +132,7 @@ def _capacity_problems(config: StackConfig) -> list[Problem]:
             (
                 "cluster.bid_per_gpu",
                 f"bids ${c.bid_per_gpu:g}/GPU-h, above the on-demand ${on_demand:.2f} for {c.gpu_type} "
-                f"(components/gpus.py); bid at most ${on_demand:.2f}, or use capacity: on_demand",
+                f"(facts/gpus.py); bid at most ${on_demand:.2f}, or use capacity: on_demand",
             )
         )
     if c.topology == "cluster":

@@ -5,7 +5,7 @@
         parameters: 7.0e9            # Ψ, total parameters (the frozen base for LoRA)
         tokens: 5.0e8                # training tokens of one job (each pod of a pool runs its own job)
         method: full                 # full | lora (then trainable_fraction, e.g. 0.005)
-        precision: bf16              # bf16 | fp8 (fp8 needs FP8 tensor cores: components/gpus.py)
+        precision: bf16              # bf16 | fp8 (fp8 needs FP8 tensor cores: facts/gpus.py)
         optimizer: adamw             # adamw | adamw_8bit | sgd
         sharding: zero3              # ddp | zero1 | zero2 | zero3 (= FSDP full shard)
         layers: 32
@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
 
-from components.gpus import GPUS, GpuSpec
+from facts.gpus import GPUS, GpuSpec
 
 if TYPE_CHECKING:
     from components.config import StackConfig

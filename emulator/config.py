@@ -8,13 +8,13 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from facts.limits import RATE_PER_MINUTE
+from facts.money import DEFAULT_SPEND_LIMIT_PER_HOUR
 from providers.cachedir import cache_dir
 
 DEFAULT_API_KEY = "local-runpod-key"
-# RunPod's default account spend limit (FACTS.md section 7).
-DEFAULT_SPEND_LIMIT = 80.0
-# RunPod's example quota in the v2 spec: 60 requests per minute per user.
-DEFAULT_RATE_PER_MINUTE = 60
+DEFAULT_SPEND_LIMIT = DEFAULT_SPEND_LIMIT_PER_HOUR
+DEFAULT_RATE_PER_MINUTE = RATE_PER_MINUTE
 
 
 def spec_candidates() -> list[Path]:

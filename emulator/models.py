@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-HALTED = ("EXITED", "ERROR")
+from facts.pods import PodStatus
+
+HALTED = tuple(s.value for s in PodStatus if s.is_halted)  # stopped but still on the account
 
 
 class PodRecord(BaseModel):

@@ -45,7 +45,10 @@ class CapacityFaults(BaseModel):
 # Loose pods' private (global networking) addresses are 100.65.0.0/16; the bridge holds .0.1 for them.
 POD_NET_GATEWAY = "100.65.0.1"
 POD_NET_PREFIX = 16
-_SECRET_REF = re.compile(r"\{\{\s*RUNPOD_SECRET_([A-Za-z0-9_-]+)\s*\}\}")
+# The emulator reads secret references as RunPod does, independently of facts.secrets, so that a wrong
+# reference built by the stack is caught here rather than agreed with; tests/facts/test_secrets.py checks
+# that the two patterns accept the same names.
+SECRET_REF = re.compile(r"\{\{\s*RUNPOD_SECRET_([A-Za-z0-9_-]+)\s*\}\}")
 
 
 def new_id() -> str:
@@ -189,7 +192,7 @@ class World:
 
     def _fill_secrets(self, value: str) -> str:
         """RunPod substitutes `{{ RUNPOD_SECRET_<name> }}` at pod start; unknown names stay as written."""
-        return _SECRET_REF.sub(lambda m: self.secret_values.get(m.group(1), m.group(0)), value)
+        return SECRET_REF.sub(lambda m: self.secret_values.get(m.group(1), m.group(0)), value)
 
     def tick(self) -> None:
         """Settle what time alone changes: spot pods whose 5 s notice ran out are now EXITED."""

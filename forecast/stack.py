@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from components.config import StackConfig
 from components.config_rules import HOURS_PER_MONTH, VOLUME_USD_PER_GB_MONTH
-from components.gpus import GPUS, GpuSpec
+from facts.gpus import GPUS, GpuSpec
 from forecast.compute import forecast
 from forecast.model import Deployment, Forecast, ForecastInput, Hardware, Workload
 

@@ -16,7 +16,8 @@ from pathlib import Path
 import httpx
 import yaml
 
-DEFAULT_SPEND_LIMIT = 80.0  # RunPod's default account spend limit, USD/h
+from facts.money import DEFAULT_SPEND_LIMIT_PER_HOUR
+
 # moto's documented test credentials; anything else for the other secrets is a visible placeholder.
 _DEMO_VALUES = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
 
@@ -40,7 +41,7 @@ def set_demo_secrets(workspace: Path, stack: str, config: dict[str, object]) -> 
 
 
 def give_account_spend_limit(config: dict[str, object]) -> float:
-    limit = float(config.get("trainstack:runpod_spend_limit_per_hour") or DEFAULT_SPEND_LIMIT)  # type: ignore[arg-type]
+    limit = float(config.get("trainstack:runpod_spend_limit_per_hour") or DEFAULT_SPEND_LIMIT_PER_HOUR)  # type: ignore[arg-type]
     response = httpx.patch(
         f"{os.environ['RUNPOD_API_URL']}/_admin/limits", json={"spendLimit": limit}, timeout=10
     )

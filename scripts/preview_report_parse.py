@@ -12,20 +12,20 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from facts import secrets
+
 # Pulumi's marker key for a secret value: a well-known constant of the state format, not a credential.
 SECRET_SIG = "4dabf18193072939515e22adb298388d"  # noqa: S105
 MASKED = "[secret]"
 UNKNOWN_SENTINEL = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"  # Pulumi's "known after apply" value
 UNKNOWN = "(known after apply)"
 COST_KEYS = ("cost_per_hour", "storage_cost_per_month")
-HOURS_PER_MONTH = 730.0  # RunPod bills storage hourly; the policy pack uses the same figure
 # Steps that are the halves of a replace: the `replace` step itself carries the change.
 _REPLACE_HALVES = frozenset({"create-replacement", "delete-replaced", "discard-replaced"})
 _IGNORED_PROPS = frozenset({"__provider"})
 # Names that hold credentials when someone puts a plaintext value in env by mistake; the policy pack flags
 # it, and the report must not repeat the value in a pull request comment.
 _SECRET_NAME = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|ACCESS_KEY|PRIVATE_KEY)$", re.IGNORECASE)
-_SECRET_REFERENCE = re.compile(r"^\{\{\s*RUNPOD_SECRET_[A-Za-z0-9_.-]+\s*\}\}$")
 # The secret's value, and the salted hash the provider keeps to see it change: neither goes in a comment.
 _ALWAYS_SECRET = {"pulumi-python:dynamic/runpod:Secret": frozenset({"value", "value_hash"})}
 
@@ -105,7 +105,7 @@ def mask(value: Any, key: str = "") -> Any:
         return {str(k): mask(v, str(k)) for k, v in value.items()}
     if isinstance(value, list):
         return [mask(v, key) for v in value]
-    if isinstance(value, str) and value and _SECRET_NAME.search(key) and not _SECRET_REFERENCE.match(value):
+    if isinstance(value, str) and value and _SECRET_NAME.search(key) and not secrets.is_reference(value):
         return MASKED
     return value
 

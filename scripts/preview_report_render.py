@@ -7,7 +7,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from scripts.preview_report_parse import HOURS_PER_MONTH, Preview, ResourceChange, ResourceCost
+from facts.money import HOURS_PER_MONTH
+from scripts.preview_report_parse import Preview, ResourceChange, ResourceCost
 
 MARKER = "<!-- trainstack-preview-report -->"  # the workflow finds its own comment by this line
 JSON_SCHEMA = "trainstack.preview-report/v1"

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pulumi_policy import EnforcementLevel, ReportViolation, StackValidationArgs, StackValidationPolicy
 from pydantic import Field
 
+from facts.money import HOURS_PER_MONTH
 from policy.rules.common import (
-    HOURS_PER_MONTH,
     RUNPOD_TYPES,
     PolicyConfig,
     Resource,

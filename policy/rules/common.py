@@ -34,9 +34,6 @@ BUCKET: Final = "pulumi-python:dynamic/s3:CheckpointBucket"
 COMPUTE_TYPES: Final = (POD, CLUSTER)
 RUNPOD_TYPES: Final = (POD, CLUSTER, VOLUME, SECRET)
 
-# RunPod bills volumes hourly from a monthly price; 730 h is the month both RunPod and AWS divide by.
-HOURS_PER_MONTH: Final = 730.0
-
 # Capacity values that may be preempted: `auto` tries spot first (ARCHITECTURE.md).
 PREEMPTIBLE: Final = frozenset({"spot", "auto"})
 

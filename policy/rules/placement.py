@@ -16,6 +16,7 @@ from pulumi_policy import (
 )
 from pydantic import Field
 
+from facts.gpus import GPUS
 from policy.rules.common import (
     CLUSTER,
     COMPUTE_TYPES,
@@ -111,7 +112,7 @@ def check_same_data_center(args: StackValidationArgs, report: ReportViolation) -
 
 class GpuTypesConfig(PolicyConfig):
     allowed_gpu_types: tuple[str, ...] = Field(
-        ("NVIDIA H100 80GB HBM3", "NVIDIA H100 NVL", "NVIDIA H100 PCIe"),
+        tuple(sorted(spec.api_id for spec in GPUS.values())),
         description="RunPod GPU type ids (long names, e.g. 'NVIDIA H100 80GB HBM3') pods may use.",
     )
 

@@ -12,6 +12,7 @@ from typing import Any, Final
 from pulumi_policy import EnforcementLevel, ReportViolation, ResourceValidationArgs, ResourceValidationPolicy
 from pydantic import Field
 
+from facts import secrets
 from policy.rules.common import (
     BUCKET,
     COMPUTE_TYPES,
@@ -25,9 +26,6 @@ from policy.rules.common import (
     read,
     text,
 )
-
-# RunPod substitutes console secrets referenced this way at pod start (FACTS.md §5).
-_REFERENCE: Final = re.compile(r"\{\{\s*RUNPOD_SECRET_[A-Za-z0-9_.\-]+\s*\}\}")
 
 # Shapes of well-known tokens, named so a message can say what was found without echoing it.
 _TOKEN_SHAPES: Final = (
@@ -90,7 +88,7 @@ def _high_entropy(value: str, cfg: SecretsConfig) -> bool:
 
 def token_shape(value: str, cfg: SecretsConfig) -> str | None:
     """What kind of secret `value` looks like, once RunPod secret references are taken out; else None."""
-    plain = _REFERENCE.sub(" ", value)
+    plain = secrets.REFERENCE_PATTERN.sub(" ", value)
     for label, pattern in _TOKEN_SHAPES:
         if pattern.search(plain):
             return label
@@ -109,7 +107,7 @@ def env_problem(name: str, value: Any, cfg: SecretsConfig) -> str | None:
     if isinstance(value, Unknown) or value is None:
         return None  # e.g. a runpod:Secret's `reference` output, resolved at `pulumi up`
     raw = value if isinstance(value, str) else str(value)
-    if not raw.strip() or _REFERENCE.fullmatch(raw.strip()):
+    if not raw.strip() or secrets.is_reference(raw):
         return None
     shape = None if name.upper() in (n.upper() for n in cfg.allowed_names) else token_shape(raw, cfg)
     if shape is not None:

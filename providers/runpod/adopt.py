@@ -10,6 +10,7 @@ and is left alone.
 
 from __future__ import annotations
 
+from facts.pods import is_terminal
 from providers.runpod.records import (
     ApiCluster,
     ApiPod,
@@ -20,11 +21,10 @@ from providers.runpod.records import (
 )
 
 # Statuses a pod does not come back from by itself.
-_GONE = frozenset({"TERMINATED", "EXITED", "ERROR"})
 
 
 def pod_matches(pod: ApiPod, body: PodCreate) -> bool:
-    if pod.status in _GONE or pod.gpu is None:
+    if is_terminal(pod.status) or pod.gpu is None:
         return False
     if pod.cluster is not None and pod.cluster.id:
         return False  # a cluster member is never a loose pod

@@ -19,19 +19,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from facts.money import SNAPSHOT
 from providers.cachedir import cache_dir
 from providers.runpod import errors, settings
 
 if TYPE_CHECKING:
     from providers.runpod.client import RunPodClient
 
-SNAPSHOT_PATH = Path(__file__).parent / "data" / "prices-2026-11-09.json"
 # Preview must stay quick when the API is down: one short, bounded attempt per process.
 CATALOG_DEADLINE_S = 10.0
 TTL_ENV = "TRAINSTACK_CATALOG_TTL_S"
 DEFAULT_TTL_S = 900.0
-HOURS_PER_MONTH = 730.0
-_FIRST_TB_GB = 1000  # RunPod sizes volumes in decimal GB; "first TB" = first 1000 GB
+SNAPSHOT_DATE = SNAPSHOT.date
 
 
 @dataclass(frozen=True)
@@ -46,31 +45,10 @@ class PriceBook:
         return self.gpus.get(gpu_type_id, {}).get(cloud)
 
 
-@dataclass(frozen=True)
-class StorageRates:
-    volume_first_tb: float  # USD per GB-month, first 1 TB of a network volume
-    volume_beyond: float  # USD per GB-month beyond 1 TB
-    container_disk: float  # USD per GB-month of container disk
-
-
-def _read_snapshot() -> tuple[str, dict[str, dict[str, float]], StorageRates]:
-    raw = json.loads(SNAPSHOT_PATH.read_text())
-    gpus = {
-        gid: {"SECURE": float(p["secure"]), "COMMUNITY": float(p["community"])}
-        for gid, p in raw["gpus"].items()
-    }
-    vol = raw["network_volume_usd_per_gb_month"]
-    rates = StorageRates(
-        float(vol["first_tb"]), float(vol["beyond_first_tb"]), float(raw["container_disk_usd_per_gb_month"])
-    )
-    return str(raw["date"]), gpus, rates
-
-
-SNAPSHOT_DATE, _SNAPSHOT_GPUS, STORAGE = _read_snapshot()
-
-
 def snapshot(reason: str) -> PriceBook:
-    return PriceBook(dict(_SNAPSHOT_GPUS), f"snapshot-{SNAPSHOT_DATE} ({reason})", live=False)
+    """The dated fallback (facts.money.SNAPSHOT) as a price book, saying why it is used."""
+    gpus = {gid: {"SECURE": p.secure, "COMMUNITY": p.community} for gid, p in SNAPSHOT.gpus.items()}
+    return PriceBook(gpus, f"snapshot-{SNAPSHOT_DATE} ({reason})", live=False)
 
 
 _cache: dict[str, PriceBook] = {}
@@ -186,11 +164,6 @@ def data_center_ids(client_factory: Callable[[], RunPodClient]) -> frozenset[str
 _dc_cache: dict[str, frozenset[str] | None] = {}
 
 
-def volume_monthly(size_gb: int) -> float:
-    """Network volume: $0.07/GB-month for the first TB, $0.05 beyond (billed even when detached)."""
-    first = min(size_gb, _FIRST_TB_GB)
-    return round(first * STORAGE.volume_first_tb + (size_gb - first) * STORAGE.volume_beyond, 4)
-
-
-def container_disk_monthly(gb: int) -> float:
-    return round(gb * STORAGE.container_disk, 4)
+# Storage has no catalog endpoint: it is always priced from the snapshot's rates.
+volume_monthly = SNAPSHOT.volume_monthly
+container_disk_monthly = SNAPSHOT.container_disk_monthly

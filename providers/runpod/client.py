@@ -17,6 +17,7 @@ import os
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
+from facts.pods import PodStatus
 from providers.runpod import adopt, errors, gql
 from providers.runpod.http import HttpCore
 from providers.runpod.listing import shared
@@ -104,7 +105,7 @@ class RunPodClient(HttpCore):
         # pods creating and waiting together costs one listing per poll, not one request per pod.
         listing = shared(f"{self._http.base_url} /v2/pods")
         pods = cast(list[ApiPod], listing.get(self._list_all_pods))
-        return [p for p in pods if (name is None or p.name == name) and p.status != "TERMINATED"]
+        return [p for p in pods if (name is None or p.name == name) and p.status != PodStatus.TERMINATED]
 
     def _list_all_pods(self) -> list[ApiPod]:
         return [ApiPod.model_validate(p) for p in _items(self.request("GET", "/v2/pods"), "pods")]

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import pulumi
 from pulumi.dynamic import CreateResult, ReadResult, Resource, UpdateResult
 
+from facts.pods import is_terminal
 from providers.runpod import catalog, errors
 from providers.runpod.base import (
     UNKNOWN,
@@ -32,7 +33,6 @@ _OUTPUTS = frozenset({"cluster_id", "nodes", "network_cidr", "primary_ssh", "sta
 # Only the name can change in place (PATCH /v2/clusters/{id} is a rename); the rest replaces.
 _IN_PLACE = frozenset({"name", "training", "ready_timeout_s"})
 _REPLACE = frozenset(ClusterArgs.model_fields) - _IN_PLACE
-_FAILED = {"ERROR", "EXITED", "TERMINATED"}
 
 
 def create_body(args: ClusterArgs) -> ClusterCreate:
@@ -74,16 +74,12 @@ def member_ready(pod: ApiPod) -> bool:
 
 def make_probe(pod_count: int) -> Callable[[list[ApiPod]], tuple[bool, str | None]]:
     def probe(pods: list[ApiPod]) -> tuple[bool, str | None]:
-        broken = [p.id for p in pods if p.status in _FAILED]
+        broken = [p.id for p in pods if is_terminal(p.status)]
         if broken:
             return False, f"member pods {broken} stopped or failed"
         return len(pods) == pod_count and all(member_ready(p) for p in pods), None
 
     return probe
-
-
-# Member states that mean the node is gone for training: it will not come back by itself.
-_LOST_STATUSES = frozenset({"TERMINATED", "EXITED", "ERROR"})
 
 
 def nodes_of(pods: list[ApiPod]) -> list[dict[str, Any]]:
@@ -166,7 +162,7 @@ class InstantClusterProvider(RunPodProvider):
                 pods = client.list_cluster_pods(id_)
             except errors.NotFoundError:
                 return ReadResult(None, {})
-        live = [p for p in pods if p.status not in _LOST_STATUSES]
+        live = [p for p in pods if not is_terminal(p.status)]  # a terminal member is lost for training
         refreshed: dict[str, Any] = {**props, "name": cluster.name}
         declared = props.get("pod_count")
         if isinstance(declared, int | float) and len(live) < declared:

@@ -12,6 +12,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
+from facts import secrets
 from providers.common import InputModel
 
 Cloud = Literal["SECURE", "COMMUNITY"]
@@ -19,8 +20,6 @@ Capacity = Literal["on_demand", "spot", "auto"]
 
 _PORT = re.compile(r"^\d{1,5}/(tcp|http)$")
 _CUDA = re.compile(r"^\d+\.\d+$")
-# RunPod substitutes `{{ RUNPOD_SECRET_<name> }}` in env values; keep names to a shell-safe alphabet.
-_SECRET_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
 class _Args(InputModel):
@@ -128,6 +127,6 @@ class SecretArgs(_Args):
     @field_validator("name")
     @classmethod
     def _name(cls, name: str) -> str:
-        if not _SECRET_NAME.match(name):
-            raise ValueError("secret names use letters, digits, '_' and '-' (1-64 chars)")
+        if not secrets.NAME_PATTERN.match(name):
+            raise ValueError(secrets.NAME_RULE)
         return name

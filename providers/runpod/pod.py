@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import pulumi
 from pulumi.dynamic import CheckFailure, CreateResult, DiffResult, ReadResult, Resource, UpdateResult
 
+from facts.pods import PodStatus, is_halted, is_terminal
 from providers.runpod import catalog, errors
 from providers.runpod.base import (
     UNKNOWN,
@@ -68,10 +69,11 @@ _OUTPUTS = frozenset(
         "internal_dns",
     }
 )
-_FAILED = {
-    "ERROR": "the container is in an unrecoverable error state",
-    "EXITED": "the container exited",
-    "TERMINATED": "the pod was terminated (spot pods can be reclaimed)",
+# Why a terminal pod will never be ready; one entry per terminal PodStatus (tests/facts checks).
+FAILED_REASONS = {
+    PodStatus.ERROR: "the container is in an unrecoverable error state",
+    PodStatus.EXITED: "the container exited",
+    PodStatus.TERMINATED: "the pod was terminated (spot pods can be reclaimed)",
 }
 # GraphQL refusals that mean "no spot here" rather than a problem with the account.
 _SPOT_REFUSALS = (errors.NoCapacityError, errors.GraphQLError, errors.InvalidRequestError)
@@ -149,13 +151,10 @@ def patch_body(old: Mapping[str, Any], args: PodArgs) -> PodPatch | None:
 
 def probe(pod: ApiPod) -> tuple[bool, str | None]:
     """Ready = RUNNING, runtime reported and SSH mapped (status alone can read RUNNING too early)."""
-    if pod.status in _FAILED:
-        return False, _FAILED[pod.status]
-    return pod.status == "RUNNING" and pod.runtime is not None and pod.ssh_endpoint() is not None, None
-
-
-# Statuses in which a pod holds no GPUs and will not get them back by itself (FACTS.md section 2 and 4).
-_STOPPED = frozenset({"EXITED", "ERROR"})
+    if is_terminal(pod.status):
+        return False, FAILED_REASONS[PodStatus(pod.status)]
+    ready = pod.status == PodStatus.RUNNING and pod.runtime is not None
+    return ready and pod.ssh_endpoint() is not None, None
 
 
 class PodProvider(RunPodProvider):
@@ -170,7 +169,7 @@ class PodProvider(RunPodProvider):
 
     def diff(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         result = super().diff(id_, olds, news)
-        if olds.get("status") in _STOPPED and not result.replaces:
+        if is_halted(str(olds.get("status"))) and not result.replaces:
             # Refresh saw the pod stopped: a preempted spot pod, or one stopped outside Pulumi. Its GPUs
             # are gone, so `up` brings the capacity back by renting the pod again (spot or on-demand as
             # `capacity` says); checkpoints survive in the bucket and on the volume.
@@ -255,7 +254,7 @@ class PodProvider(RunPodProvider):
                 pod = client.get_pod(id_)
             except errors.NotFoundError:
                 return ReadResult(None, {})
-        if pod.status == "TERMINATED":
+        if pod.status == PodStatus.TERMINATED:
             return ReadResult(None, {})
         # Refresh what RunPod reports back; env is kept as declared because RunPod injects keys
         # (PUBLIC_KEY for startSsh) that would otherwise show as drift and be PATCHed away.

@@ -20,6 +20,7 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import CheckResult, CreateResult, DiffResult, ReadResult, Resource, UpdateResult
 
+from facts import secrets
 from providers.runpod.base import RunPodProvider, args_of, is_unknown
 from providers.runpod.models import SecretArgs
 
@@ -28,9 +29,7 @@ _SCHEME = "hmac-sha256"
 _LEGACY_SCHEME = "pbkdf2-sha256"
 
 
-def reference(name: str) -> str:
-    """How pods refer to the secret in env values; RunPod substitutes it at pod start."""
-    return "{{ RUNPOD_SECRET_" + name + " }}"
+reference = secrets.reference  # how pods refer to the secret in env values (facts.secrets)
 
 
 def hash_value(value: str, salt: bytes | None = None) -> str:

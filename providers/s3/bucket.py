@@ -12,7 +12,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import re
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
@@ -28,6 +27,7 @@ from pulumi.dynamic import (
 )
 from pydantic import Field, field_validator
 
+from facts.s3 import bucket_name_problem
 from providers import display
 from providers.common import PROVIDER_KEY, InputModel, contains_unknown, validate_inputs
 
@@ -36,7 +36,6 @@ from providers.common import PROVIDER_KEY, InputModel, contains_unknown, validat
 if TYPE_CHECKING:
     from botocore.exceptions import ClientError
 
-_BUCKET_NAME = re.compile(r"^(?!xn--)(?!.*\.\.)[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _OUTPUTS = frozenset({"arn"})
 _REPLACE = frozenset({"bucket_name", "region", "endpoint_url"})
 ArchiveClass = Literal[
@@ -71,11 +70,9 @@ class BucketArgs(InputModel):
     @field_validator("bucket_name")
     @classmethod
     def _name(cls, name: str) -> str:
-        if not _BUCKET_NAME.match(name):
-            raise ValueError(
-                "S3 bucket names are 3-63 chars of a-z, 0-9, '.', '-', starting and ending "
-                "with a letter or digit"
-            )
+        problem = bucket_name_problem(name)
+        if problem:
+            raise ValueError(problem)
         return name
 
     def rule_failures(self) -> list[tuple[str, str]]:

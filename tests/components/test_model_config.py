@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from components.config import ConfigError, load_stack_config
-from components.gpus import GPUS
+from facts.gpus import GPUS
 from components.model_config import model_problems
 
 MODEL: dict[str, Any] = {

@@ -1,40 +1,42 @@
 """GPU capability table: what each RunPod GPU type can do, as data with the reason for every limit.
 
-Read by the stack config validation (components/config.py) and by the policy pack, so that both say the same
-thing. Tags in `why`/`price_source` follow /work/shared/reference/runpod/FACTS.md: [DOC] RunPod docs/spec,
-[3P] third-party observation, [INF] inference to verify.
+Read by the stack config validation (components/config.py, components/config_rules.py), the providers'
+price fallback (through `facts.money`) and the policy pack, so that all say the same thing. Adding a
+field: give it a default (the dataclass is keyword-only), so rows need not all change at once.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Final
+
+from facts import sources
+from facts.money import SNAPSHOT
 
 
 class SpotAvailability(StrEnum):
     """Whether RunPod still rents this GPU as interruptible (spot) capacity."""
 
-    # Only through the deprecated GraphQL `podRentInterruptable` mutation, which RunPod said it is removing
-    # (FACTS §4): a request may be refused at any time, so `auto` falls back to on-demand.
+    # Only through the deprecated GraphQL `podRentInterruptable` mutation, which RunPod said it is removing:
+    # a request may be refused at any time, so `auto` falls back to on-demand.
     LEGACY = "legacy"
     # Never offered as spot.
     NONE = "none"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GpuSpec:
     """One GPU type as the stack sees it."""
 
     key: str  # name used in stack config (`trainstack:cluster.gpu_type`)
-    api_id: str  # RunPod `gpuTypeId` (v2 uses long names) [DOC]
+    api_id: str  # RunPod `gpuTypeId` (v2 uses long names; sources.OPENAPI_V2)
     gpus_per_node: int  # GPUs on one full node (board); Instant Clusters use full nodes
     allowed_counts: tuple[int, ...]  # GPU counts a single pod may ask for
     interconnect: str  # within a node, and between nodes when in an Instant Cluster
     instant_cluster: bool  # self-serve Instant Clusters offered for this type
     spot: SpotAvailability
-    price_per_gpu_hour: float  # USD, secure cloud on-demand: offline fallback for the live catalog
-    price_source: str  # where and when the price was observed
-    min_cuda_version: str  # sent as `gpu.minCudaVersion` so no pod lands on a too-old driver [RP]
+    min_cuda_version: str  # sent as `gpu.minCudaVersion` so no pod lands on a too-old driver
     why: str  # why the limits above are what they are
     memory_gb: float  # GPU memory as the datasheet states it (decimal GB), what the forecast fits into
     peak_tflops_bf16: float  # dense (no sparsity) BF16 tensor-core peak per GPU
@@ -50,6 +52,18 @@ class GpuSpec:
         """Short human name for messages, e.g. "H100_SXM (NVIDIA H100 80GB HBM3)"."""
         return f"{self.key} ({self.api_id})"
 
+    @property
+    def price_per_gpu_hour(self) -> float:
+        """USD, secure cloud on-demand, from the dated snapshot: the offline fallback for the live catalog."""
+        price = SNAPSHOT.gpu_hourly(self.api_id, "SECURE")
+        if price is None:
+            raise KeyError(f"no snapshot price for {self.api_id!r}; add it to facts.money.SNAPSHOT")
+        return price
+
+    @property
+    def price_source(self) -> str:
+        return SNAPSHOT.source
+
 
 # NVIDIA's datasheet lists tensor-core peaks "with sparsity" (2:4 structured sparsity doubles them); dense
 # training runs at half of each listed figure, which is what the table keeps.
@@ -60,10 +74,11 @@ _H100_DATASHEET = (
 
 _SPOT_WHY = (
     "spot exists only through the deprecated GraphQL podRentInterruptable mutation that RunPod is removing "
-    "(FACTS §4 [DOC/RP]); REST v2 has no spot field"
+    f"(spot was dropped from {sources.PRICING} on 2026-05-06); REST v2 has no spot field "
+    f"({sources.OPENAPI_V2})"
 )
 
-GPUS: dict[str, GpuSpec] = {
+GPUS: Final[dict[str, GpuSpec]] = {
     spec.key: spec
     for spec in (
         GpuSpec(
@@ -74,12 +89,10 @@ GPUS: dict[str, GpuSpec] = {
             interconnect="NVLink 4 via NVSwitch in a node; 3200 Gbps fabric (ens1-ens8) in Instant Clusters",
             instant_cluster=True,
             spot=SpotAvailability.LEGACY,
-            price_per_gpu_hour=3.99,
-            price_source="FACTS §7: secure on-demand $3.99/GPU-h observed 2026-10-19 and 2026-11-09 [3P]",
             min_cuda_version="12.4",
             why=(
                 "SXM boards hold 8 GPUs on one NVSwitch; self-serve Instant Clusters are 2-8 such nodes "
-                f"(16-64 GPUs) in one data center [DOC]; {_SPOT_WHY}"
+                f"(16-64 GPUs) in one data center ({sources.INSTANT_CLUSTERS}); {_SPOT_WHY}"
             ),
             memory_gb=80,
             peak_tflops_bf16=989.4,
@@ -94,12 +107,10 @@ GPUS: dict[str, GpuSpec] = {
             interconnect="PCIe 5 (optional NVLink bridges between pairs); no cluster fabric",
             instant_cluster=False,
             spot=SpotAvailability.LEGACY,
-            price_per_gpu_hour=2.89,
-            price_source="FACTS §7: secure on-demand $2.89/GPU-h [3P]",
             min_cuda_version="12.4",
             why=(
-                "PCIe cards have no NVSwitch, and Instant Clusters are documented for SXM parts only [INF]: "
-                f"use single-node pods; {_SPOT_WHY}"
+                "PCIe cards have no NVSwitch, and Instant Clusters are documented for SXM parts only "
+                f"(an inference to verify): use single-node pods; {_SPOT_WHY}"
             ),
             memory_gb=80,
             peak_tflops_bf16=756.0,
@@ -114,12 +125,10 @@ GPUS: dict[str, GpuSpec] = {
             interconnect="NVLink bridges between card pairs; PCIe otherwise; no cluster fabric",
             instant_cluster=False,
             spot=SpotAvailability.LEGACY,
-            price_per_gpu_hour=3.19,
-            price_source="FACTS §7: secure on-demand $3.19/GPU-h [3P]",
             min_cuda_version="12.4",
             why=(
                 "NVL cards are bridged in pairs only, and Instant Clusters are documented for SXM parts only "
-                f"[INF]: use single-node pods; {_SPOT_WHY}"
+                f"(an inference to verify): use single-node pods; {_SPOT_WHY}"
             ),
             memory_gb=94,
             peak_tflops_bf16=835.5,
@@ -128,6 +137,8 @@ GPUS: dict[str, GpuSpec] = {
         ),
     )
 }
+
+GPU_KEYS_BY_API_ID: Final = {spec.api_id: spec.key for spec in GPUS.values()}
 
 
 def gpu_spec(key: str) -> GpuSpec:

@@ -1,0 +1,46 @@
+"""Pod statuses, as RunPod's REST v2 spec enumerates them (`components.schemas.PodStatus`)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class PodStatus(StrEnum):
+    """Lifecycle status of a pod; tests/facts/test_pods.py checks the members against the spec's enum."""
+
+    PROVISIONING = "PROVISIONING"  # being allocated
+    STARTING = "STARTING"  # container starting
+    RUNNING = "RUNNING"  # container healthy (ready also needs `runtime` and the SSH port mapped)
+    EXITED = "EXITED"  # container exited (stopped; a preempted spot pod ends here)
+    ERROR = "ERROR"  # unrecoverable error
+    TERMINATED = "TERMINATED"  # permanently deleted
+
+    @property
+    def is_terminal(self) -> bool:
+        """The pod will not reach RUNNING by itself: stopped, failed or deleted."""
+        return self in _TERMINAL
+
+    @property
+    def is_halted(self) -> bool:
+        """Terminal but still on the account (it can be started again or must be terminated)."""
+        return self in _HALTED
+
+
+_HALTED = frozenset({PodStatus.EXITED, PodStatus.ERROR})
+_TERMINAL = _HALTED | {PodStatus.TERMINATED}
+
+
+def is_terminal(status: str) -> bool:
+    """`PodStatus(status).is_terminal` for a raw API string; an undocumented status is not terminal."""
+    try:
+        return PodStatus(status).is_terminal
+    except ValueError:
+        return False
+
+
+def is_halted(status: str) -> bool:
+    """`PodStatus(status).is_halted` for a raw API string; an undocumented status is not halted."""
+    try:
+        return PodStatus(status).is_halted
+    except ValueError:
+        return False

@@ -1,0 +1,51 @@
+"""Errors of the S3 provider: every S3 failure becomes a `BucketError` that says what to do next."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from providers import display
+
+
+class BucketError(Exception):
+    """A checkpoint bucket operation we refuse or cannot complete; the message says what to do."""
+
+
+display.install(BucketError)
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def s3_errors(verb: str) -> Callable[[_F], _F]:
+    """Turn S3 failures into a BucketError naming the operation, the endpoint problem or the error code.
+
+    Only the code and operation are kept: S3 error messages and bodies can carry request details.
+    """
+
+    def decorate(fn: _F) -> _F:
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
+
+            try:
+                return fn(*args, **kwargs)
+            except EndpointConnectionError:
+                raise BucketError(
+                    f"cannot {verb} the checkpoint bucket: the S3 endpoint does not answer; check "
+                    "AWS_ENDPOINT_URL_S3 / trainstack:s3EndpointUrl (local demo: scripts/local-runpod start)"
+                ) from None
+            except ClientError as err:
+                code = err.response.get("Error", {}).get("Code", "unknown")
+                op = getattr(err, "operation_name", "S3")
+                raise BucketError(
+                    f"cannot {verb} the checkpoint bucket: S3 refused {op} with {code}; check the AWS "
+                    "credentials and the bucket's permissions"
+                ) from None
+            except BotoCoreError as err:
+                raise BucketError(f"cannot {verb} the checkpoint bucket: {type(err).__name__}") from None
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate

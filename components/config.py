@@ -28,10 +28,10 @@ from pydantic import BaseModel, ConfigDict, StrictFloat, StrictInt, ValidationEr
 from components.alerts_config import AlertsConfig
 from components.config_rules import RUNPOD_DEFAULT_SPEND_LIMIT, cross_field_problems
 from components.credentials import credential_kind, mask
-from facts.gpus import GPUS
-from facts.s3 import bucket_name_problem
 from components.image_ref import image_reference_problem
 from components.model_config import ModelConfig
+from facts.gpus import GPUS
+from facts.s3 import bucket_name_problem
 
 NAMESPACE = "trainstack"
 SECRETS_KEY = "secrets"  # values live under trainstack:secrets.<ENV_NAME>; this module never reads them

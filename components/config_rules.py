@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from components.model_config import model_problems
 from facts.gpus import GPUS
 from facts.money import DEFAULT_SPEND_LIMIT_PER_HOUR, HOURS_PER_MONTH, SNAPSHOT
-from components.model_config import model_problems
 
 if TYPE_CHECKING:
     from components.config import StackConfig

@@ -8,8 +8,8 @@ one job over every GPU. Prices are the GPU table's on-demand hint, as the config
 from __future__ import annotations
 
 from components.config import StackConfig
-from components.config_rules import HOURS_PER_MONTH, VOLUME_USD_PER_GB_MONTH
 from facts.gpus import GPUS, GpuSpec
+from facts.money import HOURS_PER_MONTH, SNAPSHOT
 from forecast.compute import forecast
 from forecast.model import Deployment, Forecast, ForecastInput, Hardware, Workload
 
@@ -55,7 +55,7 @@ def forecast_input(config: StackConfig) -> ForecastInput | None:
         jobs=c.nodes if c.topology == "pods" else 1,
         compute_usd_per_hour=gpus * gpu.price_per_gpu_hour,
         spot_compute_usd_per_hour=gpus * (c.bid_per_gpu or 0.0) if spot else None,
-        storage_usd_per_hour=c.volume_gb * VOLUME_USD_PER_GB_MONTH / HOURS_PER_MONTH,
+        storage_usd_per_hour=SNAPSHOT.volume_monthly(c.volume_gb) / HOURS_PER_MONTH,
         max_run_hours=config.training.max_run_hours,
     )
     return ForecastInput(workload, deployment)

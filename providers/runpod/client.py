@@ -269,6 +269,13 @@ class RunPodClient(HttpCore):
             return False
         return True
 
+    def pod_log_tail(self, pod_id: str, lines: int = 5) -> list[str]:
+        """The pod's last log lines (REST v2 getPodLogs: an SSE stream that first backfills `tail` lines)."""
+        events = self.stream_events(
+            "/v2/pods/{id}/logs", path={"id": pod_id}, query={"tail": str(lines)}, max_events=lines
+        )
+        return [str(e.get("line", "")) for e in events if isinstance(e, dict)]
+
 
 def _items(data: Any, key: str) -> list[Any]:
     """v2 lists are wrapped (`{"pods": [...]}`); tolerate a bare list too."""

@@ -10,6 +10,7 @@ lists and matches the unique name before any retry. Knows no RunPod paths: those
 from __future__ import annotations
 
 import functools
+import json
 import os
 import random
 import ssl
@@ -174,6 +175,44 @@ class HttpCore:
                 )
             return self._backoff.delay(attempt, self._rng), err
         return None, err
+
+    def stream_events(
+        self,
+        template: str,
+        *,
+        path: Mapping[str, str] | None = None,
+        query: Mapping[str, str] | None = None,
+        max_events: int = 100,
+        idle_s: float = 3.0,
+    ) -> list[Any]:
+        """The `data:` payloads (JSON) of a Server-Sent Events GET, until `max_events` arrived or the stream
+        was idle for `idle_s` (RunPod's pod logs backfill `tail` lines, then stay open for live ones).
+        One attempt: a failure raises the same mapped error as `request`."""
+        url = template.format(**{k: quote(v, safe="") for k, v in (path or {}).items()})
+        self._limiter.acquire()
+        events: list[Any] = []
+        timeout = httpx.Timeout(idle_s, connect=10.0)
+        headers = {"Accept": "text/event-stream"}
+        try:
+            with self._http.stream("GET", url, params=query, timeout=timeout, headers=headers) as response:
+                if not response.is_success:
+                    response.read()
+                    raise errors.classify(
+                        response.status_code, _detail(response), method="GET", path=template, refused=[]
+                    )
+                for line in response.iter_lines():
+                    if line.startswith("data:"):
+                        try:
+                            events.append(json.loads(line[5:].strip()))
+                        except ValueError:
+                            continue  # a payload that is not JSON is skipped, never echoed
+                        if len(events) >= max_events:
+                            break
+        except httpx.ReadTimeout:
+            pass  # the backfill is over; live lines are not waited for
+        except httpx.TransportError:
+            raise errors.TransportError(f"cannot reach RunPod [GET {template}]") from None
+        return events
 
     def _observe_quota(self, response: httpx.Response) -> None:
         # `RateLimit: "minute";r=0;t=12, ...` -> our minute budget is spent; stop bursting.

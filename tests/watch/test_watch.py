@@ -1,0 +1,162 @@
+"""scripts/watch: joining the sources, the critical verdict, the table, RunPod billing and pod logs."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+from rich.console import Console
+
+from providers.runpod.client import RunPodClient
+from providers.runpod.ratelimit import TokenBucket
+from watch import snapshot, sources
+from watch.render import render
+
+OUTPUTS = {
+    "nodes": [
+        {"rank": 0, "pod_id": "pod-a", "ssh_host": "127.0.0.1", "ssh_port": 2201},
+        {"rank": 1, "pod_id": "pod-b", "ssh_host": "127.0.0.1", "ssh_port": 2202},
+    ],
+    "cost_per_hour": 63.84,
+    "cluster_id": "cl-1",
+}
+STATE = {
+    "time": 1000.0,
+    "started_at": 0.0,
+    "nodes": [
+        {
+            "node": "rank-0 (10.0.0.2)",
+            "ok": True,
+            "gpu_util_mean": 0.9,
+            "gpu_mem_used_bytes_max": 61e9,
+            "gpu_temp_max_c": 71.0,
+            "busbw_gb_per_s": 310.0,
+            "nvme_write_p99_us": 45.0,
+            "step": 120,
+            "step_time_s": 0.5,
+        },
+        {"node": "rank-1 (10.0.0.3)", "ok": False, "error": "agent unreachable (ConnectionRefusedError)"},
+    ],
+    "firing": [
+        {
+            "rule": "node_unreachable",
+            "severity": "critical",
+            "node": "rank-1 (10.0.0.3)",
+            "summary": "rank-1 (10.0.0.3): metrics agent unreachable for 2 rounds",
+        }
+    ],
+    "money": {"spent_usd": 17.7, "burn_usd_per_h": 63.84, "projected_usd": 900.0, "budget_usd": 1000.0},
+}
+
+
+def _snap(**kw: object) -> snapshot.WatchSnapshot:
+    args: dict[str, object] = dict(
+        stack="search",
+        now=1030.0,
+        outputs=OUTPUTS,
+        aggregator=STATE,
+        billed_usd=18.12,
+        forecast_usd=850.0,
+        logs={"pod-b": ["sshd: listening", "start-node: preflight failed"]},
+    )
+    args.update(kw)
+    return snapshot.build(**args)  # type: ignore[arg-type]
+
+
+def test_rows_join_outputs_and_the_aggregators_rows_by_rank() -> None:
+    s = _snap()
+    a, b = s.nodes
+    assert (a.pod_id, a.reachable, a.gpu_util_mean, a.gpu_mem_max_gb, a.step) == (
+        "pod-a",
+        True,
+        0.9,
+        61.0,
+        120,
+    )
+    assert (b.pod_id, b.reachable, b.alerts) == ("pod-b", False, ("node_unreachable",))
+    assert b.log_tail == ("sshd: listening", "start-node: preflight failed")
+    assert s.money.spent_usd == 18.12 and s.money.source == "RunPod billing"
+    assert s.aggregator_age_s == 30.0
+    assert s.critical and s.to_json()["critical"] is True
+
+
+def test_healthy_is_not_critical_and_money_falls_back_to_price_times_time() -> None:
+    state = {**STATE, "nodes": [STATE["nodes"][0], {**STATE["nodes"][0], "node": "rank-1"}], "firing": []}
+    s = _snap(aggregator=state, billed_usd=None, now=3600.0)
+    assert not s.critical
+    assert s.money.spent_usd == pytest.approx(63.84) and "price x time" in s.money.source
+
+
+def test_the_table_shows_every_column_the_operator_needs() -> None:
+    console = Console(record=True, width=160)
+    console.print(render(_snap()))
+    text = console.export_text()
+    for needle in (
+        "pod-a",
+        "90%",
+        "61.0",
+        "310.0",
+        "45",
+        "120",
+        "2.00",
+        "UNREACHABLE",
+        "start-node: preflight failed",
+        "CRITICAL node_unreachable",
+        "$63.84/h",
+        "spent 18.12",
+        "forecast $850",
+        "budget $1,000",
+        "30 s ago",
+    ):
+        assert needle in text, needle
+
+
+def _client(handler: object) -> RunPodClient:
+    return RunPodClient(
+        "https://api.runpod.test",
+        "rpa_test",
+        transport=httpx.MockTransport(handler),  # type: ignore[arg-type]
+        limiter=TokenBucket(1000, burst=100),
+        sleep=lambda _: None,
+    )
+
+
+def test_billing_sums_the_stacks_pods_and_cluster() -> None:
+    seen: list[tuple[str, dict[str, str]]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append((request.url.path, dict(request.url.params)))
+        amount = {"/v2/billing/pods": 1.25, "/v2/billing/clusters": 10.0}[request.url.path]
+        return httpx.Response(
+            200, json={"records": [{"totalAmount": amount}, {"totalAmount": amount}], "metadata": {}}
+        )
+
+    assert sources.billed_usd(OUTPUTS, client=_client(handler)) == pytest.approx(2 * 2.5 + 20)
+    assert ("/v2/billing/clusters", {"clusterId": "cl-1", "bucketSize": "day"}) in seen
+    assert ("/v2/billing/pods", {"podId": "pod-b", "bucketSize": "day"}) in seen
+
+
+def test_pod_logs_read_the_sse_backfill() -> None:
+    lines = [
+        f"id: {i}\ndata: {json.dumps({'ts': 't', 'source': 'container', 'line': f'line {i}'})}\n\n"
+        for i in range(3)
+    ]
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        assert request.url.path == "/v2/pods/pod-b/logs" and request.url.params["tail"] == "3"
+        assert request.headers["Authorization"] == "Bearer rpa_test"
+        return httpx.Response(200, text="".join(lines), headers={"Content-Type": "text/event-stream"})
+
+    assert sources.pod_logs(["pod-b"], lines=3, client=_client(handler)) == {
+        "pod-b": ["line 0", "line 1", "line 2"]
+    }
+
+
+def test_pod_logs_error_is_mapped_and_names_no_key() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(404, json={"title": "Not Found", "detail": "no pod rpa_test"})
+
+    with pytest.raises(Exception) as err:
+        sources.pod_logs(["gone"], client=_client(handler))
+    assert "rpa_test" not in str(err.value)

@@ -1,0 +1,1 @@
+"""`scripts/watch`: the operator's view of a running stack (nodes, alerts, money)."""

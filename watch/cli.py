@@ -1,0 +1,106 @@
+"""`scripts/watch STACK [--once] [--json] [--every S]`: the running stack at a glance; exit 1 when critical.
+
+scripts/watch prod            # live table, refreshed every 30 s (Ctrl-C to leave)
+scripts/watch prod --once     # one table, then exit (1 if an alert is critical or a node unreachable)
+scripts/watch prod --json     # one JSON document for scripts (implies --once)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.live import Live
+
+from watch import snapshot, sources
+from watch.render import render
+
+EXIT_CRITICAL = 1
+EXIT_USAGE = 2
+
+
+def collect(
+    stack: str, cwd: Path, outputs_of: Callable[[Path, str], dict[str, Any]] = sources.stack_outputs
+) -> snapshot.WatchSnapshot:
+    """Read every source once; each failure is kept as one line of `problems`."""
+    outputs = outputs_of(cwd, stack)
+    problems: list[str] = []
+    state: dict[str, Any] | None = None
+    try:
+        state = sources.aggregator_state(stack, outputs)
+    except sources.WatchError as exc:
+        problems.append(f"aggregator: {exc}")
+    billed: float | None = None
+    try:
+        billed = sources.billed_usd(outputs)
+    except Exception as exc:
+        problems.append(f"billing: {exc}")
+    unreachable = [n["pod_id"] for i, n in enumerate(outputs["nodes"]) if _unreached(state, i)]
+    logs: dict[str, list[str]] = {}
+    if unreachable:
+        try:
+            logs = sources.pod_logs(unreachable)
+        except Exception as exc:
+            problems.append(f"pod logs: {exc}")
+    forecast = outputs.get("forecast") if isinstance(outputs.get("forecast"), dict) else {}
+    return snapshot.build(
+        stack=stack,
+        now=time.time(),
+        outputs=outputs,
+        aggregator=state,
+        billed_usd=billed,
+        forecast_usd=(forecast or {}).get("run_cost_usd"),
+        logs=logs,
+        problems=problems,
+    )
+
+
+def _unreached(state: dict[str, Any] | None, index: int) -> bool:
+    if state is None:
+        return index == 0  # node 0 itself could not be read
+    rows = state.get("nodes") or []
+    return index < len(rows) and not rows[index].get("ok")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="scripts/watch", description=__doc__.splitlines()[0])
+    p.add_argument("stack")
+    p.add_argument(
+        "--cwd", type=Path, required=True, help="the stack's Pulumi workspace (scripts/watch sets it)"
+    )
+    p.add_argument("--once", action="store_true", help="print once and exit")
+    p.add_argument("--json", action="store_true", help="one JSON document (implies --once)")
+    p.add_argument("--every", type=float, default=30.0, help="seconds between refreshes of the live view")
+    args = p.parse_args(argv)
+    if args.every < 1:
+        print("scripts/watch: --every must be at least 1 second", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        if args.json or args.once:
+            snap = collect(args.stack, args.cwd)
+            if args.json:
+                print(json.dumps(snap.to_json(), indent=1, default=str))
+            else:
+                Console().print(render(snap))
+            return EXIT_CRITICAL if snap.critical else 0
+        console = Console()
+        with Live(console=console, auto_refresh=False) as live:
+            while True:
+                snap = collect(args.stack, args.cwd)
+                live.update(render(snap), refresh=True)
+                time.sleep(args.every)
+    except sources.WatchError as exc:
+        print(f"scripts/watch: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

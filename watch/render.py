@@ -1,0 +1,79 @@
+"""The terminal view of a `WatchSnapshot`: a rich table, a row per node, then alerts and the money line."""
+
+from __future__ import annotations
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from watch.snapshot import NodeView, WatchSnapshot
+
+
+def _f(value: float | None, fmt: str, dash: str = "-") -> str:
+    return dash if value is None else format(value, fmt)
+
+
+def _row(n: NodeView) -> list[RenderableType]:
+    if not n.reachable:
+        state = Text("UNREACHABLE", style="bold red")
+    elif n.alerts:
+        state = Text(", ".join(n.alerts), style="yellow")
+    else:
+        state = Text("ok", style="green")
+    steps_per_s = None if not n.step_time_s else 1 / n.step_time_s
+    return [
+        str(n.rank),
+        n.pod_id,
+        _f(n.gpu_util_mean, ".0%"),
+        _f(n.gpu_mem_max_gb, ".1f"),
+        _f(n.gpu_temp_max_c, ".0f"),
+        _f(n.busbw_gb_per_s, ".1f"),
+        _f(n.nvme_p99_us, ".0f"),
+        _f(n.step, ".0f"),
+        _f(steps_per_s, ".2f"),
+        state,
+    ]
+
+
+def render(s: WatchSnapshot) -> RenderableType:
+    table = Table(title=f"trainstack {s.stack}", title_justify="left")
+    for name, justify in (
+        ("rank", "right"),
+        ("pod", "left"),
+        ("GPU util", "right"),
+        ("mem GB", "right"),
+        ("temp C", "right"),
+        ("busbw GB/s", "right"),
+        ("NVMe p99 us", "right"),
+        ("step", "right"),
+        ("step/s", "right"),
+        ("health / alerts", "left"),
+    ):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for n in s.nodes:
+        table.add_row(*_row(n))
+    parts: list[RenderableType] = [table]
+    for n in s.nodes:
+        if n.note and not n.reachable:
+            parts.append(Text(f"rank {n.rank} ({n.pod_id}): {n.note}", style="red"))
+        for line in n.log_tail:
+            parts.append(Text(f"  rank {n.rank} log | {line}", style="dim"))
+    for a in s.firing:
+        style = "bold red" if a.get("severity") == "critical" else "yellow"
+        parts.append(
+            Text(f"{str(a.get('severity', '')).upper()} {a.get('rule')}: {a.get('summary')}", style=style)
+        )
+    m = s.money
+    money = f"money: ${m.cost_per_hour_usd:,.2f}/h; spent {_f(m.spent_usd, ',.2f', '?')} USD ({m.source})"
+    if m.projected_usd is not None:
+        money += f"; projected ${m.projected_usd:,.0f}"
+    if m.forecast_usd is not None:
+        money += f"; forecast ${m.forecast_usd:,.0f}"
+    if m.budget_usd:
+        money += f"; budget ${m.budget_usd:,.0f}"
+    parts.append(Text(money, style="bold"))
+    if s.aggregator_age_s is not None:
+        parts.append(Text(f"aggregator's last round {s.aggregator_age_s:.0f} s ago", style="dim"))
+    for p in s.problems:
+        parts.append(Text(p, style="red"))
+    return Group(*parts)

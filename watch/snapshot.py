@@ -1,0 +1,133 @@
+"""What `scripts/watch` shows, assembled from its sources without I/O: a row per node, alerts, money.
+
+Sources (watch/sources.py gathers them): the stack's outputs (nodes, cost per hour), the aggregator's state
+file on node 0 (per-node golden metrics and firing alerts, docs/MONITORING.md), RunPod's billing endpoints
+(what the stack's pods, cluster and volume have cost so far) and, for a node SSH never reached, the pod's
+last log lines from RunPod.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class NodeView:
+    """One row of the table; None where the source had nothing."""
+
+    rank: int
+    pod_id: str
+    reachable: bool  # the aggregator's last round scraped its agent
+    gpu_util_mean: float | None = None  # ratio 0..1
+    gpu_util_min: float | None = None
+    gpu_mem_max_gb: float | None = None
+    gpu_temp_max_c: float | None = None
+    busbw_gb_per_s: float | None = None
+    nvme_p99_us: float | None = None
+    step: float | None = None
+    step_time_s: float | None = None
+    alerts: tuple[str, ...] = ()  # rules firing on this node
+    note: str = ""  # why a value is missing (agent unreachable, never reached SSH, ...)
+    log_tail: tuple[str, ...] = ()  # RunPod's last log lines, for a node SSH never reached
+
+
+@dataclass(frozen=True)
+class MoneyView:
+    """USD. `spent_usd` is RunPod's own billing when it could be read, else price x time (see `source`)."""
+
+    cost_per_hour_usd: float
+    spent_usd: float | None
+    source: str
+    projected_usd: float | None
+    forecast_usd: float | None
+    budget_usd: float | None
+
+
+@dataclass(frozen=True)
+class WatchSnapshot:
+    stack: str
+    time: float
+    nodes: tuple[NodeView, ...]
+    firing: tuple[Mapping[str, Any], ...]
+    money: MoneyView
+    aggregator_age_s: float | None  # how old the aggregator's last round is; None: no state read
+    problems: tuple[str, ...] = field(default=())  # sources that could not be read, in one line each
+
+    @property
+    def critical(self) -> bool:
+        """What makes `scripts/watch` exit non-zero: a critical alert, or a node nobody can reach."""
+        return any(a.get("severity") == "critical" for a in self.firing) or any(
+            not n.reachable for n in self.nodes
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["critical"] = self.critical
+        return data
+
+
+def _num(row: Mapping[str, Any], key: str) -> float | None:
+    value = row.get(key)
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def build(
+    *,
+    stack: str,
+    now: float,
+    outputs: Mapping[str, Any],
+    aggregator: Mapping[str, Any] | None,
+    billed_usd: float | None,
+    forecast_usd: float | None,
+    logs: Mapping[str, Sequence[str]],
+    problems: Sequence[str] = (),
+) -> WatchSnapshot:
+    """Join the sources by rank: the aggregator's rows are in hostfile (= rank) order."""
+    out_nodes = [n for n in outputs.get("nodes") or [] if isinstance(n, Mapping)]
+    rows = list((aggregator or {}).get("nodes") or [])
+    firing = tuple(a for a in (aggregator or {}).get("firing") or [] if isinstance(a, Mapping))
+    views = []
+    for i, node in enumerate(out_nodes):
+        pod_id = str(node.get("pod_id", "?"))
+        row: Mapping[str, Any] = rows[i] if i < len(rows) and isinstance(rows[i], Mapping) else {}
+        name = str(row.get("node", ""))
+        mem = _num(row, "gpu_mem_used_bytes_max")
+        reachable = bool(row.get("ok")) if row else aggregator is None
+        note = str(row.get("error") or "") if row else ("no aggregator state" if aggregator is None else "")
+        views.append(
+            NodeView(
+                rank=int(node.get("rank", i)),
+                pod_id=pod_id,
+                reachable=reachable,
+                gpu_util_mean=_num(row, "gpu_util_mean"),
+                gpu_util_min=_num(row, "gpu_util_min"),
+                gpu_mem_max_gb=None if mem is None else mem / 1e9,
+                gpu_temp_max_c=_num(row, "gpu_temp_max_c"),
+                busbw_gb_per_s=_num(row, "busbw_gb_per_s"),
+                nvme_p99_us=_num(row, "nvme_write_p99_us"),
+                step=_num(row, "step"),
+                step_time_s=_num(row, "step_time_s"),
+                alerts=tuple(str(a.get("rule")) for a in firing if name and a.get("node") == name),
+                note=note,
+                log_tail=tuple(logs.get(pod_id, ())),
+            )
+        )
+    cost = float(outputs.get("cost_per_hour") or 0.0)
+    agg_money = (aggregator or {}).get("money") or {}
+    started = (aggregator or {}).get("started_at")
+    if billed_usd is not None:
+        spent, source = billed_usd, "RunPod billing"
+    elif isinstance(started, int | float):
+        spent, source = cost * max(0.0, now - started) / 3600, "stack price x time since the run started"
+    else:
+        spent, source = None, "unknown (no billing, no aggregator)"
+    budget = agg_money.get("budget_usd") or None
+    money = MoneyView(cost, spent, source, agg_money.get("projected_usd"), forecast_usd, budget)
+    age = (
+        now - float(aggregator["time"])
+        if aggregator and isinstance(aggregator.get("time"), int | float)
+        else None
+    )
+    return WatchSnapshot(stack, now, tuple(views), firing, money, age, tuple(problems))

@@ -1,0 +1,117 @@
+"""Where `scripts/watch` reads from: the stack's outputs, node 0 over SSH, RunPod's billing and pod logs.
+
+Every source may fail on its own (a node not up yet, no API key, an old stack without an output); a failure
+becomes one line in the snapshot's problems and the rest is still shown.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from components.delivery import known_hosts_file
+from providers.delivery.ssh import DeliveryError, Ssh, SshTarget
+
+if TYPE_CHECKING:
+    from providers.runpod.client import RunPodClient
+
+STATE_FILE = "metrics/aggregator.json"  # under training.workdir on node 0 (train/monitor/aggregator.py)
+
+
+class WatchError(RuntimeError):
+    """A source that `scripts/watch` cannot do without (the stack's outputs)."""
+
+
+def stack_outputs(cwd: Path, stack: str) -> dict[str, Any]:
+    """`pulumi stack output --json` of the stack, run in its workspace (scripts/watch picks it)."""
+    proc = subprocess.run(
+        ["pulumi", "stack", "output", "--json", "--stack", stack, "--non-interactive"],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise WatchError(
+            f"cannot read the outputs of stack '{stack}' in {cwd}: {last}; run scripts/up {stack}"
+        )
+    try:
+        data = json.loads(proc.stdout or "{}")
+    except ValueError:
+        raise WatchError(f"pulumi printed no JSON for the outputs of '{stack}'") from None
+    if not isinstance(data, dict) or not data.get("nodes"):
+        raise WatchError(f"stack '{stack}' has no nodes in its outputs; run scripts/up {stack} first")
+    return data
+
+
+def aggregator_state(stack: str, outputs: Mapping[str, Any], timeout_s: float = 10.0) -> dict[str, Any]:
+    """The aggregator's newest round, read from node 0 with the stack's own known_hosts (batch mode)."""
+    node0 = outputs["nodes"][0]
+    workdir = str(outputs.get("workdir") or "/workspace/trainstack")
+    target = SshTarget(
+        str(node0["ssh_host"]),
+        int(node0["ssh_port"]),
+        "root",
+        str(node0["pod_id"]),
+        Path(known_hosts_file(stack)),
+    )
+    ssh = Ssh(target, connect_timeout_s=timeout_s, deadline_s=timeout_s, step_timeout_s=timeout_s)
+    try:
+        text = ssh.run(f"cat {shlex.quote(workdir + '/' + STATE_FILE)}")
+    except DeliveryError as exc:
+        raise WatchError(f"node 0 ({node0['pod_id']}): {exc}") from None
+    try:
+        state = json.loads(text)
+    except ValueError:
+        raise WatchError("node 0's aggregator state is not JSON (the aggregator may be starting)") from None
+    if not isinstance(state, dict):
+        raise WatchError("node 0's aggregator state is not a JSON object")
+    return state
+
+
+def billed_usd(outputs: Mapping[str, Any], client: RunPodClient | None = None) -> float:
+    """What RunPod billed so far for this stack's pods, cluster and volume (REST v2 `/v2/billing/*`).
+
+    Pod ids are unique to this stack, so RunPod's default window (30 days) holds the whole run."""
+    from providers.runpod.client import RunPodClient  # the RunPod records load only when billing is asked
+
+    pods = sorted({str(n["pod_id"]) for n in outputs.get("nodes") or [] if n.get("pod_id")})
+    total = 0.0
+    with client or RunPodClient.from_env() as client:
+        for pod_id in pods:
+            total += _sum(
+                client.request("GET", "/v2/billing/pods", query={"podId": pod_id, "bucketSize": "day"})
+            )
+        if outputs.get("cluster_id"):
+            query = {"clusterId": str(outputs["cluster_id"]), "bucketSize": "day"}
+            total += _sum(client.request("GET", "/v2/billing/clusters", query=query))
+        if outputs.get("volume_id"):
+            query = {"networkVolumeId": str(outputs["volume_id"]), "bucketSize": "day"}
+            total += _sum(client.request("GET", "/v2/billing/network-volumes", query=query))
+    return total
+
+
+def _sum(body: Any) -> float:
+    records = body.get("records") if isinstance(body, dict) else None
+    if not isinstance(records, list):
+        raise WatchError("RunPod's billing answer has no records list")
+    return float(sum(r.get("totalAmount") or 0 for r in records if isinstance(r, dict)))
+
+
+def pod_logs(
+    pod_ids: Sequence[str], lines: int = 5, client: RunPodClient | None = None
+) -> dict[str, list[str]]:
+    """The last log lines of pods SSH never reached (REST v2 `GET /v2/pods/{id}/logs`, an SSE backfill)."""
+    from providers.runpod.client import RunPodClient
+
+    out: dict[str, list[str]] = {}
+    with client or RunPodClient.from_env() as client:
+        for pod_id in pod_ids:
+            out[pod_id] = client.pod_log_tail(pod_id, lines)
+    return out

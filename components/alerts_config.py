@@ -11,7 +11,7 @@
       budget_usd: 5000              # projected run cost above this: critical (0: no rule)
 
 Defaults follow the source article's golden metrics (healthy GPU utilisation 75-95 %, NVMe under 100 us);
-the all-reduce floor is `training.nccl_min_busbw_gbps`, the cost per hour the stack's own. The same values
+the all-reduce floor is `training.nccl_min_busbw_gb_per_s`, the cost per hour the stack's own. The same values
 become the nodes' `alerts.json` and `out/<stack>/alerts.rules.yml` (Prometheus), so a threshold lives here
 only. docs/MONITORING.md explains each rule.
 """

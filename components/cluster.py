@@ -273,7 +273,8 @@ def read_stack_config() -> StackConfig:
     cfg = pulumi.Config(NAMESPACE)
     keys = {k[len(prefix) :] for k in pulumi.runtime.config.CONFIG.get() if k.startswith(prefix)}
     keys = {k for k in keys if not k.startswith(f"{SECRETS_KEY}.")}
-    return load_stack_config({key: value for key in sorted(keys) if (value := cfg.get(key)) is not None})
+    raw = {key: value for key in sorted(keys) if (value := cfg.get(key)) is not None}
+    return load_stack_config(raw, warn=pulumi.log.warn)
 
 
 def read_secret_values(config: StackConfig) -> dict[str, pulumi.Output[str]]:

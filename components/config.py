@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+import warnings
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -200,7 +201,8 @@ class TrainingConfig(_Model):
     workdir: str = "/workspace/trainstack"  # where the repo's train/ lands on the node
     max_run_hours: StrictFloat = 4.0  # the watchdog checkpoints and stops the run after this long
     checkpoint_interval_min: StrictInt = 10  # checkpoints are synced to the bucket this often
-    nccl_min_busbw_gbps: StrictFloat = 0.0  # preflight all-reduce bus bandwidth floor; 0 only reports
+    # Preflight all-reduce bus bandwidth floor in GB/s (gigabytes, as nccl-tests reports it); 0 only reports.
+    nccl_min_busbw_gb_per_s: StrictFloat = 0.0
     min_free_disk_gb: StrictInt = 20  # preflight: free space needed where checkpoints are written
     max_restarts: StrictInt = 3  # torchrun --max-restarts
     device: Literal["cuda", "cpu"] = "cuda"  # cpu: test clusters without GPUs (gloo, no nvidia-smi check)
@@ -242,7 +244,7 @@ class TrainingConfig(_Model):
             raise ValueError(f"must be 0-10, got {v}; a job that fails 10 times needs a person, not a retry")
         return v
 
-    @field_validator("min_free_disk_gb", "nccl_min_busbw_gbps")
+    @field_validator("min_free_disk_gb", "nccl_min_busbw_gb_per_s")
     @classmethod
     def _non_negative(cls, v: float) -> float:
         if v < 0:
@@ -288,15 +290,38 @@ class StackConfig(_Model):
 
 
 _OBJECT_KEYS = frozenset({"cluster", "bucket", "training", "alerts"})
+# Renamed fields: (object key, old name) -> new name. The old name still works, with a deprecation message.
+# nccl_min_busbw_gbps read as gigabits per second, but the floor is in gigabytes per second (GB/s), the unit
+# nccl-tests reports bus bandwidth in.
+_RENAMED = {("training", "nccl_min_busbw_gbps"): "nccl_min_busbw_gb_per_s"}
 # Config keys whose name differs from the field (camelCase keys other parts of the project already read).
 _KEY_ALIASES = {"s3EndpointUrl": "s3_endpoint_url"}
 KNOWN_KEYS = frozenset(StackConfig.model_fields) - set(_KEY_ALIASES.values()) | set(_KEY_ALIASES)
 
 
-def load_stack_config(raw: Mapping[str, Any]) -> StackConfig:
+def _renamed(
+    name: str, value: dict[str, Any], warn: Callable[[str], None]
+) -> tuple[dict[str, Any], str | None]:
+    """`value` with renamed fields under their new names (each use of an old name goes to `warn`), or the
+    problem when both names are set."""
+    out = dict(value)
+    for (obj, old), new in _RENAMED.items():
+        if obj != name or old not in out:
+            continue
+        path = f"{NAMESPACE}:{obj}"
+        if new in out:
+            return out, f"{path}.{old} and {path}.{new} are both set; keep only {new}"
+        out[new] = out.pop(old)
+        warn(f"{path}.{old} is deprecated (the figure is GB/s, gigabytes per second); rename it to {new}")
+    return out, None
+
+
+def load_stack_config(raw: Mapping[str, Any], warn: Callable[[str], None] | None = None) -> StackConfig:
     """Parse the `trainstack:*` config (keys with or without the namespace; values as Pulumi gives them:
     strings, JSON strings for objects, or already-parsed values). Raises one ConfigError listing every
-    problem. Keys of other namespaces and `trainstack:secrets.*` values are ignored."""
+    problem. Keys of other namespaces and `trainstack:secrets.*` values are ignored. A field under an old
+    name is read as the new one and `warn` (default: a DeprecationWarning) gets a message saying so."""
+    warn = warn or (lambda msg: warnings.warn(msg, DeprecationWarning, stacklevel=3))
     values: dict[str, Any] = {}
     problems: list[ConfigProblem] = []
     for key, value in raw.items():
@@ -313,6 +338,11 @@ def load_stack_config(raw: Mapping[str, Any]) -> StackConfig:
             except json.JSONDecodeError as exc:
                 msg = f"is not valid JSON ({exc.msg}); {_OBJ_FIX}"
                 problems.append(ConfigProblem(f"{NAMESPACE}:{name}", msg))
+                continue
+        if name in _OBJECT_KEYS and isinstance(value, dict):
+            value, both = _renamed(name, value, warn)
+            if both:
+                problems.append(ConfigProblem(f"{NAMESPACE}:{name}", both))
                 continue
         values[_KEY_ALIASES.get(name, name)] = value
     try:

@@ -101,10 +101,10 @@ def _topology_problems(config: StackConfig) -> list[Problem]:
                 f"machines, got {c.gpus_per_node}; set gpus_per_node: {gpu.gpus_per_node}",
             )
         )
-    if config.training.nccl_min_busbw_gbps <= 0:
+    if config.training.nccl_min_busbw_gb_per_s <= 0:
         out.append(
             (
-                "training.nccl_min_busbw_gbps",
+                "training.nccl_min_busbw_gb_per_s",
                 "must be above 0 for topology 'cluster': a node off the "
                 "fabric (100 Mbps) would go unnoticed; set a floor, e.g. 300",
             )

@@ -126,7 +126,7 @@ def _assignments(
         "TRAINSTACK_TERM_UPLOAD_S": TERM_UPLOAD_S,
         "TRAINSTACK_MAX_RESTARTS": t.max_restarts,
         "TRAINSTACK_MIN_FREE_DISK_GB": t.min_free_disk_gb,
-        "TRAINSTACK_NCCL_MIN_BUSBW_GBPS": f"{t.nccl_min_busbw_gbps:g}",
+        "TRAINSTACK_NCCL_MIN_BUSBW_GB_PER_S": f"{t.nccl_min_busbw_gb_per_s:g}",
         "TRAINSTACK_SHARD_BY_NODE": int(job.shard_by_node),
         "TRAINSTACK_POD_INDEX": job.index,
     }

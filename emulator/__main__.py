@@ -72,11 +72,15 @@ def parser() -> argparse.ArgumentParser:
         default=os.environ.get("TRAINSTACK_HOSTS", "auto"),
         help="RUNNING pods become SSH-able network namespaces: auto (when root), on (or fail), off",
     )
-    h.add_argument("--hosts-bridge", default=os.environ.get("TRAINSTACK_HOSTS_BRIDGE", "tsbr0"))
+    h.add_argument(
+        "--hosts-bridge",
+        default=os.environ.get("TRAINSTACK_HOSTS_BRIDGE", ""),
+        help="bridge the hosts join (default: this server's own, tsbrN; see emulator/netslot.py)",
+    )
     h.add_argument(
         "--hosts-bridge-cidr",
-        default=os.environ.get("TRAINSTACK_HOSTS_BRIDGE_CIDR", "10.250.0.1/24"),
-        help="host-side address of the bridge (used only when the bridge is created here)",
+        default=os.environ.get("TRAINSTACK_HOSTS_BRIDGE_CIDR", ""),
+        help="host-side address of the bridge, used only when it is created here (default 10.250.N.1/24)",
     )
     h.add_argument(
         "--hosts-path",

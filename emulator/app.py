@@ -18,12 +18,13 @@ from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp
 
-from emulator import admin, graphql_api, routes_catalog, routes_v2
+from emulator import admin, graphql_api, netslot, routes_catalog, routes_v2
 from emulator.catalog import Catalog
 from emulator.config import Settings
 from emulator.gate import Counters, Gate
 from emulator.hostnet import Bridge
-from emulator.hosts import Hosts, make_hosts
+from emulator.hosts import Hosts, hosts_unavailable, make_hosts
+from emulator.netslot import NetSlot
 from emulator.problems import ApiError, problem
 from emulator.spec import Spec
 from emulator.store import Store
@@ -50,7 +51,9 @@ async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
 
 def create_app(settings: Settings) -> tuple[ASGIApp, World]:
     """The ASGI app to serve (the gate around FastAPI) and its world, for tests and `serve`."""
-    world = World(settings, Store(settings.state_dir), Catalog.load(), _hosts(settings))
+    store = Store(settings.state_dir)
+    settings, hosts = _hosts(settings, store)
+    world = World(settings, store, Catalog.load(), hosts)
     spec = Spec(settings.spec_path)
     api = FastAPI(title="local RunPod", docs_url=None, redoc_url=None, openapi_url=None)
     for router in (routes_v2.router, routes_catalog.router, graphql_api.router, admin.router):
@@ -72,15 +75,27 @@ def create_app(settings: Settings) -> tuple[ASGIApp, World]:
 HOSTS_TICK_S = 0.1  # pods turn RUNNING by the clock alone: look this often for hosts to make or remove
 
 
-def _hosts(settings: Settings) -> Hosts:
-    return make_hosts(
+def _hosts(settings: Settings, store: Store) -> tuple[Settings, Hosts]:
+    """The host backend, and the settings with the address slot its hosts use (emulator/netslot.py):
+    another local RunPod on this machine has its own slot, bridge and subnets, so both work."""
+    claim = None
+    if hosts_unavailable(settings.hosts) is None:
+        last = store.get_setting("net_slot")
+        claim = netslot.claim(preferred=int(last) if last is not None else None)
+        store.set_setting("net_slot", claim.slot.index)
+        settings = settings.model_copy(update={"net_slot": claim.slot.index})
+    slot = NetSlot(settings.net_slot)
+    bridge = Bridge(settings.hosts_bridge or slot.bridge_name, settings.hosts_bridge_cidr or slot.bridge_cidr)
+    hosts = make_hosts(
         settings.hosts,
         settings.state_dir,
-        Bridge(settings.hosts_bridge, settings.hosts_bridge_cidr),
+        bridge,
         settings.hosts_node_path,
         settings.hosts_env,
         settings.hosts_ssh_keys,
+        claim,
     )
+    return settings, hosts
 
 
 async def _serve(server: uvicorn.Server, sock: socket.socket, world: World) -> None:

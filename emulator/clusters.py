@@ -96,7 +96,7 @@ def create_cluster(world: World, body: dict[str, Any]) -> ClusterRecord:
         gpu_count_per_pod=per_pod,
         pod_count=count,
         data_center_id=dc_id,
-        cidr=f"10.{64 + seq // 256 % 64}.{seq % 256}.0/24",
+        cidr=world.net.cluster_cidr(seq),
         vxlan_id=1000 + seq,
         created_at=world.now(),
     )

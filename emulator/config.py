@@ -76,8 +76,11 @@ class Settings(BaseModel):
     log_level: str = "warning"
     # Emulated hosts (emulator/hosts.py): "auto" makes them when root and sshd allow, "off" never.
     hosts: Literal["auto", "on", "off"] = "off"
-    hosts_bridge: str = "tsbr0"  # the bridge every host joins (created, and removed at exit, if missing)
-    hosts_bridge_cidr: str = "10.250.0.1/24"  # its host-side address, for services the nodes use (S3)
+    # The bridge every host joins (created, and removed at exit, if missing) and its host-side address, for
+    # services the nodes use (S3). Empty: this server's own, tsbrN and 10.250.N.1/24 (emulator/netslot.py).
+    hosts_bridge: str = ""
+    hosts_bridge_cidr: str = ""
+    net_slot: int = Field(default=0, ge=0, lt=64)  # which addresses hosts use (emulator/netslot.py)
     hosts_node_path: tuple[str, ...] = ()  # prepended to PATH in node logins (what the "image" provides)
     hosts_env: dict[str, str] = Field(default_factory=dict)  # extra node login env (the "image's" ENV)
     hosts_ssh_keys: tuple[str, ...] = ()  # public keys nodes accept besides the account's ssh keys

@@ -32,6 +32,7 @@ from typing import Any, Protocol
 
 from emulator import hostnet
 from emulator.hostnet import Bridge, HostNetError
+from emulator.netslot import SlotClaim
 
 log = logging.getLogger("emulator.hosts")
 
@@ -88,6 +89,10 @@ class Hosts(Protocol):
         """Where the pod's SSH server listens, once its host is up."""
         ...
 
+    def failure(self, pod_id: str) -> str | None:
+        """Why the pod's host could not be made (the world then shows the pod as ERROR), else None."""
+        ...
+
     def signal(self, pod_id: str, sig: int) -> None:
         """Signal every process of the pod except its SSH server (a spot notice's SIGTERM)."""
         ...
@@ -111,6 +116,9 @@ class ControlPlaneOnly:
         return None
 
     def endpoint(self, pod_id: str) -> tuple[str, int] | None:
+        return None
+
+    def failure(self, pod_id: str) -> str | None:
         return None
 
     def signal(self, pod_id: str, sig: int) -> None:
@@ -146,6 +154,7 @@ class NamespaceHosts:
     node_path: Sequence[str] = ()  # prepended to PATH in logins (what the "image" puts on PATH)
     node_env: Mapping[str, str] = field(default_factory=dict)  # extra login env (the "image's" ENV)
     extra_keys: Sequence[str] = ()  # public keys accepted besides the account's (local demo)
+    slot_claim: SlotClaim | None = None  # this server's address slot, given back on close
     enabled: bool = True
     _hosts: dict[str, _Host] = field(default_factory=dict)
     _failed: dict[str, str] = field(default_factory=dict)
@@ -198,6 +207,9 @@ class NamespaceHosts:
         host = self._hosts.get(pod_id)
         return (host.spec.ip, SSH_PORT) if host is not None else None
 
+    def failure(self, pod_id: str) -> str | None:
+        return self._failed.get(pod_id)
+
     def signal(self, pod_id: str, sig: int) -> None:
         host = self._hosts.get(pod_id)
         if host is None:
@@ -212,6 +224,8 @@ class NamespaceHosts:
             self._remove(pod_id)
         if self._own_bridge:
             self.bridge.remove()
+        if self.slot_claim is not None:
+            self.slot_claim.release()
 
     # -- one host ---------------------------------------------------------------------------------
 
@@ -333,6 +347,11 @@ class NamespaceHosts:
                 shutil.rmtree(path, ignore_errors=True)
 
 
+def hosts_unavailable(mode: str) -> str | None:
+    """Why a server in `mode` makes no hosts, or None when it does."""
+    return "hosts are off (--hosts off)" if mode == "off" else hostnet.unavailable_reason()
+
+
 def make_hosts(
     mode: str,
     state_dir: Path,
@@ -340,11 +359,14 @@ def make_hosts(
     node_path: Sequence[str] = (),
     node_env: Mapping[str, str] | None = None,
     extra_keys: Sequence[str] = (),
+    slot_claim: SlotClaim | None = None,
 ) -> Hosts:
     """`mode` on|off|auto: auto means hosts when this process can make them, control plane otherwise."""
-    why = "hosts are off (--hosts off)" if mode == "off" else hostnet.unavailable_reason()
+    why = hosts_unavailable(mode)
     if why is None:
-        return NamespaceHosts(state_dir, bridge, tuple(node_path), dict(node_env or {}), tuple(extra_keys))
+        return NamespaceHosts(
+            state_dir, bridge, tuple(node_path), dict(node_env or {}), tuple(extra_keys), slot_claim
+        )
     if mode == "on":
         raise SystemExit(f"--hosts on, but {why}")
     hosts = ControlPlaneOnly(why)

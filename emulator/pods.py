@@ -56,7 +56,7 @@ def new_pod(world: World, *, ident: str | None = None, **fields: Any) -> PodReco
         boot_at=now,
         public_ip=f"198.51.100.{digest % 254 + 1}",
         port_base=20000 + digest % 40000,
-        gn_ip=f"100.65.{digest // 256 % 256}.{digest % 254 + 1}",
+        gn_ip=world.net.pod_ip(digest),
         **fields,
     )
 

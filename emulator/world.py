@@ -16,6 +16,7 @@ from emulator.faults import FaultConfig, Faults
 from emulator.hosts import ControlPlaneOnly, Hosts, HostSpec
 from emulator.latency import BootLatency
 from emulator.models import ClusterRecord, PodRecord, SecretRecord, VolumeRecord, injected_env, public_port
+from emulator.netslot import POD_NET_PREFIX, NetSlot
 from emulator.problems import NO_CAPACITY, ApiError
 from emulator.store import Store
 
@@ -42,9 +43,6 @@ class CapacityFaults(BaseModel):
     stock: dict[str, int] = Field(default_factory=dict)
 
 
-# Loose pods' private (global networking) addresses are 100.65.0.0/16; the bridge holds .0.1 for them.
-POD_NET_GATEWAY = "100.65.0.1"
-POD_NET_PREFIX = 16
 # The emulator reads secret references as RunPod does, independently of facts.secrets, so that a wrong
 # reference built by the stack is caught here rather than agreed with; tests/facts/test_secrets.py checks
 # that the two patterns accept the same names.
@@ -62,6 +60,7 @@ class World:
         self, settings: Settings, store: Store, catalog: Catalog, hosts: Hosts | None = None
     ) -> None:
         self.settings = settings
+        self.net = NetSlot(settings.net_slot)  # the addresses this server's hosts use
         self.hosts: Hosts = hosts or ControlPlaneOnly("hosts are off (in-process world)")
         # Secret values, in memory only (never stored or audited): filled into hosts' env at pod start.
         self.secret_values: dict[str, str] = {}
@@ -164,6 +163,15 @@ class World:
         specs = [self.host_spec(p) for p in self.pods.values() if self.status(p) == "RUNNING"]
         wanted = [s for s in specs if s is not None]
         self.hosts.sync(wanted, set(self.volumes), list(self.ssh_keys))
+        # A pod whose host could not be made fails now, visibly, instead of reading RUNNING with no runtime
+        # until a client's readiness timeout (RunPod shows an unrecoverable container as ERROR too).
+        for spec in wanted:
+            reason = self.hosts.failure(spec.pod_id)
+            pod = self.pods.get(spec.pod_id)
+            if reason is not None and pod is not None and pod.halted is None:
+                pod.halted = "ERROR"
+                self.save(pod)
+                self.audit("pod.error", "pod", pod.id, pod.name, reason=reason)
 
     def host_spec(self, pod: PodRecord) -> HostSpec | None:
         if pod.cluster_id is not None:
@@ -173,9 +181,11 @@ class World:
             net = ipaddress.ip_network(cluster.cidr)
             address, gateway, iface = f"{pod.fabric_ip}/{net.prefixlen}", str(net.network_address + 1), "ens1"
         else:
-            if not pod.gn_ip or pod.gn_ip == POD_NET_GATEWAY:
+            # Loose pods' private (global networking) addresses: this server's /16; the bridge holds .0.1.
+            if not pod.gn_ip or pod.gn_ip == self.net.pod_net_gateway:
                 return None
-            address, gateway, iface = f"{pod.gn_ip}/{POD_NET_PREFIX}", POD_NET_GATEWAY, "eth0"
+            gateway, iface = self.net.pod_net_gateway, "eth0"
+            address = f"{pod.gn_ip}/{POD_NET_PREFIX}"
         env = {k: self._fill_secrets(v) for k, v in pod.env.items()} | injected_env(pod)
         ip = address.split("/")[0]
         env |= {"RUNPOD_PUBLIC_IP": ip, "RUNPOD_TCP_PORT_22": "22"}

@@ -61,7 +61,7 @@ def scale_config(topology: str, nodes: int) -> dict[str, Any]:
         "trainstack:training": {
             "command": ["train/train.py"],
             "max_run_hours": 1,
-            "nccl_min_busbw_gbps": 100,
+            "nccl_min_busbw_gb_per_s": 100,
         },
         "trainstack:runpod_spend_limit_per_hour": 1_000_000,
     }

@@ -1,9 +1,9 @@
-"""Prepare a local-RunPod workspace: demo secret values and the account spend limit the stack declares.
+"""Prepare a local-RunPod workspace: demo secret values and the one account spend limit of all local stacks.
 
 Run by `scripts/up` against the local RunPod only: `python -m scripts.local_demo STACK WORKSPACE`. The secret
 values are placeholders that exist only in `.state/local/` (moto accepts any AWS key; the local RunPod stores
-secrets without reading them). The spend limit is what `stacks/Pulumi.<stack>.yaml` says the team has obtained
-from RunPod, so the local account behaves like the real one after the raise.
+secrets without reading them). The local RunPod is one account for all stacks: its spend limit is the highest
+any `stacks/Pulumi.<stack>.yaml` declares (what the team obtained from RunPod); see scripts/local_account.py.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import yaml
 
-from facts.money import DEFAULT_SPEND_LIMIT_PER_HOUR
+from scripts.local_account import account_limit, declared_limits
 
 # moto's documented test credentials; anything else for the other secrets is a visible placeholder.
 _DEMO_VALUES = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
@@ -40,8 +40,10 @@ def set_demo_secrets(workspace: Path, stack: str, config: dict[str, object]) -> 
     return names
 
 
-def give_account_spend_limit(config: dict[str, object]) -> float:
-    limit = float(config.get("trainstack:runpod_spend_limit_per_hour") or DEFAULT_SPEND_LIMIT_PER_HOUR)  # type: ignore[arg-type]
+def give_account_spend_limit() -> float:
+    """The local RunPod is one account for every stack: the highest limit any stack declares
+    (scripts/local_account.py; `scripts/up` explains when the stacks still running leave too little)."""
+    limit = account_limit(declared_limits())
     response = httpx.patch(
         f"{os.environ['RUNPOD_API_URL']}/_admin/limits", json={"spendLimit": limit}, timeout=10
     )
@@ -68,12 +70,12 @@ def main(argv: list[str]) -> int:
     stack, workspace = argv[0], Path(argv[1])
     config = stack_config(workspace, stack)
     names = set_demo_secrets(workspace, stack, config)
-    limit = give_account_spend_limit(config)
+    limit = give_account_spend_limit()
     endpoint = point_nodes_at_moto(workspace, stack)
     hosts = f"nodes are emulated hosts, S3 at {endpoint}" if endpoint else "control-plane only (no hosts)"
     print(f"local demo: {hosts}", file=sys.stderr)
-    print(f"local demo: placeholder values for {', '.join(names) or 'no secrets'}; spend limit ${limit:g}/h",
-          file=sys.stderr)  # fmt: skip
+    secrets = ", ".join(names) or "no secrets"
+    print(f"local demo: placeholder values for {secrets}; account spend limit ${limit:g}/h", file=sys.stderr)
     return 0
 
 

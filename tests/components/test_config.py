@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import pytest
@@ -23,7 +24,7 @@ BASE: dict[str, Any] = {
     },
     "trainstack:bucket": {"name": "ckpt-bucket", "region": "us-east-1"},
     "trainstack:training": {
-        "nccl_min_busbw_gbps": 100,
+        "nccl_min_busbw_gb_per_s": 100,
         "secrets": ["HF_TOKEN", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"],
     },
     "trainstack:runpod_spend_limit_per_hour": 300,
@@ -111,8 +112,8 @@ INVALID = [
     ),
     (
         "no-floor-on-cluster",
-        _with("training.nccl_min_busbw_gbps", 0),
-        "trainstack:training.nccl_min_busbw_gbps",
+        _with("training.nccl_min_busbw_gb_per_s", 0),
+        "trainstack:training.nccl_min_busbw_gb_per_s",
         "set a floor",
     ),
     (
@@ -169,14 +170,14 @@ INVALID = [
     # issue 24: non-finite numbers, booleans or text where numbers belong, image references, workdir
     (
         "nan-floor",
-        _with("training.nccl_min_busbw_gbps", "nan"),
-        "trainstack:training.nccl_min_busbw_gbps",
+        _with("training.nccl_min_busbw_gb_per_s", "nan"),
+        "trainstack:training.nccl_min_busbw_gb_per_s",
         "write a number",
     ),
     (
         "nan-float-floor",
-        _with("training.nccl_min_busbw_gbps", float("nan")),
-        "trainstack:training.nccl_min_busbw_gbps",
+        _with("training.nccl_min_busbw_gb_per_s", float("nan")),
+        "trainstack:training.nccl_min_busbw_gb_per_s",
         "finite number",
     ),
     (
@@ -361,3 +362,32 @@ def test_a_stack_above_the_default_spend_limit_is_told_its_declared_limit_is_unv
 
 def test_a_stack_within_the_default_spend_limit_has_nothing_to_verify() -> None:
     assert unverified_spend_limit_notice(stack_config("dev")) is None
+
+
+def test_old_busbw_key_still_works_and_says_it_is_deprecated() -> None:
+    raw = copy.deepcopy(BASE)
+    secrets = BASE["trainstack:training"]["secrets"]
+    raw["trainstack:training"] = {"nccl_min_busbw_gbps": 150, "secrets": secrets}
+    said: list[str] = []
+    cfg = load_stack_config(raw, warn=said.append)
+    assert cfg.training.nccl_min_busbw_gb_per_s == 150
+    assert len(said) == 1
+    assert "trainstack:training.nccl_min_busbw_gbps is deprecated" in said[0]
+    assert "GB/s" in said[0] and "rename it to nccl_min_busbw_gb_per_s" in said[0]
+    # Without a callback the message is a DeprecationWarning; a JSON string (as Pulumi gives it) works too.
+    raw["trainstack:training"] = json.dumps({"nccl_min_busbw_gbps": 150, "secrets": secrets})
+    with pytest.warns(DeprecationWarning, match="rename it to nccl_min_busbw_gb_per_s"):
+        assert load_stack_config(raw).training.nccl_min_busbw_gb_per_s == 150
+
+
+def test_old_and_new_busbw_keys_together_are_an_error() -> None:
+    raw = _with("training.nccl_min_busbw_gbps", 100)
+    with pytest.raises(ConfigError) as err:
+        load_stack_config(raw, warn=lambda _: None)
+    assert "trainstack:training" in str(err.value) and "keep only nccl_min_busbw_gb_per_s" in str(err.value)
+
+
+def test_the_new_key_gives_no_deprecation_message() -> None:
+    said: list[str] = []
+    load_stack_config(BASE, warn=said.append)
+    assert said == []

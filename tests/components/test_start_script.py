@@ -17,7 +17,7 @@ FAKE_TORCHRUN = r"""#!/usr/bin/env bash
 # Records its command line; answers the all-reduce preflight; records the training environment.
 printf '%s\n' "$*" >>"$FAKE_DIR/torchrun.log"
 if [[ "${!#}" == *trainstack-allreduce* ]]; then
-  echo "TRAINSTACK_BUSBW_GBPS=${FAKE_BUSBW:-500}"
+  echo "TRAINSTACK_BUSBW_GB_PER_S=${FAKE_BUSBW:-500}"
   exit 0
 fi
 env | grep -E '^(TRAINSTACK_|NCCL_|GLOO_|MASTER_|NODE_RANK=|NUM_NODES=)' | sort >"$FAKE_DIR/train.env"
@@ -209,7 +209,7 @@ def test_preflight_failures(prod3: Node) -> None:
 @pytest.mark.parametrize("floor", ["nan", "-nan", "inf", "fast"])
 def test_unparsable_floor_fails_the_preflight(prod3: Node, floor: str) -> None:
     """A floor that is not a number must stop the node, not compare as 0 and pass a 0.5 GB/s fabric."""
-    code, out = prod3.run(TRAINSTACK_NCCL_MIN_BUSBW_GBPS=floor, FAKE_BUSBW="0.5")
+    code, out = prod3.run(TRAINSTACK_NCCL_MIN_BUSBW_GB_PER_S=floor, FAKE_BUSBW="0.5")
     assert code != 0 and "is not a number of GB/s" in out, out
 
 

@@ -79,3 +79,39 @@ def test_deploy_is_serialised_gated_and_read_only() -> None:
     up = stack["jobs"]["up"]
     assert up["environment"] == "${{ inputs.stack }}"
     assert up["concurrency"]["cancel-in-progress"] is False
+
+
+def _on(workflow: dict[str, Any]) -> dict[str, Any]:
+    return workflow.get("on") or workflow[True]  # type: ignore[no-any-return]  # YAML 1.1 reads `on` as True
+
+
+def test_test_runs_scripts_test_on_pull_requests_and_pushes_with_caches() -> None:
+    test = load("test.yml")
+    assert {"pull_request", "push"} <= set(_on(test))
+    assert test["permissions"] == {"contents": "read"}
+    steps = test["jobs"]["test"]["steps"]
+    assert [s["run"] for s in steps if "run" in s] == ["scripts/test"]  # what developers run, verbatim
+    uses = {s["uses"].split("@")[0]: s.get("with", {}) for s in steps if "uses" in s}
+    assert uses["actions/setup-go"]["cache-dependency-path"] == "tools/*/go.sum"  # Go module + build cache
+    cached = {
+        w["path"]: w["key"]
+        for s in steps
+        if s.get("uses", "").startswith("actions/cache")
+        for w in [s["with"]]
+    }
+    assert "uv.lock" in cached["~/.cache/uv"]  # uv's wheels, keyed by the lock
+    assert "go.sum" in cached["~/.cache/trainstack"]
+
+
+def test_deploy_runs_only_after_test_passed_on_main_and_deploys_that_commit() -> None:
+    deploy, stack = load("deploy.yml"), load("deploy-stack.yml")
+    run = _on(deploy)["workflow_run"]
+    assert run == {"workflows": [load("test.yml")["name"]], "types": ["completed"], "branches": ["main"]}
+    gate = deploy["jobs"]["dev"]["if"]
+    assert "conclusion == 'success'" in gate and "event == 'push'" in gate and "head_repository" in gate
+    for job in deploy["jobs"].values():
+        assert job["with"]["ref"] == "${{ github.event.workflow_run.head_sha }}"
+    checkout = next(
+        s for s in stack["jobs"]["up"]["steps"] if s.get("uses", "").startswith("actions/checkout")
+    )
+    assert checkout["with"]["ref"] == "${{ inputs.ref }}"

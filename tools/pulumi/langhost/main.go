@@ -3,10 +3,11 @@
 // Why it exists: Pulumi's own language host lives in a Go module without release tags, and the Go
 // module proxy reachable from these machines refuses the pseudo-versions that would name it, so it
 // cannot be built offline. This host implements the part of the LanguageRuntime gRPC contract that a
-// pip-managed Python project needs: running the program (through the pulumi-language-python-exec
-// helper shipped in the Pulumi SDK module), reporting the resource plugins its packages declare, and
-// running Python plugins such as policy packs. Dependency installation is deliberately not done here:
-// scripts/bootstrap owns the virtualenv.
+// Python project managed with pip or uv needs: running the program (through the
+// pulumi-language-python-exec helper shipped in the Pulumi SDK module), reporting the resource plugins its
+// packages declare, and running Python plugins such as policy packs. With the `toolchain: uv` runtime option
+// it finds the virtualenv where Pulumi's own host does and installs dependencies with `uv sync --frozen`
+// (the lock is the only source of versions); with pip, scripts/bootstrap owns the virtualenv.
 //
 // Like Pulumi's own plugins it exits when the engine that started it goes away: rpcutil.Healthcheck (Go SDK,
 // sdk/go/common/util/rpcutil/health.go) asks the engine's health service every TRAINSTACK_ENGINE_CHECK_S
@@ -145,14 +146,61 @@ func (h *host) Cancel(context.Context, *emptypb.Empty) (*emptypb.Empty, error) {
 	return &emptypb.Empty{}, nil
 }
 
-// virtualenv resolves the `virtualenv` runtime option against the project (or policy pack) root.
+// Runtime option values of `toolchain` this host understands (Pulumi's own host also knows poetry).
+const (
+	toolchainPip = "pip"
+	toolchainUv  = "uv"
+)
+
+// toolchain returns the `toolchain` runtime option ("pip" when unset), or an error naming the fix.
+func toolchain(info *pulumirpc.ProgramInfo) (string, error) {
+	tc := info.GetOptions().GetFields()["toolchain"].GetStringValue()
+	switch tc {
+	case "", toolchainPip:
+		return toolchainPip, nil
+	case toolchainUv:
+		return toolchainUv, nil
+	}
+	return "", fmt.Errorf("runtime option toolchain: %q is not supported by trainstack's language host; "+
+		"use \"uv\" or \"pip\" in Pulumi.yaml", tc)
+}
+
+// searchUp returns the nearest directory at or above dir that holds name, or "".
+func searchUp(dir, name string) string {
+	for {
+		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return ""
+		}
+		dir = parent
+	}
+}
+
+// virtualenv resolves the `virtualenv` runtime option against the project (or policy pack) root. Without
+// the option, toolchain uv uses what Pulumi's uv toolchain (sdk/python/toolchain/uv.go) uses: `.venv` beside
+// the nearest uv.lock above the root, else beside the nearest pyproject.toml, else in the root; pip falls
+// back to PULUMI_RUNTIME_VIRTUALENV.
 func virtualenv(info *pulumirpc.ProgramInfo) string {
 	if info == nil {
 		return os.Getenv("PULUMI_RUNTIME_VIRTUALENV")
 	}
 	venv := info.GetOptions().GetFields()["virtualenv"].GetStringValue()
 	if venv == "" {
-		return os.Getenv("PULUMI_RUNTIME_VIRTUALENV")
+		if tc, _ := toolchain(info); tc != toolchainUv {
+			return os.Getenv("PULUMI_RUNTIME_VIRTUALENV")
+		}
+		root := info.GetRootDirectory()
+		dir := searchUp(root, "uv.lock")
+		if dir == "" {
+			dir = searchUp(root, "pyproject.toml")
+		}
+		if dir == "" {
+			dir = root
+		}
+		return filepath.Join(dir, ".venv")
 	}
 	if !filepath.IsAbs(venv) {
 		venv = filepath.Join(info.GetRootDirectory(), venv)
@@ -162,6 +210,9 @@ func virtualenv(info *pulumirpc.ProgramInfo) string {
 
 // python returns the interpreter to run and the environment additions that select the virtualenv.
 func python(info *pulumirpc.ProgramInfo) (string, []string, error) {
+	if _, err := toolchain(info); err != nil {
+		return "", nil, err
+	}
 	venv := virtualenv(info)
 	if venv == "" {
 		cmd := os.Getenv("PULUMI_PYTHON_CMD")
@@ -363,9 +414,61 @@ func (h *host) RunPlugin(req *pulumirpc.RunPluginRequest, srv pulumirpc.Language
 }
 
 func (h *host) InstallDependencies(req *pulumirpc.InstallDependenciesRequest, srv pulumirpc.LanguageRuntime_InstallDependenciesServer) error {
-	// scripts/bootstrap installs requirements.txt into .venv; say so rather than silently doing nothing.
-	msg := "trainstack: dependencies are installed by scripts/bootstrap (requirements.txt into .venv)\n"
-	return srv.Send(&pulumirpc.InstallDependenciesResponse{Stdout: []byte(msg)})
+	info := req.GetInfo()
+	tc, err := toolchain(info)
+	if err != nil {
+		return err
+	}
+	if tc != toolchainUv {
+		// With pip, scripts/bootstrap owns .venv; say so rather than silently doing nothing.
+		msg := "trainstack: with toolchain pip, dependencies are installed by scripts/bootstrap\n"
+		return srv.Send(&pulumirpc.InstallDependenciesResponse{Stdout: []byte(msg)})
+	}
+	root := info.GetRootDirectory()
+	if root == "" {
+		root = req.GetDirectory()
+	}
+	lockDir := searchUp(root, "uv.lock")
+	if lockDir == "" {
+		return fmt.Errorf("toolchain uv: no uv.lock at or above %s; run `uv lock` in the project first", root)
+	}
+	if _, err := exec.LookPath("uv"); err != nil {
+		return errors.New("toolchain uv: no `uv` on PATH; run scripts/bootstrap (it installs uv) or pip install uv")
+	}
+	// --frozen: install exactly what the lock says; never re-resolve (and rewrite the lock) behind a deploy.
+	ctx, cancel := h.bound(srv.Context())
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "uv", "sync", "--frozen")
+	cmd.Dir = lockDir
+	cmd.Env = append(os.Environ(), "UV_PROJECT_ENVIRONMENT="+virtualenv(info))
+	mu := &sync.Mutex{}
+	cmd.Stdout = installWriter{mu: mu, srv: srv}
+	cmd.Stderr = installWriter{mu: mu, srv: srv, stderr: true}
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("uv sync --frozen in %s: %w", lockDir, err)
+	}
+	return nil
+}
+
+// installWriter forwards uv's output to the engine as InstallDependencies messages.
+type installWriter struct {
+	mu     *sync.Mutex
+	srv    pulumirpc.LanguageRuntime_InstallDependenciesServer
+	stderr bool
+}
+
+func (w installWriter) Write(p []byte) (int, error) {
+	data := append([]byte(nil), p...)
+	msg := &pulumirpc.InstallDependenciesResponse{Stdout: data}
+	if w.stderr {
+		msg = &pulumirpc.InstallDependenciesResponse{Stderr: data}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.srv.Send(msg); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 func (h *host) RuntimeOptionsPrompts(context.Context, *pulumirpc.RuntimeOptionsRequest) (*pulumirpc.RuntimeOptionsResponse, error) {

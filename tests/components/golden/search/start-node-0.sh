@@ -26,7 +26,7 @@ TRAINSTACK_STOP_GRACE_S=${TRAINSTACK_STOP_GRACE_S:-300}
 TRAINSTACK_TERM_UPLOAD_S=${TRAINSTACK_TERM_UPLOAD_S:-4}
 TRAINSTACK_MAX_RESTARTS=${TRAINSTACK_MAX_RESTARTS:-3}
 TRAINSTACK_MIN_FREE_DISK_GB=${TRAINSTACK_MIN_FREE_DISK_GB:-20}
-TRAINSTACK_NCCL_MIN_BUSBW_GBPS=${TRAINSTACK_NCCL_MIN_BUSBW_GBPS:-200}
+TRAINSTACK_NCCL_MIN_BUSBW_GB_PER_S=${TRAINSTACK_NCCL_MIN_BUSBW_GB_PER_S:-200}
 TRAINSTACK_SHARD_BY_NODE=${TRAINSTACK_SHARD_BY_NODE:-0}
 TRAINSTACK_POD_INDEX=${TRAINSTACK_POD_INDEX:-0}
 AWS_ENDPOINT_URL_S3=${AWS_ENDPOINT_URL_S3:-http://127.0.0.1:9000}
@@ -243,19 +243,19 @@ for size in sizes:
     busbw = algbw * 2 * (n - 1) / n  # nccl-tests' definition for all_reduce (0 for one rank)
     if lead:
         print(f"TRAINSTACK_ALLREDUCE ranks={n} bytes={size} time_us={elapsed.item() * 1e6:.1f} "
-              f"algbw_gbps={algbw:.2f} busbw_gbps={busbw:.2f}", flush=True)
+              f"algbw={algbw:.2f}GB/s busbw={busbw:.2f}GB/s", flush=True)
     del data
 if lead:
-    print(f"TRAINSTACK_BUSBW_GBPS={busbw:.2f}", flush=True)
+    print(f"TRAINSTACK_BUSBW_GB_PER_S={busbw:.2f}", flush=True)
 dist.destroy_process_group()
 PY
 }
 
 preflight_allreduce() {
-  local script out busbw floor=$TRAINSTACK_NCCL_MIN_BUSBW_GBPS
+  local script out busbw floor=$TRAINSTACK_NCCL_MIN_BUSBW_GB_PER_S
   # A floor that is not a plain number ("nan", "", "fast") would compare as 0 in awk and pass any fabric.
   [[ "$floor" =~ ^[0-9]+([.][0-9]+)?([eE][-+]?[0-9]+)?$ ]] ||
-    die "TRAINSTACK_NCCL_MIN_BUSBW_GBPS='$floor' is not a number of GB/s; set a floor such as 300 (0 only reports)"
+    die "TRAINSTACK_NCCL_MIN_BUSBW_GB_PER_S='$floor' is not a number of GB/s; set a floor such as 300 (0 only reports)"
   script=$(mktemp "${TMPDIR:-/tmp}/trainstack-allreduce.XXXXXX")
   write_allreduce_py >"$script"
   # A port and id of its own, so the training rendezvous below starts clean.
@@ -265,7 +265,7 @@ preflight_allreduce() {
   while read -r tag fields; do
     if [[ "$tag" == TRAINSTACK_ALLREDUCE ]]; then log "all-reduce $fields"; fi
   done <<<"$out"
-  busbw=$(sed -n 's/^TRAINSTACK_BUSBW_GBPS=//p' <<<"$out" | tail -n 1)
+  busbw=$(sed -n 's/^TRAINSTACK_BUSBW_GB_PER_S=//p' <<<"$out" | tail -n 1)
   [[ "$busbw" =~ ^[0-9]+([.][0-9]+)?$ ]] || die "all-reduce preflight printed no usable bandwidth ('$busbw')"
   if ((NUM_NODES * NPROC_PER_NODE < 2)); then
     # One rank moves no data between GPUs: bus bandwidth is 0 by definition, so no floor applies.

@@ -1,0 +1,134 @@
+"""The local RunPod as one account: its spend limit, what each stack holds there, and how to free it.
+
+A real RunPod account has one spend limit for everything it runs. The local RunPod models that: its limit is
+the highest one any stack declares (`trainstack:runpod_spend_limit_per_hour` in stacks/Pulumi.<stack>.yaml,
+RunPod's default where unset), and when the stacks still running there leave too little room for the next
+one, `scripts/up` says so in one line naming `scripts/down` instead of failing on RunPod's spend-limit error.
+
+    python -m scripts.local_account room STACK     exit 1 with that line when STACK would not fit
+    python -m scripts.local_account left           the local stacks still holding anything (scripts/down)
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from facts.money import DEFAULT_SPEND_LIMIT_PER_HOUR
+
+REPO = Path(__file__).resolve().parents[1]
+_LIMIT_KEY = "trainstack:runpod_spend_limit_per_hour"
+# Pods are named trainstack-<stack>-pod-<i>, cluster members after trainstack-<stack>-cluster
+# (components/cluster.py); volumes trainstack-<stack>-volume.
+_OWNER = re.compile(r"^trainstack-(?P<stack>.+?)-(?:pod-\d+|cluster|volume)(?:\b.*)?$")
+
+
+def stack_file_config(stack: str, repo: Path = REPO) -> dict[str, Any]:
+    data = yaml.safe_load((repo / "stacks" / f"Pulumi.{stack}.yaml").read_text()) or {}
+    return dict(data.get("config") or {})
+
+
+def declared_limits(repo: Path = REPO) -> dict[str, float]:
+    """Each stack's declared account spend limit, USD/h."""
+    limits = {}
+    for path in sorted((repo / "stacks").glob("Pulumi.*.yaml")):
+        stack = path.name.removeprefix("Pulumi.").removesuffix(".yaml")
+        limits[stack] = float(stack_file_config(stack, repo).get(_LIMIT_KEY) or DEFAULT_SPEND_LIMIT_PER_HOUR)
+    return limits
+
+
+def account_limit(limits: Mapping[str, float]) -> float:
+    """One account for every local stack: the highest limit any of them declares."""
+    return max(limits.values(), default=DEFAULT_SPEND_LIMIT_PER_HOUR)
+
+
+def owner(name: str) -> str | None:
+    """The stack a RunPod resource name belongs to, or None for a name trainstack did not give."""
+    match = _OWNER.match(name)
+    return match["stack"] if match else None
+
+
+def spend_by_stack(live: Mapping[str, Any]) -> dict[str, float]:
+    """USD/h billed now per stack, from the local RunPod's /_admin/live answer (unnamed pods: '?')."""
+    spend: dict[str, float] = {}
+    for pod in live.get("pods") or []:
+        cost = float(pod.get("cost") or 0)
+        if cost > 0:
+            stack = owner(str(pod.get("name") or "")) or "?"
+            spend[stack] = round(spend.get(stack, 0.0) + cost, 4)
+    return spend
+
+
+def room_note(stack: str, need: float, limit: float, spend: Mapping[str, float]) -> str | None:
+    """The one line that explains why `stack` (needing `need` USD/h) does not fit, or None if it fits.
+
+    The stack's own running pods are not counted: an `up` of a running stack replaces or keeps them."""
+    others = {s: c for s, c in spend.items() if s != stack}
+    used = sum(others.values())
+    if used + need <= limit + 1e-9:
+        return None
+    running = ", ".join(f"{s} (${c:.2f}/h)" for s, c in sorted(others.items()))
+    stop = " or ".join(f"`scripts/down {s}`" for s in sorted(others) if s != "?") or "`scripts/down STACK`"
+    return (
+        f"the local RunPod is one account with a ${limit:g}/h spend limit (the highest any stack declares); "
+        f"{running or 'nothing'} still running leaves ${max(limit - used, 0):.2f}/h, and '{stack}' needs "
+        f"${need:.2f}/h: stop the others first with {stop} (or `pulumi destroy --stack <name>`)"
+    )
+
+
+def stack_cost(stack: str, repo: Path = REPO) -> float:
+    """The hourly cost the policy pack estimates for the stack, from its stack file."""
+    from components.config import load_stack_config
+    from components.config_rules import estimate_cost_per_hour
+
+    raw = {k: v for k, v in stack_file_config(stack, repo).items() if not k.startswith("trainstack:secrets.")}
+    return estimate_cost_per_hour(load_stack_config(raw, warn=lambda _: None))
+
+
+def _live() -> dict[str, Any]:
+    import httpx
+
+    response = httpx.get(f"{os.environ['RUNPOD_API_URL']}/_admin/live", timeout=10)
+    response.raise_for_status()
+    return response.json()  # type: ignore[no-any-return]
+
+
+def leftovers(live: Mapping[str, Any]) -> dict[str, list[str]]:
+    """What the local RunPod still holds, by owning stack ('?' for names trainstack did not give)."""
+    held: dict[str, list[str]] = {}
+    for kind in ("pods", "clusters", "volumes"):
+        for item in live.get(kind) or []:
+            if kind == "pods" and item.get("clusterId"):
+                continue  # counted with its cluster
+            name = str(item.get("name") or "")
+            held.setdefault(owner(name) or "?", []).append(name)
+    return held
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["room"] and len(argv) == 2:
+        note = room_note(
+            argv[1], stack_cost(argv[1]), account_limit(declared_limits()), spend_by_stack(_live())
+        )
+        if note:
+            print(f"scripts/up: {note}", file=sys.stderr)
+            return 1
+        return 0
+    if argv == ["left"]:
+        for stack, names in sorted(leftovers(_live()).items()):
+            print(
+                f"  {stack}: {len(names)} ({', '.join(sorted(names)[:3])}{', ...' if len(names) > 3 else ''})"
+            )
+        return 0
+    print("usage: python -m scripts.local_account room STACK | left", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -55,6 +55,7 @@ def main() -> None:
     pulumi.export("hosts", cluster.hosts)
     pulumi.export("cost_per_hour", cluster.cost_per_hour)
     pulumi.export("cost_per_run", cluster.cost_per_run)
+    pulumi.export("forecast", cluster.forecast)
     pulumi.export("artifacts_dir", str(OUT_DIR / stack))
 
 

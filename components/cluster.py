@@ -32,6 +32,7 @@ from components.render import Artifacts, Node, render_artifacts
 from facts import secrets
 from facts.gpus import GPUS
 from facts.money import HOURS_PER_MONTH
+from forecast.stack import stack_forecast
 from providers.runpod.cluster import InstantCluster
 from providers.runpod.pod import Pod
 from providers.runpod.secret import Secret
@@ -70,6 +71,9 @@ class H100Cluster(pulumi.ComponentResource):
     start_scripts: pulumi.Output[dict[str, str]]
     cost_per_hour: pulumi.Output[float]
     cost_per_run: pulumi.Output[float]
+    forecast: (
+        dict[str, Any] | None
+    )  # memory, hours and run cost (forecast.model.Forecast.to_output); plain data
 
     def __init__(self, name: str, args: H100ClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(COMPONENT_TYPE, name, None, opts)
@@ -125,6 +129,10 @@ class H100Cluster(pulumi.ComponentResource):
             *[r.cost_per_hour for r in priced], *[r.storage_cost_per_month for r in priced]
         ).apply(lambda costs: _hourly(costs, len(priced)))
         self.cost_per_run = self.cost_per_hour.apply(lambda c: round(c * cfg.training.max_run_hours, 2))
+        # From the config alone, so it is known at preview, where the policy pack reads it from this
+        # component's outputs; None when the stack declares no training.model.
+        prediction = stack_forecast(cfg)
+        self.forecast = None if prediction is None else prediction.to_output()
         # The scripts themselves (~19 KB a node) stay out of the state: the engine rewrites the whole
         # checkpoint at every step, so 250 nodes' scripts made each write ~5 MB and a destroy quadratic.
         # Their digests still show in a preview diff which nodes' scripts a change touches.
@@ -136,6 +144,7 @@ class H100Cluster(pulumi.ComponentResource):
                 "start_script_sha256": self.start_scripts.apply(_digests),
                 "cost_per_hour": self.cost_per_hour,
                 "cost_per_run": self.cost_per_run,
+                "forecast": self.forecast,
             }
         )
 

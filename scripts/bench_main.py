@@ -28,6 +28,7 @@ import yaml
 
 from emulator.harness import LocalRunPod, MotoS3, start_local_runpod, start_moto_s3
 from emulator.latency import image_gb, ready_s
+from scripts.bench_forecast import measure as forecast_overhead
 from scripts.bench_run import Measurement, Workspace
 from tests.support.pulumi_cli import REPO
 
@@ -263,6 +264,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.scale_one:
             with bench(root, 1.0) as real:
                 results["prod_up_scale_one"] = run_prod_up(real, 1)
+    results["forecast_overhead"] = forecast_overhead(previews=max(runs, 5))  # its own local RunPod
     results["bench_wall_s"] = round(time.perf_counter() - started, 1)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=1))

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from scripts.bench_forecast import section as forecast_section
 from scripts.bench_stats import Fit, Spread, at_scale_one, linear_fit, spread, table
 
 VERBS = ("preview (empty)", "up", "preview (no-op)", "up (no-op)", "refresh", "destroy")
@@ -295,6 +296,8 @@ def render(res: Mapping[str, Any], plot_name: str, before: Mapping[str, Any] | N
     ]
     if before is not None:
         parts += ["## Before and after the optimizations", before_after(before, res), ""]
+    if res.get("forecast_overhead"):
+        parts += [forecast_section(res["forecast_overhead"]), ""]
     return "\n".join(parts)
 
 

@@ -21,6 +21,7 @@ from policy.config_file import problems_in
 from scripts.preview_report_parse import (
     PreviewParseError,
     ResourceCost,
+    export_forecast,
     parse_events,
     parse_export,
 )
@@ -162,7 +163,8 @@ def report_stack(runner: Runner, stack: str) -> StackReport:
     """Before from the state, after and violations from the preview, as one record."""
     state = runner.export(stack)
     before: tuple[ResourceCost, ...] = parse_export(state) if state else ()
-    return build(stack, parse_events(runner.preview_events(stack)), before)
+    forecast = export_forecast(state) if state else None
+    return build(stack, parse_events(runner.preview_events(stack)), before, forecast)
 
 
 def exit_code(reports: Sequence[StackReport]) -> int:

@@ -88,6 +88,9 @@ class Preview:
     diagnostics: tuple[str, ...]  # warnings and errors, "<severity>: <message>"
     config_run_hours: float | None  # `<project>:training.max_run_hours` from the stack config
     failed: bool  # the engine said the preview failed (policy or otherwise)
+    forecast: Mapping[str, Any] | None = (
+        None  # the stack output `forecast` after the change (docs/FORECAST.md)
+    )
 
 
 # --- masking ---------------------------------------------------------------------------------------
@@ -267,6 +270,15 @@ def _violation(raw: Mapping[str, Any]) -> PolicyViolation:
     )
 
 
+def _stack_forecast(metadata: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The stack output `forecast` from a resOutputsEvent of the stack; None for any other event."""
+    new = metadata.get("new") or {}
+    if new.get("type") != "pulumi:pulumi:Stack":
+        return None
+    value = (new.get("outputs") or {}).get("forecast")
+    return mask(value) if isinstance(value, Mapping) else None
+
+
 def _dedupe(items: Iterable[Any]) -> tuple[Any, ...]:
     return tuple(dict.fromkeys(items))
 
@@ -278,6 +290,7 @@ def parse_events(lines: Iterable[str]) -> Preview:
     violations: list[PolicyViolation] = []
     diagnostics: list[str] = []
     config: Mapping[str, Any] = {}
+    forecast: Mapping[str, Any] | None = None
     failed, summarised = False, False
     for number, line in enumerate(lines, 1):
         if not line.strip():
@@ -291,6 +304,8 @@ def parse_events(lines: Iterable[str]) -> Preview:
             if parsed:
                 changes.append(parsed[0])
                 after.extend([parsed[1]] if parsed[1] else [])
+        elif "resOutputsEvent" in event:
+            forecast = _stack_forecast(event["resOutputsEvent"].get("metadata") or {}) or forecast
         elif "policyEvent" in event:
             violations.append(_violation(event["policyEvent"]))
         elif "diagnosticEvent" in event:
@@ -311,6 +326,7 @@ def parse_events(lines: Iterable[str]) -> Preview:
         diagnostics=_dedupe(diagnostics),
         config_run_hours=_config_run_hours(config),
         failed=failed,
+        forecast=forecast,
     )
 
 
@@ -352,3 +368,13 @@ def parse_export(document: Mapping[str, Any]) -> tuple[ResourceCost, ...]:
         cost = cost_of(str(raw.get("urn", "")), type_, props)
         costs.extend([cost] if cost else [])
     return tuple(sorted(costs, key=lambda c: c.urn))
+
+
+def export_forecast(document: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The stack output `forecast` in `pulumi stack export` (the before side); None when it has none."""
+    deployment = document.get("deployment")
+    for raw in deployment.get("resources") or [] if isinstance(deployment, Mapping) else []:
+        if raw.get("type") == "pulumi:pulumi:Stack":
+            value = (raw.get("outputs") or {}).get("forecast")
+            return mask(value) if isinstance(value, Mapping) else None
+    return None

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from facts.money import HOURS_PER_MONTH
+from scripts.preview_report_forecast import forecast_json, forecast_table
+from scripts.preview_report_groups import group_changes
 from scripts.preview_report_parse import Preview, ResourceChange, ResourceCost
 
 MARKER = "<!-- trainstack-preview-report -->"  # the workflow finds its own comment by this line
@@ -39,6 +41,7 @@ class StackReport:
     before: tuple[ResourceCost, ...]
     before_totals: CostTotals
     after_totals: CostTotals
+    before_forecast: Mapping[str, Any] | None = None  # the stack output `forecast` in the state
 
     @property
     def mandatory(self) -> int:
@@ -67,7 +70,12 @@ def totals(costs: Sequence[ResourceCost], config_run_hours: float | None) -> Cos
     )
 
 
-def build(stack: str, preview: Preview, before: Sequence[ResourceCost]) -> StackReport:
+def build(
+    stack: str,
+    preview: Preview,
+    before: Sequence[ResourceCost],
+    before_forecast: Mapping[str, Any] | None = None,
+) -> StackReport:
     """The report; a resource in the state that the preview has no step for is unchanged, so its cost
     carries over (the plain `--json` form leaves some `same` steps out)."""
     stepped = {c.urn for c in preview.changes}
@@ -80,6 +88,7 @@ def build(stack: str, preview: Preview, before: Sequence[ResourceCost]) -> Stack
         before=tuple(before),
         before_totals=totals(before, preview.config_run_hours),
         after_totals=totals(after, preview.config_run_hours),
+        before_forecast=before_forecast,
     )
 
 
@@ -131,16 +140,19 @@ def _changes_table(report: StackReport) -> list[str]:
     if not changed:
         return [head]
     rows = [head, "", "| op | resource | type | changed properties |", "|---|---|---|---|"]
-    for c in sorted(changed, key=lambda c: (OP_ORDER.index(c.op) if c.op in OP_ORDER else 99, c.urn)):
-        shown = [_property(p.path, p.before, p.after, p.forces_replace) for p in c.changes[:_MAX_PROPS]]
-        if len(c.changes) > _MAX_PROPS:
-            shown.append(f"… and {len(c.changes) - _MAX_PROPS} more")
+    ordered = sorted(changed, key=lambda c: (OP_ORDER.index(c.op) if c.op in OP_ORDER else 99, c.urn))
+    # Resources that differ only in their index (search-pod-0..3) are one row: "4 x search-pod-[0-3]".
+    for group in group_changes(ordered):
+        c = group.first
+        shown = [_property(p.path, p.before, p.after, p.forces_replace) for p in group.changes[:_MAX_PROPS]]
+        if len(group.changes) > _MAX_PROPS:
+            shown.append(f"… and {len(group.changes) - _MAX_PROPS} more")
         props = "<br>".join(shown)
         if not props and c.op in ("update", "replace"):
             props = "(the provider reports a change; no input differs)"
-        rows.append(
-            f"| {_OP_SIGN.get(c.op, '')} {c.op} | `{cell(c.name)}` | {cell(short_type(c.type))} | {props} |"
-        )
+        many = f"{group.count} × `{cell(group.label)}`"  # noqa: RUF001 (the multiplication sign, on purpose)
+        name = f"`{cell(group.label)}`" if group.count == 1 else many
+        rows.append(f"| {_OP_SIGN.get(c.op, '')} {c.op} | {name} | {cell(short_type(c.type))} | {props} |")
     return rows
 
 
@@ -218,7 +230,10 @@ def render_stack(report: StackReport) -> str:
             "**The preview failed:** the engine's messages below say why; the figures are incomplete.",
             "",
         ]
-    parts += [*_changes_table(report), "", *_cost_table(report), "", *_policy_section(report)]
+    parts += [*_changes_table(report), "", *_cost_table(report)]
+    forecast = forecast_table(report.before_forecast, report.preview.forecast)
+    parts += ["", *forecast] if forecast else []
+    parts += ["", *_policy_section(report)]
     if report.preview.diagnostics:
         parts += ["", "**Engine messages:**", ""]
         parts += [f"- {cell(d, _MAX_CELL * 4)}" for d in report.preview.diagnostics]
@@ -278,6 +293,7 @@ def to_json(reports: Sequence[StackReport]) -> dict[str, Any]:
                     "resources_before": [asdict(c) for c in r.before],
                     "resources_after": [asdict(c) for c in r.preview.after],
                 },
+                "forecast": forecast_json(r.before_forecast, r.preview.forecast),
                 "violations": [asdict(v) for v in r.preview.violations],
                 "mandatory_violations": r.mandatory,
                 "diagnostics": list(r.preview.diagnostics),

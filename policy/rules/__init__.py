@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from pulumi_policy import Policy
 
-from policy.rules import budget, capacity, placement, security
+from policy.rules import budget, capacity, forecast, placement, security
 
 ALL_POLICIES: tuple[Policy, ...] = (
     *capacity.POLICIES,
     *budget.POLICIES,
     *security.POLICIES,
     *placement.POLICIES,
+    *forecast.POLICIES,
 )
 
 __all__ = ["ALL_POLICIES"]

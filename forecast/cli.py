@@ -1,0 +1,112 @@
+"""`scripts/forecast STACK [--set key=value ...]`: a stack's forecast in the terminal, no Pulumi, no account.
+
+Reads `stacks/Pulumi.<STACK>.yaml`, applies each `--set` (a key path under `trainstack:`, e.g.
+`cluster.nodes=4`, `training.max_run_hours=48`; a bare model field such as `sharding=zero3` means
+`training.model.sharding`), parses it exactly as `pulumi preview` would, and prints the breakdown.
+Exit status: 0 the model fits, 1 it does not (or the stack has no model section), 2 bad config or usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from components.config import NAMESPACE, ConfigError, load_stack_config
+from components.model_config import ModelConfig
+from forecast.stack import stack_forecast
+from forecast.table import render
+
+REPO = Path(__file__).resolve().parents[1]
+EXIT_FITS, EXIT_DOES_NOT_FIT, EXIT_BAD_INPUT = 0, 1, 2
+
+
+class UsageError(ValueError):
+    """A `--set` that cannot be applied; the message says how to write it."""
+
+
+def stack_raw_config(stack: str, stacks_dir: Path) -> dict[str, Any]:
+    path = stacks_dir / f"Pulumi.{stack}.yaml"
+    if not path.is_file():
+        known = sorted(p.name.split(".")[1] for p in stacks_dir.glob("Pulumi.*.yaml"))
+        raise UsageError(f"no stack {stack!r} ({path} does not exist); known: {', '.join(known)}")
+    doc = yaml.safe_load(path.read_text()) or {}
+    return dict(doc.get("config") or {})
+
+
+def apply_set(raw: Mapping[str, Any], assignment: str) -> dict[str, Any]:
+    """`raw` with one `key.path=value` applied (value read as YAML: 4, true, zero3, [a, b])."""
+    key, sep, text = assignment.partition("=")
+    if not sep or not key.strip():
+        raise UsageError(f"--set {assignment!r}: write key=value, e.g. --set cluster.nodes=4")
+    parts = key.strip().removeprefix(f"{NAMESPACE}:").split(".")
+    if len(parts) == 1 and parts[0] in ModelConfig.model_fields:
+        parts = ["training", "model", parts[0]]
+    out = copy.deepcopy(dict(raw))
+    top = f"{NAMESPACE}:{parts[0]}"
+    if len(parts) == 1:
+        out[top] = yaml.safe_load(text)
+        return out
+    node = out.setdefault(top, {})
+    for part in parts[1:-1]:
+        if not isinstance(node, dict):
+            raise UsageError(f"--set {assignment!r}: {top} is not a mapping, so it has no {part!r}")
+        node = node.setdefault(part, {})
+    if not isinstance(node, dict):
+        raise UsageError(f"--set {assignment!r}: {'.'.join(parts[:-1])} is not a mapping")
+    node[parts[-1]] = yaml.safe_load(text)
+    return out
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="scripts/forecast",
+        description="Memory per GPU, hours and run cost of a stack's training run (docs/FORECAST.md).",
+    )
+    p.add_argument("stack", metavar="STACK", help="stack name: dev, search, prod, ...")
+    p.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="change the config first, e.g. --set cluster.nodes=4 --set sharding=zero3 (repeatable)",
+    )
+    p.add_argument("--json", action="store_true", help="print the stack output `forecast` as JSON instead")
+    p.add_argument("--stacks-dir", type=Path, default=REPO / "stacks", help=argparse.SUPPRESS)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        raw = stack_raw_config(args.stack, args.stacks_dir)
+        for assignment in args.sets:
+            raw = apply_set(raw, assignment)
+        config = load_stack_config(raw)
+    except (UsageError, ConfigError, yaml.YAMLError) as exc:
+        print(f"forecast: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    result = stack_forecast(config)
+    if result is None:
+        print(
+            f"forecast: stack {args.stack!r} declares no trainstack:training.model; add the section "
+            "(docs/FORECAST.md) or give one with --set",
+            file=sys.stderr,
+        )
+        return EXIT_DOES_NOT_FIT
+    if args.json:
+        print(json.dumps(result.to_output(), indent=2))
+    else:
+        render(args.stack, config, result, args.sets)
+    return EXIT_FITS if result.memory.fits else EXIT_DOES_NOT_FIT
+
+
+if __name__ == "__main__":
+    sys.exit(main())

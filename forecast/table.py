@@ -1,0 +1,90 @@
+"""The terminal table `scripts/forecast` prints: memory per GPU, compute and time, money, and fixes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.console import Console
+from rich.table import Table
+
+from components.config import StackConfig
+from forecast.model import Forecast
+
+
+def _money(amount: float) -> str:
+    return f"${amount:,.2f}"
+
+
+def _memory(result: Forecast) -> Table:
+    m = result.memory
+    table = Table(title="Memory per GPU", title_justify="left", show_header=True)
+    table.add_column("part")
+    table.add_column("GB", justify="right")
+    for label, value in (
+        ("weights", m.weights),
+        ("gradients", m.gradients),
+        ("optimizer state", m.optimizer),
+        ("activations", m.activations),
+        ("zero3 gather buffers", m.gather_buffers),
+        ("allowance (context, NCCL, fragmentation)", m.allowance),
+    ):
+        table.add_row(label, f"{value:.1f}")
+    table.add_row("total", f"{m.total:.1f}", style="bold")
+    verdict = "fits" if m.fits else "DOES NOT FIT"
+    table.add_row(f"GPU memory ({verdict})", f"{m.gpu_memory:g}")
+    table.add_row("headroom", f"{m.headroom:.1f}", style="green" if m.fits else "bold red")
+    return table
+
+
+def _compute(result: Forecast) -> Table:
+    c, d = result.compute, result.input.deployment
+    table = Table(title="Compute and time (one job)", title_justify="left")
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    table.add_row("training FLOPs (model)", f"{c.model_flops:.3g}")
+    table.add_row("executed FLOPs (with recompute)", f"{c.executed_flops:.3g}")
+    table.add_row("MFU assumed", f"{c.mfu:.2f}")
+    table.add_row("effective TFLOPS per GPU", f"{c.effective_tflops_per_gpu:,.0f}")
+    table.add_row("tokens per GPU-second", f"{c.tokens_per_gpu_second:,.0f}")
+    table.add_row("GPU-hours", f"{c.gpu_hours:,.1f}")
+    table.add_row(f"hours on {d.gpus_per_job} GPUs, ideal", f"{c.ideal_hours:,.2f}")
+    overhead = result.input.workload.overhead
+    table.add_row(f"hours with {overhead:.0%} overhead", f"{c.hours:,.2f}", style="bold")
+    table.add_row(f"restarts (max_run_hours {d.max_run_hours:g})", str(c.restarts))
+    return table
+
+
+def _money_table(result: Forecast) -> Table:
+    k, d = result.cost, result.input.deployment
+    table = Table(title="Money (the whole stack)", title_justify="left")
+    table.add_column("")
+    table.add_column("per hour", justify="right")
+    table.add_column("run", justify="right")
+    table.add_row("on-demand (compute + storage)", _money(k.usd_per_hour), _money(k.run_usd), style="bold")
+    if k.spot_usd_per_hour is not None and k.spot_run_usd is not None:
+        table.add_row("at the spot bid", _money(k.spot_usd_per_hour), _money(k.spot_run_usd))
+    table.caption = f"{d.jobs} job(s) x {d.gpus_per_job} GPUs; storage {_money(d.storage_usd_per_hour)}/h"
+    return table
+
+
+def render(
+    stack: str,
+    config: StackConfig,
+    result: Forecast,
+    sets: Sequence[str] = (),
+    console: Console | None = None,
+) -> None:
+    out = console or Console()
+    w, c = result.input.workload, config.cluster
+    changed = f" with {', '.join(sets)}" if sets else ""
+    out.print(
+        f"[bold]{stack}[/bold]{changed}: {w.parameters:.3g} parameters, {w.tokens:.3g} tokens, {w.method}, "
+        f"{w.precision}, {w.optimizer}, {w.sharding}, on {c.nodes} x {c.gpus_per_node} {c.gpu_type} "
+        f"({c.topology})"
+    )
+    for table in (_memory(result), _compute(result), _money_table(result)):
+        out.print(table)
+    if result.fixes:
+        out.print("[bold red]Does not fit.[/bold red] Changes that make it fit, cheapest first:")
+        for fix in result.fixes:
+            out.print(f"  - {fix}")

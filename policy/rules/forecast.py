@@ -1,0 +1,174 @@
+"""Forecast policies: the model fits its GPUs' memory, the run fits the budget and `max_run_hours`.
+
+They read the `forecast` output of the stack's H100Cluster component (forecast.model.Forecast.to_output,
+computed from the stack config, so known at preview); the figures and the fixes are the forecast's own, so
+the message here and `scripts/forecast` agree. A stack with no `training.model` has no forecast: the
+mandatory policies pass and the advisory one says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from pulumi_policy import EnforcementLevel, ReportViolation, StackValidationArgs, StackValidationPolicy
+from pydantic import Field
+
+from policy.rules.common import (
+    PolicyConfig,
+    Resource,
+    config_schema,
+    load_config,
+    number,
+    read,
+    usd,
+)
+
+COMPONENT: Final = "trainstack:index:H100Cluster"
+_MEMORY_PARTS: Final = ("weights", "gradients", "optimizer", "activations", "gather_buffers", "allowance")
+
+
+def forecasts(resources: Sequence[Resource]) -> list[tuple[Resource, Mapping[str, Any] | None]]:
+    """Each H100Cluster with its forecast (None: no model section, or not known yet)."""
+    found: list[tuple[Resource, Mapping[str, Any] | None]] = []
+    for res in resources:
+        if res.resource_type != COMPONENT:
+            continue
+        value = read(res.props, "forecast")
+        found.append((res, value if isinstance(value, Mapping) else None))
+    return found
+
+
+def _gb(value: Any) -> str:
+    figure = number(value)
+    return "?" if figure is None else f"{figure:.1f} GB"
+
+
+def memory_breakdown(fc: Mapping[str, Any]) -> str:
+    """`weights 14.0 GB + gradients 14.0 GB + ...`, the parts of the per-GPU total."""
+    mem = read(fc, "memory_gb_per_gpu")
+    return " + ".join(f"{part.replace('_', ' ')} {_gb(read(mem, part))}" for part in _MEMORY_PARTS)
+
+
+class MemoryConfig(PolicyConfig):
+    min_headroom_gb: float = Field(
+        0, ge=0, description="GB per GPU that must stay free beyond the forecast's own allowance."
+    )
+
+
+def check_model_fits(args: StackValidationArgs, report: ReportViolation) -> None:
+    """The forecast per-GPU memory (model states, activations, buffers, allowance) fits the GPU's memory."""
+    cfg = load_config(MemoryConfig, args.get_config(), report)
+    if cfg is None:
+        return
+    for res, fc in forecasts(args.resources):
+        if fc is None:
+            continue
+        mem = read(fc, "memory_gb_per_gpu")
+        total, gpu, headroom = (number(read(mem, k)) for k in ("total", "gpu", "headroom"))
+        if total is None or gpu is None or headroom is None or headroom >= cfg.min_headroom_gb:
+            continue
+        fixes = [str(f) for f in read(fc, "fixes") or [] if isinstance(f, str)]
+        cheapest = f" Cheapest fix: {fixes[0]}." if fixes else ""
+        others = f" Also: {'; '.join(fixes[1:])}." if len(fixes) > 1 else ""
+        need = f"{cfg.min_headroom_gb:g} GB free" if cfg.min_headroom_gb else "it to fit"
+        report(
+            f"stack '{res.name}': the model needs {total:.1f} GB per GPU ({memory_breakdown(fc)}) but a "
+            f"{read(fc, 'gpu')} has {gpu:g} GB, {-headroom + cfg.min_headroom_gb:.1f} GB short of {need}."
+            f"{cheapest}{others} Change training.model in stacks/Pulumi.<stack>.yaml; try it first with "
+            "`scripts/forecast <stack> --set key=value`.",
+            None,
+        )
+
+
+class BudgetConfig(PolicyConfig):
+    max_run_cost_usd: float = Field(5000, ge=0, description="Most the forecast training run may cost, USD.")
+
+
+def check_run_cost(args: StackValidationArgs, report: ReportViolation) -> None:
+    """The forecast run cost (forecast hours x the stack's on-demand price) stays under `max_run_cost_usd`."""
+    cfg = load_config(BudgetConfig, args.get_config(), report)
+    if cfg is None:
+        return
+    for res, fc in forecasts(args.resources):
+        cost, hours, per_hour = (number(read(fc, k)) for k in ("run_cost_usd", "hours", "usd_per_hour"))
+        if fc is None or cost is None or cost <= cfg.max_run_cost_usd:
+            continue
+        spot = number(read(fc, "spot_run_cost_usd"))
+        spot_note = f" (at the spot bid: {usd(round(spot, 2))})" if spot is not None else ""
+        flops, mfu = number(read(fc, "flops")) or 0, number(read(fc, "mfu")) or 0
+        report(
+            f"stack '{res.name}': the forecast run costs {usd(round(cost, 2))}{spot_note}, "
+            f"{hours or 0:.1f} h x {usd(per_hour or 0)}/h on-demand for {flops:.3g} FLOPs at MFU "
+            f"{mfu:.2f}: {usd(round(cost - cfg.max_run_cost_usd, 2))} over the "
+            f"budget of {usd(cfg.max_run_cost_usd)}. Train on fewer tokens, use LoRA, or raise "
+            "`max_run_cost_usd` in the policy config if the budget allows it.",
+            None,
+        )
+
+
+class HoursConfig(PolicyConfig):
+    max_restarts: int = Field(
+        0, ge=0, description="Watchdog stops (runs resumed from a checkpoint) accepted before this reports."
+    )
+
+
+def check_run_hours(args: StackValidationArgs, report: ReportViolation) -> None:
+    """The forecast hours fit `training.max_run_hours` (advisory: the run resumes from its checkpoint)."""
+    cfg = load_config(HoursConfig, args.get_config(), report)
+    if cfg is None:
+        return
+    for res, fc in forecasts(args.resources):
+        if fc is None:
+            report(
+                f"stack '{res.name}' declares no trainstack:training.model, so its memory, hours and run "
+                "cost are not forecast and the forecast policies checked nothing; add the section "
+                "(docs/FORECAST.md).",
+                None,
+            )
+            continue
+        hours, limit = number(read(fc, "hours")), number(read(fc, "max_run_hours"))
+        restarts = number(read(fc, "restarts"))
+        if hours is None or limit is None or restarts is None or restarts <= cfg.max_restarts:
+            continue
+        report(
+            f"stack '{res.name}': the run needs {hours:.1f} h but training.max_run_hours is {limit:g}, "
+            f"so the watchdog stops it {restarts:.0f} time(s) and someone must resume it from its "
+            "checkpoint (each restart also repeats up to one checkpoint interval). Raise max_run_hours "
+            f"to at least {hours:.1f}, use more GPUs, or accept the restarts (`max_restarts` in the "
+            "policy config).",
+            None,
+        )
+
+
+MODEL_FITS = StackValidationPolicy(
+    name="model-fits-gpu-memory",
+    description="The forecast per-GPU memory of training.model fits the GPU's memory.",
+    validate=check_model_fits,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    config_schema=config_schema(MemoryConfig),
+    remediation_steps=(
+        "Shard further (sharding zero3), checkpoint activations, lower micro_batch_per_gpu, or add GPUs; "
+        "`scripts/forecast <stack> --set ...` shows the effect of each."
+    ),
+)
+
+RUN_COST = StackValidationPolicy(
+    name="run-cost-within-budget",
+    description="The forecast cost of the whole training run stays under `max_run_cost_usd`.",
+    validate=check_run_cost,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    config_schema=config_schema(BudgetConfig),
+    remediation_steps="Train on fewer tokens, use LoRA, or raise `max_run_cost_usd`.",
+)
+
+RUN_HOURS = StackValidationPolicy(
+    name="run-fits-max-hours",
+    description="The forecast run fits training.max_run_hours without watchdog restarts.",
+    validate=check_run_hours,
+    enforcement_level=EnforcementLevel.ADVISORY,
+    config_schema=config_schema(HoursConfig),
+    remediation_steps="Raise training.max_run_hours, add GPUs, or accept restarts with `max_restarts`.",
+)
+
+POLICIES = (MODEL_FITS, RUN_COST, RUN_HOURS)

@@ -1,0 +1,121 @@
+"""The forecast through the real CLI: its policies refuse a plan that cannot work, nothing is created, and a
+bad model section is refused with its key path (issue #17)."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import yaml
+
+from emulator.harness import LocalRunPod
+from tests.components.test_model_config import INVALID
+from tests.e2e.stacks import StackRun, open_stack
+from tests.support.pulumi_cli import REPO
+
+pytestmark = pytest.mark.e2e
+MUTATING = ("POST ", "PATCH ", "PUT ", "DELETE ")
+SHIPPED: dict[str, Any] = yaml.safe_load((REPO / "stacks/Pulumi.dev.yaml").read_text())["config"]
+
+
+@pytest.fixture(scope="module")
+def dev(tmp_path_factory: pytest.TempPathFactory, runpod: LocalRunPod, moto_s3: str) -> Iterator[StackRun]:
+    runpod.admin.reset()
+    yield open_stack("dev", tmp_path_factory.mktemp("forecast"), runpod, moto_s3)
+    runpod.admin.reset()
+
+
+def _mutations(runpod: LocalRunPod) -> dict[str, Any]:
+    endpoints = runpod.admin.counters()["endpoints"]
+    return {
+        e: c for e, c in endpoints.items() if e.startswith(MUTATING) and not e.startswith("POST /graphql")
+    }
+
+
+def _use_model(run: StackRun, model: dict[str, Any] | None) -> None:
+    config = copy.deepcopy(SHIPPED)
+    if model is None:
+        del config["trainstack:training"]["model"]
+    else:
+        config["trainstack:training"]["model"].update(model)
+    stack_file = run.cli.project / "stacks" / f"Pulumi.{run.stack}.yaml"
+    doc = yaml.safe_load(stack_file.read_text())
+    doc["config"] = config
+    stack_file.write_text(yaml.safe_dump(doc, sort_keys=False))
+
+
+def _assert_nothing_created(run: StackRun, before: dict[str, Any]) -> None:
+    assert _mutations(run.runpod) == before
+    assert all(not r["type"].startswith("pulumi-python") for r in run.cli.resources())
+
+
+@pytest.mark.parametrize(
+    ("policy", "model", "words"),
+    [
+        # Llama-3-8B unsharded with AdamW: 16 bytes x 8e9 = 128 GB of states alone on an 80 GB H100.
+        (
+            "model-fits-gpu-memory",
+            {"sharding": "ddp"},
+            [
+                "the model needs",
+                "weights 16.1 GB + gradients 16.1 GB + optimizer 96.4 GB",
+                "Cheapest fix: shard",
+            ],
+        ),
+        # 100 x dev's tokens: ~15 h on 8 H100s, ~$470 against dev's $100 budget.
+        (
+            "run-cost-within-budget",
+            {"tokens": 2.0e9},
+            ["the forecast run costs $", "over the budget of $100"],
+        ),
+    ],
+)
+def test_mandatory_forecast_policy_refuses_the_preview(
+    dev: StackRun, policy: str, model: dict[str, Any], words: list[str]
+) -> None:
+    before = _mutations(dev.runpod)
+    _use_model(dev, model)
+    result = dev.preview(check=False)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0, output
+    assert policy in output and "mandatory" in output, output
+    for text in words:
+        assert text in output, output
+    _assert_nothing_created(dev, before)
+
+
+def test_a_longer_run_is_advised_and_a_stack_without_a_model_gets_a_note(dev: StackRun) -> None:
+    before = _mutations(dev.runpod)
+    # 17 x dev's tokens: ~2.5 h against dev's 2 h watchdog (1 restart), ~$80 of dev's $100 budget.
+    _use_model(dev, {"tokens": 3.4e8})
+    result = dev.preview(check=False)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert "run-fits-max-hours" in output and "advisory" in output and "time(s)" in output, output
+
+    _use_model(dev, None)
+    result = dev.preview(check=False)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert "declares no trainstack:training.model" in output, output
+    assert "model-fits-gpu-memory" not in output and "run-cost-within-budget" not in output
+    _assert_nothing_created(dev, before)
+
+
+BAD = [c for c in INVALID if c[0] in ("zero-parameters", "heads-not-dividing", "lora-no-fraction")]
+
+
+@pytest.mark.parametrize(("raw", "key", "words"), [c[1:] for c in BAD], ids=[c[0] for c in BAD])
+def test_bad_model_section_is_refused_at_preview_with_its_key(
+    dev: StackRun, raw: dict[str, Any], key: str, words: str
+) -> None:
+    before = _mutations(dev.runpod)
+    _use_model(dev, raw["trainstack:training"]["model"])
+    result = dev.preview(check=False)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert f"trainstack:training.model.{key}" in output and words in output, output
+    assert "Traceback" not in output, output
+    _assert_nothing_created(dev, before)

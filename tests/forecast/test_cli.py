@@ -1,0 +1,90 @@
+"""`scripts/forecast STACK [--set key=value ...]`: the breakdown from the stack file, and "what if"s."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from typing import Any
+
+import pytest
+
+from forecast.cli import EXIT_BAD_INPUT, EXIT_DOES_NOT_FIT, EXIT_FITS, apply_set, main
+from tests.support.pulumi_cli import REPO
+
+
+def as_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
+    assert main([*argv, "--json"]) in (EXIT_FITS, EXIT_DOES_NOT_FIT)
+    return dict(json.loads(capsys.readouterr().out))
+
+
+def test_the_real_entry_point_prints_the_prod_breakdown() -> None:
+    proc = subprocess.run(
+        [str(REPO / "scripts/forecast"), "prod"], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert proc.returncode == EXIT_FITS, proc.stderr
+    out = proc.stdout
+    for words in ("Memory per GPU", "optimizer state", "activations", "GPU memory (fits)", "headroom"):
+        assert words in out
+    for words in ("training FLOPs (model)", "MFU assumed", "hours on 64 GPUs, ideal", "restarts"):
+        assert words in out
+    assert "on-demand (compute + storage)" in out and "$255" in out
+
+
+def test_what_if_half_the_gpus_doubles_the_hours(capsys: pytest.CaptureFixture[str]) -> None:
+    base = as_json(capsys, "prod")
+    half = as_json(capsys, "prod", "--set", "cluster.nodes=4")
+    assert half["gpus_per_job"] == 32
+    assert half["hours"] == pytest.approx(2 * base["hours"], rel=1e-3)
+    # zero3 shards the states over the job's GPUs: fewer GPUs, more memory each.
+    assert half["memory_gb_per_gpu"]["total"] > base["memory_gb_per_gpu"]["total"]
+
+
+def test_what_if_twice_the_tokens_doubles_the_run_cost(capsys: pytest.CaptureFixture[str]) -> None:
+    base = as_json(capsys, "prod")
+    double = as_json(capsys, "prod", "--set", "tokens=4.0e10")
+    assert double["run_cost_usd"] == pytest.approx(2 * base["run_cost_usd"], rel=1e-3)
+
+
+def test_a_change_that_does_not_fit_exits_1_with_the_fixes(capsys: pytest.CaptureFixture[str]) -> None:
+    assert (
+        main(["dev", "--set", "sharding=ddp", "--set", "activation_checkpointing=false"]) == EXIT_DOES_NOT_FIT
+    )
+    out = capsys.readouterr().out
+    assert "DOES NOT FIT" in out
+    assert "Changes that make it fit, cheapest first:" in out
+    assert "shard further: sharding zero" in out
+
+
+def test_bad_values_are_refused_with_the_key_path(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["prod", "--set", "attention_heads=30"]) == EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert "trainstack:training.model.attention_heads" in err and "do not divide hidden_size 4096" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["prod", "--set", "nonsense"], "write key=value"),
+        (["nosuchstack"], "no stack 'nosuchstack'"),
+        (["prod", "--set", "cluster.gpu_type.x=1"], "is not a mapping"),
+    ],
+)
+def test_usage_errors(capsys: pytest.CaptureFixture[str], argv: list[str], words: str) -> None:
+    assert main(argv) == EXIT_BAD_INPUT
+    assert words in capsys.readouterr().err
+
+
+def test_a_stack_without_a_model_says_how_to_add_one(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["local-cpu"]) == EXIT_DOES_NOT_FIT
+    assert "declares no trainstack:training.model" in capsys.readouterr().err
+
+
+def test_set_paths() -> None:
+    raw: dict[str, Any] = {"trainstack:cluster": {"nodes": 8}}
+    assert apply_set(raw, "cluster.nodes=4")["trainstack:cluster"] == {"nodes": 4}
+    assert apply_set(raw, "sharding=zero2")["trainstack:training"] == {"model": {"sharding": "zero2"}}
+    assert (
+        apply_set(raw, "trainstack:runpod_spend_limit_per_hour=300")["trainstack:runpod_spend_limit_per_hour"]
+        == 300
+    )
+    assert raw == {"trainstack:cluster": {"nodes": 8}}  # the input is not changed

@@ -1,0 +1,120 @@
+"""Forecast policies through `validate`, on forecasts the real forecast module computes from stack configs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from components.config import load_stack_config
+from forecast.stack import stack_forecast
+from policy.rules.forecast import COMPONENT, MODEL_FITS, RUN_COST, RUN_HOURS
+from tests.components.conftest import stack_config
+from tests.policy.factories import POD, check_stack, pod, stack_resource
+
+# Llama-3-8B shapes on one 8 x H100 SXM pod ($31.92/h), 2 h watchdog.
+RAW: dict[str, Any] = {
+    "trainstack:cluster": {"gpu_type": "H100_SXM", "nodes": 1, "gpus_per_node": 8},
+    "trainstack:training": {
+        "max_run_hours": 2,
+        "model": {
+            "parameters": 8.03e9,
+            "tokens": 2.0e7,
+            "sharding": "zero3",
+            "layers": 32,
+            "hidden_size": 4096,
+            "attention_heads": 32,
+            "vocab_size": 128256,
+            "sequence_length": 4096,
+            "activation_checkpointing": True,
+        },
+    },
+}
+
+
+def forecast_of(**model: Any) -> dict[str, Any]:
+    raw = {
+        **RAW,
+        "trainstack:training": {
+            **RAW["trainstack:training"],
+            "model": {**RAW["trainstack:training"]["model"], **model},
+        },
+    }
+    result = stack_forecast(load_stack_config(raw))
+    assert result is not None
+    return result.to_output()
+
+
+def component(fc: dict[str, Any] | None, name: str = "dev") -> Any:
+    return stack_resource(COMPONENT, name, {"cost_per_hour": 31.92, "forecast": fc})
+
+
+def test_a_model_that_fits_passes_all_three() -> None:
+    resources = [component(forecast_of()), stack_resource(POD, "dev-pod-0", pod())]
+    for policy in (MODEL_FITS, RUN_COST, RUN_HOURS):
+        assert check_stack(policy, resources, {}).messages == []
+
+
+def test_model_that_does_not_fit_is_refused_with_breakdown_and_cheapest_fix() -> None:
+    fc = forecast_of(sharding="ddp", activation_checkpointing=False)
+    assert not fc["fits"]
+    (message,) = check_stack(MODEL_FITS, [component(fc)], {}).messages
+    total = fc["memory_gb_per_gpu"]["total"]
+    assert f"the model needs {total:.1f} GB per GPU" in message
+    assert "weights 16.1 GB + gradients 16.1 GB + optimizer 96.4 GB + activations" in message
+    assert "a H100_SXM has 80 GB" in message
+    assert f"Cheapest fix: {fc['fixes'][0]}." in message
+    assert fc["fixes"][0].startswith("shard further: sharding zero")
+
+
+def test_headroom_is_configurable() -> None:
+    fc = forecast_of()
+    headroom = fc["memory_gb_per_gpu"]["headroom"]
+    assert check_stack(MODEL_FITS, [component(fc)], {"min_headroom_gb": headroom - 1}).messages == []
+    (message,) = check_stack(MODEL_FITS, [component(fc)], {"min_headroom_gb": headroom + 1}).messages
+    assert f"short of {headroom + 1:g} GB free" in message
+
+
+def test_run_over_budget_is_refused() -> None:
+    fc = forecast_of(tokens=2.0e9)  # 100 x the dev run
+    (message,) = check_stack(RUN_COST, [component(fc)], {"max_run_cost_usd": 100}).messages
+    cost = fc["run_cost_usd"]
+    assert cost > 100
+    assert f"the forecast run costs ${cost:,.2f}" in message
+    assert f"{fc['hours']:.1f} h x $31.92/h on-demand" in message
+    assert "over the budget of $100" in message
+
+
+def test_run_longer_than_max_run_hours_is_advised_with_restarts() -> None:
+    fc = forecast_of(tokens=2.0e9)
+    assert fc["restarts"] >= 1
+    (message,) = check_stack(RUN_HOURS, [component(fc)], {}).messages
+    assert f"the run needs {fc['hours']:.1f} h but training.max_run_hours is 2" in message
+    assert f"stops it {fc['restarts']} time(s)" in message
+    assert check_stack(RUN_HOURS, [component(fc)], {"max_restarts": fc["restarts"]}).messages == []
+
+
+def test_a_stack_without_a_model_passes_with_an_advisory_note() -> None:
+    resources = [component(None)]
+    assert check_stack(MODEL_FITS, resources, {}).messages == []
+    assert check_stack(RUN_COST, resources, {}).messages == []
+    (note,) = check_stack(RUN_HOURS, resources, {}).messages
+    assert "declares no trainstack:training.model" in note
+
+
+def test_resources_without_the_component_are_not_the_forecast_policies_business() -> None:
+    for policy in (MODEL_FITS, RUN_COST, RUN_HOURS):
+        assert check_stack(policy, [stack_resource(POD, "p", pod())], {}).messages == []
+
+
+@pytest.mark.parametrize("stack", ["dev", "search", "prod"])
+def test_shipped_stacks_pass_their_own_policy_config(stack: str) -> None:
+    import json
+    from pathlib import Path
+
+    settings = json.loads((Path(__file__).parents[2] / "policy/config" / f"{stack}.json").read_text())
+    result = stack_forecast(stack_config(stack))
+    assert result is not None
+    resources = [component(result.to_output(), stack)]
+    for policy in (MODEL_FITS, RUN_COST, RUN_HOURS):
+        assert check_stack(policy, resources, settings[policy.name]).messages == [], policy.name

@@ -1,0 +1,83 @@
+"""The report's forecast section (before -> after), and folding changes that differ only in their index."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from components.config import load_stack_config
+from forecast.stack import stack_forecast
+from scripts.preview_report_forecast import forecast_json, forecast_table
+from scripts.preview_report_groups import group_changes, index_range
+from scripts.preview_report_parse import PropertyChange, ResourceChange
+from tests.components.conftest import stack_config
+
+
+def _pod(i: int, op: str = "create", gpus: str = "8") -> ResourceChange:
+    props = (
+        PropertyChange("gpu_count", None, gpus, False),
+        PropertyChange("name", None, f'"trainstack-search-pod-{i}"', False),
+    )
+    return ResourceChange(
+        f"urn:pulumi:search::trainstack::pulumi-python:dynamic/runpod:Pod::search-pod-{i}",
+        f"search-pod-{i}",
+        "pulumi-python:dynamic/runpod:Pod",
+        op,
+        props,
+    )
+
+
+def test_index_ranges() -> None:
+    assert index_range([3, 0, 1, 2]) == "[0-3]"
+    assert index_range([0, 1, 2, 3, 5, 7, 8]) == "[0-3,5,7-8]"
+    assert index_range([4]) == "[4]"
+
+
+def test_pods_differing_only_in_their_index_are_one_row() -> None:
+    (group,) = group_changes([_pod(i) for i in (0, 1, 10, 2, 3)])
+    assert (group.count, group.label) == (5, "search-pod-[0-3,10]")
+    assert group.changes[1].after == '"trainstack-search-pod-[0-3,10]"'
+
+
+def test_a_real_difference_keeps_pods_apart() -> None:
+    groups = group_changes([_pod(0), _pod(1), _pod(2, gpus="4"), _pod(3, op="update")])
+    assert [(g.label, g.count) for g in groups] == [
+        ("search-pod-[0-1]", 2),
+        ("search-pod-2", 1),
+        ("search-pod-3", 1),
+    ]
+
+
+def test_names_without_an_index_are_never_folded() -> None:
+    secret = ResourceChange("urn:a", "search-secret-hf", "pulumi-python:dynamic/runpod:Secret", "create", ())
+    groups = group_changes([secret, replace(secret, urn="urn:b")])
+    assert [g.count for g in groups] == [1, 1]
+
+
+def _dev_forecast(tokens: float) -> dict[str, object]:
+    config = stack_config("dev")
+    assert config.training.model is not None
+    model = config.training.model.model_copy(update={"tokens": tokens})
+    result = stack_forecast(
+        config.model_copy(update={"training": config.training.model_copy(update={"model": model})})
+    )
+    assert result is not None
+    return result.to_output()
+
+
+def test_doubling_tokens_shows_the_run_cost_doubling() -> None:
+    before, after = _dev_forecast(2.0e7), _dev_forecast(4.0e7)
+    rows = "\n".join(forecast_table(before, after))
+    b, a = before["run_cost_usd"], after["run_cost_usd"]
+    assert isinstance(b, float) and isinstance(a, float)
+    assert f"| run cost, on-demand | ${b:,.2f} | ${a:,.2f} | +${a - b:,.2f} | +100.0% |" in rows
+    assert "| hours |" in rows and "+100.0% |" in rows
+    assert "| fits the GPU's memory | yes of 80 GB | yes of 80 GB | | |" in rows
+    assert forecast_json(before, after)["delta_run_cost_usd"] == round(a - b, 2)
+
+
+def test_a_new_forecast_and_none_at_all() -> None:
+    after = _dev_forecast(2.0e7)
+    rows = "\n".join(forecast_table(None, after))
+    assert "| fits the GPU's memory | n/a | yes of 80 GB | | |" in rows
+    assert forecast_table(None, None) == []
+    assert load_stack_config({}).training.model is None

@@ -6,6 +6,7 @@ then previewed at other configs: a preview changes nothing), then on the small s
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -118,6 +119,29 @@ def test_real_prod_over_budget_change_fails_the_command_and_names_the_policy(
     proc = preview_report(run)
     assert proc.returncode == EXIT_OK, proc.stdout + proc.stderr
     assert "| `prod` | 1 to replace |" in proc.stdout
+
+
+def test_real_prod_twice_the_tokens_shows_the_run_cost_doubling(
+    real_prod: tuple[StackRun, PulumiRunner], tmp_path: Path
+) -> None:
+    """The forecast section from a real preview: deployed at 4 nodes with the shipped 2e10 tokens, then
+    previewed at 4 nodes with 4e10 (issue #17)."""
+    run, _ = real_prod
+    try:
+        set_path_config(run, {NODES: "4", "trainstack:training.model.tokens": "4.0e10"})
+        out = tmp_path / "report.json"
+        proc = preview_report(run, "--json-out", str(out))
+        assert proc.returncode == EXIT_OK, proc.stdout + proc.stderr
+        forecast = json.loads(out.read_text())["stacks"][0]["forecast"]
+        before, after = forecast["before"], forecast["after"]
+        assert before["gpus_per_job"] == after["gpus_per_job"] == 32
+        assert after["run_cost_usd"] == pytest.approx(2 * before["run_cost_usd"], abs=0.02)
+        assert after["hours"] == pytest.approx(2 * before["hours"], abs=0.01)
+        b, a = before["run_cost_usd"], after["run_cost_usd"]
+        assert f"| run cost, on-demand | ${b:,.2f} | ${a:,.2f} | +${a - b:,.2f} | +100.0% |" in proc.stdout
+        assert "| fits the GPU's memory | yes of 80 GB | yes of 80 GB | | |" in proc.stdout
+    finally:
+        set_path_config(run, {NODES: "8", "trainstack:training.model.tokens": "2.0e10"})
 
 
 # The stand-in program (tests/report/program): no network, and the over-budget case on the report's own

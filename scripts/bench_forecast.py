@@ -35,7 +35,7 @@ _PROBE = r"""
 import json, statistics, time, types
 from pathlib import Path
 import pydantic, pulumi_policy, yaml
-import components.gpus
+import facts.gpus
 T = time.perf_counter
 raw = yaml.safe_load(Path("stacks/Pulumi.prod.yaml").read_text())["config"]
 bare = {**raw, "trainstack:training": {k: v for k, v in raw["trainstack:training"].items() if k != "model"}}

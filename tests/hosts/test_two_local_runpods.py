@@ -1,0 +1,119 @@
+"""Two local RunPods with hosts on one machine (the demo's left by `scripts/up` and the tests' own, or two
+checkouts) each get their own bridge and subnets, and both clusters come up; a pod whose subnet is taken
+turns ERROR within seconds instead of waiting out a client's readiness timeout."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from emulator import hostnet
+from emulator.harness import FAST_ARGS, LocalRunPod, start_local_runpod
+from emulator.hostnet import Bridge
+from tests.emulator.conftest import cluster_body, pod_body
+
+pytestmark = pytest.mark.root
+
+
+def _missing() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root: hosts are network namespaces"
+    return hostnet.unavailable_reason()
+
+
+@pytest.fixture
+def two(tmp_path: Path) -> Iterator[tuple[LocalRunPod, LocalRunPod]]:
+    if why := _missing():
+        pytest.skip(why)
+    # No --hosts-bridge: each server takes a bridge and address slot of its own (emulator/netslot.py).
+    first = start_local_runpod(tmp_path / "a", *FAST_ARGS, "--hosts", "on")
+    try:
+        second = start_local_runpod(tmp_path / "b", *FAST_ARGS, "--hosts", "on")
+        try:
+            yield first, second
+        finally:
+            second.stop()
+    finally:
+        first.stop()
+
+
+def _until(check: Any, what: str, timeout_s: float = 30) -> Any:
+    """Poll a condition with a deadline (hosts appear when the emulator's ticker makes them)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if result := check():
+            return result
+        time.sleep(0.1)
+    raise AssertionError(f"{what}: not within {timeout_s} s")
+
+
+def _up(server: LocalRunPod) -> dict[str, Any]:
+    with server.client() as api:
+        cluster = api.post("/v2/clusters", json=cluster_body()).json()
+        api.post("/v2/pods", json=pod_body(globalNetworking=True)).raise_for_status()
+    return dict(cluster)
+
+
+def test_two_servers_each_have_their_own_bridge_and_subnets(two: tuple[LocalRunPod, LocalRunPod]) -> None:
+    clusters = [_up(server) for server in two]
+
+    def three_hosts(server: LocalRunPod) -> dict[str, Any] | None:
+        found = server.admin.hosts()
+        return found if len(found["hosts"]) == 3 else None
+
+    hosts = [_until(lambda s=s: three_hosts(s), "3 hosts each") for s in two]
+    assert hosts[0]["bridge"] != hosts[1]["bridge"]
+    assert [h["failed"] for h in hosts] == [[], []]
+    nets = [ipaddress.ip_network(c["network"]["cidr"]) for c in clusters]
+    assert not nets[0].overlaps(nets[1])
+    ips = [{ipaddress.ip_address(h["ip"]) for h in s["hosts"]} for s in hosts]
+    assert not ips[0] & ips[1]
+    for server in two:
+        with server.client() as api:
+            assert {
+                p["status"] for p in api.get("/v2/pods", params={"includeClusterPods": "true"}).json()["pods"]
+            } == {"RUNNING"}
+
+
+def test_a_pod_whose_subnet_is_taken_is_error_at_once(two: tuple[LocalRunPod, LocalRunPod]) -> None:
+    server = two[0]
+    bridge = server.admin.hosts()["bridge"]
+    slot = int(bridge.removeprefix("tsbr"))
+    # What another machine user or a stale emulator might hold: the subnet of this server's next cluster.
+    taken = f"10.{64 + slot}.1.1/24"
+    holder = Bridge(f"tstaken{os.getpid() % 10000}", taken)
+    holder.remove()  # a leftover of a killed run with the same pid
+    holder.create()
+    try:
+        started = time.monotonic()
+        cluster = _up(server)
+        assert cluster["network"]["cidr"] == f"10.{64 + slot}.1.0/24"
+        with server.client() as api:
+
+            def errored() -> list[str] | None:
+                pods = [
+                    p
+                    for p in api.get("/v2/pods", params={"includeClusterPods": "true"}).json()["pods"]
+                    if p["name"].startswith(cluster["name"])
+                ]
+                return (
+                    [p["status"] for p in pods]
+                    if pods and all(p["status"] == "ERROR" for p in pods)
+                    else None
+                )
+
+            assert _until(errored, "cluster members ERROR", timeout_s=20) == ["ERROR", "ERROR"]
+        assert time.monotonic() - started < 20
+        failed = server.admin.hosts()["failed"]
+        reasons = " ".join(f["error"] for f in failed) + " ".join(
+            str(e["detail"]) for e in server.admin.audit() if e["event"] == "pod.error"
+        )
+        assert f"subnet 10.{64 + slot}.1.0/24 is already on {holder.name}" in reasons
+    finally:
+        holder.remove()

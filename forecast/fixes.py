@@ -7,8 +7,6 @@ accumulation), more GPUs money by the hour.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from forecast.memory import memory
 from forecast.model import SHARDING_ORDER, Deployment, Workload
 
@@ -33,7 +31,7 @@ def _total(w: Workload, d: Deployment, gpus: int | None = None) -> float | None:
 
 def _shard(w: Workload, d: Deployment) -> str | None:
     for mode in SHARDING_ORDER[SHARDING_ORDER.index(w.sharding) + 1 :]:
-        total = _total(replace(w, sharding=mode), d)
+        total = _total(w._replace(sharding=mode), d)
         if total is not None:
             return f"shard further: sharding {mode} ({total:.1f} GB per GPU)"
     return None
@@ -42,7 +40,7 @@ def _shard(w: Workload, d: Deployment) -> str | None:
 def _checkpoint(w: Workload, d: Deployment) -> str | None:
     if w.activation_checkpointing:
         return None
-    total = _total(replace(w, activation_checkpointing=True), d)
+    total = _total(w._replace(activation_checkpointing=True), d)
     if total is None:
         return None
     return (
@@ -53,7 +51,7 @@ def _checkpoint(w: Workload, d: Deployment) -> str | None:
 def _micro_batch(w: Workload, d: Deployment) -> str | None:
     b = w.micro_batch_per_gpu // 2
     while b >= 1:
-        total = _total(replace(w, micro_batch_per_gpu=b), d)
+        total = _total(w._replace(micro_batch_per_gpu=b), d)
         if total is not None:
             return (
                 f"smaller micro-batch: micro_batch_per_gpu {b} ({total:.1f} GB per GPU; keep the global "
@@ -75,7 +73,7 @@ def _more_gpus(w: Workload, d: Deployment) -> str | None:
 
 
 def _combined(w: Workload, d: Deployment) -> str:
-    best = replace(w, sharding="zero3", activation_checkpointing=True, micro_batch_per_gpu=1)
+    best = w._replace(sharding="zero3", activation_checkpointing=True, micro_batch_per_gpu=1)
     for gpus in range(d.gpus_per_job, MAX_GPUS_PER_JOB + 1, d.gpus_per_job):
         total = _total(best, d, gpus)
         if total is not None:

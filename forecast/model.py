@@ -1,5 +1,8 @@
 """The forecast's input model and its result records: plain frozen data, no Pulumi, no I/O.
 
+Records are NamedTuples, not dataclasses: every preview imports this module, and a frozen dataclass costs
+about 20 times as much to define (each generates and compiles six methods). Change one with `._replace(...)`.
+
 A caller (the stack, `scripts/forecast`, a benchmark comparing with a measured run) builds a `ForecastInput`
 and calls `forecast.forecast(ForecastInput) -> Forecast`. Units are written on every field: bytes are
 counted in decimal GB (1e9), as GPU datasheets state memory; compute in FLOPs and TFLOPS (1e12 FLOP/s).
@@ -8,8 +11,7 @@ counted in decimal GB (1e9), as GPU datasheets state memory; compute in FLOPs an
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 Method = Literal["full", "lora"]
 Precision = Literal["bf16", "fp8"]
@@ -20,8 +22,7 @@ Sharding = Literal["ddp", "zero1", "zero2", "zero3"]
 SHARDING_ORDER: tuple[Sharding, ...] = ("ddp", "zero1", "zero2", "zero3")
 
 
-@dataclass(frozen=True)
-class Hardware:
+class Hardware(NamedTuple):
     """One GPU type: what memory it has and how fast its tensor cores are (from the GPU table)."""
 
     name: str  # for messages, e.g. "H100_SXM"
@@ -31,8 +32,7 @@ class Hardware:
     ]  # precision ("bf16", "fp8") -> dense peak TFLOPS per GPU; absent: unsupported
 
 
-@dataclass(frozen=True)
-class Workload:
+class Workload(NamedTuple):
     """The training run: the model, its data, and how it is trained."""
 
     parameters: float  # Ψ, total parameters of the model (the frozen base model for LoRA)
@@ -54,8 +54,7 @@ class Workload:
     overhead: float  # wall-clock fraction added for communication, checkpoint saves and restarts
 
 
-@dataclass(frozen=True)
-class Deployment:
+class Deployment(NamedTuple):
     """Where the workload runs and what that costs."""
 
     gpu: Hardware
@@ -67,14 +66,12 @@ class Deployment:
     max_run_hours: float  # the watchdog stops a run after this long; it resumes from its checkpoint
 
 
-@dataclass(frozen=True)
-class ForecastInput:
+class ForecastInput(NamedTuple):
     workload: Workload
     deployment: Deployment
 
 
-@dataclass(frozen=True)
-class MemoryForecast:
+class MemoryForecast(NamedTuple):
     """Per GPU, decimal GB."""
 
     weights: float
@@ -92,8 +89,7 @@ class MemoryForecast:
         return self.headroom >= 0
 
 
-@dataclass(frozen=True)
-class ComputeForecast:
+class ComputeForecast(NamedTuple):
     """One job's compute and its wall-clock time on this deployment."""
 
     model_flops: float  # FLOPs the model needs (6·N·T for full training), what MFU is measured against
@@ -108,8 +104,7 @@ class ComputeForecast:
     restarts: int  # segments - 1: times the watchdog stops the run and someone resumes it
 
 
-@dataclass(frozen=True)
-class CostForecast:
+class CostForecast(NamedTuple):
     """The whole stack (every job) for the forecast wall clock, USD."""
 
     usd_per_hour: float  # compute on-demand + storage
@@ -118,8 +113,7 @@ class CostForecast:
     spot_run_usd: float | None
 
 
-@dataclass(frozen=True)
-class Forecast:
+class Forecast(NamedTuple):
     input: ForecastInput
     memory: MemoryForecast
     compute: ComputeForecast

@@ -71,10 +71,11 @@ def check_model_fits(args: StackValidationArgs, report: ReportViolation) -> None
         fixes = [str(f) for f in read(fc, "fixes") or [] if isinstance(f, str)]
         cheapest = f" Cheapest fix: {fixes[0]}." if fixes else ""
         others = f" Also: {'; '.join(fixes[1:])}." if len(fixes) > 1 else ""
-        need = f"{cfg.min_headroom_gb:g} GB free" if cfg.min_headroom_gb else "it to fit"
+        over = -headroom + cfg.min_headroom_gb
+        kept = f" with {cfg.min_headroom_gb:g} GB kept free" if cfg.min_headroom_gb else ""
         report(
-            f"stack '{res.name}': the model needs {total:.1f} GB per GPU ({memory_breakdown(fc)}) but a "
-            f"{read(fc, 'gpu')} has {gpu:g} GB, {-headroom + cfg.min_headroom_gb:.1f} GB short of {need}."
+            f"stack '{res.name}': the model needs {total:.1f} GB per GPU ({memory_breakdown(fc)}) but each "
+            f"{read(fc, 'gpu')} has {gpu:g} GB: {over:.1f} GB over{kept}."
             f"{cheapest}{others} Change training.model in stacks/Pulumi.<stack>.yaml; try it first with "
             "`scripts/forecast <stack> --set key=value`.",
             None,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from forecast import Deployment, ForecastInput, Hardware, Workload
@@ -44,8 +43,8 @@ def deployment(gpu: Hardware = A100, gpus: int = 8, **changes: Any) -> Deploymen
         storage_usd_per_hour=0.0,
         max_run_hours=24.0,
     )
-    return replace(base, **changes)
+    return base._replace(**changes)
 
 
 def inp(workload: Workload = SEVEN_B, dep: Deployment | None = None, **changes: Any) -> ForecastInput:
-    return ForecastInput(replace(workload, **changes), dep or deployment())
+    return ForecastInput(workload._replace(**changes), dep or deployment())

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 
 from forecast import ForecastError, forecast
@@ -31,17 +29,17 @@ def test_worked_7b_hours_on_one_and_eight_a100s() -> None:
 
 def test_lora_flops_by_hand() -> None:
     """(4Ψ + 6Ψt)·T: Ψ = 1e9, Ψt = 1e7, T = 1e9 -> 4.06e18; recompute adds 2(Ψ + Ψt)T = 2.02e18."""
-    lora = replace(SEVEN_B, parameters=1e9, tokens=1e9, method="lora", trainable_fraction=0.01)
+    lora = SEVEN_B._replace(parameters=1e9, tokens=1e9, method="lora", trainable_fraction=0.01)
     assert model_flops(lora) == pytest.approx(4.06e18)
     assert executed_flops(lora) == pytest.approx(4.06e18)
-    assert executed_flops(replace(lora, activation_checkpointing=True)) == pytest.approx(6.08e18)
+    assert executed_flops(lora._replace(activation_checkpointing=True)) == pytest.approx(6.08e18)
 
 
 def test_default_mfu_counts_the_recompute() -> None:
     assert assumed_mfu(SEVEN_B) == pytest.approx(0.40)
-    assert assumed_mfu(replace(SEVEN_B, activation_checkpointing=True)) == pytest.approx(0.30)  # 0.4 x 6/8
-    assert assumed_mfu(replace(SEVEN_B, precision="fp8")) == pytest.approx(0.26)
-    assert assumed_mfu(replace(SEVEN_B, mfu=0.5, activation_checkpointing=True)) == 0.5
+    assert assumed_mfu(SEVEN_B._replace(activation_checkpointing=True)) == pytest.approx(0.30)  # 0.4 x 6/8
+    assert assumed_mfu(SEVEN_B._replace(precision="fp8")) == pytest.approx(0.26)
+    assert assumed_mfu(SEVEN_B._replace(mfu=0.5, activation_checkpointing=True)) == 0.5
 
 
 def test_throughput_per_gpu() -> None:
@@ -55,7 +53,7 @@ def test_restarts_from_max_run_hours() -> None:
     dep = deployment(A100, gpus=8, max_run_hours=4.0)
     c = forecast(inp(dep=dep, mfu=ARTICLE_MFU)).compute
     assert (c.segments, c.restarts) == (3, 2)
-    exact = forecast(inp(dep=replace(dep, max_run_hours=c.hours / 2), mfu=ARTICLE_MFU)).compute
+    exact = forecast(inp(dep=dep._replace(max_run_hours=c.hours / 2), mfu=ARTICLE_MFU)).compute
     assert (exact.segments, exact.restarts) == (2, 1)
 
 
@@ -85,7 +83,7 @@ def test_fp8_on_a_gpu_without_fp8_is_an_error() -> None:
 
 def test_fixes_cheapest_first() -> None:
     """A model that any one change makes fit: sharding, then checkpointing, micro-batch, more GPUs."""
-    w = replace(SEVEN_B, sharding="zero1", micro_batch_per_gpu=4)  # 85.8 GB per GPU on 8 x 80 GB
+    w = SEVEN_B._replace(sharding="zero1", micro_batch_per_gpu=4)  # 85.8 GB per GPU on 8 x 80 GB
     result = forecast(inp(w, deployment(A100, gpus=8)))
     assert not result.memory.fits
     kinds = [fix.split(":")[0] for fix in result.fixes]
@@ -97,8 +95,8 @@ def test_fixes_cheapest_first() -> None:
 
 def test_fix_when_nothing_alone_is_enough() -> None:
     """70B full on 8 x 80 GB with ddp: only zero3 + checkpointing + micro-batch 1 on more GPUs fits."""
-    big = replace(
-        SEVEN_B, parameters=70e9, layers=80, hidden_size=8192, attention_heads=64, micro_batch_per_gpu=8
+    big = SEVEN_B._replace(
+        parameters=70e9, layers=80, hidden_size=8192, attention_heads=64, micro_batch_per_gpu=8
     )
     (fix,) = forecast(inp(big, deployment(A100, gpus=8))).fixes
     assert fix.startswith("no single change is enough; together: sharding zero3")

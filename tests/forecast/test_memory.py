@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 
 from forecast import Hardware, forecast
@@ -11,8 +9,7 @@ from forecast.memory import activations, memory
 from tests.forecast.factories import A100, SEVEN_B, deployment, inp
 
 # A small model whose figures are easy to check by hand: Ψ = 1e9, N = 4, adamw (K = 12).
-SMALL = replace(
-    SEVEN_B,
+SMALL = SEVEN_B._replace(
     parameters=1e9,
     layers=8,
     hidden_size=1024,
@@ -37,7 +34,7 @@ STATES = [
 def test_model_states_per_sharding_mode(
     sharding: str, weights: float, grads: float, optim: float, buffers: float
 ) -> None:
-    mem = memory(replace(SMALL, sharding=sharding), BIG_GPU, gpus=4)  # type: ignore[arg-type]
+    mem = memory(SMALL._replace(sharding=sharding), BIG_GPU, gpus=4)  # type: ignore[arg-type]
     assert (mem.weights, mem.gradients, mem.optimizer) == pytest.approx((weights, grads, optim))
     assert mem.gather_buffers == pytest.approx(buffers)
     # Activations (see the next test): 0.840957952 GB; the allowance is 2 GB + 10 % of everything else.
@@ -60,12 +57,12 @@ ACTIVATIONS = [
 
 @pytest.mark.parametrize(("flash", "checkpointing", "expected"), ACTIVATIONS)
 def test_activations_by_hand(flash: bool, checkpointing: bool, expected: int) -> None:
-    w = replace(SMALL, flash_attention=flash, activation_checkpointing=checkpointing)
+    w = SMALL._replace(flash_attention=flash, activation_checkpointing=checkpointing)
     assert activations(w) == pytest.approx(expected)
 
 
 def test_activations_are_per_gpu_not_sharded() -> None:
-    one, many = (memory(replace(SMALL, sharding="zero3"), BIG_GPU, gpus=n).activations for n in (1, 64))
+    one, many = (memory(SMALL._replace(sharding="zero3"), BIG_GPU, gpus=n).activations for n in (1, 64))
     assert one == many
 
 
@@ -92,8 +89,8 @@ def test_worked_7b_full_fits_once_sharded_over_8() -> None:
 @pytest.mark.parametrize("fraction", [0.001, 0.01])
 def test_worked_7b_lora_fits_a_24_to_48gb_gpu(fraction: float) -> None:
     """Article: LoRA (0.1-1 % trainable) needs ≈ 14 GB of weights plus a few GB: fits a 24-48 GB GPU."""
-    lora = replace(SEVEN_B, method="lora", trainable_fraction=fraction)
-    mem = memory(replace(lora, activation_checkpointing=True), Hardware("24GB", 24.0, {}), gpus=1)
+    lora = SEVEN_B._replace(method="lora", trainable_fraction=fraction)
+    mem = memory(lora._replace(activation_checkpointing=True), Hardware("24GB", 24.0, {}), gpus=1)
     assert 14.0 <= mem.weights <= 14.0 * 1.01
     assert mem.gradients + mem.optimizer <= 14.0 * fraction * 7  # (2 + 12) bytes per trainable parameter
     assert mem.fits
@@ -101,5 +98,5 @@ def test_worked_7b_lora_fits_a_24_to_48gb_gpu(fraction: float) -> None:
 
 
 def test_lora_zero3_shards_the_frozen_base_too() -> None:
-    lora = replace(SEVEN_B, method="lora", trainable_fraction=0.01, sharding="zero3")
+    lora = SEVEN_B._replace(method="lora", trainable_fraction=0.01, sharding="zero3")
     assert memory(lora, A100, gpus=8).weights == pytest.approx(2 * 7.07e9 / 8 / 1e9)

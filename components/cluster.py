@@ -11,7 +11,8 @@ The program (`__main__.py`) does, in order:
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,6 +61,24 @@ def runpod_secret_name(stack: str, env_name: str) -> str:
     return f"trainstack-{stack}-{env_name.lower()}"
 
 
+def owned_names(stack: str) -> dict[str, Callable[[str], bool]]:
+    """Per RunPod kind, whether a name is one this stack gives (the names below and in `_volume`,
+    `_cluster_props`, `_pod_props`): how scripts/orphans.py tells this stack's resources from others'.
+    Exact shapes, so stack `dev` never claims `dev-2`'s `trainstack-dev-2-pod-0`."""
+    prefix = re.escape(f"trainstack-{stack}-")
+    shapes = {
+        "cluster": rf"{prefix}cluster",
+        "pod": rf"{prefix}pod-\d+",
+        "volume": rf"{prefix}volume",
+        "secret": rf"{prefix}[a-z][a-z0-9_]*",  # runpod_secret_name of an env var name (no "-")
+    }
+    return {kind: _matcher(re.compile(shape)) for kind, shape in shapes.items()}
+
+
+def _matcher(pattern: re.Pattern[str]) -> Callable[[str], bool]:
+    return lambda name: pattern.fullmatch(name) is not None
+
+
 class H100Cluster(pulumi.ComponentResource):
     """An Instant Cluster (topology `cluster`) or a pool of independent pods (`pods`), with its network
     volume, checkpoint bucket and secrets; outputs the nodes, the rendered artifacts and the costs."""
@@ -85,8 +104,10 @@ class H100Cluster(pulumi.ComponentResource):
                 f"{secret_config_key('<NAME>')} <value>`"
             )
         child = pulumi.ResourceOptions(parent=self)
-        volume = self._volume(name, cfg, child)
-        bucket = self._bucket(name, cfg, args.s3_endpoint_url, child)
+        # Stateful or expensive: guarded against `destroy` and replaces where the stack asks (prod).
+        guarded = pulumi.ResourceOptions(parent=self, protect=cfg.protect)
+        volume = self._volume(name, cfg, guarded)
+        bucket = self._bucket(name, cfg, args.s3_endpoint_url, guarded)
         secrets = [
             Secret(
                 f"{name}-secret-{env.lower()}",
@@ -100,7 +121,9 @@ class H100Cluster(pulumi.ComponentResource):
             for env in cfg.training.secrets
         ]
         props = self._compute_props(name, cfg, volume)
-        after = pulumi.ResourceOptions(parent=self, depends_on=[*secrets, *([bucket] if bucket else [])])
+        after = pulumi.ResourceOptions(
+            parent=self, depends_on=[*secrets, *([bucket] if bucket else [])], protect=cfg.protect
+        )
         priced: list[Any] = [*secrets, *([volume] if volume else [])]
         if cfg.cluster.topology == "cluster":
             cluster = InstantCluster(f"{name}-cluster", self._cluster_props(name, cfg, props), after)
@@ -183,6 +206,10 @@ class H100Cluster(pulumi.ComponentResource):
                 "block_public_access": True,
                 "tls_only": True,
                 "endpoint_url": endpoint_url,
+                "force_destroy": b.force_destroy,
+                # Tagged on the bucket at create: a create cut short is adopted by this stack, never by
+                # another (providers/s3/bucket.py).
+                "owner": f"{pulumi.get_organization()}/{pulumi.get_project()}/{name}",
             },
             opts,
         )

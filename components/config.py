@@ -9,6 +9,7 @@ Keys (see stacks/Pulumi.*.yaml for worked examples):
     trainstack:alerts                      object  AlertsConfig    when the run's watcher alerts (optional)
     trainstack:runpod_spend_limit_per_hour number  the account's RunPod spend limit, USD/h (default 80)
     trainstack:delivery_enabled            bool    copy artifacts to the nodes over SSH and start them
+    trainstack:protect                     bool    Pulumi `protect` on the volume, bucket and compute
     trainstack:s3EndpointUrl               string  S3-compatible endpoint (shared with providers/s3)
     trainstack:secrets.<ENV_NAME>          secret  value of a secret in training.secrets; never read here
 
@@ -162,6 +163,9 @@ class BucketConfig(_Model):
     region: str
     kms_key_id: str | None = None  # SSE-KMS key (ARN, alias or id); None means SSE-S3
     prefix: str = "trainstack"  # keys are <prefix>/<job>/step-<n>.pt, job = <stack> or <stack>-pod-<i>
+    # Let a delete (destroy, or a bucket_name change) remove a bucket that still holds checkpoints, with
+    # every version. Off: such a delete stops and says so. Takes effect once an `up` has recorded it.
+    force_destroy: bool = False
 
     @field_validator("name")
     @classmethod
@@ -279,6 +283,10 @@ class StackConfig(_Model):
     alerts: AlertsConfig = AlertsConfig()
     runpod_spend_limit_per_hour: float = RUNPOD_DEFAULT_SPEND_LIMIT  # raised only by RunPod on request
     delivery_enabled: bool = False
+    # Pulumi's `protect` on what is stateful or expensive (network volume, checkpoint bucket, cluster or
+    # pods): `pulumi destroy` and any replace of them stop with an error until it is set false and an `up`
+    # has recorded that. On in stacks/Pulumi.prod.yaml.
+    protect: bool = False
     s3_endpoint_url: str | None = None  # config key trainstack:s3EndpointUrl, shared with providers/s3
 
     @field_validator("runpod_spend_limit_per_hour")

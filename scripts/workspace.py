@@ -12,6 +12,7 @@ itself is the workspace, and the team commits its own salt or secrets provider.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from pathlib import Path
@@ -19,7 +20,8 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_ROOT = REPO / ".state" / "local"
+# TRAINSTACK_LOCAL_WORKSPACES moves them (tests run scripts/up in a temporary directory).
+DEFAULT_ROOT = Path(os.environ.get("TRAINSTACK_LOCAL_WORKSPACES") or REPO / ".state" / "local")
 _KEPT = re.compile(r"^(encryptionsalt|secretsprovider|encryptedkey):")
 
 

@@ -5,10 +5,22 @@ SSE-KMS with `kms_key_id`), a full public access block, a TLS-only bucket policy
 (noncurrent versions expire, aged objects move to an archive class, stale multipart uploads abort).
 Credentials come from the standard AWS chain; the endpoint from input `endpoint_url`, else env
 `AWS_ENDPOINT_URL_S3`, else AWS. Delete refuses a non-empty bucket unless `force_destroy` is true.
+
+Identity: a bucket is its name and region; the endpoint is only how to reach it, so a new endpoint (a VPC
+endpoint, an S3-compatible gateway, a local moto on another port) updates the resource in place and never
+plans a replace, which would delete the checkpoint bucket. A read whose recorded endpoint no longer answers
+reads through the current one (AWS_ENDPOINT_URL_S3); a delete never does (see `delete`).
+
+Ownership: S3 has no idempotency key either, so a `pulumi up` killed between CreateBucket and the state write
+leaves a bucket the state does not know, and the next create finds its name taken. Create tags the bucket
+`trainstack:owner` = the stack's identity (input `owner`, "<org>/<project>/<stack>") right after creating
+it, and a create that finds the bucket already there adopts it only when that tag matches; a bucket without
+the tag, or with another stack's, is a stranger's and is refused.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -31,7 +43,7 @@ from providers.s3.models import BucketArgs
 __all__ = ["BucketArgs", "BucketError", "CheckpointBucket", "CheckpointBucketProvider"]
 
 _OUTPUTS = frozenset({"arn"})
-_REPLACE = frozenset({"bucket_name", "region", "endpoint_url"})
+_REPLACE = frozenset({"bucket_name", "region"})  # never endpoint_url: see the module docstring
 
 
 def _same(key: str, old: Any, new: Any) -> bool:
@@ -66,10 +78,7 @@ class CheckpointBucketProvider(ResourceProvider):
         args = BucketArgs.model_validate({k: v for k, v in props.items() if k in BucketArgs.model_fields})
         s3 = self._s3(args)
         if s3c.exists(s3, args.bucket_name):
-            raise BucketError(
-                f"bucket {args.bucket_name!r} already exists; choose another bucket_name "
-                "(dynamic resources cannot be imported)"
-            )
+            return self._adopt(s3, props, args)
         where = (
             {}
             if args.region == "us-east-1"
@@ -77,15 +86,42 @@ class CheckpointBucketProvider(ResourceProvider):
         )
         s3.create_bucket(Bucket=args.bucket_name, **where)
         try:
+            if args.owner:  # first, so that a kill from here on leaves a bucket the next create adopts
+                s3c.tag_owner(s3, args.bucket_name, args.owner)
             s3c.apply_hardening(s3, args)
         except ClientError:
             s3.delete_bucket(Bucket=args.bucket_name)  # transactional: no half-hardened bucket left
             raise
         return CreateResult(args.bucket_name, self._outs(props, args))
 
+    def _adopt(self, s3: Any, props: dict[str, Any], args: BucketArgs) -> CreateResult:
+        """The bucket exists: adopt it when this stack created it (owner tag), else refuse."""
+        found = s3c.owner_tag(s3, args.bucket_name)
+        if not args.owner or found != args.owner:
+            whose = f"it is tagged {s3c.OWNER_TAG}={found!r}" if found else f"it has no {s3c.OWNER_TAG} tag"
+            raise BucketError(
+                f"bucket {args.bucket_name!r} already exists and is not this stack's ({whose}; this stack "
+                f"is {args.owner!r}), so it is left alone; choose another bucket_name"
+            )
+        s3c.apply_hardening(s3, args)  # ours, from a create cut short: finish what that create began
+        return CreateResult(args.bucket_name, self._outs(props, args))
+
     @s3_errors("read")
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        from botocore.exceptions import EndpointConnectionError
+
         args = BucketArgs.model_validate({k: v for k, v in props.items() if k in BucketArgs.model_fields})
+        try:
+            return self._read(id_, props, args)
+        except EndpointConnectionError:
+            # The endpoint recorded at the last update is gone (a restarted local demo, a retired gateway).
+            # The bucket is its name and region: read it where S3 is reached now, if that is elsewhere.
+            current = os.environ.get("AWS_ENDPOINT_URL_S3") or None
+            if current == args.endpoint_url:
+                raise
+            return self._read(id_, props, args.model_copy(update={"endpoint_url": current}))
+
+    def _read(self, id_: str, props: dict[str, Any], args: BucketArgs) -> ReadResult:
         s3 = self._s3(args)
         if not s3c.exists(s3, id_):
             return ReadResult(None, {})
@@ -94,24 +130,41 @@ class CheckpointBucketProvider(ResourceProvider):
     @s3_errors("update")
     def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         args = BucketArgs.model_validate({k: v for k, v in news.items() if k in BucketArgs.model_fields})
-        s3c.apply_hardening(self._s3(args), args)
+        s3 = self._s3(args)
+        s3c.apply_hardening(s3, args)
+        if args.owner and s3c.owner_tag(s3, args.bucket_name) != args.owner:
+            s3c.tag_owner(s3, args.bucket_name, args.owner)  # buckets created before the tag existed
         return UpdateResult(self._outs(news, args))
 
     @s3_errors("delete")
     def delete(self, id_: str, props: dict[str, Any]) -> None:
+        from botocore.exceptions import ClientError, EndpointConnectionError
+
         args = BucketArgs.model_validate({k: v for k, v in props.items() if k in BucketArgs.model_fields})
         s3 = self._s3(args)
-        if not s3c.exists(s3, id_):
+        try:
+            exists = s3c.exists(s3, id_)
+        except EndpointConnectionError:
+            # Never retried through today's endpoint: after a replace planned by an older version, the bucket
+            # of the same name there is the live one, and this delete would destroy it.
+            where = s3c.endpoint_for(args)
+            raise BucketError(
+                f"cannot delete the checkpoint bucket: the S3 endpoint does not answer at {where} (bucket "
+                f"{id_!r}). If that endpoint is gone for good (a local demo restarted elsewhere), run "
+                "`scripts/recover <stack>`: the state then forgets this pending deletion. Otherwise bring "
+                "the endpoint back and run again"
+            ) from None
+        if not exists:
             return
-        from botocore.exceptions import ClientError
 
         if args.force_destroy:
             s3c.empty(s3, id_)
         elif s3c.has_objects(s3, id_):
             raise BucketError(
                 f"bucket {id_!r} still holds checkpoints (objects or old versions); nothing was deleted. "
-                "Copy out what you need, then set force_destroy: true and run again to delete it with "
-                "every version"
+                "Copy out what you need, then `pulumi config set --path trainstack:bucket.force_destroy "
+                "true` and `pulumi up` so the state records it (in the middle of a destroy, `pulumi up "
+                "--target` this bucket's URN), and run this again to delete it with every version"
             )
         try:
             s3.delete_bucket(Bucket=id_)

@@ -114,6 +114,31 @@ def error_code(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", ""))
 
 
+OWNER_TAG = "trainstack:owner"
+
+
+def _tag_set(s3: Any, name: str) -> list[dict[str, str]]:
+    from botocore.exceptions import ClientError
+
+    try:
+        return list(s3.get_bucket_tagging(Bucket=name).get("TagSet", []))
+    except ClientError as exc:
+        if error_code(exc) == "NoSuchTagSet":  # S3's answer for a bucket with no tags
+            return []
+        raise
+
+
+def owner_tag(s3: Any, name: str) -> str | None:
+    """The bucket's `trainstack:owner` tag, or None when it has none."""
+    return next((str(t["Value"]) for t in _tag_set(s3, name) if t.get("Key") == OWNER_TAG), None)
+
+
+def tag_owner(s3: Any, name: str, owner: str) -> None:
+    """Add or set the owner tag, keeping every other tag (PutBucketTagging replaces the whole set)."""
+    kept = [t for t in _tag_set(s3, name) if t.get("Key") != OWNER_TAG]
+    s3.put_bucket_tagging(Bucket=name, Tagging={"TagSet": [*kept, {"Key": OWNER_TAG, "Value": owner}]})
+
+
 def exists(s3: Any, name: str) -> bool:
     from botocore.exceptions import ClientError
 

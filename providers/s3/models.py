@@ -37,6 +37,7 @@ class BucketArgs(InputModel):
     lifecycle: LifecycleArgs = Field(default_factory=LifecycleArgs)
     endpoint_url: str | None = None  # moto or another S3 endpoint; else AWS_ENDPOINT_URL_S3 / AWS
     force_destroy: bool = False  # delete even with objects in it (every version is lost)
+    owner: str | None = None  # the stack's identity, tagged on the bucket at create; adoption needs a match
 
     @field_validator("bucket_name")
     @classmethod

@@ -391,3 +391,18 @@ def test_the_new_key_gives_no_deprecation_message() -> None:
     said: list[str] = []
     load_stack_config(BASE, warn=said.append)
     assert said == []
+
+
+def test_the_bucket_accepts_force_destroy_as_its_own_advice_says() -> None:
+    # Issue 24.10: the provider's refusal says "set force_destroy: true"; the config used to reject the key.
+    raw = copy.deepcopy(BASE)
+    raw["trainstack:bucket"]["force_destroy"] = True
+    config = load_stack_config(raw)
+    assert config.bucket is not None and config.bucket.force_destroy is True
+    assert load_stack_config(BASE).bucket.force_destroy is False  # type: ignore[union-attr]
+
+
+def test_protect_is_off_by_default_and_on_in_prod() -> None:
+    assert load_stack_config(BASE).protect is False
+    assert stack_config("prod").protect is True
+    assert stack_config("dev").protect is False

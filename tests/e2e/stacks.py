@@ -73,6 +73,9 @@ def open_stack(stack: str, tmp: Path, runpod: LocalRunPod, s3_endpoint: str, **e
     )
     run.cli.stack_init(stack)
     config = run.config()
+    if config.get("trainstack:protect"):
+        # Tests take their stacks down; tests/e2e/test_protect.py checks that protect holds.
+        run.cli.run("config", "set", "--stack", stack, "trainstack:protect", "false")
     training = config.get("trainstack:training") or {}
     for name in training.get("secrets") or []:
         value = DEMO_SECRET_VALUES.get(name, f"local-demo-{name.lower()}")

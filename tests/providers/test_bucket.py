@@ -71,7 +71,7 @@ def test_delete_refuses_a_non_empty_bucket_unless_force_destroy(s3: Any) -> None
     provider = CheckpointBucketProvider()
     outs = _create(provider, tls_only=False)  # moto enforces the TLS-only Deny against its plain client
     s3.put_object(Bucket="trainstack-ckpt", Key="step-100/model.pt", Body=b"weights")
-    with pytest.raises(BucketError, match="force_destroy: true"):
+    with pytest.raises(BucketError, match=r"config set --path trainstack:bucket\.force_destroy "):
         provider.delete("trainstack-ckpt", outs)
     assert s3.get_object(Bucket="trainstack-ckpt", Key="step-100/model.pt")["Body"].read() == b"weights"
     s3.delete_object(Bucket="trainstack-ckpt", Key="step-100/model.pt")  # only a delete marker + version left
@@ -98,5 +98,63 @@ def test_read_reports_drift_and_update_repairs_it(s3: Any) -> None:
 
 def test_existing_bucket_is_not_adopted(s3: Any) -> None:
     s3.create_bucket(Bucket="trainstack-ckpt")
-    with pytest.raises(BucketError, match="already exists"):
+    with pytest.raises(BucketError, match="already exists and is not this stack's"):
         _create(CheckpointBucketProvider())
+
+
+OWNER = "organization/trainstack/prod"
+
+
+def _tags(s3: Any) -> dict[str, str]:
+    return {t["Key"]: t["Value"] for t in s3.get_bucket_tagging(Bucket="trainstack-ckpt")["TagSet"]}
+
+
+def test_a_bucket_this_stack_created_is_adopted_after_a_crash(s3: Any) -> None:
+    # Issue 24.2: `up` killed after CreateBucket, before the state write. The bucket carries the owner tag
+    # put right after CreateBucket; the next create finds it, adopts it and finishes its hardening.
+    s3.create_bucket(Bucket="trainstack-ckpt")
+    s3.put_bucket_tagging(
+        Bucket="trainstack-ckpt", Tagging={"TagSet": [{"Key": "trainstack:owner", "Value": OWNER}]}
+    )
+    outs = _create(CheckpointBucketProvider(), owner=OWNER)
+    assert outs["arn"] == "arn:aws:s3:::trainstack-ckpt"
+    assert s3.get_bucket_versioning(Bucket="trainstack-ckpt")["Status"] == "Enabled"
+
+
+def test_create_tags_the_owner_and_keeps_other_tags_on_update(s3: Any) -> None:
+    provider = CheckpointBucketProvider()
+    outs = _create(provider, owner=OWNER)
+    assert _tags(s3) == {"trainstack:owner": OWNER}
+    s3.put_bucket_tagging(
+        Bucket="trainstack-ckpt",
+        Tagging={"TagSet": [{"Key": "team", "Value": "ml"}]},  # someone retags it, dropping ours
+    )
+    checked = provider.check({}, {"bucket_name": "trainstack-ckpt", "owner": OWNER}).inputs
+    provider.update("trainstack-ckpt", outs, checked)
+    assert _tags(s3) == {"team": "ml", "trainstack:owner": OWNER}
+
+
+@pytest.mark.parametrize("tag", [None, "organization/trainstack/dev", "organization/other/prod"])
+def test_a_strangers_bucket_is_never_adopted(s3: Any, tag: str | None) -> None:
+    s3.create_bucket(Bucket="trainstack-ckpt")
+    if tag:
+        s3.put_bucket_tagging(
+            Bucket="trainstack-ckpt", Tagging={"TagSet": [{"Key": "trainstack:owner", "Value": tag}]}
+        )
+    with pytest.raises(BucketError, match="is not this stack's") as err:
+        _create(CheckpointBucketProvider(), owner=OWNER)
+    assert "choose another bucket_name" in str(err.value)
+    assert s3.get_bucket_versioning(Bucket="trainstack-ckpt").get("Status") is None  # left untouched
+
+
+def test_an_endpoint_change_is_an_update_never_a_replace(s3: Any) -> None:
+    # Issue 25: the bucket is its name and region; the endpoint is how to reach it.
+    provider = CheckpointBucketProvider()
+    outs = _create(provider)
+    news = provider.check(
+        {}, {"bucket_name": "trainstack-ckpt", "endpoint_url": "https://vpce.example"}
+    ).inputs
+    diff = provider.diff("trainstack-ckpt", outs, news)
+    assert diff.changes and diff.replaces == []
+    renamed = provider.check({}, {"bucket_name": "trainstack-ckpt-2"}).inputs
+    assert provider.diff("trainstack-ckpt", outs, renamed).replaces == ["bucket_name"]

@@ -1,0 +1,162 @@
+"""The local demo survives a restart (issue 25): scripts/up, stop, start, scripts/up converges with 0 orphans.
+
+Runs the shipped scripts as a new user would, each test in its own state directory, workspaces and backend.
+The local RunPod keeps its SQLite state across the restart, moto keeps nothing: the second scripts/up notices
+the restart, refreshes, and recreates what is gone. With moto's old port taken by something else, its
+endpoint changes, and the checkpoint bucket is updated in place, never replaced.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+import boto3
+import httpx
+import pytest
+
+from emulator.harness import FAST_ARGS
+from tests.e2e.reliability import Report
+from tests.support.pulumi_cli import REPO, run_killing_tree
+
+pytestmark = pytest.mark.e2e
+_ID_KEYS = ("pod_id", "cluster_id", "volume_id", "secret_id")
+
+
+class Demo:
+    """scripts/up and scripts/local-runpod with their state in `tmp`."""
+
+    def __init__(self, tmp: Path) -> None:
+        keep = {k: v for k, v in os.environ.items() if not k.startswith(("RUNPOD_", "AWS_", "PULUMI_"))}
+        self.env = keep | {
+            "TRAINSTACK_STATE_DIR": str(tmp / "local-runpod"),
+            "TRAINSTACK_LOCAL_WORKSPACES": str(tmp / "ws"),
+            "TRAINSTACK_OUT_DIR": str(tmp / "out"),
+            "PULUMI_BACKEND_URL": f"file://{tmp / 'backend'}",
+            "PULUMI_CONFIG_PASSPHRASE": "test-only-passphrase",
+            "TRAINSTACK_POLL_INTERVAL_S": "0.2",
+            # Control-plane only: the restart of hosts is the emulator's own test; this one is the stack's.
+            "LOCAL_RUNPOD_ARGS": " ".join((*FAST_ARGS, "--hosts", "off")),
+        }
+        (tmp / "backend").mkdir()
+        self.ws = tmp / "ws"
+
+    def run(self, *argv: str, timeout: float = 600) -> str:
+        done = run_killing_tree([str(REPO / argv[0]), *argv[1:]], timeout, env=self.env, cwd=REPO)
+        assert done.returncode == 0, (
+            f"{' '.join(argv)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}"
+        )
+        return done.stdout + done.stderr
+
+    def endpoints(self) -> dict[str, str]:
+        lines = self.run("scripts/local-runpod", "env").splitlines()
+        pairs = (line.removeprefix("export ").split("=", 1) for line in lines if line.startswith("export "))
+        return dict(pairs)  # type: ignore[arg-type]
+
+    def pulumi(self, stack: str, *args: str) -> str:
+        argv = ["bash", "-c", '. scripts/env.sh && exec pulumi "$@"', "pulumi", *args]
+        env = self.env | self.endpoints()
+        done = run_killing_tree(
+            [*argv, "--stack", stack, "--cwd", str(self.ws / stack), "--non-interactive"],
+            300,
+            env=env,
+            cwd=REPO,
+        )
+        assert done.returncode == 0, f"pulumi {' '.join(args)}:\n{done.stdout}\n{done.stderr}"
+        return done.stdout
+
+    def orphans(self, stack: str) -> list[str]:
+        known: set[str] = set()
+        for res in json.loads(self.pulumi(stack, "stack", "export"))["deployment"].get("resources") or []:
+            known.add(str(res.get("id", "")))
+            known.update(str((res.get("outputs") or {}).get(k)) for k in _ID_KEYS)
+        live: dict[str, Any] = httpx.get(
+            f"{self.endpoints()['RUNPOD_API_URL']}/_admin/live", timeout=10
+        ).json()
+        ids = {p["id"]: p["name"] for p in live["pods"] if not p.get("clusterId")}
+        for kind in ("clusters", "volumes", "secrets"):
+            ids.update({r["id"]: r["name"] for r in live[kind]})
+        return sorted(f"{name} ({rid})" for rid, name in ids.items() if rid not in known)
+
+    def buckets(self) -> list[str]:
+        env = self.endpoints()
+        s3 = boto3.client(
+            "s3", endpoint_url=env["AWS_ENDPOINT_URL_S3"], region_name="us-east-1",
+            aws_access_key_id="testing", aws_secret_access_key="testing",
+        )  # fmt: skip
+        return sorted(b["Name"] for b in s3.list_buckets().get("Buckets", []))
+
+
+@pytest.fixture
+def demo(tmp_path: Path) -> Any:
+    d = Demo(tmp_path)
+    yield d
+    run_killing_tree([str(REPO / "scripts/local-runpod"), "stop"], 120, env=d.env)
+
+
+def _restart(demo: Demo, block_moto_port: bool = False) -> dict[str, str]:
+    before = demo.endpoints()
+    demo.run("scripts/local-runpod", "stop")
+    with socket.socket() as squatter:
+        if block_moto_port:  # another program took moto's port while the demo was down
+            host, port = before["AWS_ENDPOINT_URL_S3"].removeprefix("http://").rsplit(":", 1)
+            squatter.bind((host, int(port)))
+        demo.run("scripts/local-runpod", "start")
+    return before
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_up_stop_start_up_converges_with_no_orphans(stack: str, demo: Demo, report: Report) -> None:
+    demo.run("scripts/up", stack)
+    assert demo.orphans(stack) == []
+    before = _restart(demo)
+    after = demo.endpoints()
+    # Stable endpoints per checkout: both servers came back on their ports.
+    assert (after["RUNPOD_API_URL"], after["AWS_ENDPOINT_URL_S3"]) == (
+        before["RUNPOD_API_URL"],
+        before["AWS_ENDPOINT_URL_S3"],
+    )
+    assert demo.buckets() == []  # moto keeps nothing across a restart
+
+    second = demo.run("scripts/up", stack)
+    assert "refreshing first" in second
+    orphaned = demo.orphans(stack)
+    assert orphaned == []
+    report.record(
+        f"restart: scripts/up `{stack}`, local RunPod and moto stopped and started, scripts/up",
+        "same ports; the second up saw the restart, refreshed and converged (empty moto: bucket recreated)",
+        orphaned,
+        [],
+        runs=2,
+    )
+    if stack == "prod":
+        assert demo.buckets() == ["trainstack-prod-checkpoints"]  # recreated, not wedged
+    demo.pulumi(stack, "preview", "--expect-no-changes")
+    demo.pulumi(stack, "state", "unprotect", "--all", "--yes")  # prod protects its volume and compute
+    demo.pulumi(stack, "destroy", "--yes", "--skip-preview")
+
+
+def test_a_new_s3_endpoint_after_a_restart_updates_the_bucket_in_place(demo: Demo, report: Report) -> None:
+    demo.run("scripts/up", "prod")
+    before = _restart(demo, block_moto_port=True)
+    after = demo.endpoints()
+    assert after["AWS_ENDPOINT_URL_S3"] != before["AWS_ENDPOINT_URL_S3"]
+
+    second = demo.run("scripts/up", "prod")
+    assert "replaced" not in second, second  # the bucket is recreated or updated, never replaced
+    orphaned = demo.orphans("prod")
+    assert orphaned == []
+    report.record(
+        "restart: moto back on another port (its old one taken), scripts/up `prod`",
+        "S3 endpoint changed; no bucket replace, no pending delete wedged; converged",
+        orphaned,
+        [],
+        runs=2,
+    )
+    assert demo.buckets() == ["trainstack-prod-checkpoints"]
+    demo.pulumi("prod", "preview", "--expect-no-changes")
+    demo.pulumi("prod", "state", "unprotect", "--all", "--yes")
+    demo.pulumi("prod", "destroy", "--yes", "--skip-preview")

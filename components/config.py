@@ -34,6 +34,7 @@ from components.image_ref import image_reference_problem
 from components.model_config import ModelConfig
 from facts.gpus import GPUS
 from facts.s3 import bucket_name_problem
+from providers.errors import TrainstackError
 
 NAMESPACE = "trainstack"
 SECRETS_KEY = "secrets"  # values live under trainstack:secrets.<ENV_NAME>; this module never reads them
@@ -55,7 +56,7 @@ class ConfigProblem:
         return f"{self.path}: {self.message}"
 
 
-class ConfigError(ValueError):
+class ConfigError(TrainstackError, ValueError):
     """The stack config breaks one or more rules; `problems` lists every one of them."""
 
     def __init__(self, problems: list[ConfigProblem]) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import ipaddress
 import json
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import urlparse
@@ -14,12 +13,11 @@ import pulumi
 
 from components.config import StackConfig
 from components.render import Artifacts, Node
+from providers import settings
 from providers.delivery.node_files import NodeFiles
 
 REPO = Path(__file__).resolve().parent.parent
 TRAIN_DIR = REPO / "train"
-KNOWN_HOSTS_ENV = "TRAINSTACK_KNOWN_HOSTS_DIR"  # where each stack's own known_hosts file lives
-DEFAULT_RUNPOD_URL = "https://api.runpod.io"
 
 
 def train_files(root: Path = TRAIN_DIR) -> dict[str, str]:
@@ -39,14 +37,13 @@ def node_files(artifacts: Artifacts, rank: int, train: dict[str, str]) -> dict[s
 
 
 def known_hosts_file(stack: str) -> str:
-    base = os.environ.get(KNOWN_HOSTS_ENV) or str(Path.home() / ".cache" / "trainstack" / "known_hosts")
-    return str(Path(base) / stack)
+    return str(settings.current().known_hosts_dir / stack)
 
 
 def control_plane_only_reason(api_url: str | None = None) -> str | None:
     """Why delivery cannot work here: a local RunPod without hosts. None for real RunPod or hosts on."""
-    url = api_url or os.environ.get("RUNPOD_API_URL") or pulumi.Config("runpod").get("apiUrl")
-    host = urlparse(url or DEFAULT_RUNPOD_URL).hostname or ""
+    url = api_url or settings.current().runpod_api_url or pulumi.Config("runpod").get("apiUrl")
+    host = urlparse(url or settings.DEFAULT_API_URL).hostname or ""
     try:
         local = host == "localhost" or ipaddress.ip_address(host).is_loopback
     except ValueError:

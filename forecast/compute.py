@@ -41,12 +41,13 @@ import math
 from forecast.fixes import memory_fixes
 from forecast.memory import memory
 from forecast.model import ComputeForecast, CostForecast, Deployment, Forecast, ForecastInput, Workload
+from providers.errors import TrainstackError
 
 DEFAULT_HARDWARE_UTILISATION: dict[str, float] = {"bf16": 0.40, "fp8": 0.26}
 SECONDS_PER_HOUR = 3600.0
 
 
-class ForecastError(ValueError):
+class ForecastError(TrainstackError, ValueError):
     """The input cannot be forecast (e.g. a precision the GPU has no tensor cores for)."""
 
 

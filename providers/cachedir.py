@@ -5,11 +5,14 @@ so anything (the emulator, tests, a provider at preview) can ask without loading
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 
-def cache_dir() -> Path:
-    explicit = os.environ.get("TRAINSTACK_CACHE")
+def cache_dir(env: Mapping[str, str] | None = None) -> Path:
+    """The folder for `env` (default: this process's environment, read now)."""
+    env = os.environ if env is None else env
+    explicit = env.get("TRAINSTACK_CACHE")
     if explicit:
         return Path(explicit)
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "trainstack"
+    return Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "trainstack"

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from emulator.harness import FAST_ARGS, LocalRunPod, MotoS3, start_local_runpod, start_moto_s3
+from providers import settings
 
 
 @pytest.fixture(scope="session")
@@ -53,3 +54,11 @@ def _catalog_read_every_time() -> Iterator[None]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("TRAINSTACK_CATALOG_TTL_S", "0")
         yield
+
+
+@pytest.fixture(autouse=True)
+def _settings_read_per_test() -> Iterator[None]:
+    """Each test reads the environment afresh (a provider process reads it once, at first use)."""
+    settings.reset()
+    yield
+    settings.reset()

@@ -1,20 +1,19 @@
 """OpenSSH client calls (the `ssh`/`scp` binaries): batch mode, the stack's own known_hosts, bounded retries.
 
-Exceptions:
-
-    DeliveryError            a delivery step failed for good (the message says which node and what to do)
-    └── UnreachableError     ssh could not connect until the deadline passed (exit 255 every time)
+Exceptions: `DeliveryError` and `UnreachableError`, in the tree of providers/errors.py.
 """
 
 from __future__ import annotations
 
-import os
 import random
 import subprocess
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from providers import settings
+from providers.errors import TrainstackError
 
 KEY_ENV = "TRAINSTACK_SSH_KEY"  # private key path; never an input, so never in state
 SSH_UNREACHABLE = 255  # ssh's own exit status for connection and authentication failures
@@ -24,7 +23,7 @@ STDERR_TAIL = 600  # characters of the remote's stderr kept in an error (our own
 Runner = Callable[[Sequence[str], bytes | None, float], "subprocess.CompletedProcess[bytes]"]
 
 
-class DeliveryError(RuntimeError):
+class DeliveryError(TrainstackError):
     """A delivery step failed; the node keeps whatever it had before this step."""
 
 
@@ -44,13 +43,10 @@ def run_process(
 
 def private_key_path() -> Path | None:
     """`$TRAINSTACK_SSH_KEY`, else ssh's default identities (None: let ssh pick)."""
-    raw = os.environ.get(KEY_ENV, "").strip()
-    if not raw:
-        return None
-    path = Path(raw).expanduser()
-    if not path.is_file():
+    path = settings.current().ssh_key
+    if path is not None and not path.is_file():
         raise DeliveryError(
-            f"{KEY_ENV}={raw} is not a file; point it at the private key of the account's SSH key"
+            f"{KEY_ENV}={path} is not a file; point it at the private key of the account's SSH key"
         )
     return path
 

@@ -12,13 +12,13 @@ The contract each subclass keeps (see providers/README.md):
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import pulumi
 from pulumi.dynamic import CheckFailure, CheckResult, ConfigureRequest, DiffResult, ResourceProvider
 
+from providers import settings
 from providers.common import (
     PROVIDER_KEY,
     UNKNOWN,
@@ -37,33 +37,19 @@ __all__ = ["UNKNOWN", "RunPodProvider", "args_of", "boot_floor_s", "is_unknown",
 
 COST_KEYS = frozenset({"cost_per_hour", "storage_cost_per_month", "price_source"})
 
-POLL_ENV = "TRAINSTACK_POLL_INTERVAL_S"
 READY_ENV = "TRAINSTACK_READY_TIMEOUT_S"
-DEFAULT_POLL_S = 10.0  # ~6 GETs/min per waiting resource: well inside the 60/min quota
-DEFAULT_READY_S = 20 * 60.0  # dstack allows RunPod 20 min to provision (FACTS.md section 2)
 
 T = TypeVar("T")
 
 
-def _env_seconds(name: str, default: float) -> float:
-    raw = os.environ.get(name, "").strip()
-    try:
-        value = float(raw) if raw else default
-    except ValueError:
-        raise errors.ConfigError(f"{name} must be a number of seconds") from None
-    if value <= 0:
-        raise errors.ConfigError(f"{name} must be positive")
-    return value
-
-
 def ready_timeout(explicit: float | None) -> float:
-    return explicit if explicit is not None else _env_seconds(READY_ENV, DEFAULT_READY_S)
+    return explicit if explicit is not None else settings.current().ready_timeout_s
 
 
 def boot_floor_s() -> float:
     """No new pod is ready sooner: a cached image still takes ~33 s (FACTS.md section 2), so the first
     poll of a create waits 3 poll intervals (30 s by default) instead of asking while nothing can change."""
-    return 3 * _env_seconds(POLL_ENV, DEFAULT_POLL_S)
+    return 3 * settings.current().poll_interval_s
 
 
 def wait_for(
@@ -81,7 +67,7 @@ def wait_for(
     `first_poll_s`, then one every poll interval: never more than one GET per interval per resource (and
     pods share one listing per poll, see listing.py), and ready is seen at most one interval late.
     """
-    interval = _env_seconds(POLL_ENV, DEFAULT_POLL_S)
+    interval = settings.current().poll_interval_s
     deadline = client.clock() + timeout_s
     if first_poll_s > 0:
         client.sleep(min(first_poll_s, timeout_s))

@@ -20,16 +20,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from facts.money import SNAPSHOT
-from providers.cachedir import cache_dir
-from providers.runpod import errors, settings
+from providers import settings
+from providers.runpod import errors
+from providers.runpod import settings as credentials
 
 if TYPE_CHECKING:
     from providers.runpod.client import RunPodClient
 
 # Preview must stay quick when the API is down: one short, bounded attempt per process.
 CATALOG_DEADLINE_S = 10.0
-TTL_ENV = "TRAINSTACK_CATALOG_TTL_S"
-DEFAULT_TTL_S = 900.0
 SNAPSHOT_DATE = SNAPSHOT.date
 
 
@@ -71,16 +70,7 @@ def price_book(client_factory: Callable[[], RunPodClient]) -> PriceBook:
 
 
 def ttl_s() -> float:
-    raw = os.environ.get(TTL_ENV, "").strip()
-    try:
-        value = float(raw) if raw else DEFAULT_TTL_S
-    except ValueError:
-        raise errors.ConfigError(
-            f"{TTL_ENV} must be a number of seconds (0 turns the shared file off)"
-        ) from None
-    if value < 0:
-        raise errors.ConfigError(f"{TTL_ENV} must be 0 or more seconds")
-    return value
+    return settings.current().catalog_ttl_s
 
 
 def shared_file(ttl: float | None = None) -> Path | None:
@@ -88,10 +78,10 @@ def shared_file(ttl: float | None = None) -> Path | None:
     if (ttl_s() if ttl is None else ttl) == 0:
         return None
     try:
-        url, _key = settings.resolve_credentials()
+        url, _key = credentials.resolve_credentials()
     except errors.ConfigError:
         return None  # no key: _fetch falls back to the snapshot and says why
-    return cache_dir() / "catalog" / f"{hashlib.sha256(url.encode()).hexdigest()[:16]}.json"
+    return settings.current().cache_dir / "catalog" / f"{hashlib.sha256(url.encode()).hexdigest()[:16]}.json"
 
 
 def _read_shared(path: Path, ttl: float) -> PriceBook | None:

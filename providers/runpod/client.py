@@ -13,11 +13,11 @@ bounded retries, and no blind POST replays (creates are reconciled by listing an
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
 from facts.pods import PodStatus
+from providers import settings
 from providers.runpod import adopt, errors, gql
 from providers.runpod.http import HttpCore
 from providers.runpod.listing import shared
@@ -36,8 +36,6 @@ from providers.runpod.records import (
 )
 from providers.runpod.settings import resolve_credentials
 
-TIMEOUT_ENV = "TRAINSTACK_HTTP_TIMEOUT_S"
-DEADLINE_ENV = "TRAINSTACK_HTTP_DEADLINE_S"
 GRAPHQL_PATH = "/graphql"
 
 T = TypeVar("T")
@@ -53,13 +51,9 @@ class RunPodClient(HttpCore):
         """A client for the configured account; `TRAINSTACK_HTTP_TIMEOUT_S` (per request, default 30) and
         `TRAINSTACK_HTTP_DEADLINE_S` (retries of one call, default 180) tune the chokepoint."""
         url, key = resolve_credentials()
-        for name, arg in ((TIMEOUT_ENV, "timeout_s"), (DEADLINE_ENV, "deadline_s")):
-            raw = os.environ.get(name, "").strip()
-            if raw and arg not in kwargs:
-                try:
-                    kwargs[arg] = float(raw)
-                except ValueError:
-                    raise errors.ConfigError(f"{name} must be a number of seconds, e.g. 30") from None
+        knobs = settings.current()
+        kwargs.setdefault("timeout_s", knobs.http_timeout_s)
+        kwargs.setdefault("deadline_s", knobs.http_deadline_s)
         return cls(url, key, **kwargs)
 
     def _create(

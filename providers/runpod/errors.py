@@ -1,23 +1,6 @@
 """The exceptions every RunPod call can raise, and how HTTP/GraphQL failures map onto them.
 
-    RunPodError                      base of everything below
-    ├── ConfigError                  no API key / bad URL: fix the environment or stack config
-    ├── TransportError               connection failed or timed out after retries (no HTTP status)
-    │   └── UncertainRequestError    a non-idempotent request (POST) was sent but its outcome is unknown
-    ├── DeadlineExceeded             a wait (retry loop, readiness poll) ran past its total deadline
-    └── ApiError                     RunPod answered with an error; carries `status`, `method`, `path`
-        ├── AuthError                401/403: the key is missing, wrong, or lacks access
-        ├── NotFoundError            404: the thing is gone (read/delete treat this as success)
-        ├── ConflictError            409: not valid in the current state (e.g. a cluster member pod)
-        ├── InvalidRequestError      422, or a 400 rule violation: the request is wrong; never retried
-        ├── InsufficientBalanceError 402: add credit; no retry will succeed
-        ├── NoCapacityError          400 "no longer any instances available": try another candidate
-        │   └── SpotRefusedError     RunPod would not place interruptible (spot) capacity
-        ├── SpendLimitError          the account spend limit would be exceeded: raise it in the console
-        ├── RateLimitedError         429 kept coming until the deadline
-        ├── ServerError              5xx kept coming until the deadline
-        └── GraphQLError             HTTP 200 with an `errors` array that matched nothing above
-
+The tree (under `RunPodError`) is drawn with the rest of trainstack's errors in providers/errors.py.
 Messages are ours: method, path *template* (`/v2/pods/{id}`), status and what to do next. They never
 copy response bodies or headers, which can echo request data, and never contain the API key.
 """
@@ -27,14 +10,14 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from providers import display
+from providers.errors import SettingsError, TrainstackError
 
 
-class RunPodError(Exception):
+class RunPodError(TrainstackError):
     """Base class of every error raised by `providers.runpod`."""
 
 
-class ConfigError(RunPodError):
+class ConfigError(RunPodError, SettingsError):
     """The provider cannot run: credentials or endpoint are missing or malformed."""
 
 
@@ -199,7 +182,3 @@ def refused_fields(entries: Sequence[object]) -> list[str]:
             if _FIELD.match(full) and full not in names:
                 names.append(full)
     return names[:MAX_FIELDS]
-
-
-# Inside Pulumi's provider host, these errors reach the user as their message only (providers/display.py).
-display.install(RunPodError)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import random
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from providers import settings
 from providers.runpod.errors import ConfigError
 
 Clock = Callable[[], float]
@@ -77,19 +77,9 @@ _SHARED: dict[int, TokenBucket] = {}
 _SHARED_LOCK = threading.Lock()
 
 
-def rate_from_env() -> int:
-    raw = os.environ.get(RATE_ENV, "").strip()
-    if not raw:
-        return DEFAULT_RATE_PER_MIN
-    try:
-        return int(raw)
-    except ValueError:
-        raise ConfigError(f"{RATE_ENV} must be a positive integer (requests per minute)") from None
-
-
 def shared_bucket() -> TokenBucket:
     """The bucket shared by every client in this process (real clock), built on first use."""
-    rate = rate_from_env()
+    rate = settings.current().rate_limit_per_min
     with _SHARED_LOCK:
         if rate not in _SHARED:
             _SHARED[rate] = TokenBucket(rate)

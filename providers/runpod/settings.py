@@ -6,13 +6,12 @@ stack config without loading the HTTP stack: a preview that never calls RunPod n
 
 from __future__ import annotations
 
-import os
 import threading
 from urllib.parse import urlsplit
 
 from providers.runpod import errors
+from providers.settings import DEFAULT_API_URL, current
 
-DEFAULT_API_URL = "https://api.runpod.io"
 URL_ENV = "RUNPOD_API_URL"
 KEY_ENV = "RUNPOD_API_KEY"
 
@@ -29,8 +28,9 @@ def set_process_config(api_url: str | None, api_key: str | None) -> None:
 
 
 def resolve_credentials() -> tuple[str, str]:
-    url = os.environ.get(URL_ENV) or _process_config.get("api_url") or DEFAULT_API_URL
-    key = os.environ.get(KEY_ENV) or _process_config.get("api_key") or ""
+    knobs = current()
+    url = knobs.runpod_api_url or _process_config.get("api_url") or DEFAULT_API_URL
+    key = knobs.runpod_api_key or _process_config.get("api_key") or ""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise errors.ConfigError(f"{URL_ENV} / runpod:apiUrl must be an http(s) URL like {DEFAULT_API_URL}")

@@ -7,9 +7,9 @@ program imports the resource to declare a bucket. Raw S3 request and response di
 from __future__ import annotations
 
 import json
-import os
 from typing import TYPE_CHECKING, Any
 
+from providers import settings
 from providers.s3.errors import BucketError
 from providers.s3.models import BucketArgs, LifecycleArgs
 
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 
 def endpoint_for(args: BucketArgs) -> str | None:
-    return args.endpoint_url or os.environ.get("AWS_ENDPOINT_URL_S3") or None
+    return args.endpoint_url or settings.current().s3_endpoint_url
 
 
 def make_client(args: BucketArgs) -> Any:

@@ -6,14 +6,12 @@ import functools
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from providers import display
+from providers.errors import TrainstackError
 
 
-class BucketError(Exception):
+class BucketError(TrainstackError):
     """A checkpoint bucket operation we refuse or cannot complete; the message says what to do."""
 
-
-display.install(BucketError)
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from providers.runpod import catalog, errors
+from providers import settings
+from providers.errors import SettingsError
+from providers.runpod import catalog
 from tests.providers.fake_runpod import API_KEY, FakeRunPod, Fault
 
 CATALOG = ("GET", "/v2/catalog/gpus")
@@ -78,6 +80,7 @@ def test_a_broken_file_is_ignored_and_replaced(content: str) -> None:
 def test_another_api_url_has_its_own_file(monkeypatch: pytest.MonkeyPatch) -> None:
     first = catalog.shared_file()
     monkeypatch.setenv("RUNPOD_API_URL", "http://127.0.0.1:9")
+    settings.reset()  # a new process reads the environment again
     assert catalog.shared_file() not in (None, first)
 
 
@@ -103,7 +106,7 @@ def test_ttl_zero_turns_the_file_off(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize("raw", ["soon", "-5"])
 def test_a_bad_ttl_names_the_variable(monkeypatch: pytest.MonkeyPatch, raw: str) -> None:
     monkeypatch.setenv("TRAINSTACK_CATALOG_TTL_S", raw)
-    with pytest.raises(errors.ConfigError, match="TRAINSTACK_CATALOG_TTL_S"):
+    with pytest.raises(SettingsError, match="TRAINSTACK_CATALOG_TTL_S"):
         catalog.shared_file()
 
 

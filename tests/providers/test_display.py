@@ -5,6 +5,7 @@ from __future__ import annotations
 import traceback
 
 from providers import display
+from providers.errors import TrainstackError
 from providers.runpod import errors
 
 
@@ -29,3 +30,12 @@ def test_other_errors_keep_the_traceback() -> None:
 def test_tests_and_programs_are_not_patched() -> None:
     assert not display.running_in_provider_host()
     assert not hasattr(traceback.format_exc, "__wrapped__")
+
+
+def test_one_root_covers_every_provider_error() -> None:
+    from providers.delivery.ssh import DeliveryError, UnreachableError
+    from providers.s3.errors import BucketError
+
+    assert display._user_facing == (TrainstackError,)  # one install, for the root
+    for error in (DeliveryError("node 3: scp failed"), UnreachableError("node 3"), BucketError("refused")):
+        assert _formatted(error) == f"{type(error).__name__}: {error}"

@@ -1,0 +1,51 @@
+"""trainstack's exceptions: one root, and the whole tree drawn here.
+
+    TrainstackError                  root: raised on purpose, with a message written for people
+    ├── SettingsError                an environment knob is malformed (providers.settings); names the variable
+    ├── components.config.ConfigError    the stack config breaks rules; lists every key path (also ValueError)
+    ├── forecast.compute.ForecastError   the input cannot be forecast (also ValueError)
+    ├── BucketError                  providers.s3.errors: an S3 call refused or failed; says what to check
+    ├── DeliveryError                providers.delivery.ssh: a delivery step failed for good
+    │   └── UnreachableError         ssh could not connect until the deadline passed
+    └── RunPodError                  providers.runpod.errors: every RunPod call
+        ├── ConfigError              no API key / bad URL (also a SettingsError)
+        ├── TransportError           connection failed or timed out after retries (no HTTP status)
+        │   └── UncertainRequestError    a POST was sent but its outcome is unknown
+        ├── DeadlineExceeded         a wait (retry loop, readiness poll) ran past its total deadline
+        └── ApiError                 RunPod answered with an error; carries `status`, `method`, `path`
+            ├── AuthError                401/403: the key is missing, wrong, or lacks access
+            ├── NotFoundError            404: the thing is gone (read/delete treat this as success)
+            ├── ConflictError            409: not valid in the current state
+            ├── InvalidRequestError      422, or a 400 rule violation; never retried
+            ├── InsufficientBalanceError 402: add credit
+            ├── NoCapacityError          400 "no longer any instances available": try another candidate
+            │   └── SpotRefusedError     RunPod would not place interruptible (spot) capacity
+            ├── SpendLimitError          the account spend limit would be exceeded
+            ├── RateLimitedError         429 kept coming until the deadline
+            ├── ServerError              5xx kept coming until the deadline
+            └── GraphQLError             HTTP 200 with an `errors` array that matched nothing above
+
+Messages never copy response bodies or headers and never contain a credential. Inside Pulumi's
+dynamic-provider host every `TrainstackError` is shown as its message, not as a traceback (`install`
+below, run once when this module is imported); anything else keeps its traceback for debugging.
+"""
+
+from __future__ import annotations
+
+from providers import display
+
+
+class TrainstackError(Exception):
+    """Root of every error trainstack raises on purpose; the message says what to do next."""
+
+
+class SettingsError(TrainstackError):
+    """An environment knob is malformed; the message names the variable and a valid value."""
+
+
+def install() -> None:
+    """Show trainstack's errors as their message inside the provider host (a no-op anywhere else)."""
+    display.install(TrainstackError)
+
+
+install()

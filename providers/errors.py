@@ -4,6 +4,7 @@
     ├── SettingsError                an environment knob is malformed (providers.settings); names the variable
     ├── components.config.ConfigError    the stack config breaks rules; lists every key path (also ValueError)
     ├── forecast.compute.ForecastError   the input cannot be forecast (also ValueError)
+    ├── watch.sources.WatchError     scripts/watch cannot read a stack's outputs or node 0 (also RuntimeError)
     ├── BucketError                  providers.s3.errors: an S3 call refused or failed; says what to check
     ├── DeliveryError                providers.delivery.ssh: a delivery step failed for good
     │   └── UnreachableError         ssh could not connect until the deadline passed

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from components.delivery import known_hosts_file
 from providers.delivery.ssh import DeliveryError, Ssh, SshTarget
+from providers.errors import TrainstackError
 
 if TYPE_CHECKING:
     from providers.runpod.client import RunPodClient
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 STATE_FILE = "metrics/aggregator.json"  # under training.workdir on node 0 (train/monitor/aggregator.py)
 
 
-class WatchError(RuntimeError):
+class WatchError(TrainstackError, RuntimeError):
     """A source that `scripts/watch` cannot do without (the stack's outputs)."""
 
 

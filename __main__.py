@@ -24,6 +24,7 @@ from components.cluster import (  # noqa: E402 - after the early provider start,
     read_stack_config,
     write_artifacts,
 )
+from components.alerts_config import webhook_notice  # noqa: E402
 from components.config import ConfigError  # noqa: E402
 from components.config_rules import unverified_spend_limit_notice  # noqa: E402
 from components.guards import check_before_registering  # noqa: E402
@@ -43,6 +44,8 @@ def main() -> None:
     except ConfigError as err:
         # RunError prints without a Python traceback; nothing has been registered yet, so nothing is created.
         raise pulumi.RunError(f"stacks/Pulumi.{stack}.yaml: {err}") from None
+    for notice in filter(None, [webhook_notice(config)]):
+        pulumi.log.warn(notice)
     notice = unverified_spend_limit_notice(config)
     if notice:  # on preview and up alike: the one thing about money no check here can confirm
         pulumi.log.warn(notice)
@@ -57,6 +60,7 @@ def main() -> None:
     pulumi.export("cost_per_run", cluster.cost_per_run)
     pulumi.export("forecast", cluster.forecast)
     pulumi.export("artifacts_dir", str(OUT_DIR / stack))
+    pulumi.export("workdir", config.training.workdir)  # where scripts/watch finds the aggregator's state
 
 
 main()

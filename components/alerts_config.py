@@ -18,10 +18,17 @@ only. docs/MONITORING.md explains each rule.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from train.monitor.rules import AlertRules
+
+if TYPE_CHECKING:
+    from components.config import StackConfig
+
+WEBHOOK_SECRET = "ALERT_WEBHOOK_URL"  # noqa: S105 (a name, not a value) listed in training.secrets; the aggregator reads it from its env
 
 
 class AlertsConfig(BaseModel):
@@ -87,6 +94,35 @@ def alert_rules(
         gpu_memory_bytes=gpu_memory_bytes,
         max_messages_per_hour=alerts.max_messages_per_hour,
         digest_every_s=alerts.digest_every_min * 60,
+    )
+
+
+def stack_alert_rules(config: StackConfig) -> AlertRules:
+    """The stack's rules: its alerts section, price, forecast hours (else max_run_hours) and busbw floor."""
+    from facts.gpus import gpu_spec
+    from forecast.stack import stack_forecast
+
+    c, t = config.cluster, config.training
+    gpu = gpu_spec(c.gpu_type)
+    fc = stack_forecast(config)
+    hours = fc.compute.hours if fc is not None else t.max_run_hours
+    return alert_rules(
+        config.alerts,
+        cost_per_hour_usd=c.nodes * c.gpus_per_node * gpu.price_per_gpu_hour,
+        planned_hours=hours,  # the whole run, every segment: what the budget is for
+        min_busbw_gb_per_s=t.nccl_min_busbw_gbps,
+        gpu_memory_bytes=gpu.memory_gb * 1e9,
+    )
+
+
+def webhook_notice(config: StackConfig) -> str | None:
+    """A preview warning when alerts are on but no webhook secret is listed: they reach no one's phone."""
+    if not config.alerts.enabled or WEBHOOK_SECRET in config.training.secrets:
+        return None
+    return (
+        f"alerts reach no chat: add {WEBHOOK_SECRET} to trainstack:training.secrets and set it with "
+        f"`pulumi config set --secret trainstack:secrets.{WEBHOOK_SECRET} <incoming webhook URL>`; until "
+        "then alerts are only in scripts/watch (docs/MONITORING.md)"
     )
 
 

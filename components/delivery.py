@@ -33,6 +33,8 @@ def node_files(artifacts: Artifacts, rank: int, train: dict[str, str]) -> dict[s
     """What node `rank` gets: the hostfile, hosts, its own start script, and train/."""
     script = f"start-node-{rank}.sh"
     own = {"hostfile": artifacts.hostfile, "hosts": artifacts.hosts, script: artifacts.start_scripts[script]}
+    if rank == 0 and artifacts.alerts_json:  # node 0 runs the aggregator (train/monitor/aggregator.py)
+        own["alerts.json"] = artifacts.alerts_json
     return own | train
 
 

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from components.alerts_config import prometheus_rules, stack_alert_rules
 from components.config import StackConfig
 
 # The static part of every start script; the rendered header above it sets the variables it reads.
@@ -41,9 +42,16 @@ class Artifacts:
     hostfile: str
     hosts: str
     start_scripts: Mapping[str, str] = field(default_factory=dict)  # "start-node-<rank>.sh" -> script
+    alerts_json: str = ""  # the aggregator's rules (node 0), train/monitor/rules.py
+    alerts_rules: str = ""  # the same thresholds as Prometheus alerting rules, for teams' own Prometheus
 
     def files(self) -> dict[str, str]:
-        return {"hostfile": self.hostfile, "hosts": self.hosts, **self.start_scripts}
+        alerts = (
+            {"alerts.json": self.alerts_json, "alerts.rules.yml": self.alerts_rules}
+            if self.alerts_json
+            else {}
+        )
+        return {"hostfile": self.hostfile, "hosts": self.hosts, **self.start_scripts, **alerts}
 
 
 @dataclass(frozen=True)
@@ -73,6 +81,7 @@ def render_artifacts(
 ) -> Artifacts:
     """All artifacts for the stack; `s3_endpoint_url` (if any) becomes the nodes' default S3 endpoint."""
     nodes = _checked(nodes)
+    rules = stack_alert_rules(config)
     return Artifacts(
         hostfile=render_hostfile(nodes, config.cluster.gpus_per_node),
         hosts=render_hosts(nodes),
@@ -80,6 +89,8 @@ def render_artifacts(
             f"start-node-{n.rank}.sh": render_start_script(stack, config, nodes, n.rank, s3_endpoint_url)
             for n in nodes
         },
+        alerts_json=rules.to_json() if config.alerts.enabled else "",
+        alerts_rules=prometheus_rules(rules, stack) if config.alerts.enabled else "",
     )
 
 

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import subprocess
+from pathlib import Path
+
 import pytest
 import yaml
 
-from components.alerts_config import AlertsConfig, alert_rules, prometheus_rules
+from components.alerts_config import AlertsConfig, alert_rules, prometheus_rules, stack_alert_rules
 from components.config import ConfigError, load_stack_config
+from providers.cachedir import cache_dir
 from train.monitor.rules import AlertRules
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _rules(**kw: object) -> AlertRules:
@@ -65,3 +71,37 @@ def test_prometheus_rules_carry_the_same_thresholds() -> None:
     assert by_name["GpuXid"]["labels"]["severity"] == "critical"
     assert "100000000000" in by_name["AllReduceBusBandwidthLow"]["expr"]
     assert group["interval"] == "300s"
+
+
+def promtool() -> Path:
+    """scripts/bootstrap unpacks it from Debian's prometheus package into the cache."""
+    binary = cache_dir() / "promtool" / "promtool"
+    if not binary.exists():
+        pytest.fail(f"{binary} is missing: run scripts/bootstrap")
+    return binary
+
+
+@pytest.mark.parametrize("stack", ["dev", "search", "prod"])
+def test_promtool_accepts_each_shipped_stacks_rules(stack: str, tmp_path: Path) -> None:
+    raw = yaml.safe_load((REPO / f"stacks/Pulumi.{stack}.yaml").read_text())["config"]
+    config = load_stack_config({k: v for k, v in raw.items() if not k.startswith("trainstack:secrets.")})
+    path = tmp_path / "alerts.rules.yml"
+    path.write_text(prometheus_rules(stack_alert_rules(config), stack))
+    proc = subprocess.run(
+        [str(promtool()), "check", "rules", str(path)], capture_output=True, text=True, check=False
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "SUCCESS" in proc.stdout
+
+
+def test_promtool_refuses_a_broken_rule(tmp_path: Path) -> None:
+    """The lint can fail: a rule whose expression does not parse is refused."""
+    text = prometheus_rules(AlertRules(), "dev").replace(
+        "trainstack_gpu_temperature_celsius{", "trainstack gpu{", 1
+    )
+    path = tmp_path / "alerts.rules.yml"
+    path.write_text(text)
+    proc = subprocess.run(
+        [str(promtool()), "check", "rules", str(path)], capture_output=True, text=True, check=False
+    )
+    assert proc.returncode != 0

@@ -17,6 +17,7 @@ from providers.preload import request_preload
 # component code have run (providers/preload.py explains; ~0.3 s of every preview and up).
 request_preload()
 
+from components.alerts_config import webhook_notice  # noqa: E402
 from components.cluster import (  # noqa: E402 - after the early provider start, on purpose
     H100Cluster,
     H100ClusterArgs,
@@ -24,7 +25,6 @@ from components.cluster import (  # noqa: E402 - after the early provider start,
     read_stack_config,
     write_artifacts,
 )
-from components.alerts_config import webhook_notice  # noqa: E402
 from components.config import ConfigError  # noqa: E402
 from components.config_rules import unverified_spend_limit_notice  # noqa: E402
 from components.guards import check_before_registering  # noqa: E402

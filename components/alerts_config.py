@@ -110,7 +110,7 @@ def stack_alert_rules(config: StackConfig) -> AlertRules:
         config.alerts,
         cost_per_hour_usd=c.nodes * c.gpus_per_node * gpu.price_per_gpu_hour,
         planned_hours=hours,  # the whole run, every segment: what the budget is for
-        min_busbw_gb_per_s=t.nccl_min_busbw_gbps,
+        min_busbw_gb_per_s=t.nccl_min_busbw_gb_per_s,
         gpu_memory_bytes=gpu.memory_gb * 1e9,
     )
 

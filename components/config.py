@@ -210,9 +210,23 @@ class TrainingConfig(_Model):
     nccl_min_busbw_gb_per_s: StrictFloat = 0.0
     min_free_disk_gb: StrictInt = 20  # preflight: free space needed where checkpoints are written
     max_restarts: StrictInt = 3  # torchrun --max-restarts
-    device: Literal["cuda", "cpu"] = "cuda"  # cpu: test clusters without GPUs (gloo, no nvidia-smi check)
+    device: Literal["cuda", "cpu"] = "cuda"  # cpu: test clusters without GPUs (gloo, no GPU health gate)
     secrets: tuple[str, ...] = ()  # env var names the node gets as RunPod secret references
     model: ModelConfig | None = None  # what is trained, for the forecast (components/model_config.py)
+    # Node health (train/node/, docs/NODE-HEALTH.md).
+    burn_in_min: StrictFloat = (
+        0.0  # GEMM + all-reduce stress before training; 0 = off (set it for new hardware)
+    )
+    straggler_tolerance_pct: StrictFloat = 10.0  # a GPU this far under its node's median GEMM TFLOPS fails
+    burn_in_clock_drop_pct: StrictFloat = (
+        20.0  # burn-in: an SM clock sample this far under its GPU's median drops
+    )
+    # burn-in: bus bandwidth's 5th percentile this far under its median fails. A healthy 2 x H200 NVLink
+    # machine read 153.5 against a median of 208.7 GB/s (-26%) in 170 s (docs/GPU-VALIDATION.md), so 25 was a
+    # false alarm; a link that falls back from NVLink to PCIe loses far more than half.
+    burn_in_busbw_drop_pct: StrictFloat = 50.0
+    metrics_port: StrictInt = 9400  # the metrics agent's port (loopback + private fabric only); 0 = no agent
+    metrics_interval_s: StrictFloat = 5.0  # the agent samples GPUs, storage latency and progress this often
 
     @field_validator("command")
     @classmethod
@@ -254,6 +268,36 @@ class TrainingConfig(_Model):
     def _non_negative(cls, v: float) -> float:
         if v < 0:
             raise ValueError(f"must be 0 or more, got {v}; use 0 to skip the check")
+        return v
+
+    @field_validator("burn_in_min")
+    @classmethod
+    def _burn_in(cls, v: float) -> float:
+        if not 0 <= v <= 240:
+            raise ValueError(
+                f"must be 0 (off) to 240 minutes, got {v}; operators run 10-15 minutes on new hardware"
+            )
+        return v
+
+    @field_validator("straggler_tolerance_pct", "burn_in_clock_drop_pct", "burn_in_busbw_drop_pct")
+    @classmethod
+    def _pct(cls, v: float) -> float:
+        if not 1 <= v <= 90:
+            raise ValueError(f"must be a percentage from 1 to 90, got {v}; the default is a good start")
+        return v
+
+    @field_validator("metrics_port")
+    @classmethod
+    def _metrics_port(cls, v: int) -> int:
+        if v != 0 and not 1024 <= v <= 65535:
+            raise ValueError(f"must be 0 (no agent) or 1024-65535, got {v}; the default is 9400")
+        return v
+
+    @field_validator("metrics_interval_s")
+    @classmethod
+    def _interval(cls, v: float) -> float:
+        if not 1 <= v <= 300:
+            raise ValueError(f"must be 1-300 seconds, got {v}; 5 keeps the agent under 1% of a core")
         return v
 
     @field_validator("secrets")

@@ -190,6 +190,16 @@ def _placement_problems(config: StackConfig) -> list[Problem]:
 def _training_problems(config: StackConfig) -> list[Problem]:
     t = config.training
     out: list[Problem] = []
+    # torchrun's rendezvous uses master_port, the preflight's master_port + 1 (components/templates).
+    taken = (config.cluster.master_port, config.cluster.master_port + 1)
+    if t.metrics_port in taken:
+        out.append(
+            (
+                "training.metrics_port",
+                f"{t.metrics_port} is a rendezvous port (cluster.master_port {taken[0]} or the preflight's "
+                f"{taken[1]}); pick another port, e.g. 9400",
+            )
+        )
     if t.checkpoint_interval_min < 1 or t.checkpoint_interval_min > t.max_run_hours * 60:
         out.append(
             (

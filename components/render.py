@@ -11,6 +11,7 @@ from pathlib import Path
 
 from components.alerts_config import prometheus_rules, stack_alert_rules
 from components.config import StackConfig
+from facts.gpus import GPUS
 
 # The static part of every start script; the rendered header above it sets the variables it reads.
 _BODY = (Path(__file__).parent / "templates" / "start-node.body.bash").read_text(encoding="utf-8")
@@ -138,6 +139,13 @@ def _assignments(
         "TRAINSTACK_MAX_RESTARTS": t.max_restarts,
         "TRAINSTACK_MIN_FREE_DISK_GB": t.min_free_disk_gb,
         "TRAINSTACK_NCCL_MIN_BUSBW_GB_PER_S": f"{t.nccl_min_busbw_gb_per_s:g}",
+        "TRAINSTACK_GEMM_FLOOR_TFLOPS": f"{GPUS[c.gpu_type].bf16_gemm_floor_tflops:g}",
+        "TRAINSTACK_STRAGGLER_TOLERANCE_PCT": f"{t.straggler_tolerance_pct:g}",
+        "TRAINSTACK_BURN_IN_S": math.ceil(t.burn_in_min * 60),
+        "TRAINSTACK_BURN_IN_CLOCK_DROP_PCT": f"{t.burn_in_clock_drop_pct:g}",
+        "TRAINSTACK_BURN_IN_BUSBW_DROP_PCT": f"{t.burn_in_busbw_drop_pct:g}",
+        "TRAINSTACK_METRICS_PORT": t.metrics_port,
+        "TRAINSTACK_METRICS_INTERVAL_S": f"{t.metrics_interval_s:g}",
         "TRAINSTACK_SHARD_BY_NODE": int(job.shard_by_node),
         "TRAINSTACK_POD_INDEX": job.index,
     }

@@ -43,6 +43,11 @@ class GpuSpec:
     peak_tflops_fp8: float | None  # dense FP8 tensor-core peak per GPU; None: the GPU has no FP8 tensor cores
     perf_source: str  # where memory_gb and the peaks come from
 
+    @property
+    def bf16_gemm_floor_tflops(self) -> float:
+        """The straggler test's floor (train/node/verdicts.py): a share of the dense bf16 peak."""
+        return round(self.peak_tflops_bf16 * STRAGGLER_FLOOR_SHARE, 1)
+
     def peak_tflops(self, precision: str) -> float | None:
         """Dense tensor-core peak for `precision` ("bf16", "fp8"); None when the GPU cannot run it."""
         return {"bf16": self.peak_tflops_bf16, "fp8": self.peak_tflops_fp8}.get(precision)
@@ -64,6 +69,12 @@ class GpuSpec:
     def price_source(self) -> str:
         return SNAPSHOT.source
 
+
+# The straggler test's floor as a share of the datasheet's dense bf16 peak. A healthy Hopper GPU's 8192^3 bf16
+# GEMM reaches 65-80% of it (658-675 of 989 TFLOPS on two H200s running it at once, docs/GPU-VALIDATION.md;
+# 769-798 on one alone); a GPU under half is broken, not merely slow. Slower-than-peers GPUs are caught by
+# the node-median rule (training.straggler_tolerance_pct), not by this floor.
+STRAGGLER_FLOOR_SHARE: Final = 0.5
 
 # NVIDIA's datasheet lists tensor-core peaks "with sparsity" (2:4 structured sparsity doubles them); dense
 # training runs at half of each listed figure, which is what the table keeps.

@@ -242,6 +242,45 @@ INVALID = [
         "trainstack:training.workdir",
         "without '..'",
     ),
+    # Node health keys (train/node/): refused at preview with their key path.
+    (
+        "burn-in-negative",
+        _with("training.burn_in_min", -5),
+        "trainstack:training.burn_in_min",
+        "0 (off) to 240",
+    ),
+    ("burn-in-day", _with("training.burn_in_min", 1440), "trainstack:training.burn_in_min", "10-15 minutes"),
+    (
+        "burn-in-text",
+        _with("training.burn_in_min", "ten"),
+        "trainstack:training.burn_in_min",
+        "write a number",
+    ),
+    (
+        "straggler-pct",
+        _with("training.straggler_tolerance_pct", 0),
+        "trainstack:training.straggler_tolerance_pct",
+        "percentage from 1 to 90",
+    ),
+    (
+        "busbw-drop-pct",
+        _with("training.burn_in_busbw_drop_pct", 100),
+        "trainstack:training.burn_in_busbw_drop_pct",
+        "percentage from 1 to 90",
+    ),
+    ("metrics-port", _with("training.metrics_port", 80), "trainstack:training.metrics_port", "1024-65535"),
+    (
+        "metrics-port-rendezvous",
+        _with("training.metrics_port", 29501),
+        "trainstack:training.metrics_port",
+        "is a rendezvous port",
+    ),
+    (
+        "metrics-interval",
+        _with("training.metrics_interval_s", 0.1),
+        "trainstack:training.metrics_interval_s",
+        "1-300 seconds",
+    ),
 ]
 
 

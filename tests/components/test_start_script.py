@@ -1,23 +1,37 @@
-"""Rendered start scripts run for real in dry mode, with fake torchrun/nvidia-smi and fake system paths."""
+"""Rendered start scripts run for real in dry mode: fake torchrun and system paths, the real node tools
+(train/node/) with the health gate reading NVML readings recorded on an H200 machine."""
 
 from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
+import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
 
 from components.render import render_artifacts
 from tests.components.conftest import fake_nodes, stack_config
+from tests.train.recorded import node_of, write_replay
+from train.node.nvml import with_fault
+
+REPO = Path(__file__).resolve().parents[2]
 
 FAKE_TORCHRUN = r"""#!/usr/bin/env bash
-# Records its command line; answers the all-reduce preflight; records the training environment.
+# Records its command line; answers the preflight module; records the training environment.
 printf '%s\n' "$*" >>"$FAKE_DIR/torchrun.log"
-if [[ "${!#}" == *trainstack-allreduce* ]]; then
+if [[ "$*" == *"-m train.node.preflight "* ]]; then
+  echo "TRAINSTACK_GEMM gpu=0 tflops=${FAKE_TFLOPS:-700.0}"
+  echo "TRAINSTACK_ALLREDUCE ranks=64 bytes=1073741824 busbw=${FAKE_BUSBW:-500}GB/s"
   echo "TRAINSTACK_BUSBW_GB_PER_S=${FAKE_BUSBW:-500}"
+  if [[ -n "${FAKE_PREFLIGHT_FAIL:-}" ]]; then
+    echo "TRAINSTACK_FAIL $FAKE_PREFLIGHT_FAIL"
+    exit 1
+  fi
   exit 0
 fi
 env | grep -E '^(TRAINSTACK_|NCCL_|GLOO_|MASTER_|NODE_RANK=|NUM_NODES=)' | sort >"$FAKE_DIR/train.env"
@@ -27,9 +41,6 @@ if [[ -n "${FAKE_TRAIN_SLEEP:-}" ]]; then
   wait
 fi
 exit "${FAKE_TRAIN_EXIT:-0}"
-"""
-FAKE_NVIDIA_SMI = r"""#!/usr/bin/env bash
-for ((i = 0; i < ${FAKE_GPUS:-8}; i++)); do echo "GPU $i: NVIDIA H100 80GB HBM3 (UUID: GPU-$i)"; done
 """
 
 
@@ -44,9 +55,10 @@ class Node:
         self.script.write_text(text)
         bin_dir = tmp / "bin"
         bin_dir.mkdir()
-        for name, body in (("torchrun", FAKE_TORCHRUN), ("nvidia-smi", FAKE_NVIDIA_SMI)):
-            (bin_dir / name).write_text(body)
-            (bin_dir / name).chmod(0o755)
+        (bin_dir / "torchrun").write_text(FAKE_TORCHRUN)
+        (bin_dir / "torchrun").chmod(0o755)
+        (tmp / "train").symlink_to(REPO / "train")  # what delivery puts in the workdir
+        self.replay = write_replay(tmp / "nvml-replay.json", node_of(config.cluster.gpus_per_node))
         self.hosts = tmp / "hosts"
         self.hosts.write_text("127.0.0.1 localhost\n")
         for sub in ("net/ens1", "ib", "ckpt"):
@@ -63,6 +75,10 @@ class Node:
             "TRAINSTACK_CHECKPOINT_DIR": str(tmp / "ckpt"),
             "TRAINSTACK_WORKDIR": str(tmp),
             "TRAINSTACK_MIN_FREE_DISK_GB": "0",
+            "TRAINSTACK_PYTHON": sys.executable,  # has nvidia-ml-py and prometheus-client, as a node does
+            "TRAINSTACK_GATE_REPLAY": str(self.replay),
+            "TRAINSTACK_METRICS_PORT": "0",  # one test turns the agent on, on a free port
+            "RUNPOD_POD_ID": "test-pod",
             **dict.fromkeys(config.training.secrets, "s3cr3t-value"),
         }
 
@@ -196,14 +212,79 @@ def test_pool_pod_reads_all_data(tmp_path: Path) -> None:
 
 
 def test_preflight_failures(prod3: Node) -> None:
-    code, out = prod3.run(FAKE_BUSBW="3.5")
-    assert code != 0 and "3.5 GB/s is under the floor of 100 GB/s" in out
-    code, out = prod3.run(FAKE_GPUS="7")
-    assert code != 0 and "expected 8 GPUs, nvidia-smi lists 7" in out
-    code, out = prod3.run(TRAINSTACK_DEVICE="cpu", FAKE_GPUS="0")
-    assert code == 0 and "GPU count check skipped" in out
+    why = "node: all-reduce bus bandwidth 3.50 GB/s is under the floor of 100 GB/s; a node is off the fabric"
+    code, out = prod3.run(FAKE_BUSBW="3.5", FAKE_PREFLIGHT_FAIL=why)
+    assert code != 0 and f"FATAL: preflight: {why} (record: " in out
+    assert "training" not in prod3.torchrun_calls()[-1]  # torchrun of training never started
     code, out = prod3.run(TRAINSTACK_MIN_FREE_DISK_GB="999999999")
     assert code != 0 and "grow the disk" in out
+    write_replay(prod3.replay, node_of(7))
+    code, out = prod3.run()
+    assert (
+        code != 0
+        and "FATAL: health gate: node: NVML sees 7 GPU(s), the stack expects 8; replace the cluster" in out
+    )
+    code, out = prod3.run(TRAINSTACK_DEVICE="cpu")
+    assert code == 0 and "health gate skipped: no GPU: cpu test cluster" in out
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ({"ecc_uncorrected_volatile": 1}, "1 volatile uncorrected ECC error(s) since the driver loaded"),
+        ({"remap_pending": True}, "a memory row remap is pending: it takes effect only after a GPU reset"),
+        ({"xid_events": (79,)}, "XID error(s) 79 reported by the driver"),
+        ({"pcie_width": 8}, "PCIe link trained at x8, the GPU supports x16"),
+        ({"throttle_mask": 0x40}, "clocks held down by hw_thermal_slowdown"),
+    ],
+)
+def test_a_node_with_a_recorded_fault_is_refused_with_one_line(
+    tmp_path: Path, change: dict[str, object], reason: str
+) -> None:
+    pod = Node(tmp_path, "search", 1)  # a pool pod: the fix is to replace the pod
+    write_replay(pod.replay, with_fault(node_of(8), 4, **change))
+    code, out = pod.run()
+    fatal = [line for line in out.splitlines() if "FATAL" in line]
+    assert code != 0 and len(fatal) == 1, out
+    assert f"FATAL: health gate: GPU 4 (00000000:1C:00.0): {reason}; replace this pod" in fatal[0]
+    record = tmp_path / "logs" / "health-node-1.test-pod.json"
+    assert f"(record: {record})" in fatal[0]
+    assert not (tmp_path / "torchrun.log").exists()  # nothing was started on the sick node
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_metrics_agent_runs_beside_training_and_stops_with_it(tmp_path: Path) -> None:
+    node = Node(tmp_path, "prod", 0)
+    port = _free_port()
+    proc = node.start(
+        FAKE_TRAIN_SLEEP="60", TRAINSTACK_METRICS_PORT=str(port), TRAINSTACK_METRICS_INTERVAL_S="1"
+    )
+    try:
+        _wait_for(node.dir / "train.env")
+        end, text = time.monotonic() + 20, ""
+        while "trainstack_storage_write_latency_seconds" not in text:
+            assert time.monotonic() < end, "the agent never answered"
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
+                    text = r.read().decode()
+            except OSError:
+                time.sleep(0.1)
+        assert 'trainstack_agent_nvml_up{node="test-pod",rank="0"} 0.0' in text
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=15)
+    assert proc.returncode == 143, out
+    assert "GPU metrics off, serving storage and progress" in out
+    with socket.socket() as s:  # the agent went with the script: nothing listens on its port any more
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # the scrape's TIME_WAIT is no listener
+        s.bind(("127.0.0.1", port))
+    env = node.train_env()
+    assert env["TRAINSTACK_PROGRESS_FILE"] == f"{tmp_path}/metrics/progress-node-0.test-pod.jsonl"
 
 
 @pytest.mark.parametrize("floor", ["nan", "-nan", "inf", "fast"])
@@ -251,3 +332,12 @@ def test_watchdog_stops_training(tmp_path: Path) -> None:
     assert "max run time reached" in out and "stopped at the max run time" in out
     assert (node.dir / "ckpt" / ".trainstack-stop").exists()
     assert "dry run: bucket sync" in out  # the final sync after training
+
+
+def test_the_template_embeds_no_python() -> None:
+    body = (REPO / "components" / "templates" / "start-node.body.bash").read_text()
+    assert "<<'PY'" not in body and "<<PY" not in body
+    assert not [line for line in body.splitlines() if line.lstrip().startswith(("import ", "from ", "def "))]
+    # Every Python the script runs is a module of train/node/ (node_py, torchrun -m, python -m).
+    modules = {"gate", "preflight", "agent", "bucket"}
+    assert all(f"train.node.{m}" in body or f"node_py {m}" in body for m in modules)

@@ -27,6 +27,13 @@ TRAINSTACK_TERM_UPLOAD_S=${TRAINSTACK_TERM_UPLOAD_S:-4}
 TRAINSTACK_MAX_RESTARTS=${TRAINSTACK_MAX_RESTARTS:-3}
 TRAINSTACK_MIN_FREE_DISK_GB=${TRAINSTACK_MIN_FREE_DISK_GB:-20}
 TRAINSTACK_NCCL_MIN_BUSBW_GB_PER_S=${TRAINSTACK_NCCL_MIN_BUSBW_GB_PER_S:-200}
+TRAINSTACK_GEMM_FLOOR_TFLOPS=${TRAINSTACK_GEMM_FLOOR_TFLOPS:-494.7}
+TRAINSTACK_STRAGGLER_TOLERANCE_PCT=${TRAINSTACK_STRAGGLER_TOLERANCE_PCT:-10}
+TRAINSTACK_BURN_IN_S=${TRAINSTACK_BURN_IN_S:-0}
+TRAINSTACK_BURN_IN_CLOCK_DROP_PCT=${TRAINSTACK_BURN_IN_CLOCK_DROP_PCT:-20}
+TRAINSTACK_BURN_IN_BUSBW_DROP_PCT=${TRAINSTACK_BURN_IN_BUSBW_DROP_PCT:-50}
+TRAINSTACK_METRICS_PORT=${TRAINSTACK_METRICS_PORT:-9400}
+TRAINSTACK_METRICS_INTERVAL_S=${TRAINSTACK_METRICS_INTERVAL_S:-5}
 TRAINSTACK_SHARD_BY_NODE=${TRAINSTACK_SHARD_BY_NODE:-0}
 TRAINSTACK_POD_INDEX=${TRAINSTACK_POD_INDEX:-0}
 
@@ -47,7 +54,8 @@ EOF
 #   TRAINSTACK_SYS_NET_DIR      where network interfaces are listed (default /sys/class/net)
 #   TRAINSTACK_SYS_IB_DIR       where RDMA devices are listed (default /sys/class/infiniband)
 #   TRAINSTACK_FABRIC_IFNAME    skip detection and use this interface for NCCL/gloo
-#   TRAINSTACK_PYTHON           interpreter for the small python helpers (default python3)
+#   TRAINSTACK_PYTHON           interpreter for the node tools in train/node/ (default python3)
+#   TRAINSTACK_GATE_REPLAY      FILE[:SNAPSHOT]: the health gate reads these recorded NVML readings
 #   TRAINSTACK_CPU_PROCS_PER_NODE  processes per node when TRAINSTACK_DEVICE=cpu (default 1)
 # ---------------------------------------------------------------------------------------------------
 
@@ -58,6 +66,9 @@ die() {
 }
 is_uint() { [[ "$1" =~ ^[0-9]+$ ]]; }
 PYTHON=${TRAINSTACK_PYTHON:-python3}
+# The node tools (GPU health gate, preflight, metrics agent, bucket transfer) live in train/node/ (delivered
+# with train/); every one of them runs as a module from the workdir, never as Python embedded here.
+node_py() { PYTHONPATH="$TRAINSTACK_WORKDIR${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" -m "train.node.$1" "${@:2}"; }
 
 # --- 1. identity: RunPod injects these on Instant Cluster nodes; rendered values are the fallback ------
 MASTER_ADDR=${MASTER_ADDR:-${PRIMARY_ADDR:-$RENDERED_MASTER_ADDR}}
@@ -150,6 +161,11 @@ setup_shards() {
   METRICS_DIR="$TRAINSTACK_WORKDIR/metrics"
   # The training-progress contract (train/node/progress.py): the job appends one JSON line per logged step.
   export TRAINSTACK_PROGRESS_FILE=${TRAINSTACK_PROGRESS_FILE:-$METRICS_DIR/progress-node-$TRAINSTACK_POD_INDEX.$NODE_ID.jsonl}
+  # The machine-readable health record, beside this script's log (docs/NODE-HEALTH.md).
+  HEALTH_RECORD="$TRAINSTACK_WORKDIR/logs/health-node-$TRAINSTACK_POD_INDEX.$NODE_ID.json"
+  # What a failed node asks for: an Instant Cluster node cannot be swapped alone, a pool pod can.
+  REPLACE=pod
+  if [[ "$TRAINSTACK_SHARD_BY_NODE" == 1 ]]; then REPLACE=cluster; fi
 }
 
 check_secrets() {
@@ -164,15 +180,16 @@ check_secrets() {
 
 # --- 5. preflight -----------------------------------------------------------------------------------
 preflight_gpus() {
-  local listing found
-  if [[ "$TRAINSTACK_DEVICE" == cpu ]]; then
-    log "cpu test cluster: GPU count check skipped"
-    return 0
+  local out status=0
+  rm -f "$HEALTH_RECORD"
+  # The GPU health gate (train/node/gate.py): NVML checks of every GPU; a CPU test cluster skips it.
+  out=$(node_py gate --record "$HEALTH_RECORD" --expected-gpus "$NPROC_PER_NODE" --replace "$REPLACE" \
+    --device "$TRAINSTACK_DEVICE" 2>&1) || status=$?
+  if ((status != 0)); then
+    printf '%s\n' "$out" | sed '$d' >&2
+    die "health gate: $(tail -n 1 <<<"$out") (record: $HEALTH_RECORD)"
   fi
-  listing=$(nvidia-smi -L) || die "nvidia-smi failed: no usable GPU driver; replace this pod"
-  found=$(grep -c '^GPU ' <<<"$listing" || true)
-  ((found == NPROC_PER_NODE)) || die "expected $NPROC_PER_NODE GPUs, nvidia-smi lists $found; replace this pod"
-  log "GPUs: $found (expected $NPROC_PER_NODE): $(sed -n 's/^GPU 0: \(.*\) (UUID.*/\1/p' <<<"$listing")"
+  log "$out"
 }
 
 preflight_disk() {
@@ -196,80 +213,40 @@ set_rdzv_args() {
   if [[ -n "${NODE_ADDR:-}" ]]; then RDZV_ARGS+=(--local-addr="$NODE_ADDR"); fi
 }
 
-write_allreduce_py() {
-  cat <<'PY'
-"""trainstack preflight: time all_reduce over every rank of the job at growing sizes; print bus bandwidth."""
-import os
-import time
-
-import torch
-import torch.distributed as dist
-
-cuda = os.environ.get("TRAINSTACK_DEVICE", "cuda") == "cuda"
-dist.init_process_group("nccl" if cuda else "gloo")
-if cuda:
-    torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
-device = "cuda" if cuda else "cpu"
-# nccl-tests-style sweep; the largest size (1 GiB on GPU) measures bandwidth rather than latency, and
-# its figure is the one held against the floor. 4 MiB keeps gloo on CPU quick.
-max_bytes = int(os.environ.get("TRAINSTACK_ALLREDUCE_MAX_BYTES", str(1 << 30 if cuda else 1 << 22)))
-sizes = [1 << 20]
-while sizes[-1] * 4 <= max_bytes:
-    sizes.append(sizes[-1] * 4)
-n = dist.get_world_size()
-# One line per node (its local rank 0): every node's start script checks the figure against the floor.
-lead = int(os.environ.get("LOCAL_RANK", "0")) == 0
-busbw = 0.0
-for size in sizes:
-    data = torch.ones(size // 4, device=device)
-    for _ in range(3):
-        dist.all_reduce(data)
-    if cuda:
-        torch.cuda.synchronize()
-    iters = 20 if size <= 1 << 26 else 5
-    start = time.perf_counter()
-    for _ in range(iters):
-        dist.all_reduce(data)
-    if cuda:
-        torch.cuda.synchronize()
-    elapsed = torch.tensor([(time.perf_counter() - start) / iters], device=device)
-    dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)  # the slowest rank sets the pace
-    algbw = size / elapsed.item() / 1e9
-    busbw = algbw * 2 * (n - 1) / n  # nccl-tests' definition for all_reduce (0 for one rank)
-    if lead:
-        print(f"TRAINSTACK_ALLREDUCE ranks={n} bytes={size} time_us={elapsed.item() * 1e6:.1f} "
-              f"algbw={algbw:.2f}GB/s busbw={busbw:.2f}GB/s", flush=True)
-    del data
-if lead:
-    print(f"TRAINSTACK_BUSBW_GB_PER_S={busbw:.2f}", flush=True)
-dist.destroy_process_group()
-PY
-}
-
-preflight_allreduce() {
-  local script out busbw floor=$TRAINSTACK_NCCL_MIN_BUSBW_GB_PER_S
-  # A floor that is not a plain number ("nan", "", "fast") would compare as 0 in awk and pass any fabric.
+# The torchrun preflight (train/node/preflight.py): straggler GEMM on every GPU at once, the NCCL
+# all-reduce sweep against the floor, then the burn-in when training.burn_in_min is set. Its figures go into
+# the health record; a failure ends it with one `TRAINSTACK_FAIL <reason>` line.
+preflight_torchrun() {
+  local out status=0 busbw fail floor=$TRAINSTACK_NCCL_MIN_BUSBW_GB_PER_S
+  # A floor that is not a plain number ("nan", "", "fast") would compare as 0 and pass any fabric.
   [[ "$floor" =~ ^[0-9]+([.][0-9]+)?([eE][-+]?[0-9]+)?$ ]] ||
     die "TRAINSTACK_NCCL_MIN_BUSBW_GB_PER_S='$floor' is not a number of GB/s; set a floor such as 300 (0 only reports)"
-  script=$(mktemp "${TMPDIR:-/tmp}/trainstack-allreduce.XXXXXX")
-  write_allreduce_py >"$script"
   # A port and id of its own, so the training rendezvous below starts clean.
   set_rdzv_args "$((MASTER_PORT + 1))" "$TRAINSTACK_JOB-preflight"
-  out=$(torchrun "${RDZV_ARGS[@]}" --max-restarts=0 "$script") || die "all-reduce preflight failed; see above"
-  rm -f "$script"
+  out=$(PYTHONPATH="$TRAINSTACK_WORKDIR${PYTHONPATH:+:$PYTHONPATH}" CUDA_DEVICE_ORDER=PCI_BUS_ID \
+    torchrun "${RDZV_ARGS[@]}" --max-restarts=0 -m train.node.preflight --record "$HEALTH_RECORD" \
+    --replace "$REPLACE" --gemm-floor-tflops "$TRAINSTACK_GEMM_FLOOR_TFLOPS" \
+    --straggler-tolerance-pct "$TRAINSTACK_STRAGGLER_TOLERANCE_PCT" \
+    --busbw-floor-gb-per-s "$floor" --burn-in-s "$TRAINSTACK_BURN_IN_S" \
+    --burn-in-clock-drop-pct "$TRAINSTACK_BURN_IN_CLOCK_DROP_PCT" \
+    --burn-in-busbw-drop-pct "$TRAINSTACK_BURN_IN_BUSBW_DROP_PCT") || status=$?
   while read -r tag fields; do
-    if [[ "$tag" == TRAINSTACK_ALLREDUCE ]]; then log "all-reduce $fields"; fi
+    case $tag in
+      TRAINSTACK_GEMM) log "straggler test: $fields" ;;
+      TRAINSTACK_ALLREDUCE) log "all-reduce $fields" ;;
+      TRAINSTACK_BURNIN) log "burn-in: $fields" ;;
+    esac
   done <<<"$out"
+  fail=$(sed -n 's/^TRAINSTACK_FAIL //p' <<<"$out" | head -n 1)
+  if [[ -n "$fail" ]]; then die "preflight: $fail (record: $HEALTH_RECORD)"; fi
+  ((status == 0)) || die "preflight failed (exit $status); see above"
   busbw=$(sed -n 's/^TRAINSTACK_BUSBW_GB_PER_S=//p' <<<"$out" | tail -n 1)
   [[ "$busbw" =~ ^[0-9]+([.][0-9]+)?$ ]] || die "all-reduce preflight printed no usable bandwidth ('$busbw')"
   if ((NUM_NODES * NPROC_PER_NODE < 2)); then
     # One rank moves no data between GPUs: bus bandwidth is 0 by definition, so no floor applies.
     log "one rank: all-reduce ran (see algbw above); the bus-bandwidth floor applies to 2 or more ranks"
-    return 0
-  fi
-  log "all-reduce bus bandwidth: $busbw GB/s at the largest size (floor $floor GB/s)"
-  if ! awk -v b="$busbw" -v f="$floor" 'BEGIN { exit !(b + 0 >= f + 0) }'; then
-    die "all-reduce bus bandwidth $busbw GB/s is under the floor of $floor GB/s; a node is off the fabric or degraded, replace it"
+  else
+    log "all-reduce bus bandwidth: $busbw GB/s at the largest size (floor $floor GB/s)"
   fi
 }
 
@@ -285,59 +262,9 @@ bucket() {
     return 0
   fi
   export TRAINSTACK_CHECKPOINT_BUCKET TRAINSTACK_CHECKPOINT_PREFIX
-  timeout "${2:-0}" "$PYTHON" - "$1" <<'PY'
-"""trainstack checkpoint transfer; checkpoints are immutable files named step-<n>.pt."""
-import os
-import re
-import sys
-
-import boto3
-
-mode = sys.argv[1]
-bucket = os.environ["TRAINSTACK_CHECKPOINT_BUCKET"]
-prefix = os.environ["TRAINSTACK_CHECKPOINT_PREFIX"].rstrip("/") + "/"
-local = os.environ["TRAINSTACK_CHECKPOINT_DIR"]
-name_re = re.compile(r"^step-(\d+)\.pt$")
-# boto3 honours AWS_ENDPOINT_URL_S3 itself; passing it keeps older boto3 on the same endpoint.
-s3 = boto3.client("s3", endpoint_url=os.environ.get("AWS_ENDPOINT_URL_S3") or None)
-
-
-def by_step(names):
-    found = []
-    for n in names:
-        m = name_re.match(n)
-        if m:
-            found.append((int(m.group(1)), n))
-    return [n for _, n in sorted(found)]
-
-
-def remote():
-    names = []
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
-        names += [obj["Key"][len(prefix):] for obj in page.get("Contents", [])]
-    return by_step(names)
-
-
-here = by_step(os.listdir(local))
-if mode == "resume":
-    there = remote()
-    if not there:
-        print("no checkpoint in the bucket: starting fresh")
-    elif here and int(name_re.match(here[-1]).group(1)) >= int(name_re.match(there[-1]).group(1)):
-        print(f"local {here[-1]} is as new as the bucket's {there[-1]}")
-    else:
-        part = os.path.join(local, f".{there[-1]}.{os.getpid()}.part")
-        s3.download_file(bucket, prefix + there[-1], part)
-        os.replace(part, os.path.join(local, there[-1]))
-        print(f"fetched {there[-1]} from the bucket")
-else:
-    # "newest" skips the listing: it runs inside a spot pod's 5 s notice and a re-upload is harmless.
-    have = set() if mode == "newest" else set(remote())
-    for name in (here[-1:] if mode == "newest" else here):
-        if name not in have:
-            s3.upload_file(os.path.join(local, name), bucket, prefix + name)
-            print(f"uploaded {name}")
-PY
+  # train/node/bucket.py; `timeout` needs a command, not a shell function, hence env.
+  timeout "${2:-0}" env PYTHONPATH="$TRAINSTACK_WORKDIR${PYTHONPATH:+:$PYTHONPATH}" \
+    "$PYTHON" -m train.node.bucket "$1"
 }
 
 # Only node 0 uploads: global rank 0 writes the checkpoints there.
@@ -377,6 +304,23 @@ watchdog() {
   kill -TERM "$1" 2>/dev/null || true
 }
 
+# The metrics agent (train/node/agent.py) beside training: loopback and the fabric address only, never
+# the public interface. TRAINSTACK_METRICS_PORT=0 turns it off.
+start_agent() {
+  if ((TRAINSTACK_METRICS_PORT == 0)); then
+    log "metrics agent off (training.metrics_port is 0)"
+    return 0
+  fi
+  local args=(--port "$TRAINSTACK_METRICS_PORT" --bind 127.0.0.1 --interval-s "$TRAINSTACK_METRICS_INTERVAL_S"
+    --checkpoint-dir "$TRAINSTACK_CHECKPOINT_DIR" --progress-file "$TRAINSTACK_PROGRESS_FILE"
+    --jsonl "$METRICS_DIR/agent-node-$TRAINSTACK_POD_INDEX.$NODE_ID.jsonl" --node "$NODE_ID"
+    --rank "$NODE_RANK" --device "$TRAINSTACK_DEVICE")
+  if [[ -n "${NCCL_SOCKET_IFNAME:-}" ]]; then args+=(--interface "$NCCL_SOCKET_IFNAME"); fi
+  # exec: $! is then the agent itself, so stop_background's TERM reaches it (not a subshell around it).
+  (exec env PYTHONPATH="$TRAINSTACK_WORKDIR${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" -m train.node.agent "${args[@]}") &
+  BACKGROUND_PIDS+=("$!")
+}
+
 stop_background() {
   local pid
   for pid in "${BACKGROUND_PIDS[@]}"; do
@@ -412,10 +356,11 @@ main() {
   preflight_gpus
   preflight_disk
   rm -f "$TRAINSTACK_STOP_FILE"
-  preflight_allreduce
+  preflight_torchrun
   bucket resume
   mkdir -p "$METRICS_DIR" "$(dirname "$TRAINSTACK_PROGRESS_FILE")"
   cd "$TRAINSTACK_WORKDIR"
+  start_agent
   set_rdzv_args "$MASTER_PORT" "$TRAINSTACK_JOB"
   log "torchrun: $NUM_NODES node(s) x $NPROC_PER_NODE, rank $NODE_RANK, shard $TRAINSTACK_SHARD_INDEX/$TRAINSTACK_NUM_SHARDS"
   torchrun "${RDZV_ARGS[@]}" --max-restarts="$TRAINSTACK_MAX_RESTARTS" "${TRAIN_COMMAND[@]}" &

@@ -1,0 +1,108 @@
+"""The GPU health gate on readings recorded on an H200 machine: healthy as recorded; each fault, made by
+changing one field, refused with one line naming the GPU, the reason and the fix."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.train.recorded import node_of, recorded, write_replay
+from train.node import gate
+from train.node.nvml import THROTTLE_REASONS, ReplaySampler, with_fault
+
+
+def test_the_recording_says_when_and_where() -> None:
+    rec = recorded()
+    assert rec.recorded_at.startswith("2026-11-30") and "nvidia-h200-x2" in rec.machine
+    assert {g.name for g in rec.snapshots["idle"]} == {"NVIDIA H200"}
+    assert set(rec.snapshots) == {"idle", "load"}
+
+
+@pytest.mark.parametrize("snapshot", ["idle", "load"])
+def test_recorded_machine_is_healthy(snapshot: str) -> None:
+    readings = recorded().snapshots[snapshot]
+    assert gate.check_node(readings, len(readings), under_load=snapshot == "load") == []
+
+
+FAULTS = [
+    ({"ecc_uncorrected_volatile": 2}, "ecc", "2 volatile uncorrected ECC error(s)"),
+    ({"remap_pending": True}, "row_remap", "row remap is pending"),
+    ({"remap_failed": True}, "row_remap", "remap failed"),
+    ({"xid_events": (79,)}, "xid", "XID error(s) 79"),
+    ({"pcie_width": 8}, "pcie", "PCIe link trained at x8, the GPU supports x16"),
+    ({"nvlink_up": (True,) * 17 + (False,)}, "nvlink", "NVLink link(s) [17] down (17 of 18 up)"),
+    ({"throttle_mask": THROTTLE_REASONS["hw_thermal_slowdown"]}, "throttle", "hw_thermal_slowdown"),
+    ({"throttle_mask": THROTTLE_REASONS["hw_power_brake_slowdown"]}, "throttle", "hw_power_brake_slowdown"),
+    ({"temperature_c": 85}, "temperature", "85 °C idle, limit 79 °C (slowdown at 89 °C)"),
+]
+
+
+@pytest.mark.parametrize(
+    ("change", "check", "reason"), FAULTS, ids=[f[1] + "-" + next(iter(f[0])) for f in FAULTS]
+)
+def test_one_changed_field_fails_that_gpu_with_one_line(
+    change: dict[str, object], check: str, reason: str
+) -> None:
+    healthy = node_of(8)
+    sick = with_fault(healthy, 5, **change)
+    section, lines = gate.run_gate(ReplaySampler([sick]), 8, "cluster")
+    assert section["status"] == "fail"
+    assert section["findings"] == [{"gpu": 5, "check": check, "reason": section["findings"][0]["reason"]}]
+    assert len(lines) == 1 and "\n" not in lines[0]
+    assert lines[0].startswith("GPU 5 (00000000:1D:00.0): ") and reason in lines[0]
+    assert lines[0].endswith("replace the cluster (a node of an Instant Cluster cannot be swapped alone)")
+
+
+def test_pcie_generation_is_judged_under_load_only() -> None:
+    slow = with_fault(node_of(2, "load"), 1, pcie_gen=3)
+    assert gate.check_node(slow, 2, under_load=False) == []  # an idle link drops its generation on purpose
+    (finding,) = gate.check_node(slow, 2, under_load=True)
+    assert (finding.gpu, finding.reason) == (1, "PCIe link at gen 3 under load, the GPU supports gen 5")
+
+
+def test_a_gpu_with_every_nvlink_down_is_caught_against_its_peers() -> None:
+    dark = with_fault(node_of(4), 2, nvlink_up=(False,) * 18)
+    (finding,) = gate.check_node(dark, 4)
+    assert (finding.gpu, finding.check, finding.reason) == (
+        2,
+        "nvlink",
+        "no NVLink link up, its peers have 18",
+    )
+
+
+def test_gpu_count_and_unsupported_fields() -> None:
+    (finding,) = gate.check_node(node_of(7), 8)
+    assert finding.line(node_of(7), "pod").startswith(
+        "node: NVML sees 7 GPU(s), the stack expects 8; replace this pod"
+    )
+    blank = with_fault(node_of(2), 0, ecc_uncorrected_volatile=None, remap_pending=None, temperature_c=None)
+    assert gate.check_node(blank, 2) == []  # what NVML does not report is not made up, nor failed
+
+
+def test_main_writes_the_record_and_ends_with_the_first_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sick = with_fault(with_fault(node_of(8), 3, remap_pending=True), 6, xid_events=(48,))
+    monkeypatch.setenv(gate.REPLAY_ENV, str(write_replay(tmp_path / "replay.json", sick)))
+    record = tmp_path / "logs" / "health.json"
+    assert gate.main(["--record", str(record), "--expected-gpus", "8"]) == 1
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith("GPU 3 (00000000:1B:00.0): a memory row remap is pending")
+    saved = json.loads(record.read_text())
+    assert saved["status"] == "fail" and saved["gate"]["reason"] == last
+    assert [f["gpu"] for f in saved["gate"]["findings"]] == [3, 6]
+    assert len(saved["gate"]["gpus"]) == 8
+
+
+def test_main_passes_a_healthy_node_and_skips_a_cpu_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv(gate.REPLAY_ENV, str(write_replay(tmp_path / "replay.json", node_of(8))))
+    record = tmp_path / "health.json"
+    assert gate.main(["--record", str(record), "--expected-gpus", "8"]) == 0
+    assert json.loads(record.read_text())["status"] == "pass"
+    assert gate.main(["--record", str(tmp_path / "cpu.json"), "--expected-gpus", "1", "--device", "cpu"]) == 0
+    assert "no GPU: cpu test cluster" in capsys.readouterr().err
+    assert json.loads((tmp_path / "cpu.json").read_text())["status"] == "skipped"

@@ -9,6 +9,7 @@ from pathlib import Path
 from emulator.config import (
     DEFAULT_API_KEY,
     DEFAULT_RATE_PER_MINUTE,
+    DEFAULT_READ_ONLY_KEY,
     DEFAULT_SPEND_LIMIT,
     Settings,
     Timing,
@@ -18,6 +19,11 @@ from emulator.config import (
 
 def _env_float(name: str, default: float) -> float:
     return float(os.environ.get(name, default))
+
+
+def _env_int(name: str) -> int | None:
+    raw = os.environ.get(name, "").strip()
+    return int(raw) if raw else None
 
 
 def parser() -> argparse.ArgumentParser:
@@ -59,6 +65,8 @@ def parser() -> argparse.ArgumentParser:
         type=int,
         default=int(_env_float("RUNPOD_RATE_PER_MINUTE", DEFAULT_RATE_PER_MINUTE)),
     )
+    s.add_argument("--rate-per-hour", type=int, default=_env_int("RUNPOD_RATE_PER_HOUR"))
+    s.add_argument("--rate-per-day", type=int, default=_env_int("RUNPOD_RATE_PER_DAY"))
     s.add_argument("--no-capacity", action="store_true", help="refuse every create for capacity")
     s.add_argument("--error-rate", type=float, default=0.0, help="share of API requests answered 503")
     s.add_argument("--latency-ms", type=int, default=0)
@@ -128,6 +136,9 @@ def settings_from(args: argparse.Namespace) -> Settings:
         spend_limit=args.spend_limit,
         balance=args.balance,
         rate_per_minute=args.rate_per_minute,
+        rate_per_hour=args.rate_per_hour,
+        rate_per_day=args.rate_per_day,
+        read_only_key=os.environ.get("RUNPOD_READ_ONLY_API_KEY") or DEFAULT_READ_ONLY_KEY,
         error_rate=args.error_rate,
         latency_ms=args.latency_ms,
         seed=args.seed,

@@ -7,13 +7,15 @@ import contextlib
 import json
 import logging
 import os
+import re
 import signal
 import socket
 from typing import Any
 
 import uvicorn
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp
@@ -49,6 +51,9 @@ async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
     return problem(ApiError(422, "the request does not validate", errors=errors))
 
 
+ROUTERS = (routes_v2.router, routes_catalog.router, graphql_api.router, admin.router)
+
+
 def create_app(settings: Settings) -> tuple[ASGIApp, World]:
     """The ASGI app to serve (the gate around FastAPI) and its world, for tests and `serve`."""
     store = Store(settings.state_dir)
@@ -56,13 +61,13 @@ def create_app(settings: Settings) -> tuple[ASGIApp, World]:
     world = World(settings, store, Catalog.load(), hosts)
     spec = Spec(settings.spec_path)
     api = FastAPI(title="local RunPod", docs_url=None, redoc_url=None, openapi_url=None)
-    for router in (routes_v2.router, routes_catalog.router, graphql_api.router, admin.router):
+    for router in ROUTERS:
         api.include_router(router)
     api.add_exception_handler(ApiError, _api_error)
     api.add_exception_handler(HTTPException, _http_error)
     api.add_exception_handler(RequestValidationError, _validation_error)
     counters = Counters()
-    gate = Gate(api, world, spec, counters)
+    gate = Gate(api, world, spec, counters, implemented(ROUTERS, spec))
     api.state.world, api.state.spec, api.state.counters, api.state.gate_buckets = (
         world,
         spec,
@@ -70,6 +75,20 @@ def create_app(settings: Settings) -> tuple[ASGIApp, World]:
         gate.buckets,
     )
     return gate, world
+
+
+def implemented(routers: tuple[APIRouter, ...], spec: Spec) -> set[tuple[str, str]]:
+    """(METHOD, spec template) of every documented operation some route answers."""
+
+    def shape(template: str) -> str:
+        return re.sub(r"\{[^}]+\}", "{}", template)
+
+    by_shape = {shape(op.template): op.template for op in spec.operations}
+    found = set()
+    for route in (r for router in routers for r in router.routes):
+        if isinstance(route, APIRoute) and shape(route.path) in by_shape:
+            found |= {(m, by_shape[shape(route.path)]) for m in route.methods or ()}
+    return found
 
 
 HOSTS_TICK_S = 0.1  # pods turn RUNNING by the clock alone: look this often for hosts to make or remove

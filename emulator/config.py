@@ -13,6 +13,7 @@ from facts.money import DEFAULT_SPEND_LIMIT_PER_HOUR
 from providers.cachedir import cache_dir
 
 DEFAULT_API_KEY = "local-runpod-key"
+DEFAULT_READ_ONLY_KEY = "local-runpod-read-only-key"
 DEFAULT_SPEND_LIMIT = DEFAULT_SPEND_LIMIT_PER_HOUR
 DEFAULT_RATE_PER_MINUTE = RATE_PER_MINUTE
 
@@ -58,6 +59,8 @@ class Settings(BaseModel):
     state_dir: Path = Path(".state/local-runpod/emulator")
     spec_path: Path = Field(default_factory=default_spec_path)
     api_key: str = DEFAULT_API_KEY
+    # A valid key without write access (RunPod's read-only keys): reads pass, writes get 403.
+    read_only_key: str = DEFAULT_READ_ONLY_KEY
     # 1.0 is real time; 0 freezes the clock so only the admin API moves it.
     time_scale: float = Field(default=1.0, ge=0)
     timing: Timing = Timing()
@@ -68,6 +71,8 @@ class Settings(BaseModel):
     spend_limit: float = Field(default=DEFAULT_SPEND_LIMIT, ge=0)
     balance: float = Field(default=1000.0, ge=0)
     rate_per_minute: int = Field(default=DEFAULT_RATE_PER_MINUTE, ge=1)
+    rate_per_hour: int | None = Field(default=None, ge=1)  # None: scaled from the minute quota
+    rate_per_day: int | None = Field(default=None, ge=1)
     # Start with every create refused for capacity, as on a day when RunPod has none.
     no_capacity: bool = False
     error_rate: float = Field(default=0.0, ge=0, le=1)

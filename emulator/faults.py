@@ -20,6 +20,9 @@ class FaultConfig(BaseModel):
     dropNext: int = Field(default=0, ge=0)
     # Let the API commit the change, then close the socket: the reply is lost, the pod is billed.
     loseNext: int = Field(default=0, ge=0)
+    # The k-th state write from now (1 = the next) fails as a full disk would: the request that made it
+    # answers 500 and must leave nothing behind (the gate's per-request transaction).
+    failWrite: int = Field(default=0, ge=0)
     matchMethod: str | None = None
     matchPath: str | None = None
     seed: int = 0
@@ -51,6 +54,13 @@ class Faults:
 
     def take_drop(self) -> bool:
         return self._take("dropNext")
+
+    def take_write_failure(self) -> bool:
+        """Count one state write; True when it is the one `failWrite` names."""
+        if self.config.failWrite <= 0:
+            return False
+        self.config = self.config.model_copy(update={"failWrite": self.config.failWrite - 1})
+        return self.config.failWrite == 0
 
     def take_lose(self) -> bool:
         return self._take("loseNext")

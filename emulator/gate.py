@@ -1,19 +1,23 @@
-"""The ASGI layer in front of the API: counters, injected faults, bearer auth and the rate limit."""
+"""The ASGI layer in front of the API: counters, faults, auth, quotas, 405/501, a transaction per call."""
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
 import hmac
-import math
+import logging
 from collections import defaultdict
 from typing import Any
+from urllib.parse import parse_qsl, urlencode
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from emulator.problems import ApiError, problem
+from emulator.quota import Quota
 from emulator.spec import Spec
 from emulator.world import World
+
+log = logging.getLogger("emulator")
 
 
 class Counters:
@@ -34,34 +38,6 @@ class Counters:
         self.by_endpoint.clear()
 
 
-class TokenBucket:
-    """`rate` requests per minute with a burst of `rate`, refilled on the emulator's clock."""
-
-    def __init__(self, now: float, rate: int) -> None:
-        self.tokens, self.updated = float(rate), now
-
-    def take(self, now: float, rate: int) -> bool:
-        per_second = rate / 60
-        self.tokens = min(float(rate), self.tokens + max(0.0, now - self.updated) * per_second)
-        self.updated = now
-        if self.tokens >= 1:
-            self.tokens -= 1
-            return True
-        return False
-
-    def headers(self, rate: int) -> dict[str, str]:
-        per_second = rate / 60
-        remaining = int(self.tokens)
-        reset = math.ceil((rate - self.tokens) / per_second)
-        return {
-            "RateLimit": f'"minute";r={remaining};t={reset}',
-            "RateLimit-Policy": f'"minute";q={rate};w=60',
-        }
-
-    def retry_after(self, rate: int) -> int:
-        return max(1, math.ceil((1 - self.tokens) / (rate / 60)))
-
-
 def _abort_connection(send: Send) -> None:
     """Close the client's socket with no reply at all.
 
@@ -75,13 +51,29 @@ def _abort_connection(send: Send) -> None:
 
 
 class Gate:
-    """Wraps the app; admin and unknown paths pass straight through."""
+    """Wraps the app; admin and unknown paths pass straight through.
 
-    def __init__(self, app: ASGIApp, world: World, spec: Spec, counters: Counters) -> None:
+    `implemented` holds (METHOD, spec path template) of every operation the API answers; any other
+    documented operation gets 501 naming it, never a 404 a client would read as "already gone".
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        world: World,
+        spec: Spec,
+        counters: Counters,
+        implemented: set[tuple[str, str]],
+    ) -> None:
         self.app, self.world, self.spec, self.counters = app, world, spec, counters
-        self.buckets: dict[str, TokenBucket] = {}
+        self.implemented = implemented
+        self.buckets: dict[str, Quota] = {}
+        # One request at a time between BEGIN and COMMIT: SQLite has one transaction per connection.
+        self._serial = asyncio.Lock()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            _hide_api_key(scope)
         path = scope.get("path", "")
         if scope["type"] != "http" or not (path.startswith("/v2/") or path == "/graphql"):
             await self.app(scope, receive, send)
@@ -94,16 +86,48 @@ class Gate:
             return
         try:
             headers = self._admit(scope)
+            self._route(scope, headers)
         except ApiError as exc:
             self.counters.record(endpoint, str(exc.status))
             await problem(exc)(scope, receive, send)
             return
         lose = faulty and faults.take_lose()
-        await self.app(scope, receive, self._sender(endpoint, send, headers, lose))
+        async with self._serial:
+            await self._transaction(scope, receive, self._sender(endpoint, send, headers, lose))
         if lose:
             self.counters.record(endpoint, "lost")
             _abort_connection(send)
             await asyncio.sleep(0)  # let uvicorn see the disconnect before it looks for a reply
+
+    async def _transaction(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Run the request in one SQLite transaction; a server error rolls back the file and memory."""
+        status = 0
+
+        async def watch(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        store = self.world.store
+        store.begin()
+        try:
+            await self.app(scope, receive, watch)
+        except Exception:
+            # Starlette has already answered 500; keep the connection (uvicorn would drop it on a raise).
+            log.exception("server error in %s %s; its writes are rolled back", scope["method"], scope["path"])
+            if not status:
+                await problem(ApiError(500, "internal error; nothing was changed"))(scope, receive, send)
+            status = 500
+        except BaseException:
+            store.rollback()
+            self.world.reload()
+            raise
+        if status >= 500:
+            store.rollback()
+            self.world.reload()
+        else:
+            store.commit()
 
     async def _early_fault(self, endpoint: str, scope: Scope, receive: Receive, send: Send) -> bool:
         faults = self.world.faults
@@ -124,22 +148,52 @@ class Gate:
         return False
 
     def _admit(self, scope: Scope) -> dict[str, str]:
-        """401 without a bearer key, 403 with the wrong one, 429 past the per-key rate."""
-        auth = dict(scope["headers"]).get(b"authorization", b"").decode("latin-1")
-        scheme, _, key = auth.partition(" ")
-        if scheme.lower() != "bearer" or not key.strip():
-            raise ApiError(401, "Send 'Authorization: Bearer <RUNPOD_API_KEY>'.")
-        if not hmac.compare_digest(key.strip().encode(), self.world.settings.api_key.encode()):
-            raise ApiError(403, "This API key is not valid for the requested resource.")
-        rate = self.world.limits.ratePerMinute
+        """401 for a missing, malformed or unknown key; 403 for a read-only key that writes; 429."""
+        key = _presented_key(scope)
+        if key is None:
+            raise ApiError(401, "missing bearer token: send 'Authorization: Bearer <RUNPOD_API_KEY>'.")
+        settings = self.world.settings
+        full = hmac.compare_digest(key.encode(), settings.api_key.encode())
+        read_only = not full and hmac.compare_digest(key.encode(), settings.read_only_key.encode())
+        if not (full or read_only):
+            # The spec's UnauthorizedError: "missing, malformed, expired, or invalid" is 401, not 403.
+            raise ApiError(401, "invalid bearer token: check RUNPOD_API_KEY.")
+        scope.setdefault("state", {})["read_only"] = read_only
         # Buckets are keyed by a digest so the key itself is kept nowhere but the settings.
-        bucket_key = hashlib.sha256(key.encode()).hexdigest()
-        now = self.world.now()
-        bucket = self.buckets.setdefault(bucket_key, TokenBucket(now, rate))
-        if not bucket.take(now, rate):
-            headers = bucket.headers(rate) | {"Retry-After": str(bucket.retry_after(rate))}
-            raise ApiError(429, "rate limit exceeded for the minute window", headers=headers)
-        return bucket.headers(rate)
+        quota = self._quota(hashlib.sha256(key.encode()).hexdigest())
+        headers = quota.headers()
+        if read_only and scope["method"] not in ("GET", "HEAD") and scope["path"] != "/graphql":
+            # ForbiddenError: "the bearer token is valid, but it does not grant access" (GraphQL
+            # refuses mutations itself: a read-only key may still query).
+            raise ApiError(403, "access denied: this API key is read-only.", headers=headers)
+        return headers
+
+    def _quota(self, bucket_key: str) -> Quota:
+        now, quotas = self.world.now(), self.world.limits.quotas()
+        quota = self.buckets.setdefault(bucket_key, Quota(now, quotas))
+        exceeded = quota.take(now, quotas)
+        if exceeded is not None:
+            headers = quota.headers() | {"Retry-After": str(quota.retry_after())}
+            raise ApiError(429, f"rate limit exceeded for the {exceeded} window", headers=headers)
+        return quota
+
+    def _route(self, scope: Scope, headers: dict[str, str]) -> None:
+        """405 with every method the path allows; 501 for documented operations not emulated."""
+        method, path = scope["method"], scope["path"]
+        found = self.spec.route(path)
+        if found is None:
+            return  # not in the spec: FastAPI answers (404, or the GraphQL endpoint)
+        template, methods = found
+        if method not in methods:
+            allow = {"Allow": ", ".join(methods)}
+            detail = f"{method} is not allowed on {template}; allowed: {', '.join(methods)}."
+            raise ApiError(405, detail, headers=headers | allow)
+        if (method, template) not in self.implemented:
+            op = self.spec.match(method, path)
+            name = op.operation_id if op else f"{method} {template}"
+            raise ApiError(
+                501, f"The local RunPod does not implement {name} ({method} {template}).", headers=headers
+            )
 
     def _sender(self, endpoint: str, send: Send, headers: dict[str, str], lose: bool) -> Send:
         async def wrapped(message: Message) -> None:
@@ -151,3 +205,29 @@ class Gate:
                 await send(message)
 
         return wrapped
+
+
+def _presented_key(scope: Scope) -> str | None:
+    """The bearer token, or on /graphql the `api_key` query parameter RunPod's GraphQL docs use."""
+    auth: bytes = dict(scope["headers"]).get(b"authorization", b"")
+    scheme, _, key = auth.decode("latin-1").partition(" ")
+    if scheme.lower() == "bearer" and key.strip():
+        return key.strip()
+    if scope["path"] == "/graphql":
+        hidden = scope.get("state", {}).get("query_api_key")
+        return str(hidden) if hidden else None
+    return None
+
+
+def _hide_api_key(scope: Scope) -> None:
+    """Take `api_key` out of the query string before anything can log it (uvicorn's access log reads
+    this same scope); the gate keeps the value in the request state for `_presented_key`."""
+    raw = scope.get("query_string", b"")
+    if not raw:
+        return
+    pairs = parse_qsl(raw.decode("latin-1"), keep_blank_values=True)
+    keys = [v for k, v in pairs if k == "api_key"]
+    if not keys:
+        return
+    scope.setdefault("state", {})["query_api_key"] = keys[-1]
+    scope["query_string"] = urlencode([(k, v) for k, v in pairs if k != "api_key"]).encode("latin-1")

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
-from graphql import GraphQLError, GraphQLResolveInfo, GraphQLSchema, build_schema, graphql_sync
+from graphql import (
+    GraphQLError,
+    GraphQLResolveInfo,
+    GraphQLSchema,
+    OperationDefinitionNode,
+    OperationType,
+    build_schema,
+    graphql_sync,
+    parse,
+)
 
+from emulator.jsonbody import parse_json
 from emulator.models import PodRecord, SecretRecord
 from emulator.pods import (
     check_image,
@@ -23,15 +32,21 @@ from emulator.problems import ApiError
 from emulator.views import iso
 from emulator.world import World, new_id
 
+# Ids are `ID`, as in the documents RunPod's own clients send (runpod/pulumi-runpod-native
+# provider/secret.go: `query GetSecret($id: ID!) { secret(id: $id) {...} }`,
+# `mutation DeleteSecret($id: ID!) { secretDelete(id: $id) }`, whose answer is `Void`, i.e. null), and
+# Secret carries the fields those documents select (id, name, description, createdAt, updatedAt).
 SDL = """
-type Query { myself: User! }
-type User { id: String!  secrets(name: String, id: String): [Secret!]! }
-type Secret { id: String!  name: String!  description: String  createdAt: String! }
-type Pod { id: String!  name: String!  desiredStatus: String!  costPerHr: Float!  gpuCount: Int!
+scalar Void
+type Query { myself: User!  secret(id: ID!): Secret }
+type User { id: ID!  secrets(name: String, id: ID): [Secret!]! }
+type Secret { id: ID!  name: String!  description: String  createdAt: String!  updatedAt: String! }
+type Pod { id: ID!  name: String!  desiredStatus: String!  costPerHr: Float!  gpuCount: Int!
            imageName: String  dataCenterId: String  bidPerGpu: Float }
 enum CloudTypeEnum { SECURE COMMUNITY ALL }
 input SecretCreateInput { name: String!  value: String!  description: String }
-input SecretValueUpdateInput { id: String!  value: String! }
+input SecretValueUpdateInput { id: ID!  value: String! }
+input SecretDescriptionUpdateInput { id: ID!  description: String! }
 input EnvironmentVariableInput { key: String!  value: String! }
 input PodRentInterruptableInput {
   bidPerGpu: Float!  gpuTypeId: String!  gpuCount: Int!  imageName: String!  name: String
@@ -43,7 +58,8 @@ input PodBidResumeInput { podId: String!  bidPerGpu: Float!  gpuCount: Int }
 type Mutation {
   secretCreate(input: SecretCreateInput!): Secret
   secretValueUpdate(input: SecretValueUpdateInput!): Secret
-  secretDelete(id: String!): Boolean
+  secretDescriptionUpdate(input: SecretDescriptionUpdateInput!): Secret
+  secretDelete(id: ID!): Void
   podRentInterruptable(input: PodRentInterruptableInput!): Pod
   podBidResume(input: PodBidResumeInput!): Pod
 }
@@ -66,6 +82,7 @@ def _secret(record: SecretRecord) -> dict[str, Any]:
         "name": record.name,
         "description": record.description,
         "createdAt": iso(record.created_at),
+        "updatedAt": iso(record.updated_at if record.updated_at is not None else record.created_at),
     }
 
 
@@ -80,6 +97,12 @@ def resolve_myself(_root: object, info: GraphQLResolveInfo[World]) -> dict[str, 
         return [_secret(s) for s in found]
 
     return {"id": "local-user", "secrets": secrets}
+
+
+def resolve_secret(_root: object, info: GraphQLResolveInfo[World], id: str) -> dict[str, Any] | None:
+    """`secret(id:)`: null when there is none, which RunPod's provider reads as deleted."""
+    record = _world(info).secrets.get(id)
+    return None if record is None else _secret(record)
 
 
 def secret_create(_root: object, info: GraphQLResolveInfo[World], input: dict[str, Any]) -> dict[str, Any]:
@@ -110,19 +133,29 @@ def secret_update(_root: object, info: GraphQLResolveInfo[World], input: dict[st
     world = _world(info)
     record = _find_secret(world, input["id"])
     record.value_version += 1
+    record.updated_at = world.now()
     world.secret_values[record.name] = input["value"]
     world.save(record)
     world.audit("secret.update", "secret", record.id, record.name, valueVersion=record.value_version)
     return _secret(record)
 
 
-def secret_delete(_root: object, info: GraphQLResolveInfo[World], id: str) -> bool:
+def secret_describe(_root: object, info: GraphQLResolveInfo[World], input: dict[str, Any]) -> dict[str, Any]:
+    world = _world(info)
+    record = _find_secret(world, input["id"])
+    record.description, record.updated_at = input["description"], world.now()
+    world.save(record)
+    world.audit("secret.describe", "secret", record.id, record.name)
+    return _secret(record)
+
+
+def secret_delete(_root: object, info: GraphQLResolveInfo[World], id: str) -> None:
+    """Answers null (`Void`), as RunPod's docs and its provider's comment on `secretDelete` say."""
     world = _world(info)
     record = _find_secret(world, id)
-    world.secret_values.pop(record.name, None)
     world.forget(record)
+    world.secret_values.pop(record.name, None)
     world.audit("secret.delete", "secret", record.id, record.name)
-    return True
 
 
 def _pod(world: World, pod: PodRecord) -> dict[str, Any]:
@@ -215,9 +248,11 @@ def build() -> GraphQLSchema:
     schema = build_schema(SDL)
     assert schema.query_type is not None and schema.mutation_type is not None
     schema.query_type.fields["myself"].resolve = resolve_myself
+    schema.query_type.fields["secret"].resolve = resolve_secret
     resolvers = {
         "secretCreate": secret_create,
         "secretValueUpdate": secret_update,
+        "secretDescriptionUpdate": secret_describe,
         "secretDelete": secret_delete,
         "podRentInterruptable": rent_interruptable,
         "podBidResume": bid_resume,
@@ -243,23 +278,41 @@ router = APIRouter()
 SCHEMA = build()
 
 
+def _bad_request(message: str, status: int = 400) -> JSONResponse:
+    return JSONResponse({"errors": [{"message": message}]}, status_code=status)
+
+
+def _is_mutation(query: str, operation_name: str | None) -> bool:
+    try:
+        document = parse(query)
+    except GraphQLError:
+        return False  # graphql_sync reports the syntax error itself
+    ops = [d for d in document.definitions if isinstance(d, OperationDefinitionNode)]
+    chosen = [o for o in ops if operation_name is None or (o.name and o.name.value == operation_name)]
+    return any(o.operation == OperationType.MUTATION for o in chosen)
+
+
 @router.post("/graphql")
 async def graphql_endpoint(request: Request) -> JSONResponse:
     try:
-        payload = json.loads(await request.body())
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        payload = None
+        payload = parse_json(await request.body())
+    except ApiError as exc:
+        return _bad_request(exc.detail)
     if not isinstance(payload, dict) or not isinstance(payload.get("query"), str):
-        return JSONResponse(
-            {"errors": [{"message": "POST a JSON object with a 'query' string."}]}, status_code=400
+        return _bad_request("POST a JSON object with a 'query' string.")
+    variables, name = payload.get("variables"), payload.get("operationName")
+    name = name if isinstance(name, str) else None
+    try:
+        if request.state.read_only and _is_mutation(payload["query"], name):
+            return _bad_request("access denied: this API key is read-only.", 403)
+        result = graphql_sync(
+            SCHEMA,
+            payload["query"],
+            variable_values=variables if isinstance(variables, dict) else None,
+            operation_name=name,
+            context_value=request.app.state.world,
         )
-    variables = payload.get("variables")
-    result = graphql_sync(
-        SCHEMA,
-        payload["query"],
-        variable_values=variables if isinstance(variables, dict) else None,
-        operation_name=payload.get("operationName"),
-        context_value=request.app.state.world,
-    )
+    except RecursionError:
+        return _bad_request("The query nests too deeply to parse.")
     # GraphQL answers client errors with HTTP 200 and an `errors` array (FACTS.md section 1).
     return JSONResponse(result.formatted)

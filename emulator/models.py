@@ -90,6 +90,7 @@ class SecretRecord(BaseModel):
     description: str | None = None
     value_version: int = 1
     created_at: float
+    updated_at: float | None = None
 
 
 def public_port(pod: PodRecord, private: int) -> int | None:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse
 
 from emulator import clusters, pods, volumes
-from emulator.problems import ApiError
+from emulator.jsonbody import parse_json
 from emulator.spec import Spec
 from emulator.views import cluster_view, pod_view, volume_view
 from emulator.world import World
@@ -31,11 +30,7 @@ router = APIRouter(prefix="/v2", dependencies=[Depends(checked_query)])
 
 
 async def body_of(request: Request, schema: str) -> dict[str, Any]:
-    raw = await request.body()
-    try:
-        value = json.loads(raw) if raw else None
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise ApiError(422, "the request body is not valid JSON", errors=["/: not JSON"]) from None
+    value = parse_json(await request.body())
     spec: Spec = request.app.state.spec
     return spec.check_body(schema, value)
 

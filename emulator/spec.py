@@ -82,11 +82,18 @@ class Spec:
             target = target[part]
         return dict(target)
 
+    def route(self, path: str) -> tuple[str, list[str]] | None:
+        """The most specific documented template the path matches, and the methods it documents."""
+        template = next((op.template for op in self.operations if op.pattern.match(path)), None)
+        if template is None:
+            return None
+        return template, [op.method for op in self.operations if op.template == template]
+
     def match(self, method: str, path: str) -> Operation | None:
-        for op in self.operations:
-            if op.method == method and op.pattern.match(path):
-                return op
-        return None
+        found = self.route(path)
+        if found is None:
+            return None
+        return next((op for op in self.operations if op.template == found[0] and op.method == method), None)
 
     def template(self, method: str, path: str) -> str:
         """`METHOD /templated/path` for counters; unknown paths are kept literal."""

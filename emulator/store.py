@@ -19,7 +19,8 @@ CREATE TABLE IF NOT EXISTS audit (seq INTEGER PRIMARY KEY AUTOINCREMENT, at REAL
 
 
 class Store:
-    """One SQLite file per state dir. Every write commits at once: a crash loses nothing acknowledged."""
+    """One SQLite file per state dir. Outside `begin()` every write commits at once; the gate wraps each
+    API request in `begin()`/`commit()` so a request that fails half-way leaves nothing behind."""
 
     def __init__(self, state_dir: Path) -> None:
         state_dir.mkdir(parents=True, exist_ok=True)
@@ -29,6 +30,16 @@ class Store:
         # WAL + NORMAL keeps a commit durable across process restarts at a fraction of FULL's cost.
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(_SCHEMA)
+
+    def begin(self) -> None:
+        """Open a transaction: the writes of one request commit together or not at all."""
+        self._db.execute("BEGIN")
+
+    def commit(self) -> None:
+        self._db.execute("COMMIT")
+
+    def rollback(self) -> None:
+        self._db.execute("ROLLBACK")
 
     def close(self) -> None:
         self._db.close()

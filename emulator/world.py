@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import math
 import re
 import uuid
 from typing import Any
@@ -20,6 +21,9 @@ from emulator.netslot import POD_NET_PREFIX, NetSlot
 from emulator.problems import NO_CAPACITY, ApiError
 from emulator.store import Store
 
+# The example quota of the v2 spec's RateLimit-Policy header: "minute";q=60, "hour";q=3000, "day";q=50000.
+SPEC_MINUTE_QUOTA, SPEC_HOUR_QUOTA, SPEC_DAY_QUOTA = 60, 3000, 50000
+
 
 class Limits(BaseModel):
     """Account limits; the admin API changes them and they survive a restart."""
@@ -29,7 +33,18 @@ class Limits(BaseModel):
     spendLimit: float = Field(ge=0)
     balance: float = Field(ge=0)  # USD of credit
     ratePerMinute: int = Field(ge=1)
+    # None: the spec example's ratio to the minute quota (3000/h and 50000/day for 60/min), so a test
+    # that lifts the minute quota is not stopped by the hour or day window it never thought about.
+    ratePerHour: int | None = Field(default=None, ge=1)
+    ratePerDay: int | None = Field(default=None, ge=1)
     offerSpot: bool
+
+    def quotas(self) -> dict[str, int]:
+        """Requests allowed per window (emulator/quota.py)."""
+        minute = self.ratePerMinute
+        hour = self.ratePerHour or math.ceil(minute * SPEC_HOUR_QUOTA / SPEC_MINUTE_QUOTA)
+        day = self.ratePerDay or math.ceil(minute * SPEC_DAY_QUOTA / SPEC_MINUTE_QUOTA)
+        return {"minute": minute, "hour": hour, "day": day}
 
 
 class CapacityFaults(BaseModel):
@@ -75,10 +90,17 @@ class World:
         self.capacity = CapacityFaults(exhausted=settings.no_capacity)
         self.limits = Limits.model_validate(store.get_setting("limits") or self.default_limits())
         self.ssh_keys: list[str] = store.get_setting("ssh_keys") or []
+        self.reload()
+
+    def reload(self) -> None:
+        """Read every record back from the store: after a rolled-back request, memory equals the file."""
+        store = self.store
         self.pods = {r["id"]: PodRecord.model_validate(r) for r in store.load("pod")}
         self.clusters = {r["id"]: ClusterRecord.model_validate(r) for r in store.load("cluster")}
         self.volumes = {r["id"]: VolumeRecord.model_validate(r) for r in store.load("volume")}
         self.secrets = {r["id"]: SecretRecord.model_validate(r) for r in store.load("secret")}
+        names = {s.name for s in self.secrets.values()}
+        self.secret_values = {k: v for k, v in self.secret_values.items() if k in names}
 
     def default_limits(self) -> dict[str, Any]:
         s = self.settings
@@ -86,6 +108,8 @@ class World:
             "spendLimit": s.spend_limit,
             "balance": s.balance,
             "ratePerMinute": s.rate_per_minute,
+            "ratePerHour": s.rate_per_hour,
+            "ratePerDay": s.rate_per_day,
             "offerSpot": s.offer_spot,
         }
 
@@ -96,15 +120,18 @@ class World:
 
     def save(self, record: PodRecord | ClusterRecord | VolumeRecord | SecretRecord) -> None:
         kind, table = self._table(record)
-        table[record.id] = record
+        if self.faults.take_write_failure():
+            raise OSError("injected storage failure (admin fault failWrite)")
+        # The file first: if the write fails, memory is still what it was.
         self.store.put(kind, record.id, record.model_dump(mode="json"))
+        table[record.id] = record
         self.store.set_setting("clock", self.now())
         self.sync_hosts()
 
     def forget(self, record: PodRecord | ClusterRecord | VolumeRecord | SecretRecord) -> None:
         kind, table = self._table(record)
-        table.pop(record.id, None)
         self.store.delete(kind, record.id)
+        table.pop(record.id, None)
         self.sync_hosts()
 
     def _table(self, record: object) -> tuple[str, dict[str, Any]]:

@@ -38,7 +38,9 @@ KNOBS: Final = (
     Knob("TRAINSTACK_READY_TIMEOUT_S", "1200", "how long a pod or cluster may take to become ready"),
     Knob("TRAINSTACK_HTTP_TIMEOUT_S", "30", "per RunPod request"),
     Knob("TRAINSTACK_HTTP_DEADLINE_S", "180", "retries of one RunPod call"),
-    Knob("RUNPOD_RATE_LIMIT_PER_MIN", "60", "the client's token bucket"),
+    Knob("RUNPOD_RATE_LIMIT_PER_MIN", "60", "the client's minute window"),
+    Knob("RUNPOD_RATE_LIMIT_PER_HOUR", "3000", "the client's hour window (unset: 50x the minute quota)"),
+    Knob("RUNPOD_RATE_LIMIT_PER_DAY", "50000", "the client's day window (unset: 833.3x the minute quota)"),
     Knob("TRAINSTACK_CATALOG_TTL_S", "900", "how long provider processes share a GPU catalog read; 0 = off"),
     Knob("TRAINSTACK_KNOWN_HOSTS_DIR", "<cache>/known_hosts", "the stacks' own SSH known_hosts files"),
     Knob("TRAINSTACK_SSH_KEY", "ssh's default", "private key delivery uses; never a resource input"),
@@ -62,6 +64,8 @@ class Settings:
     http_timeout_s: float
     http_deadline_s: float
     rate_limit_per_min: int
+    rate_limit_per_hour: int | None  # None: the spec example's ratio to the minute quota (ratelimit.py)
+    rate_limit_per_day: int | None
     catalog_ttl_s: float  # 0 turns the shared catalog file off
     cache_dir: Path  # TRAINSTACK_CACHE, else $XDG_CACHE_HOME/trainstack, else ~/.cache/trainstack
     known_hosts_dir: Path
@@ -86,6 +90,8 @@ class Settings:
                 lambda v: v > 0,
                 "a positive integer (requests/min)",
             ),
+            rate_limit_per_hour=_optional_count(env, "RUNPOD_RATE_LIMIT_PER_HOUR", "requests/hour"),
+            rate_limit_per_day=_optional_count(env, "RUNPOD_RATE_LIMIT_PER_DAY", "requests/day"),
             catalog_ttl_s=_parse(
                 env,
                 "TRAINSTACK_CATALOG_TTL_S",
@@ -128,6 +134,12 @@ def _parse(
     if not ok(value):
         raise SettingsError(f"{name} must be {want}; got {raw!r}")
     return value
+
+
+def _optional_count(env: Mapping[str, str], name: str, unit: str) -> int | None:
+    if _text(env, name) is None:
+        return None
+    return _parse(env, name, 1, int, lambda v: v > 0, f"a positive integer ({unit})")
 
 
 def _seconds(env: Mapping[str, str], name: str, default: float) -> float:

@@ -105,7 +105,12 @@ _STATUS_HINTS: dict[int, tuple[type[ApiError], str]] = {
     402: (InsufficientBalanceError, "insufficient RunPod balance; add credit (on-demand needs >= 1 h)"),
     409: (ConflictError, "not allowed in the resource's current state"),
     422: (InvalidRequestError, "RunPod rejected the request body as invalid; fix the inputs"),
-    429: (RateLimitedError, "rate limited by RunPod until the deadline; lower RUNPOD_RATE_LIMIT_PER_MIN"),
+    429: (
+        RateLimitedError,
+        "rate limited by RunPod until the deadline; lower RUNPOD_RATE_LIMIT_PER_MIN (or _PER_HOUR, _PER_DAY)",
+    ),
+    # Not "gone" and not transient: a DELETE answered 501 must never read as a successful delete.
+    501: (ApiError, "RunPod does not implement this operation (HTTP 501); nothing was changed"),
 }
 
 

@@ -17,7 +17,9 @@ SECRET_VALUE_UPDATE = (
     "{ secretValueUpdate(input: $input) { id name } }"
 )
 
-SECRET_DELETE = "mutation SecretDelete($id: String!) { secretDelete(id: $id) }"
+# `ID!`, not `String!`: RunPod's own provider declares the id so (pulumi-runpod-native provider/secret.go),
+# and a strict GraphQL server refuses a String variable in an ID position. The answer is null (Void).
+SECRET_DELETE = "mutation SecretDelete($id: ID!) { secretDelete(id: $id) }"
 
 SPOT_RENT = (
     "mutation PodRentInterruptable($input: PodRentInterruptableInput!) "

@@ -74,6 +74,16 @@ def tls_context() -> ssl.SSLContext:
     return _tls_context((os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR")))
 
 
+def _spent_windows(header: str) -> list[str]:
+    """Names of the windows a `RateLimit` header reports with no request left (`r=0`)."""
+    spent = []
+    for member in header.split(","):
+        name, _, params = member.strip().partition(";")
+        if "r=0" in params.replace(" ", "").split(";"):
+            spent.append(name.strip('"'))
+    return spent
+
+
 class HttpCore:
     """Transport, pacing and retry policy for one short-lived client (see the module docstring)."""
 
@@ -167,7 +177,7 @@ class HttpCore:
         if response.status_code == 429:
             wait = _retry_after(response)
             return (wait if wait is not None else self._backoff.delay(attempt, self._rng)), err
-        if response.status_code >= 500:
+        if response.status_code >= 500 and response.status_code != 501:  # 501 is final: not implemented
             if method not in _IDEMPOTENT:
                 return None, errors.UncertainRequestError(
                     f"RunPod failed with HTTP {response.status_code} after the request was sent; "
@@ -215,9 +225,10 @@ class HttpCore:
         return events
 
     def _observe_quota(self, response: httpx.Response) -> None:
-        # `RateLimit: "minute";r=0;t=12, ...` -> our minute budget is spent; stop bursting.
-        if '"minute";r=0;' in response.headers.get("RateLimit", "").replace(" ", ""):
-            self._limiter.drain()
+        # `RateLimit: "minute";r=0;t=12, "hour";r=2800;t=1812, ...` -> a window RunPod says is spent
+        # (it may count requests from other processes with this key) is spent for us too.
+        for window in _spent_windows(response.headers.get("RateLimit", "")):
+            self._limiter.drain(window)
 
     def graphql(self, document: str, variables: Mapping[str, Any], *, mutation: bool) -> dict[str, Any]:
         """POST a GraphQL document with variables; an `errors` array (HTTP 200) raises a mapped error."""

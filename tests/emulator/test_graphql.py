@@ -9,7 +9,7 @@ from tests.emulator.conftest import H100, gql
 
 CREATE = "mutation Create($input: SecretCreateInput!) { secretCreate(input: $input) { id name description } }"
 UPDATE = "mutation Update($input: SecretValueUpdateInput!) { secretValueUpdate(input: $input) { id name } }"
-DELETE = "mutation Delete($id: String!) { secretDelete(id: $id) }"
+DELETE = "mutation Delete($id: ID!) { secretDelete(id: $id) }"
 LOOKUP = "query Find($name: String) { myself { secrets(name: $name) { id name description createdAt } } }"
 RENT = (
     "mutation Rent($input: PodRentInterruptableInput!) "
@@ -40,7 +40,8 @@ def test_secret_lifecycle_never_exposes_the_value(rp: LocalRunPod, api: httpx.Cl
         "secretValueUpdate"
     ]
     assert rp.admin.live()["secrets"][0]["valueVersion"] == 2
-    assert gql(api, DELETE, id=secret["id"])["data"]["secretDelete"] is True
+    deleted = gql(api, DELETE, id=secret["id"])
+    assert deleted == {"data": {"secretDelete": None}}  # Void: null, as RunPod's docs show
     assert gql(api, LOOKUP)["data"]["myself"]["secrets"] == []
     events = [e["event"] for e in rp.admin.audit(since)]
     assert [e for e in events if e.startswith("secret.")] == [

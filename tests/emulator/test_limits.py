@@ -6,6 +6,8 @@ import httpx
 
 from emulator.harness import LocalRunPod
 from emulator.problems import NO_CAPACITY
+from providers.runpod.client import RunPodClient
+from providers.runpod.ratelimit import TokenBucket
 from tests.emulator.conftest import H100, cluster_body, pod_body
 
 
@@ -64,10 +66,63 @@ def test_rate_limit_429_with_headers(rp: LocalRunPod, api: httpx.Client) -> None
     ok = [r for r in answers if r.status_code == 200]
     limited = [r for r in answers if r.status_code == 429]
     assert ok and limited and limited[0].headers["content-type"] == "application/problem+json"
-    assert ok[0].headers["RateLimit-Policy"] == '"minute";q=5;w=60'
-    assert ok[0].headers["RateLimit"].startswith('"minute";r=')
+    # Hour and day quotas follow the spec example's ratio to the minute (3000/60, 50000/60) unless set.
+    policy = '"minute";q=5;w=60, "hour";q=250;w=3600, "day";q=4167;w=86400'
+    assert ok[0].headers["RateLimit-Policy"] == policy
+    assert ok[0].headers["RateLimit"].startswith('"minute";r=4;t=12, "hour";r=249;t=')
     assert int(limited[0].headers["Retry-After"]) == 12  # one token per 60/5 s
-    assert "r=0" in limited[0].headers["RateLimit"]
+    assert limited[0].headers["RateLimit"].startswith('"minute";r=0;')
+    assert limited[0].json()["detail"] == "rate limit exceeded for the minute window"
     rp.admin.advance(12)
     assert api.get("/v2/pods").status_code == 200
     assert rp.admin.counters()["rateLimited"] >= len(limited)
+
+
+def test_hour_and_day_windows_limit_on_their_own(rp: LocalRunPod, api: httpx.Client) -> None:
+    """The spec's RateLimit-Policy lists minute, hour and day windows (60/min, 3000/h, 50000/day)."""
+    rp.admin.limits(ratePerMinute=100, ratePerHour=8, ratePerDay=12)
+    assert [api.get("/v2/pods").status_code for _ in range(8)] == [200] * 8
+    limited = api.get("/v2/pods")
+    assert limited.status_code == 429 and limited.json()["detail"].endswith("the hour window")
+    assert limited.headers["Retry-After"] == "450"  # one request per 3600/8 s
+    assert '"hour";r=0;' in limited.headers["RateLimit"]
+    rp.admin.advance(60)  # the minute window is whole again; the hour window is not
+    assert api.get("/v2/pods").status_code == 429
+    rp.admin.advance(390)
+    assert api.get("/v2/pods").status_code == 200
+    rp.admin.advance(3600)
+    # 9 taken; 4050 s of the day refilled 4050/7200 of a request: 3 more fit, the 4th waits for the
+    # rest of that one (0.4375 x 7200 s).
+    statuses = [api.get("/v2/pods").status_code for _ in range(3)]
+    assert statuses == [200, 200, 200]
+    day = api.get("/v2/pods")
+    assert day.json()["detail"].endswith("the day window") and day.headers["Retry-After"] == "3150"
+
+
+def _client_on_emulated_time(rp: LocalRunPod, limiter_args: dict[str, int]) -> RunPodClient:
+    """Our real client whose clock and sleep are the frozen emulator's: waiting advances it."""
+    now = [rp.admin.advance(0)]
+
+    def sleep(seconds: float) -> None:
+        now[0] = rp.admin.advance(seconds)
+
+    def clock() -> float:
+        return now[0]
+
+    limiter = TokenBucket(60, **limiter_args, clock=clock, sleep=sleep)
+    return RunPodClient(rp.base_url, rp.api_key, limiter=limiter, clock=clock, sleep=sleep)
+
+
+def test_our_client_stays_under_the_hour_window_of_a_long_run(rp: LocalRunPod) -> None:
+    """400 calls cross an hour quota of 300: the old minute-only bucket met 429s, the limiter meets none."""
+    rp.admin.limits(ratePerMinute=60, ratePerHour=300, ratePerDay=100000)
+    with _client_on_emulated_time(rp, {}) as minute_only:
+        for _ in range(400):
+            minute_only.list_pods()
+    assert rp.admin.counters()["rateLimited"] > 0  # what the issue saw: the hour window was ignored
+    rp.admin.reset()
+    rp.admin.limits(ratePerMinute=60, ratePerHour=300, ratePerDay=100000)
+    with _client_on_emulated_time(rp, {"per_hour": 300, "per_day": 100000}) as windowed:
+        for _ in range(400):
+            windowed.list_pods()
+    assert rp.admin.counters()["rateLimited"] == 0

@@ -313,7 +313,7 @@ class FakeRunPod:
             if v["id"] not in self.secrets:
                 return {"data": None, "errors": [{"message": f"Secret {v['id']} was not found."}]}
             del self.secrets[v["id"]]
-            return {"data": {"secretDelete": True}}
+            return {"data": {"secretDelete": None}}  # Void, as RunPod answers
         if name == "podRentInterruptable":
             if not self.spot_offered:
                 return {"data": None, "errors": [{"message": SPOT_WITHDRAWN}]}

@@ -206,3 +206,30 @@ def test_clients_share_one_tls_context_per_ca_setting(monkeypatch: pytest.Monkey
     monkeypatch.setenv("SSL_CERT_FILE", certifi.where())
     custom = HttpCore("https://api.runpod.io", "k")
     assert _context_of(custom) is tls_context() and _context_of(custom) is not _context_of(first)
+
+
+def test_limiter_keeps_every_window_under_its_quota() -> None:
+    """RunPod's RateLimit-Policy example is 60/min, 3000/h, 50000/day; a long `up` must stay under all."""
+    fake = FakeRunPod()
+    bucket = TokenBucket(60, per_hour=3000, per_day=50000, clock=fake.clock.clock, sleep=fake.clock.sleep)
+    stamps = []
+    for _ in range(6500):  # a bit over two hours at the hour window's pace
+        bucket.acquire()
+        stamps.append(fake.clock.now)
+    for window, quota in ((60, 60), (3600, 3000)):
+        start = 0
+        for end, stamp in enumerate(stamps):
+            while stamps[start] <= stamp - window:
+                start += 1
+            assert end - start + 1 <= quota, (window, stamp)
+    hours = (stamps[-1] - stamps[0]) / 3600
+    assert 6500 / hours > 2900  # and close to the hour quota, not needlessly slow
+
+
+def test_a_window_the_server_reports_spent_is_drained() -> None:
+    fake = FakeRunPod()
+    bucket = TokenBucket(60, per_hour=3000, clock=fake.clock.clock, sleep=fake.clock.sleep)
+    bucket.drain("hour")
+    before = fake.clock.now
+    bucket.acquire()
+    assert fake.clock.now - before >= 3600 / (3000 - 60) * 0.99  # waited for one hour-window token

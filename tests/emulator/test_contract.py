@@ -59,12 +59,12 @@ def roomy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRunPod]:
     server.stop()
 
 
-def test_unimplemented_operations_are_absent(roomy: LocalRunPod) -> None:
+def test_unimplemented_operations_answer_501(roomy: LocalRunPod) -> None:
     spec = Spec(default_spec_path())
     assert set(IMPLEMENTED) <= {op.operation_id for op in spec.operations}
     with roomy.client() as api:
-        assert api.get("/v2/templates").status_code == 404
-        assert api.get("/v2/serverless").status_code == 404
+        assert api.get("/v2/templates").status_code == 501
+        assert api.get("/v2/serverless").status_code == 501
 
 
 def fixed_ids(server: LocalRunPod) -> dict[str, str]:

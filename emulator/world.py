@@ -20,9 +20,10 @@ from emulator.models import ClusterRecord, PodRecord, SecretRecord, VolumeRecord
 from emulator.netslot import POD_NET_PREFIX, NetSlot
 from emulator.problems import NO_CAPACITY, ApiError
 from emulator.store import Store
+from facts.limits import RATE_PER_DAY, RATE_PER_HOUR, RATE_PER_MINUTE
 
 # The example quota of the v2 spec's RateLimit-Policy header: "minute";q=60, "hour";q=3000, "day";q=50000.
-SPEC_MINUTE_QUOTA, SPEC_HOUR_QUOTA, SPEC_DAY_QUOTA = 60, 3000, 50000
+SPEC_MINUTE_QUOTA, SPEC_HOUR_QUOTA, SPEC_DAY_QUOTA = RATE_PER_MINUTE, RATE_PER_HOUR, RATE_PER_DAY
 
 
 class Limits(BaseModel):

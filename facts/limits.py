@@ -13,5 +13,8 @@ CLUSTER_MIN_NODES: Final = 2
 CLUSTER_MAX_NODES_SELF_SERVE: Final = 8
 # A spot pod gets SIGTERM, then SIGKILL 5 s later, and loses its container disk (`sources.SPOT`).
 SPOT_NOTICE_S: Final = 5.0
-# The v2 spec's example quota: 60 requests a minute per user; treated as real until headers say otherwise.
+# The v2 spec's example quota: 60 requests a minute, 3000 an hour, 50000 a day per user (its
+# RateLimit-Policy header example); treated as real until headers say otherwise.
 RATE_PER_MINUTE: Final = 60
+RATE_PER_HOUR: Final = 3000
+RATE_PER_DAY: Final = 50000

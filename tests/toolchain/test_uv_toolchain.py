@@ -28,16 +28,29 @@ def _project(directory: Path, toolchain: str) -> Path:
     return program
 
 
+def _uv_dir() -> Path:
+    """Where scripts/bootstrap put uv: linked beside the CLI, and in its own cache folder by version."""
+    for line in (REPO / "pyproject.toml").read_text().splitlines():
+        if line.startswith("required-version"):
+            version = line.split('"')[1].removeprefix("==")
+            break
+    else:
+        raise AssertionError("pyproject.toml's [tool.uv] has no required-version")
+    for directory in (cache_dir() / f"uv-{version}" / "bin", cache_dir() / "bin"):
+        if (directory / "uv").exists():
+            return directory
+    raise AssertionError(f"uv {version} is not in {cache_dir()}: run scripts/bootstrap (it installs uv)")
+
+
 def _offline_uv_env() -> dict[str, str]:
-    # uv comes from scripts/bootstrap (linked beside the CLI); the test project has no dependencies, so
-    # nothing needs the network, and uv is told so.
-    assert (cache_dir() / "bin" / "uv").exists(), "run scripts/bootstrap (it links uv beside the CLI)"
-    return {"UV_OFFLINE": "1", "UV_PYTHON_DOWNLOADS": "never", "UV_NO_CONFIG": "1"}
+    # The test project has no dependencies, so nothing needs the network, and uv is told so.
+    path = f"{cache_dir() / 'bin'}:{_uv_dir()}:{REPO / '.venv/bin'}:{os.environ.get('PATH', '')}"
+    return {"UV_OFFLINE": "1", "UV_PYTHON_DOWNLOADS": "never", "UV_NO_CONFIG": "1", "PATH": path}
 
 
 def test_install_syncs_the_venv_beside_the_nearest_uv_lock(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text(PYPROJECT)
-    env = {**os.environ, **_offline_uv_env(), "PATH": f"{cache_dir() / 'bin'}:{os.environ['PATH']}"}
+    env = {**os.environ, **_offline_uv_env()}
     subprocess.run(["uv", "lock"], cwd=tmp_path, env=env, check=True, capture_output=True, timeout=120)
     program = _project(tmp_path, "uv")
     cli = Pulumi(project=program, state=tmp_path / "state", extra_env=_offline_uv_env())
@@ -61,7 +74,8 @@ def test_the_program_runs_in_the_venv_beside_the_lock(tmp_path: Path) -> None:
     (tmp_path / "uv.lock").write_text("")  # only its place matters here
     (tmp_path / ".venv").symlink_to(REPO / ".venv")  # the repo's venv has pulumi
     cli = Pulumi(project=_project(tmp_path, "uv"), state=tmp_path / "state")
-    cli.extra_env["PULUMI_RUNTIME_VIRTUALENV"] = "/nonexistent"  # must not be what decides
+    # PULUMI_RUNTIME_VIRTUALENV (the repo's .venv, which the dynamic-provider host reads) is not what
+    # decides for the program: with uv it runs in the .venv beside the lock, a different path.
     cli.stack_init("check")
     cli.run("up", "--yes", "--skip-preview")
     assert cli.run("stack", "output", "virtual_env").stdout.strip() == str(tmp_path / ".venv")

@@ -44,8 +44,9 @@ def main() -> None:
     except ConfigError as err:
         # RunError prints without a Python traceback; nothing has been registered yet, so nothing is created.
         raise pulumi.RunError(f"stacks/Pulumi.{stack}.yaml: {err}") from None
-    for notice in filter(None, [webhook_notice(config)]):
-        pulumi.log.warn(notice)
+    alerts_notice = webhook_notice(config)
+    if alerts_notice:  # alerts that reach no chat are worth one line at every preview
+        pulumi.log.warn(alerts_notice)
     notice = unverified_spend_limit_notice(config)
     if notice:  # on preview and up alike: the one thing about money no check here can confirm
         pulumi.log.warn(notice)

@@ -326,6 +326,22 @@ start_agent() {
   BACKGROUND_PIDS+=("$!")
 }
 
+# The aggregator (train/monitor/aggregator.py) on the stack's first node, beside training: it scrapes every
+# node's agent over the private network, applies alerts.json (trainstack:alerts) and posts to the team's
+# webhook, $ALERT_WEBHOOK_URL (a RunPod secret; without it alerts stay in its state file). docs/MONITORING.md.
+start_aggregator() {
+  if ((TRAINSTACK_POD_INDEX != 0 || TRAINSTACK_METRICS_PORT == 0)); then return 0; fi
+  if [[ ! -f "$TRAINSTACK_WORKDIR/alerts.json" ]]; then
+    log "alert aggregator off (trainstack:alerts.enabled is false)"
+    return 0
+  fi
+  local args=(--rules "$TRAINSTACK_WORKDIR/alerts.json" --hostfile "$TRAINSTACK_WORKDIR/hostfile"
+    --agent-port "$TRAINSTACK_METRICS_PORT" --stack "$TRAINSTACK_STACK" --state "$METRICS_DIR/aggregator.json")
+  (exec env PYTHONPATH="$TRAINSTACK_WORKDIR${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" -m train.monitor.aggregator \
+    "${args[@]}" 2>>"$METRICS_DIR/aggregator.log") &
+  BACKGROUND_PIDS+=("$!")
+}
+
 stop_background() {
   local pid
   for pid in "${BACKGROUND_PIDS[@]}"; do
@@ -366,6 +382,7 @@ main() {
   mkdir -p "$METRICS_DIR" "$(dirname "$TRAINSTACK_PROGRESS_FILE")"
   cd "$TRAINSTACK_WORKDIR"
   start_agent
+  start_aggregator
   set_rdzv_args "$MASTER_PORT" "$TRAINSTACK_JOB"
   log "torchrun: $NUM_NODES node(s) x $NPROC_PER_NODE, rank $NODE_RANK, shard $TRAINSTACK_SHARD_INDEX/$TRAINSTACK_NUM_SHARDS"
   torchrun "${RDZV_ARGS[@]}" --max-restarts="$TRAINSTACK_MAX_RESTARTS" "${TRAIN_COMMAND[@]}" &

@@ -10,6 +10,7 @@ The program (`__main__.py`) does, in order:
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -35,10 +36,20 @@ from facts.gpus import GPUS
 from facts.money import HOURS_PER_MONTH
 from forecast.stack import stack_forecast
 from providers.runpod.cluster import InstantCluster
+from providers.runpod.inputs import (
+    ClusterNode,
+    ContainerInputs,
+    InstantClusterInputs,
+    NetworkVolumeInputs,
+    PodInputs,
+    SecretInputs,
+    TrainingInputs,
+)
 from providers.runpod.pod import Pod
 from providers.runpod.secret import Secret
 from providers.runpod.volume import NetworkVolume
 from providers.s3.bucket import CheckpointBucket
+from providers.s3.inputs import CheckpointBucketInputs
 
 __all__ = ["H100Cluster", "H100ClusterArgs", "read_secret_values", "read_stack_config", "write_artifacts"]
 
@@ -111,27 +122,27 @@ class H100Cluster(pulumi.ComponentResource):
         secrets = [
             Secret(
                 f"{name}-secret-{env.lower()}",
-                {
-                    "name": runpod_secret_name(name, env),
-                    "value": args.secret_values[env],
-                    "description": f"trainstack stack {name}: {env}",
-                },
+                SecretInputs(
+                    name=runpod_secret_name(name, env),
+                    value=args.secret_values[env],
+                    description=f"trainstack stack {name}: {env}",
+                ),
                 child,
             )
             for env in cfg.training.secrets
         ]
-        props = self._compute_props(name, cfg, volume)
+        props = _container_inputs(name, cfg, volume)
         after = pulumi.ResourceOptions(
             parent=self, depends_on=[*secrets, *([bucket] if bucket else [])], protect=cfg.protect
         )
         priced: list[Any] = [*secrets, *([volume] if volume else [])]
         if cfg.cluster.topology == "cluster":
-            cluster = InstantCluster(f"{name}-cluster", self._cluster_props(name, cfg, props), after)
+            cluster = InstantCluster(f"{name}-cluster", _cluster_inputs(name, cfg, props), after)
             priced.append(cluster)
             nodes = cluster.nodes.apply(_cluster_nodes)
         else:
             pods = [
-                Pod(f"{name}-pod-{i}", self._pod_props(name, i, cfg, props), after)
+                Pod(f"{name}-pod-{i}", _pod_inputs(name, i, cfg, props), after)
                 for i in range(cfg.cluster.nodes)
             ]
             priced += pods
@@ -178,12 +189,12 @@ class H100Cluster(pulumi.ComponentResource):
             return None
         return NetworkVolume(
             f"{name}-volume",
-            {
-                "name": f"trainstack-{name}-volume",
-                "size_gb": c.volume_gb,
-                "data_center_id": c.data_centers[0],  # config guarantees exactly one with a volume
-                "volume_type": c.volume_type,
-            },
+            NetworkVolumeInputs(
+                name=f"trainstack-{name}-volume",
+                size_gb=c.volume_gb,
+                data_center_id=c.data_centers[0],  # config guarantees exactly one with a volume
+                volume_type=c.volume_type,
+            ),
             opts,
         )
 
@@ -196,84 +207,92 @@ class H100Cluster(pulumi.ComponentResource):
             return None
         return CheckpointBucket(
             f"{name}-checkpoints",
-            {
-                "bucket_name": b.name,
-                "region": b.region,
-                "kms_key_id": b.kms_key_id,
+            CheckpointBucketInputs(
+                bucket_name=b.name,
+                region=b.region,
+                kms_key_id=b.kms_key_id,
                 # Stated, not left to the provider's defaults, so the policy pack sees them at preview.
-                "versioning": True,  # an overwritten or deleted checkpoint stays recoverable
-                "encryption": True,  # SSE-KMS with kms_key_id, else SSE-S3
-                "block_public_access": True,
-                "tls_only": True,
-                "endpoint_url": endpoint_url,
-                "force_destroy": b.force_destroy,
+                versioning=True,  # an overwritten or deleted checkpoint stays recoverable
+                encryption=True,  # SSE-KMS with kms_key_id, else SSE-S3
+                block_public_access=True,
+                tls_only=True,
+                endpoint_url=endpoint_url,
+                force_destroy=b.force_destroy,
                 # Tagged on the bucket at create: a create cut short is adopted by this stack, never by
                 # another (providers/s3/bucket.py).
-                "owner": f"{pulumi.get_organization()}/{pulumi.get_project()}/{name}",
-            },
+                owner=f"{pulumi.get_organization()}/{pulumi.get_project()}/{name}",
+            ),
             opts,
         )
 
-    @staticmethod
-    def _compute_props(name: str, cfg: StackConfig, volume: NetworkVolume | None) -> dict[str, Any]:
-        """Inputs shared by pods and clusters."""
-        c, t = cfg.cluster, cfg.training
-        props: dict[str, Any] = {
-            "image": c.image,
-            "gpu_type_id": GPUS[c.gpu_type].api_id,
-            # Only references: RunPod fills the values in at pod start, so no value reaches state.
-            "env": {env: secrets.reference(runpod_secret_name(name, env)) for env in t.secrets},
-            "ports": SSH_PORTS,
-            "container_disk_gb": c.container_disk_gb,
-            "volume_mount_path": c.volume_mount_path,
-            "start_ssh": True,
-            "training": {
-                "checkpoint_bucket": cfg.bucket.name if cfg.bucket else None,
-                "checkpoint_interval_s": t.checkpoint_interval_min * 60,
-                "max_run_hours": t.max_run_hours,
-            },
-        }
-        if volume is not None:
-            # The resource id, not the `volume_id` output: while the volume is updated in place (it grew),
-            # preview knows the id but not the outputs, and an unknown volume_id would show the cluster
-            # or pods as replaced.
-            props["volume_id"] = volume.id
-        return props
 
-    @staticmethod
-    def _cluster_props(name: str, cfg: StackConfig, props: dict[str, Any]) -> dict[str, Any]:
-        c = cfg.cluster
-        return {
-            **props,
-            "name": f"trainstack-{name}-cluster",
-            "cluster_type": "TRAINING",
-            "gpu_count_per_pod": c.gpus_per_node,
-            "pod_count": c.nodes,
-            "data_center_id": c.data_centers[0],  # config guarantees exactly one for a cluster
-        }
+def _container_inputs(name: str, cfg: StackConfig, volume: NetworkVolume | None) -> ContainerInputs:
+    """Inputs shared by pods and clusters (the `name` is replaced per resource)."""
+    c, t = cfg.cluster, cfg.training
+    return ContainerInputs(
+        name=f"trainstack-{name}",
+        image=c.image,
+        gpu_type_id=GPUS[c.gpu_type].api_id,
+        # Only references: RunPod fills the values in at pod start, so no value reaches state.
+        env={env: secrets.reference(runpod_secret_name(name, env)) for env in t.secrets},
+        ports=SSH_PORTS,
+        container_disk_gb=c.container_disk_gb,
+        volume_mount_path=c.volume_mount_path,
+        start_ssh=True,
+        training=TrainingInputs(
+            checkpoint_bucket=cfg.bucket.name if cfg.bucket else None,
+            checkpoint_interval_s=t.checkpoint_interval_min * 60,
+            max_run_hours=t.max_run_hours,
+        ),
+        # The resource id, not the `volume_id` output: while the volume is updated in place (it grew),
+        # preview knows the id but not the outputs, and an unknown volume_id would show the cluster or
+        # pods as replaced.
+        volume_id=volume.id if volume is not None else None,
+    )
 
-    @staticmethod
-    def _pod_props(name: str, index: int, cfg: StackConfig, props: dict[str, Any]) -> dict[str, Any]:
-        c = cfg.cluster
-        return {
-            **props,
-            "name": f"trainstack-{name}-pod-{index}",  # unique: the provider reconciles lost creates by name
-            "gpu_count": c.gpus_per_node,
-            "cloud": c.cloud,
-            "data_center_ids": list(c.data_centers),
-            "capacity": c.capacity,
-            "bid_per_gpu": c.bid_per_gpu,
-            # Gives each pod a private IP for the hosts file (100 Mbps: never for NCCL, FACTS §3).
-            "global_networking": True,
-            "min_cuda_version": GPUS[c.gpu_type].min_cuda_version,
-        }
+
+def _shared(common: ContainerInputs) -> dict[str, Any]:
+    """The shared fields as keyword arguments for a pod's or a cluster's inputs."""
+    return {f.name: getattr(common, f.name) for f in dataclasses.fields(ContainerInputs) if f.name != "name"}
+
+
+def _cluster_inputs(name: str, cfg: StackConfig, common: ContainerInputs) -> InstantClusterInputs:
+    c = cfg.cluster
+    return InstantClusterInputs(
+        **_shared(common),
+        name=f"trainstack-{name}-cluster",
+        cluster_type="TRAINING",
+        gpu_count_per_pod=c.gpus_per_node,
+        pod_count=c.nodes,
+        data_center_id=c.data_centers[0],  # config guarantees exactly one for a cluster
+    )
+
+
+def _pod_inputs(name: str, index: int, cfg: StackConfig, common: ContainerInputs) -> PodInputs:
+    c = cfg.cluster
+    return PodInputs(
+        **_shared(common),
+        name=f"trainstack-{name}-pod-{index}",  # unique: the provider reconciles lost creates by name
+        gpu_count=c.gpus_per_node,
+        cloud=c.cloud,
+        data_center_ids=list(c.data_centers),
+        capacity=c.capacity,
+        bid_per_gpu=c.bid_per_gpu,
+        # Gives each pod a private IP for the hosts file (100 Mbps: never for NCCL; see the Instant Clusters
+        # docs cited in facts.sources).
+        global_networking=True,
+        min_cuda_version=GPUS[c.gpu_type].min_cuda_version,
+    )
 
 
 def _cluster_nodes(raw: Sequence[Mapping[str, Any]] | None) -> list[Node]:
-    return [
-        Node(int(n["rank"]), str(n["ip"]), str(n["pod_id"]), str(n["ssh_host"]), int(n["ssh_port"]))
-        for n in raw or []
-    ]
+    out = []
+    for n in (ClusterNode.from_output(r) for r in raw or []):
+        if n.rank is None or n.ip is None or n.ssh_host is None or n.ssh_port is None:
+            # create waits for every member to be ready, so only a broken state gets here
+            raise ValueError(f"cluster member {n.pod_id} has no rank, fabric ip or SSH endpoint yet")
+        out.append(Node(n.rank, n.ip, n.pod_id, n.ssh_host, n.ssh_port))
+    return out
 
 
 def _pod_nodes(rows: Sequence[Sequence[Any]]) -> list[Node]:

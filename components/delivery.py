@@ -14,7 +14,7 @@ import pulumi
 from components.config import StackConfig
 from components.render import Artifacts, Node
 from providers import settings
-from providers.delivery.node_files import NodeFiles
+from providers.delivery.node_files import NodeFiles, NodeFilesInputs
 
 REPO = Path(__file__).resolve().parent.parent
 TRAIN_DIR = REPO / "train"
@@ -91,16 +91,16 @@ def deliver_to_nodes(
         out.append(
             NodeFiles(
                 f"{stack}-deliver-{rank}",
-                {
-                    "host": node.apply(lambda n: n.ssh_host),
-                    "port": node.apply(lambda n: n.ssh_port),
-                    "pod_id": node.apply(lambda n: n.pod_id),
-                    "rank": rank,
-                    "remote_dir": config.training.workdir,
-                    "files": artifacts.apply(functools.partial(node_files, rank=rank, train=train)),
-                    "start_script": f"start-node-{rank}.sh",
-                    "known_hosts": known_hosts,
-                },
+                NodeFilesInputs(
+                    host=node.apply(lambda n: n.ssh_host),
+                    port=node.apply(lambda n: n.ssh_port),
+                    pod_id=node.apply(lambda n: n.pod_id),
+                    rank=rank,
+                    remote_dir=config.training.workdir,
+                    files=artifacts.apply(functools.partial(node_files, rank=rank, train=train)),
+                    start_script=f"start-node-{rank}.sh",
+                    known_hosts=known_hosts,
+                ),
                 opts,
             )
         )

@@ -18,6 +18,7 @@ import shlex
 import tempfile
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -27,14 +28,14 @@ from pulumi.dynamic import (
     CreateResult,
     DiffResult,
     ReadResult,
-    Resource,
     ResourceProvider,
     UpdateResult,
 )
 from pydantic import field_validator
 
 from providers.common import PROVIDER_KEY, InputModel, args_of, is_unknown, validate_inputs
-from providers.delivery.ssh import Ssh, SshTarget
+from providers.delivery.ssh import Runner, Ssh, SshTarget, run_process
+from providers.resource import ResourceInputs, TypedResource
 
 _OUTPUTS = frozenset({"digest", "delivered_at"})
 STOP_GRACE_S = 30  # the old script's SIGTERM path uploads the newest checkpoint within a few seconds
@@ -114,12 +115,22 @@ def digest(args: NodeFilesArgs) -> str:
     return h.hexdigest()
 
 
-def deliver(args: NodeFilesArgs, ssh: Ssh | None = None) -> str:
-    """Copy the files, (re)start the start script; returns the script's first output line."""
+def ssh_for(args: NodeFilesArgs, runner: Runner | None = None) -> Ssh:
+    """ssh/scp to the node, with the stack's own known_hosts; `runner` replaces the binaries in tests."""
     known_hosts = Path(args.known_hosts)
     known_hosts.parent.mkdir(parents=True, exist_ok=True)
     target = SshTarget(args.host, args.port, args.user, args.pod_id, known_hosts)
-    ssh = ssh or Ssh(target, connect_timeout_s=args.connect_timeout_s, deadline_s=args.deadline_s)
+    return Ssh(
+        target,
+        connect_timeout_s=args.connect_timeout_s,
+        deadline_s=args.deadline_s,
+        runner=run_process if runner is None else runner,
+    )
+
+
+def deliver(args: NodeFilesArgs, ssh: Ssh | None = None) -> str:
+    """Copy the files, (re)start the start script; returns the script's first output line."""
+    ssh = ssh or ssh_for(args)
     stage = f"{args.remote_dir}/.delivery-{args.pod_id}-{int(time.time() * 1000)}"
     ssh.run(f"mkdir -p {shlex.quote(args.remote_dir)}")
     with tempfile.TemporaryDirectory(prefix="trainstack-delivery-") as tmp:
@@ -138,6 +149,14 @@ def deliver(args: NodeFilesArgs, ssh: Ssh | None = None) -> str:
 class NodeFilesProvider(ResourceProvider):
     """Lifecycle of `delivery:NodeFiles`; holds no state of its own (it is pickled into the stack)."""
 
+    def __init__(self, runner: Runner | None = None) -> None:
+        super().__init__()
+        # None in real use (the ssh/scp binaries, and picklable); tests pass a recording runner.
+        self._runner = runner
+
+    def _deliver(self, args: NodeFilesArgs) -> None:
+        deliver(args, ssh_for(args, self._runner))
+
     def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
         _model, values, failures = validate_inputs(NodeFilesArgs, news, _OUTPUTS | {PROVIDER_KEY})
         return CheckResult(values, failures)
@@ -149,10 +168,13 @@ class NodeFilesProvider(ResourceProvider):
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         args = args_of(NodeFilesArgs, props)
+        self._deliver(args)
         return CreateResult(f"{args.pod_id}-rank{args.rank}", self._outs(props, args))
 
     def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        return UpdateResult(self._outs(news, args_of(NodeFilesArgs, news)))
+        args = args_of(NodeFilesArgs, news)
+        self._deliver(args)
+        return UpdateResult(self._outs(news, args))
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         return ReadResult(id_, props)
@@ -162,17 +184,29 @@ class NodeFilesProvider(ResourceProvider):
 
     @staticmethod
     def _outs(props: Mapping[str, Any], args: NodeFilesArgs) -> dict[str, Any]:
-        deliver(args)
         return {**props, "digest": digest(args), "delivered_at": time.time()}
 
 
-class NodeFiles(Resource, module="delivery", name="NodeFiles"):
+@dataclass(frozen=True, kw_only=True)
+class NodeFilesInputs(ResourceInputs):
+    """Typed inputs of `delivery:NodeFiles` (checked in `check()` as `NodeFilesArgs`)."""
+
+    host: pulumi.Input[str]
+    port: pulumi.Input[int]
+    pod_id: pulumi.Input[str]
+    rank: int
+    remote_dir: str
+    files: pulumi.Input[Mapping[str, str]]
+    start_script: str
+    known_hosts: str
+    user: str | None = None
+
+
+class NodeFiles(TypedResource, module="delivery", name="NodeFiles"):
     """A node's artifacts, delivered and started (`pulumi-python:dynamic/delivery:NodeFiles`)."""
+
+    provider_factory = NodeFilesProvider
+    output_names = tuple(sorted(_OUTPUTS))
 
     digest: pulumi.Output[str]
     delivered_at: pulumi.Output[float]
-
-    def __init__(
-        self, name: str, props: Mapping[str, Any], opts: pulumi.ResourceOptions | None = None
-    ) -> None:
-        super().__init__(NodeFilesProvider(), name, {**dict.fromkeys(_OUTPUTS), **props}, opts)

@@ -28,6 +28,7 @@ from providers.common import (
     is_unknown,
     validate_inputs,
 )
+from providers.resource import COST_KEYS
 from providers.runpod import errors
 
 if TYPE_CHECKING:  # the client (and httpx) load only where a verb runs, not in the Pulumi program
@@ -35,7 +36,6 @@ if TYPE_CHECKING:  # the client (and httpx) load only where a verb runs, not in 
 
 __all__ = ["UNKNOWN", "RunPodProvider", "args_of", "boot_floor_s", "is_unknown", "ready_timeout", "wait_for"]
 
-COST_KEYS = frozenset({"cost_per_hour", "storage_cost_per_month", "price_source"})
 
 READY_ENV = "TRAINSTACK_READY_TIMEOUT_S"
 
@@ -118,7 +118,7 @@ class RunPodProvider(ResourceProvider):
     # ---- preview ----------------------------------------------------------------------------------
 
     def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
-        skip = COST_KEYS | self.output_keys | {PROVIDER_KEY}  # outputs are declared as None inputs
+        skip = {*COST_KEYS, *self.output_keys, PROVIDER_KEY}  # outputs are declared as None inputs
         model, values, failures = validate_inputs(self.args_model, news, skip)
         if model is not None:
             failures += self.transition_failures(olds, model)
@@ -167,7 +167,7 @@ class RunPodProvider(ResourceProvider):
         return []
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        ignored = self.output_keys | COST_KEYS | {PROVIDER_KEY}
+        ignored = {*self.output_keys, *COST_KEYS, PROVIDER_KEY}
         keys = (set(olds) | set(news)) - ignored
         changed = {
             k for k in keys if contains_unknown(news.get(k)) or not self.same(k, olds.get(k), news.get(k))

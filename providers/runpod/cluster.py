@@ -6,9 +6,10 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import pulumi
-from pulumi.dynamic import CreateResult, ReadResult, Resource, UpdateResult
+from pulumi.dynamic import CreateResult, ReadResult, UpdateResult
 
 from facts.pods import is_terminal
+from providers.resource import COST_KEYS, TypedResource
 from providers.runpod import catalog, errors
 from providers.runpod.base import (
     UNKNOWN,
@@ -19,6 +20,7 @@ from providers.runpod.base import (
     ready_timeout,
     wait_for,
 )
+from providers.runpod.inputs import ClusterNode
 from providers.runpod.models import ClusterArgs
 
 if TYPE_CHECKING:  # the client (and httpx) load only where a verb runs
@@ -83,21 +85,20 @@ def make_probe(pod_count: int) -> Callable[[list[ApiPod]], tuple[bool, str | Non
 
 
 def nodes_of(pods: list[ApiPod]) -> list[dict[str, Any]]:
-    """Members in rank order: rank, pod_id, fabric ip, and the directly reachable SSH endpoint."""
+    """Members in rank order (`ClusterNode` records, as output maps): rank, pod_id, fabric ip, direct SSH."""
     out = []
     for pod in sorted(
         pods, key=lambda p: p.cluster.rank if p.cluster and p.cluster.rank is not None else 1 << 30
     ):
         ssh = pod.ssh_endpoint()
-        out.append(
-            {
-                "rank": pod.cluster.rank if pod.cluster else None,
-                "pod_id": pod.id,
-                "ip": pod.cluster.ip if pod.cluster else None,
-                "ssh_host": ssh[0] if ssh else None,
-                "ssh_port": ssh[1] if ssh else None,
-            }
+        node = ClusterNode(
+            rank=pod.cluster.rank if pod.cluster else None,
+            pod_id=pod.id,
+            ip=pod.cluster.ip if pod.cluster else None,
+            ssh_host=ssh[0] if ssh else None,
+            ssh_port=ssh[1] if ssh else None,
         )
+        out.append(node.to_output())
     return out
 
 
@@ -204,8 +205,11 @@ class InstantClusterProvider(RunPodProvider):
         }
 
 
-class InstantCluster(Resource, module="runpod", name="InstantCluster"):
-    """A RunPod Instant Cluster (`pulumi-python:dynamic/runpod:InstantCluster`); see ClusterArgs."""
+class InstantCluster(TypedResource, module="runpod", name="InstantCluster"):
+    """A RunPod Instant Cluster (`pulumi-python:dynamic/runpod:InstantCluster`); see InstantClusterInputs."""
+
+    provider_factory = InstantClusterProvider
+    output_names = (*sorted(_OUTPUTS), *COST_KEYS)
 
     cluster_id: pulumi.Output[str]
     nodes: pulumi.Output[list[dict[str, Any]]]
@@ -215,9 +219,3 @@ class InstantCluster(Resource, module="runpod", name="InstantCluster"):
     cost_per_hour: pulumi.Output[float]
     storage_cost_per_month: pulumi.Output[float]
     price_source: pulumi.Output[str]
-
-    def __init__(
-        self, name: str, props: Mapping[str, Any], opts: pulumi.ResourceOptions | None = None
-    ) -> None:
-        outputs = dict.fromkeys(_OUTPUTS | {"cost_per_hour", "storage_cost_per_month", "price_source"})
-        super().__init__(InstantClusterProvider(), name, {**outputs, **props}, opts)

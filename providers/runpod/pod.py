@@ -6,9 +6,10 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import pulumi
-from pulumi.dynamic import CheckFailure, CreateResult, DiffResult, ReadResult, Resource, UpdateResult
+from pulumi.dynamic import CheckFailure, CreateResult, DiffResult, ReadResult, UpdateResult
 
 from facts.pods import PodStatus, is_halted, is_terminal
+from providers.resource import COST_KEYS, TypedResource
 from providers.runpod import catalog, errors
 from providers.runpod.base import (
     UNKNOWN,
@@ -303,8 +304,11 @@ class PodProvider(RunPodProvider):
         }
 
 
-class Pod(Resource, module="runpod", name="Pod"):
-    """A RunPod GPU pod (`pulumi-python:dynamic/runpod:Pod`); see PodArgs for the inputs."""
+class Pod(TypedResource, module="runpod", name="Pod"):
+    """A RunPod GPU pod (`pulumi-python:dynamic/runpod:Pod`); inputs: `PodInputs`, checked as `PodArgs`."""
+
+    provider_factory = PodProvider
+    output_names = (*sorted(_OUTPUTS), *COST_KEYS)
 
     pod_id: pulumi.Output[str]
     status: pulumi.Output[str]
@@ -317,9 +321,3 @@ class Pod(Resource, module="runpod", name="Pod"):
     cost_per_hour: pulumi.Output[float]
     storage_cost_per_month: pulumi.Output[float]
     price_source: pulumi.Output[str]
-
-    def __init__(
-        self, name: str, props: Mapping[str, Any], opts: pulumi.ResourceOptions | None = None
-    ) -> None:
-        outputs = dict.fromkeys(_OUTPUTS | {"cost_per_hour", "storage_cost_per_month", "price_source"})
-        super().__init__(PodProvider(), name, {**outputs, **props}, opts)

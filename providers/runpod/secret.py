@@ -18,10 +18,12 @@ from collections.abc import Mapping
 from typing import Any
 
 import pulumi
-from pulumi.dynamic import CheckResult, CreateResult, DiffResult, ReadResult, Resource, UpdateResult
+from pulumi.dynamic import CheckResult, CreateResult, DiffResult, ReadResult, UpdateResult
 
 from facts import secrets
+from providers.resource import COST_KEYS, ResourceInputs, TypedResource
 from providers.runpod.base import RunPodProvider, args_of, is_unknown
+from providers.runpod.inputs import SecretInputs
 from providers.runpod.models import SecretArgs
 
 _OUTPUTS = frozenset({"secret_id", "reference", "value_hash"})
@@ -121,7 +123,7 @@ class SecretProvider(RunPodProvider):
         }
 
 
-class Secret(Resource, module="runpod", name="Secret"):
+class Secret(TypedResource, module="runpod", name="Secret"):
     """A RunPod secret (`pulumi-python:dynamic/runpod:Secret`); `value` is always a Pulumi secret."""
 
     secret_id: pulumi.Output[str]
@@ -129,10 +131,10 @@ class Secret(Resource, module="runpod", name="Secret"):
     cost_per_hour: pulumi.Output[float]
     storage_cost_per_month: pulumi.Output[float]
 
-    def __init__(
-        self, name: str, props: Mapping[str, Any], opts: pulumi.ResourceOptions | None = None
-    ) -> None:
-        outputs = dict.fromkeys(_OUTPUTS | {"cost_per_hour", "storage_cost_per_month", "price_source"})
-        inputs = {**outputs, **props, "value": pulumi.Output.secret(props["value"])}
-        hidden = pulumi.ResourceOptions(additional_secret_outputs=["value", "value_hash"])
-        super().__init__(SecretProvider(), name, inputs, pulumi.ResourceOptions.merge(opts, hidden))
+    provider_factory = SecretProvider
+    output_names = (*sorted(_OUTPUTS), *COST_KEYS)
+    secret_outputs = ("value", "value_hash")
+
+    def props_of(self, inputs: ResourceInputs) -> dict[str, Any]:
+        assert isinstance(inputs, SecretInputs)
+        return {**inputs.to_props(), "value": pulumi.Output.secret(inputs.value)}

@@ -6,9 +6,10 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import pulumi
-from pulumi.dynamic import CheckFailure, CreateResult, ReadResult, Resource, UpdateResult
+from pulumi.dynamic import CheckFailure, CreateResult, ReadResult, UpdateResult
 
 from providers.common import InputModel
+from providers.resource import COST_KEYS, TypedResource
 from providers.runpod import catalog, errors
 from providers.runpod.base import UNKNOWN, RunPodProvider, args_of, is_unknown
 from providers.runpod.models import VolumeArgs
@@ -116,16 +117,13 @@ class NetworkVolumeProvider(RunPodProvider):
         return {**self.carried(props), "volume_id": volume.id}
 
 
-class NetworkVolume(Resource, module="runpod", name="NetworkVolume"):
-    """A RunPod network volume (`pulumi-python:dynamic/runpod:NetworkVolume`); see VolumeArgs."""
+class NetworkVolume(TypedResource, module="runpod", name="NetworkVolume"):
+    """A RunPod network volume (`pulumi-python:dynamic/runpod:NetworkVolume`); see NetworkVolumeInputs."""
+
+    provider_factory = NetworkVolumeProvider
+    output_names = (*sorted(_OUTPUTS), *COST_KEYS)
 
     volume_id: pulumi.Output[str]
     cost_per_hour: pulumi.Output[float]
     storage_cost_per_month: pulumi.Output[float]
     price_source: pulumi.Output[str]
-
-    def __init__(
-        self, name: str, props: Mapping[str, Any], opts: pulumi.ResourceOptions | None = None
-    ) -> None:
-        outputs = dict.fromkeys(_OUTPUTS | {"cost_per_hour", "storage_cost_per_month", "price_source"})
-        super().__init__(NetworkVolumeProvider(), name, {**outputs, **props}, opts)

@@ -30,17 +30,24 @@ from pulumi.dynamic import (
     CreateResult,
     DiffResult,
     ReadResult,
-    Resource,
     ResourceProvider,
     UpdateResult,
 )
 
 from providers.common import PROVIDER_KEY, contains_unknown, validate_inputs
+from providers.resource import TypedResource
 from providers.s3 import client as s3c
 from providers.s3.errors import BucketError, s3_errors
+from providers.s3.inputs import CheckpointBucketInputs
 from providers.s3.models import BucketArgs
 
-__all__ = ["BucketArgs", "BucketError", "CheckpointBucket", "CheckpointBucketProvider"]
+__all__ = [
+    "BucketArgs",
+    "BucketError",
+    "CheckpointBucket",
+    "CheckpointBucketInputs",
+    "CheckpointBucketProvider",
+]
 
 _OUTPUTS = frozenset({"arn"})
 _REPLACE = frozenset({"bucket_name", "region"})  # never endpoint_url: see the module docstring
@@ -179,13 +186,11 @@ class CheckpointBucketProvider(ResourceProvider):
         return {**kept, "arn": f"arn:aws:s3:::{args.bucket_name}", "endpoint_url": endpoint}
 
 
-class CheckpointBucket(Resource, module="s3", name="CheckpointBucket"):
-    """A hardened checkpoint bucket (`pulumi-python:dynamic/s3:CheckpointBucket`); see BucketArgs."""
+class CheckpointBucket(TypedResource, module="s3", name="CheckpointBucket"):
+    """A hardened checkpoint bucket (`pulumi-python:dynamic/s3:CheckpointBucket`); see its Inputs."""
+
+    provider_factory = CheckpointBucketProvider
+    output_names = ("arn", "endpoint_url")
 
     arn: pulumi.Output[str]
     endpoint_url: pulumi.Output[str]
-
-    def __init__(
-        self, name: str, props: Mapping[str, Any], opts: pulumi.ResourceOptions | None = None
-    ) -> None:
-        super().__init__(CheckpointBucketProvider(), name, {"arn": None, "endpoint_url": None, **props}, opts)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from providers.delivery.node_files import NodeFilesArgs, NodeFilesProvider, deliver, digest
-from providers.delivery.ssh import Ssh, SshTarget, UnreachableError
+from providers.delivery.ssh import DeliveryError, Ssh, SshTarget, UnreachableError
 
 
 def args(tmp_path: Path, **changes: object) -> NodeFilesArgs:
@@ -89,3 +89,32 @@ def test_any_change_redelivers_and_delete_does_nothing(tmp_path: Path) -> None:
 def test_paths_must_stay_inside_the_workdir(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="relative paths"):
         args(tmp_path, files={"../etc/passwd": "x", "start-node-0.sh": ""})
+
+
+def test_create_delivers_through_the_injected_runner_and_records_the_digest(tmp_path: Path) -> None:
+    runner = Recorder([])
+    provider = NodeFilesProvider(runner)
+    props = args(tmp_path).model_dump()
+    result = provider.create(props)
+    assert result.id == "pod0-rank0"
+    assert [c[0] for c in runner.calls] == ["ssh", "scp", "ssh"]
+    assert result.outs is not None and result.outs["digest"] == digest(args(tmp_path))
+    assert result.outs["delivered_at"] > 0
+
+
+def test_update_delivers_again_and_a_failed_step_fails_the_update(tmp_path: Path) -> None:
+    old = args(tmp_path).model_dump()
+    new = old | {"files": old["files"] | {"hostfile": "10.64.2.2 slots=8\n"}}
+    runner = Recorder([])
+    result = NodeFilesProvider(runner).update("pod0-rank0", old, new)
+    assert result.outs is not None and result.outs["digest"] == digest(NodeFilesArgs.model_validate(new))
+    assert len(runner.calls) == 3
+    failing = Recorder([0, 0, 1])  # the start script exits 1 on the node
+    with pytest.raises(DeliveryError, match="exited 1"):
+        NodeFilesProvider(failing).update("pod0-rank0", old, new)
+
+
+def test_the_provider_pickles_without_a_runner() -> None:
+    import pickle
+
+    assert isinstance(pickle.loads(pickle.dumps(NodeFilesProvider())), NodeFilesProvider)  # noqa: S301

@@ -1,0 +1,128 @@
+"""Typed inputs of the RunPod resources, as components build them (checked by mypy, not at run time).
+
+Each field is a property of docs/ARCHITECTURE.md's resource contract; `None` leaves it to the provider's
+default (providers/runpod/models.py validates the values in `check()` and holds every default). Kept free of
+pydantic and httpx so the Pulumi program can import it at no cost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import pulumi
+
+from providers.resource import ResourceInputs
+
+Cloud = Literal["SECURE", "COMMUNITY"]
+Capacity = Literal["on_demand", "spot", "auto"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainingInputs(ResourceInputs):
+    """Metadata for policies and node scripts; changing it never touches the RunPod resource."""
+
+    checkpoint_bucket: str | None = None
+    checkpoint_interval_s: int | None = None
+    max_run_hours: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ContainerInputs(ResourceInputs):
+    """What pods and Instant Clusters share."""
+
+    name: str
+    image: str
+    gpu_type_id: str  # RunPod catalog id, e.g. "NVIDIA H100 80GB HBM3" (facts.gpus)
+    env: Mapping[str, pulumi.Input[str]] | None = None
+    ports: Sequence[str] | None = None  # "22/tcp"; readiness waits for 22
+    args: str | None = None
+    container_disk_gb: int | None = None
+    volume_id: pulumi.Input[str] | None = None  # a NetworkVolume's id, in the same data center
+    volume_mount_path: str | None = None
+    start_ssh: bool | None = None
+    training: TrainingInputs | None = None
+    ready_timeout_s: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class PodInputs(ContainerInputs):
+    """Inputs of `runpod:Pod`."""
+
+    gpu_count: int | None = None
+    cloud: Cloud | None = None
+    data_center_ids: Sequence[str] | None = None  # preference order; empty = any
+    capacity: Capacity | None = None
+    bid_per_gpu: float | None = None  # USD per GPU-hour, spot/auto only
+    global_networking: bool | None = None
+    min_cuda_version: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class InstantClusterInputs(ContainerInputs):
+    """Inputs of `runpod:InstantCluster` (every field but `name` forces a replacement)."""
+
+    pod_count: int
+    cluster_type: Literal["TRAINING", "APPLICATION", "SLURM", "RAY"] | None = None
+    gpu_count_per_pod: int | None = None
+    data_center_id: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class NetworkVolumeInputs(ResourceInputs):
+    """Inputs of `runpod:NetworkVolume`: size may only grow; data center and type replace."""
+
+    name: str
+    size_gb: int
+    data_center_id: str
+    volume_type: Literal["STANDARD", "HIGH_PERFORMANCE"] | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class SecretInputs(ResourceInputs):
+    """Inputs of `runpod:Secret`; `value` is always sent as a Pulumi secret."""
+
+    name: str
+    value: pulumi.Input[str]
+    description: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClusterNode:
+    """One member of an Instant Cluster as the `nodes` output lists it (rank order); the provider writes it
+    with `to_output` and components read it back with `from_output`. A member not yet placed or reachable
+    has None in the fields RunPod has not reported."""
+
+    rank: int | None  # 0 = primary
+    pod_id: str
+    ip: str | None  # fabric (cluster network) address
+    ssh_host: str | None  # where `ssh -p <ssh_port> root@<ssh_host>` reaches the node
+    ssh_port: int | None
+
+    def to_output(self) -> dict[str, object]:
+        return {
+            "rank": self.rank,
+            "pod_id": self.pod_id,
+            "ip": self.ip,
+            "ssh_host": self.ssh_host,
+            "ssh_port": self.ssh_port,
+        }
+
+    @classmethod
+    def from_output(cls, raw: Mapping[str, object]) -> ClusterNode:
+        def num(key: str) -> int | None:
+            value = raw.get(key)  # Pulumi hands numbers over as floats (3 -> 3.0)
+            return None if value is None else int(float(str(value)))
+
+        def text(key: str) -> str | None:
+            value = raw.get(key)
+            return None if value is None else str(value)
+
+        return cls(
+            rank=num("rank"),
+            pod_id=str(raw["pod_id"]),
+            ip=text("ip"),
+            ssh_host=text("ssh_host"),
+            ssh_port=num("ssh_port"),
+        )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +54,13 @@ class DataCenter(BaseModel):
     networkVolumeTypes: list[str]
     compliance: list[str]
     stock: dict[str, int]
+    # CUDA versions its machines report (`major.minor`); placement honours a pod's CUDA constraint.
+    cudaVersions: list[str]
+
+
+def cuda_key(version: str) -> tuple[int, ...]:
+    """`major.minor` compared numerically, as the spec says: 12.11 is above 12.2."""
+    return tuple(int(part) for part in version.split("."))
 
 
 class Catalog(BaseModel):
@@ -87,8 +95,15 @@ def availability_level(free: int) -> str:
     return "LOW" if free < 8 else ("MEDIUM" if free < 32 else "HIGH")
 
 
-def gpu_view(catalog: Catalog, gpu: Gpu, free: dict[str, int] | None) -> dict[str, Any]:
-    """A `GpuType`; `free` (per data center) adds the availability fields."""
+def gpu_view(
+    catalog: Catalog,
+    gpu: Gpu,
+    free: dict[str, int] | None,
+    scope: list[DataCenter] | None = None,
+    wanted: Callable[[str], bool] = lambda _v: True,
+    count: int = 1,
+) -> dict[str, Any]:
+    """A `GpuType`; `free` (per data center in `scope`) adds the availability fields for `count` GPUs."""
     view: dict[str, Any] = {
         "id": gpu.id,
         "name": gpu.name,
@@ -100,14 +115,21 @@ def gpu_view(catalog: Catalog, gpu: Gpu, free: dict[str, int] | None) -> dict[st
         "price": gpu.price.model_dump(),
         "maxCount": gpu.maxCount.model_dump(),
     }
-    if free is not None:
-        view["availability"] = availability_level(sum(free.values()))
+    if free is None:
+        return view
+    dcs = scope if scope is not None else [dc for dc in catalog.dataCenters if gpu.id in dc.stock]
+    fits = {dc.id: free.get(dc.id, 0) if free.get(dc.id, 0) >= count else 0 for dc in dcs}
+    view["availability"] = availability_level(sum(fits.values()))
+    if dcs:  # "omitted entirely when the configuration is unavailable everywhere"
         view["dataCenters"] = [
-            {"id": dc.id, "name": dc.name, "availability": availability_level(free.get(dc.id, 0))}
-            for dc in catalog.dataCenters
-            if gpu.id in dc.stock
+            {"id": dc.id, "name": dc.name, "availability": availability_level(fits[dc.id])} for dc in dcs
         ]
-        view["cudaVersions"] = [{"version": v, "available": True} for v in catalog.cudaVersions]
+    versions = sorted({v for dc in dcs for v in dc.cudaVersions if wanted(v)}, key=cuda_key)
+    if versions:  # absent for a GPU type with none; a missing list reads as an empty one
+        view["cudaVersions"] = [
+            {"version": v, "available": any(fits[dc.id] > 0 for dc in dcs if v in dc.cudaVersions)}
+            for v in versions
+        ]
     return view
 
 

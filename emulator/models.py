@@ -26,6 +26,7 @@ class PodRecord(BaseModel):
     gpu_id: str
     gpu_count: int
     data_center_id: str
+    cuda_version: str | None = None  # what the host machine reports; kept while stopped (same host)
     persistent: dict[str, int | str] | None = None  # {"size", "path"}
     volume_id: str | None = None
     volume_path: str | None = None

@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 from emulator.models import PodRecord
-from emulator.problems import ApiError
+from emulator.problems import NO_CAPACITY, ApiError
 from emulator.world import World, new_id
 
 _PORT = re.compile(r"^(\d{1,5})/(tcp|http|udp)$")
@@ -50,6 +50,7 @@ def new_pod(world: World, *, ident: str | None = None, **fields: Any) -> PodReco
     pod_id = ident or new_id()
     digest = _digest(pod_id)
     now = world.now()
+    fields.setdefault("cuda_version", world.host_cuda(fields["data_center_id"]))
     return PodRecord(
         id=pod_id,
         created_at=now,
@@ -99,13 +100,21 @@ def create_pod(world: World, body: dict[str, Any]) -> PodRecord:
         raise ApiError(404, f"Template {body['templateId']!r} was not found.")
     check_image(body.get("image"))
     check_ports(body.get("ports", []))
-    cloud, gpu_id, count = body.get("cloud", "SECURE"), body["gpu"]["id"], body["gpu"].get("count", 1)
+    check_mounts(body.get("mounts") or {})
+    gpu = body["gpu"]
+    check_cuda(gpu)
+    cloud, gpu_id, count = body.get("cloud", "SECURE"), gpu["id"], gpu.get("count", 1)
     price = world.gpu_price(gpu_id, cloud, count)
     candidates = world.candidates(gpu_id, body.get("dataCenterIds"))
     candidates, volume_id, volume_path = volume_placement(world, body, cloud, candidates)
     if body.get("globalNetworking"):
         candidates = global_candidates(world, candidates)
     world.check_money(price * count)
+    # "Matching is exact, so a version no machine reports yields a capacity error rather than a
+    # fallback" (CreateGpuConfig.allowedCudaVersions): machines below the constraint are not candidates.
+    candidates = [d for d in candidates if world.host_cuda(d, gpu) is not None]
+    if not candidates:
+        raise ApiError(400, NO_CAPACITY)
     dc_id = world.place(gpu_id, candidates, count)
     pod = new_pod(
         world,
@@ -118,6 +127,7 @@ def create_pod(world: World, body: dict[str, Any]) -> PodRecord:
         volume_path=volume_path,
         global_networking=body.get("globalNetworking", False),
         cost_per_gpu=price,
+        cuda_version=world.host_cuda(dc_id, gpu),
     )
     return record_created(world, pod)
 
@@ -160,17 +170,41 @@ def refuse_member(pod: PodRecord, verb: str) -> None:
         )
 
 
-def _patch_mounts(pod: PodRecord, mounts: dict[str, Any]) -> None:
-    network = mounts.get("network") or []
-    wanted = network[0]["volumeId"] if network else None
-    if wanted != pod.volume_id:
+def check_mounts(mounts: dict[str, Any]) -> None:
+    """Mounts: "At-most-one of `persistent` or `network` may be set today (mutually exclusive, enforced
+    at the handler with 400 if both are present)"."""
+    if "persistent" in mounts and "network" in mounts:
+        raise ApiError(400, "Set at most one of mounts.persistent and mounts.network; they are exclusive.")
+
+
+def check_cuda(gpu: dict[str, Any]) -> None:
+    """CreateGpuConfig: "A non-empty set is mutually exclusive with minCudaVersion (400 if both are
+    sent). An explicit `[]` states no constraint, so it may accompany a floor"."""
+    if gpu.get("allowedCudaVersions") and "minCudaVersion" in gpu:
         raise ApiError(
-            400, "The network volume is fixed when the pod is created; replace the pod to change it."
+            400, "Send gpu.allowedCudaVersions (an exact set) or gpu.minCudaVersion (a floor), not both."
         )
-    persistent = mounts.get("persistent")
-    if persistent and pod.persistent and int(persistent["size"]) < int(pod.persistent["size"]):
-        raise ApiError(400, "The persistent volume can only grow.")
-    if persistent:
+
+
+def _patch_mounts(pod: PodRecord, mounts: dict[str, Any]) -> None:
+    """The PATCH semantics of the spec's Mounts schema, rule by rule."""
+    check_mounts(mounts)  # `{}` (or no `mounts`) leaves the existing mount unchanged
+    fixed = "the mount kind is fixed when the pod is created; replace the pod to change it"
+    if "network" in mounts:
+        network = mounts["network"]
+        if not network:
+            raise ApiError(400, "mounts.network: [] would clear the mount, which is not supported.")
+        if pod.volume_id is None:
+            raise ApiError(400, f"This pod has no network volume: {fixed}.")
+        if network[0]["volumeId"] != pod.volume_id:
+            raise ApiError(400, "A network mount's volumeId is immutable; only its path may change.")
+        pod.volume_path = network[0]["path"]
+    if "persistent" in mounts:
+        persistent = mounts["persistent"]
+        if pod.persistent is None:
+            raise ApiError(400, f"This pod has no persistent mount: {fixed}.")
+        if int(persistent["size"]) < int(pod.persistent["size"]):
+            raise ApiError(400, "The persistent volume can only grow.")
         pod.persistent = dict(persistent)
 
 

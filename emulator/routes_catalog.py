@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 
-from emulator.catalog import DataCenter, Gpu, data_center_view, gpu_view
+from emulator.catalog import DataCenter, Gpu, cuda_key, data_center_view, gpu_view
 from emulator.problems import ApiError
 from emulator.routes_v2 import checked_query, world_of
 from emulator.world import World
@@ -24,6 +25,34 @@ def _free_by_dc(world: World, gpu: Gpu) -> dict[str, int]:
 
 def _free_by_gpu(world: World, dc: DataCenter) -> dict[str, int]:
     return {g.id: max(0, world.free_gpus(g.id, dc.id)) for g in world.catalog.gpus if g.id in dc.stock}
+
+
+# listGpuTypes parameters that are "valid only with include=AVAILABILITY (400 otherwise)".
+_AVAILABILITY_ONLY = ("product", "count", "cloud", "countryCodes", "cudaVersions", "minCudaVersion")
+
+
+def check_gpu_query(query: dict[str, Any]) -> None:
+    """The rules the listGpuTypes parameter descriptions state in text (each a 400)."""
+    with_stock = "AVAILABILITY" in query.get("include", [])
+    if with_stock and not query.get("product"):
+        raise ApiError(400, "include=AVAILABILITY needs product (POD, CLUSTER or SERVERLESS): stock differs.")
+    stray = [name for name in _AVAILABILITY_ONLY if name in query]
+    if stray and not with_stock:
+        raise ApiError(400, f"{', '.join(stray)} is valid only with include=AVAILABILITY.")
+    if "cudaVersions" in query and "minCudaVersion" in query:
+        raise ApiError(400, "cudaVersions and minCudaVersion are mutually exclusive; send one.")
+
+
+def _cuda_wanted(query: dict[str, Any]) -> Callable[[str], bool]:
+    """cudaVersions match exactly; minCudaVersion compares numerically and a bare major means any
+    release of it ("12" accepts 12.0 and up), per the parameter descriptions."""
+    exact = query.get("cudaVersions")
+    floor = query.get("minCudaVersion")
+    if exact:
+        return lambda v: v in exact
+    if floor:
+        return lambda v: cuda_key(v) >= cuda_key(floor if "." in floor else f"{floor}.0")
+    return lambda _v: True
 
 
 def _gpu_matches(world: World, gpu: Gpu, query: dict[str, Any]) -> bool:
@@ -48,13 +77,26 @@ def _dc_matches(dc: DataCenter, query: dict[str, Any]) -> bool:
 
 
 def _gpu_response(world: World, gpu: Gpu, query: dict[str, Any]) -> dict[str, Any]:
-    with_stock = "AVAILABILITY" in query.get("include", [])
-    return gpu_view(world.catalog, gpu, _free_by_dc(world, gpu) if with_stock else None)
+    if "AVAILABILITY" not in query.get("include", []):
+        return gpu_view(world.catalog, gpu, None)
+    wanted = _cuda_wanted(query)
+    countries = query.get("countryCodes")
+    # Availability, the dataCenters array and cudaVersions are scoped by the same filters.
+    scope = [
+        dc
+        for dc in world.catalog.dataCenters
+        if gpu.id in dc.stock
+        and (not countries or dc.countryCode in countries)
+        and any(wanted(v) for v in dc.cudaVersions)
+    ]
+    free = {dc.id: max(0, world.free_gpus(gpu.id, dc.id)) for dc in scope}
+    return gpu_view(world.catalog, gpu, free, scope, wanted, query.get("count", 1))
 
 
 @router.get("/gpus")
 async def list_gpus(request: Request) -> dict[str, Any]:
     world, query = world_of(request), request.state.query
+    check_gpu_query(query)
     return {
         "gpus": [_gpu_response(world, g, query) for g in world.catalog.gpus if _gpu_matches(world, g, query)]
     }
@@ -66,6 +108,7 @@ async def get_gpu(request: Request, gpu_id: str) -> dict[str, Any]:
     gpu = world.catalog.gpu(gpu_id)
     if gpu is None:
         raise ApiError(404, f"GPU type {gpu_id!r} was not found.")
+    check_gpu_query(request.state.query)
     return _gpu_response(world, gpu, request.state.query)
 
 

@@ -16,7 +16,6 @@ ACTIONS: dict[str, list[str]] = {
     "PROVISIONING": ["stop", "terminate"],
     "STARTING": ["stop", "terminate"],
 }
-CUDA_VERSION = "12.8"
 SSH_PROXY_HOST = "ssh.runpod.io"
 
 
@@ -82,7 +81,7 @@ def pod_view(world: World, pod: PodRecord) -> dict[str, Any]:
         "gpu": {"id": pod.gpu_id, "count": pod.gpu_count},
         "cloud": pod.cloud,
         "dataCenterId": pod.data_center_id,
-        "cudaVersion": CUDA_VERSION,
+        "cudaVersion": pod.cuda_version,
         "ssh": _ssh(world, pod),
         "template": None,
         "cost": 0.0 if pod.halted else pod.hourly_cost,

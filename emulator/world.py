@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from emulator.catalog import Catalog
+from emulator.catalog import Catalog, cuda_key
 from emulator.clock import ScaledClock
 from emulator.config import Settings
 from emulator.faults import FaultConfig, Faults
@@ -283,6 +283,22 @@ class World:
             if self.free_gpus(gpu_id, dc_id) >= gpus_needed:
                 return dc_id
         raise ApiError(400, NO_CAPACITY)
+
+    def host_cuda(self, dc_id: str, gpu: dict[str, Any] | None = None) -> str | None:
+        """The newest CUDA version a machine in `dc_id` reports that meets the pod's `gpu` constraint:
+        `allowedCudaVersions` matched exactly, `minCudaVersion` compared numerically (CreateGpuConfig)."""
+        dc = self.catalog.data_center(dc_id)
+        if dc is None:
+            return None
+        allowed = (gpu or {}).get("allowedCudaVersions") or []
+        floor = (gpu or {}).get("minCudaVersion")
+        for version in sorted(dc.cudaVersions, key=cuda_key, reverse=True):
+            if allowed and version not in allowed:
+                continue
+            if floor is not None and cuda_key(version) < cuda_key(floor):
+                continue
+            return version
+        return None
 
     def candidates(self, gpu_id: str, requested: list[str] | None) -> list[str]:
         if not requested:

@@ -18,7 +18,7 @@ def test_gpu_prices(api: httpx.Client) -> None:
 
 def test_availability_tracks_placed_pods(api: httpx.Client) -> None:
     def level() -> str:
-        gpu = api.get(f"/v2/catalog/gpus/{H100}", params={"include": "AVAILABILITY"}).json()
+        gpu = api.get(f"/v2/catalog/gpus/{H100}", params={"include": "AVAILABILITY", "product": "POD"}).json()
         return next(d["availability"] for d in gpu["dataCenters"] if d["id"] == "CA-MTL-1")
 
     assert level() == "MEDIUM"  # 16 GPUs in stock

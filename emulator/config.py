@@ -8,9 +8,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from common.cachedir import cache_dir
 from facts.limits import RATE_PER_MINUTE
 from facts.money import DEFAULT_SPEND_LIMIT_PER_HOUR
-from providers.cachedir import cache_dir
 
 DEFAULT_API_KEY = "local-runpod-key"
 DEFAULT_READ_ONLY_KEY = "local-runpod-read-only-key"

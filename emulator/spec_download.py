@@ -17,8 +17,8 @@ from pathlib import Path
 
 import httpx
 
+from common.cachedir import cache_dir
 from emulator.config import spec_candidates
-from providers.cachedir import cache_dir
 
 # github.com/runpod/docs, api-reference-v2/openapi.json at commit 098c7fb ("sync API reference from Frontdoor
 # v2.9.0", 2026-08-18). A new pin changes both lines together.

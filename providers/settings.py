@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, TypeVar
 
-from providers.cachedir import cache_dir as _cache_dir_rule
+from common.cachedir import cache_dir as _cache_dir_rule
 from providers.errors import SettingsError
 
 DEFAULT_API_URL: Final = "https://api.runpod.io"

@@ -24,8 +24,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from harness.pulumi_cli import REPO
 from scripts.bench_stats import Spread, spread, table
-from tests.support.pulumi_cli import REPO
 
 BYTECODE_ENV = "PYTHONDONTWRITEBYTECODE"  # the same variable scripts/bench_main.py unsets
 BEGIN, END = "<!-- FORECAST-OVERHEAD -->", "<!-- /FORECAST-OVERHEAD -->"

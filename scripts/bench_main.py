@@ -26,11 +26,11 @@ from typing import Any
 
 import yaml
 
-from emulator.harness import LocalRunPod, MotoS3, start_local_runpod, start_moto_s3
 from emulator.latency import image_gb, ready_s
+from harness.local import LocalRunPod, MotoS3, start_local_runpod, start_moto_s3
+from harness.pulumi_cli import REPO
 from scripts.bench_forecast import measure as forecast_overhead
 from scripts.bench_run import Measurement, Workspace
-from tests.support.pulumi_cli import REPO
 
 H100_STOCK = {
     f"NVIDIA H100 80GB HBM3@{dc}": 1_000_000 for dc in ("US-TX-3", "US-KS-2", "EU-RO-1", "CA-MTL-1")

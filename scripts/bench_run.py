@@ -18,9 +18,9 @@ from typing import Any
 
 import yaml
 
-from emulator.harness import LocalRunPod
+from harness.local import LocalRunPod
+from harness.pulumi_cli import REPO, Pulumi
 from scripts.bench_stats import counter_diff, totals
-from tests.support.pulumi_cli import REPO, Pulumi
 
 # moto's documented test credentials; the other secrets get visible placeholders.
 _DEMO_SECRETS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}

@@ -1,6 +1,6 @@
 """Shared fixtures: a local RunPod (`local_runpod`) and a moto S3 server (`moto_s3`), one per session.
 
-`local_runpod` yields `emulator.harness.LocalRunPod`: `.base_url`, `.api_key`, `.env()` (RUNPOD_API_URL and
+`local_runpod` yields `harness.local.LocalRunPod`: `.base_url`, `.api_key`, `.env()` (RUNPOD_API_URL and
 RUNPOD_API_KEY), `.client()` (an authenticated httpx.Client) and `.admin` (faults, limits, clock, preempt,
 out_of_band, audit, counters, live, reset). Pods reach RUNNING in about 1 s of wall time; the rate limit is
 lifted; the spend limit is RunPod's default $80/h (raise it with `admin.limits(spendLimit=...)`).
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from emulator.harness import FAST_ARGS, LocalRunPod, MotoS3, start_local_runpod, start_moto_s3
+from harness.local import FAST_ARGS, LocalRunPod, MotoS3, start_local_runpod, start_moto_s3
 from providers import settings
 
 

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from emulator.harness import FAST_ARGS, LocalRunPod, start_local_runpod
+from harness.local import FAST_ARGS, LocalRunPod, start_local_runpod
 from tests.e2e.reliability import Report
 
 

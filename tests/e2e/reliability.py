@@ -6,9 +6,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from emulator.harness import LocalRunPod
+from harness.local import LocalRunPod
+from harness.pulumi_cli import REPO
 from tests.e2e.stacks import StackRun
-from tests.support.pulumi_cli import REPO
 
 REPORT = REPO / "docs" / "RELIABILITY.md"
 _ID_KEYS = ("pod_id", "cluster_id", "volume_id", "secret_id")

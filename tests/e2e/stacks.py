@@ -10,9 +10,9 @@ from typing import Any
 
 import yaml
 
-from emulator.harness import LocalRunPod
+from harness.local import LocalRunPod
+from harness.pulumi_cli import REPO, Pulumi
 from scripts.workspace import prepare
-from tests.support.pulumi_cli import REPO, Pulumi
 
 # moto's documented test credentials, and visible placeholders for the other secrets.
 DEMO_SECRET_VALUES = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}

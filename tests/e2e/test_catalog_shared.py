@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from emulator.harness import LocalRunPod
+from harness.local import LocalRunPod
 from tests.e2e.stacks import open_stack
 
 pytestmark = pytest.mark.e2e

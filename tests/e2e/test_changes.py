@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from emulator.harness import LocalRunPod
+from harness.local import LocalRunPod
 from tests.e2e.reliability import Report, duplicates, orphans
 from tests.e2e.stacks import StackRun, open_stack
 

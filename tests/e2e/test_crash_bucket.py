@@ -12,7 +12,7 @@ from pathlib import Path
 import boto3
 import pytest
 
-from emulator.harness import LocalRunPod
+from harness.local import LocalRunPod
 from tests.e2e.reliability import Report, duplicates, orphans
 from tests.e2e.stacks import open_stack
 

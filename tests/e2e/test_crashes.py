@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from emulator.harness import LocalRunPod
+from harness.local import LocalRunPod
+from harness.pulumi_cli import REPO, kill_tree
 from tests.e2e.reliability import Report, duplicates, orphans
 from tests.e2e.stacks import StackRun, open_stack
-from tests.support.pulumi_cli import REPO, kill_tree
 
 pytestmark = pytest.mark.e2e
 

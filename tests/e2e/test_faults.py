@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from emulator.harness import LocalRunPod
+from harness.local import LocalRunPod
 from tests.e2e.reliability import Report, duplicates, orphans
 from tests.e2e.stacks import open_stack
 

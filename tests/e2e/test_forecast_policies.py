@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 import yaml
 
-from emulator.harness import LocalRunPod
+from harness.local import LocalRunPod
+from harness.pulumi_cli import REPO
 from tests.components.test_model_config import INVALID
 from tests.e2e.stacks import StackRun, open_stack
-from tests.support.pulumi_cli import REPO
 
 pytestmark = pytest.mark.e2e
 MUTATING = ("POST ", "PATCH ", "PUT ", "DELETE ")

@@ -18,9 +18,9 @@ import boto3
 import httpx
 import pytest
 
-from emulator.harness import FAST_ARGS
+from harness.local import FAST_ARGS
+from harness.pulumi_cli import REPO, run_killing_tree
 from tests.e2e.reliability import Report
-from tests.support.pulumi_cli import REPO, run_killing_tree
 
 pytestmark = pytest.mark.e2e
 _ID_KEYS = ("pod_id", "cluster_id", "volume_id", "secret_id")

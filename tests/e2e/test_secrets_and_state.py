@@ -10,7 +10,7 @@ from pathlib import Path
 import boto3
 import pytest
 
-from emulator.harness import FAST_ARGS, LocalRunPod, start_local_runpod
+from harness.local import FAST_ARGS, LocalRunPod, start_local_runpod
 from tests.e2e.reliability import Report, duplicates, orphans
 from tests.e2e.stacks import open_stack
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import boto3
 import pytest
 
-from emulator.harness import FAST_ARGS, LocalRunPod, start_local_runpod
+from harness.local import FAST_ARGS, LocalRunPod, start_local_runpod
 from tests.components.test_start_script import Node
 from tests.e2e.reliability import Report, duplicates, orphans
 from tests.e2e.stacks import StackRun, open_stack

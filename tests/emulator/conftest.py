@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import pytest
 
-from emulator.harness import LocalRunPod, start_local_runpod
+from harness.local import LocalRunPod, start_local_runpod
 
 H100 = "NVIDIA H100 80GB HBM3"
 

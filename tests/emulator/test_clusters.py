@@ -6,7 +6,7 @@ import ipaddress
 
 import httpx
 
-from emulator.harness import LocalRunPod
+from harness.local import LocalRunPod
 from tests.emulator.conftest import cluster_body, pod_body
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from emulator.config import default_spec_path
-from emulator.harness import LocalRunPod, start_local_runpod
 from emulator.spec import Spec
+from harness.local import LocalRunPod, start_local_runpod
 
 # Every operation the emulator implements; the rest of the spec (serverless, templates, billing...) is not.
 IMPLEMENTED = [

@@ -7,7 +7,7 @@ import time
 import httpx
 import pytest
 
-from emulator.harness import LocalRunPod
+from harness.local import LocalRunPod
 from tests.emulator.conftest import cluster_body, pod_body
 
 # An aborted socket reads as EOF or as a reset, depending on whether request bytes were still unread.

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from emulator.config import Timing
-from emulator.harness import start_local_runpod
 from emulator.latency import BootLatency, image_gb, ready_s
 from emulator.models import PodRecord
+from harness.local import start_local_runpod
 
 IMAGE = "runpod/pytorch:2.4.0-py3.11-cuda12.4.1-devel-ubuntu22.04"
 TIMING = Timing()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import httpx
 
-from emulator.harness import LocalRunPod
 from emulator.problems import NO_CAPACITY
+from harness.local import LocalRunPod
 from providers.runpod.client import RunPodClient
 from providers.runpod.ratelimit import TokenBucket
 from tests.emulator.conftest import H100, cluster_body, pod_body

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from emulator.harness import FAST_ARGS, start_local_runpod
+from harness.local import FAST_ARGS, start_local_runpod
 from tests.emulator.conftest import H100, cluster_body, gql, pod_body
 
 RENT = "mutation Rent($input: PodRentInterruptableInput!) { podRentInterruptable(input: $input) { id } }"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import httpx
 
-from emulator.harness import LocalRunPod
+from harness.local import LocalRunPod
 from tests.emulator.conftest import H100, pod_body
 
 

@@ -7,7 +7,7 @@ import time
 import boto3
 import httpx
 
-from emulator.harness import LocalRunPod
+from harness.local import LocalRunPod
 from tests.emulator.conftest import pod_body
 
 

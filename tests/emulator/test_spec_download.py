@@ -15,7 +15,7 @@ import pytest
 
 from emulator import spec_download
 from emulator.spec_download import SPEC_SHA256, SPEC_URL, SpecUnavailable, download
-from tests.support.pulumi_cli import REPO
+from harness.pulumi_cli import REPO
 
 REFERENCE = REPO.parent / "shared" / "reference" / "runpod" / "openapi-v2.json"
 

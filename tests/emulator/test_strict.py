@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from emulator.config import DEFAULT_READ_ONLY_KEY
-from emulator.harness import LocalRunPod, start_local_runpod
+from harness.local import LocalRunPod, start_local_runpod
 from tests.emulator.conftest import cluster_body, gql, pod_body
 
 PROBLEM = "application/problem+json"

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from forecast.cli import EXIT_BAD_INPUT, EXIT_DOES_NOT_FIT, EXIT_FITS, apply_set, main
-from tests.support.pulumi_cli import REPO
+from harness.pulumi_cli import REPO
 
 
 def as_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:

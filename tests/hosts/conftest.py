@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from common.cachedir import cache_dir
 from emulator import hostnet
-from emulator.harness import FAST_ARGS, LocalRunPod, start_local_runpod, start_moto_s3
 from emulator.hostnet import Bridge
-from providers.cachedir import cache_dir
+from harness.local import FAST_ARGS, LocalRunPod, start_local_runpod, start_moto_s3
 
 BRIDGE_CIDR = "10.251.77.1/24"  # private, used by nothing else on CI machines; created and removed here
 BRIDGE_IP = BRIDGE_CIDR.split("/")[0]

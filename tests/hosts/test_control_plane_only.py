@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from emulator.harness import LocalRunPod
+from harness.local import LocalRunPod
 
 
 def test_health_says_control_plane_only(local_runpod: LocalRunPod) -> None:

@@ -14,9 +14,9 @@ import boto3
 import pytest
 
 from emulator import hostnet
+from harness.pulumi_cli import REPO, Pulumi
 from scripts.workspace import prepare
 from tests.hosts.conftest import BRIDGE_IP, HostsEnv
-from tests.support.pulumi_cli import REPO, Pulumi
 
 pytestmark = [
     pytest.mark.e2e,

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from emulator import hostnet
-from emulator.harness import FAST_ARGS, LocalRunPod, start_local_runpod
 from emulator.hostnet import Bridge
+from harness.local import FAST_ARGS, LocalRunPod, start_local_runpod
 from tests.emulator.conftest import cluster_body, pod_body
 
 pytestmark = pytest.mark.root

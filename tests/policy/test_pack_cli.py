@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 import yaml
 
-from emulator.harness import FAST_ARGS, LocalRunPod, start_local_runpod
-from tests.support.pulumi_cli import REPO, Pulumi
+from harness.local import FAST_ARGS, LocalRunPod, start_local_runpod
+from harness.pulumi_cli import REPO, Pulumi
 
 pytestmark = pytest.mark.e2e
 

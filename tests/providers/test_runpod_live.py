@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from emulator.harness import LocalRunPod
+from harness.local import LocalRunPod
 from providers.runpod import catalog, errors
 from providers.runpod.cluster import InstantClusterProvider
 from providers.runpod.pod import PodProvider

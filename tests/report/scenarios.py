@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from emulator.harness import FAST_ARGS, LocalRunPod, start_local_runpod, start_moto_s3
+from harness.local import FAST_ARGS, LocalRunPod, start_local_runpod, start_moto_s3
+from harness.pulumi_cli import REPO, Pulumi
 from scripts.preview_report import PulumiRunner
 from tests.e2e.stacks import StackRun, open_stack
-from tests.support.pulumi_cli import REPO, Pulumi
 
 PROGRAM = REPO / "tests/report/program"
 FIXTURES = REPO / "tests/report/fixtures"

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
-from emulator.harness import LocalRunPod
+from harness.local import LocalRunPod
+from harness.pulumi_cli import REPO
 from scripts.preview_report import EXIT_MANDATORY, EXIT_OK, PulumiRunner, report_stack
 from tests.e2e.stacks import StackRun
 from tests.report.program.fake import GPU_HOURLY
@@ -28,7 +29,6 @@ from tests.report.scenarios import (
     prepare_real,
     set_path_config,
 )
-from tests.support.pulumi_cli import REPO
 
 pytestmark = pytest.mark.e2e
 BY_NAME = {s.name: s for s in SCENARIOS}

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 import yaml
 
-from providers.cachedir import cache_dir
+from common.cachedir import cache_dir
+from harness.pulumi_cli import REPO
 from scripts.preview_report_render import MARKER
-from tests.support.pulumi_cli import REPO
 
 WORKFLOWS = REPO / ".github/workflows"
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from providers.cachedir import cache_dir
-from tests.support.pulumi_cli import REPO, Pulumi
+from common.cachedir import cache_dir
+from harness.pulumi_cli import REPO, Pulumi
 
 HOST_DIR = REPO / "tools/pulumi/dynhost"
 # The host is a script installed beside the CLI, not a package module: load it from its file.

@@ -22,7 +22,7 @@ from typing import Any
 import grpc
 import pytest
 
-from tests.support.pulumi_cli import REPO, descendants, run_killing_tree
+from harness.pulumi_cli import REPO, descendants, run_killing_tree
 
 DYNHOST = REPO / "tools/pulumi/dynhost/trainstack_dynamic_host.py"
 CHECK_S = "0.1"

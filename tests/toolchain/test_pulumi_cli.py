@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.pulumi_cli import REPO, Pulumi, pinned_version
+from harness.pulumi_cli import REPO, Pulumi, pinned_version
 
 PROGRAM = REPO / "tests/toolchain/program"
 PACK = REPO / "tests/toolchain/pack"

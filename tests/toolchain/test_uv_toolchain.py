@@ -10,8 +10,8 @@ import os
 import subprocess
 from pathlib import Path
 
-from providers.cachedir import cache_dir
-from tests.support.pulumi_cli import REPO, Pulumi
+from common.cachedir import cache_dir
+from harness.pulumi_cli import REPO, Pulumi
 
 PROGRAM = 'import os\nimport pulumi\n\npulumi.export("virtual_env", os.environ.get("VIRTUAL_ENV", ""))\n'
 PYPROJECT = '[project]\nname = "uv-check"\nversion = "0"\nrequires-python = ">=3.11"\ndependencies = []\n'

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from providers.cachedir import cache_dir
+from common.cachedir import cache_dir
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 
 
 def pinned_version() -> str:
@@ -85,7 +85,7 @@ class Pulumi:
             PATH=f"{cache_dir() / 'bin'}:{REPO / '.venv/bin'}:{env.get('PATH', '')}",
             PULUMI_HOME=str(self.state / "home"),
             PULUMI_BACKEND_URL=f"file://{self.state / 'backend'}",
-            PULUMI_CONFIG_PASSPHRASE="test-only-passphrase",
+            PULUMI_CONFIG_PASSPHRASE="test-only-passphrase",  # noqa: S106 (local test stacks only)
             PULUMI_SKIP_UPDATE_CHECK="true",
             PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION="true",
             PULUMI_CREDENTIAL_STORE="plaintext",

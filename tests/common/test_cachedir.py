@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from providers.cachedir import cache_dir
+from common.cachedir import cache_dir
 
 
 def test_trainstack_cache_wins_then_xdg_then_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 
-from emulator.harness import start_local_runpod
+from harness.local import start_local_runpod
 
 POD = {"name": "bench", "image": "runpod/pytorch:2.8.0", "gpu": {"id": "NVIDIA H100 80GB HBM3", "count": 1}}
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import httpx
 
-from emulator.harness import LocalRunPod
 from emulator.problems import NO_CAPACITY
+from harness.local import LocalRunPod
 from tests.emulator.conftest import H100, pod_body
 
 PERSISTENT = {"size": 20, "path": "/data"}

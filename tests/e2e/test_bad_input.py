@@ -62,7 +62,22 @@ def _use_config(run: StackRun, raw: dict[str, Any]) -> None:
     stack_file.write_text(yaml.safe_dump(doc, sort_keys=False))
 
 
-@pytest.mark.parametrize(("raw", "path", "fix"), [c[1:] for c in INVALID], ids=[c[0] for c in INVALID])
+def _json_safe(raw: dict[str, Any]) -> bool:
+    try:
+        json.dumps(raw, allow_nan=False)
+    except ValueError:
+        return False
+    return True
+
+
+# A NaN or infinite float inside a YAML object never reaches the program: the Pulumi CLI itself refuses the
+# stack file ("json: unsupported value: NaN"). Those cases are unit tests only; "nan" as text is tested here.
+CLI_INVALID = [c for c in INVALID if _json_safe(c[1])]
+
+
+@pytest.mark.parametrize(
+    ("raw", "path", "fix"), [c[1:] for c in CLI_INVALID], ids=[c[0] for c in CLI_INVALID]
+)
 def test_bad_stack_config(dev: StackRun, raw: dict[str, Any], path: str, fix: str, report: Report) -> None:
     before = _mutations(dev.runpod)
     _use_config(dev, raw)

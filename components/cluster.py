@@ -74,7 +74,7 @@ def runpod_secret_name(stack: str, env_name: str) -> str:
 
 def owned_names(stack: str) -> dict[str, Callable[[str], bool]]:
     """Per RunPod kind, whether a name is one this stack gives (the names below and in `_volume`,
-    `_cluster_props`, `_pod_props`): how scripts/orphans.py tells this stack's resources from others'.
+    `_cluster_props`, `_pod_props`): how ops/orphans.py tells this stack's resources from others'.
     Exact shapes, so stack `dev` never claims `dev-2`'s `trainstack-dev-2-pod-0`."""
     prefix = re.escape(f"trainstack-{stack}-")
     shapes = {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scripts.bench_stats import at_scale_one, counter_diff, linear_fit, spread, table, totals
+from bench.stats import at_scale_one, counter_diff, linear_fit, spread, table, totals
 
 
 def test_spread_and_text() -> None:

@@ -12,7 +12,7 @@ import yaml
 
 from harness.local import LocalRunPod
 from harness.pulumi_cli import REPO, Pulumi
-from scripts.workspace import prepare
+from ops.workspace import prepare
 
 # moto's documented test credentials, and visible placeholders for the other secrets.
 DEMO_SECRET_VALUES = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}

@@ -15,7 +15,7 @@ import pytest
 
 from emulator import hostnet
 from harness.pulumi_cli import REPO, Pulumi
-from scripts.workspace import prepare
+from ops.workspace import prepare
 from tests.hosts.conftest import BRIDGE_IP, HostsEnv
 
 pytestmark = [

@@ -21,7 +21,7 @@ from typing import Any
 
 from harness.local import FAST_ARGS, LocalRunPod, start_local_runpod, start_moto_s3
 from harness.pulumi_cli import REPO, Pulumi
-from scripts.preview_report import PulumiRunner
+from report.cli import PulumiRunner
 from tests.e2e.stacks import StackRun, open_stack
 
 PROGRAM = REPO / "tests/report/program"

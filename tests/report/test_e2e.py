@@ -17,7 +17,7 @@ import yaml
 
 from harness.local import LocalRunPod
 from harness.pulumi_cli import REPO
-from scripts.preview_report import EXIT_MANDATORY, EXIT_OK, PulumiRunner, report_stack
+from report.cli import EXIT_MANDATORY, EXIT_OK, PulumiRunner, report_stack
 from tests.e2e.stacks import StackRun
 from tests.report.program.fake import GPU_HOURLY
 from tests.report.scenarios import (

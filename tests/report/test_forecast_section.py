@@ -6,9 +6,9 @@ from dataclasses import replace
 
 from components.config import load_stack_config
 from forecast.stack import stack_forecast
-from scripts.preview_report_forecast import forecast_json, forecast_table
-from scripts.preview_report_groups import group_changes, index_range
-from scripts.preview_report_parse import PropertyChange, ResourceChange
+from report.forecast import forecast_json, forecast_table
+from report.groups import group_changes, index_range
+from report.parse import PropertyChange, ResourceChange
 from tests.components.conftest import stack_config
 
 

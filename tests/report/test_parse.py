@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from scripts.preview_report_parse import (
+from report.parse import (
     MASKED,
     SECRET_SIG,
     UNKNOWN,

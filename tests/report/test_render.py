@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from scripts.preview_report import (
+from report.cli import (
     EXIT_FAILED,
     EXIT_MANDATORY,
     EXIT_OK,
@@ -20,8 +20,8 @@ from scripts.preview_report import (
     main,
     report_stack,
 )
-from scripts.preview_report_parse import Preview, ResourceCost, parse_events
-from scripts.preview_report_render import MARKER, build, cell, percent, render_markdown, to_json, totals, usd
+from report.parse import Preview, ResourceCost, parse_events
+from report.render import MARKER, build, cell, percent, render_markdown, to_json, totals, usd
 from tests.report.program.fake import GPU_HOURLY
 from tests.report.scenarios import FIXTURES, HF_TOKEN, SCENARIOS, Scenario
 

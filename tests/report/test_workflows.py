@@ -11,7 +11,7 @@ import yaml
 
 from common.cachedir import cache_dir
 from harness.pulumi_cli import REPO
-from scripts.preview_report_render import MARKER
+from report.render import MARKER
 
 WORKFLOWS = REPO / ".github/workflows"
 

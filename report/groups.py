@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from scripts.preview_report_parse import PropertyChange, ResourceChange
+from report.parse import PropertyChange, ResourceChange
 
 _INDEXED = re.compile(r"^(?P<stem>.*?\D)(?P<index>\d+)$")
 _PLACEHOLDER = "\x00index\x00"

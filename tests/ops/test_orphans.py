@@ -1,4 +1,4 @@
-"""scripts/orphans.py: the stack's live resources its state lacks, priced, and only those (issue 24.3)."""
+"""ops/orphans.py: the stack's live resources its state lacks, priced, and only those (issue 24.3)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from components.cluster import runpod_secret_name
-from scripts import orphans
-from scripts.orphans import find_orphans, state_ids
+from ops import orphans
+from ops.orphans import find_orphans, state_ids
 
 
 class FakeAccount:
@@ -121,11 +121,11 @@ def test_an_interactive_yes_deletes(monkeypatch: pytest.MonkeyPatch) -> None:
     assert account.deleted == ["pod p1"]
 
 
-# --- scripts/pending_deletes.py: a pending bucket delete against a dead endpoint never wedges (issue 25) ---
+# --- ops/pending_deletes.py: a pending bucket delete against a dead endpoint never wedges (issue 25) ---
 
 
 def test_only_pending_bucket_deletes_at_dead_endpoints_are_forgotten() -> None:
-    from scripts.pending_deletes import BUCKET_TYPE, stale, without
+    from ops.pending_deletes import BUCKET_TYPE, stale, without
 
     dead, alive = "http://127.0.0.1:9", "http://127.0.0.1:8"
     resources: list[dict[str, Any]] = [

@@ -24,10 +24,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from bench.stats import Spread, spread, table
 from harness.pulumi_cli import REPO
-from scripts.bench_stats import Spread, spread, table
 
-BYTECODE_ENV = "PYTHONDONTWRITEBYTECODE"  # the same variable scripts/bench_main.py unsets
+BYTECODE_ENV = "PYTHONDONTWRITEBYTECODE"  # the same variable bench/main.py unsets
 BEGIN, END = "<!-- FORECAST-OVERHEAD -->", "<!-- /FORECAST-OVERHEAD -->"
 TARGET_MS = 20.0
 
@@ -90,7 +90,7 @@ def _self_times(importtime: str) -> dict[str, float]:
 
 def cold_runs(runs: int) -> list[dict[str, float]]:
     """Milliseconds of each added step, one fresh process per run (after one untimed run that writes the
-    bytecode cache, as a default Python keeps it: scripts/bench_main.py's BYTECODE_ENV explains)."""
+    bytecode cache, as a default Python keeps it: bench/main.py's BYTECODE_ENV explains)."""
     env = {k: v for k, v in os.environ.items() if k != BYTECODE_ENV}
     out = []
     for n in range(runs + 1):
@@ -113,7 +113,7 @@ def cold_runs(runs: int) -> list[dict[str, float]]:
 
 def preview_ab(runs: int) -> dict[str, list[float]]:
     """No-op preview wall seconds of prod with and without its model section, alternating."""
-    from scripts.bench_main import bench, stack_config
+    from bench.main import bench, stack_config
 
     with_model = stack_config("prod")
     training = {k: v for k, v in with_model["trainstack:training"].items() if k != "model"}

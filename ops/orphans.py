@@ -6,7 +6,7 @@ no tags, so ownership is the name trainstack gave it (components/cluster.py `own
 live pod, cluster, network volume or secret whose name is one of this stack's and whose id the state does
 not hold is this stack's orphan. Anything else (another stack's, a stranger's) is never touched.
 
-    python -m scripts.orphans STACK --cwd WORKSPACE [--delete] [--yes]
+    python -m ops.orphans STACK --cwd WORKSPACE [--delete] [--yes]
 
 Prints one line per orphan with its $/h. `--delete` deletes them (asks first unless `--yes`). Run by
 `scripts/recover` (which offers the deletion) and after a destroy by our scripts. Exit status: 0 when none
@@ -99,7 +99,7 @@ def export_state(stack: str, workspace: Path) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None, ask: Callable[[str], str] = input) -> int:
-    parser = argparse.ArgumentParser(prog="python -m scripts.orphans", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m ops.orphans", description=__doc__.splitlines()[0])
     parser.add_argument("stack")
     parser.add_argument("--cwd", type=Path, required=True, help="the stack's Pulumi workspace")
     parser.add_argument("--delete", action="store_true", help="delete the orphans found")
@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None, ask: Callable[[str], str] = input) -> in
             if not answer.lower().startswith("y"):
                 print(
                     f"orphans: kept; `scripts/up {args.stack}` adopts them, or delete them with "
-                    f"`python -m scripts.orphans {args.stack} --cwd {args.cwd} --delete`",
+                    f"`python -m ops.orphans {args.stack} --cwd {args.cwd} --delete`",
                     file=sys.stderr,
                 )
                 return ORPHANS_LEFT

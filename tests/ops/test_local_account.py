@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from scripts.local_account import (
+from ops.local_account import (
     account_limit,
     declared_limits,
     leftovers,

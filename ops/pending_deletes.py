@@ -6,7 +6,7 @@ the old endpoint is gone, that delete fails on every `up` and the stack is wedge
 only at that endpoint (or is the same bucket the state holds live now: deleting it through today's endpoint
 would destroy the live one), so the pending delete is forgotten, never retried elsewhere.
 
-    python -m scripts.pending_deletes STACK --cwd WORKSPACE     (run by scripts/recover)
+    python -m ops.pending_deletes STACK --cwd WORKSPACE     (run by scripts/recover)
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def _pulumi(stack: str, cwd: Path, *args: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m scripts.pending_deletes", description=__doc__.splitlines()[0]
+        prog="python -m ops.pending_deletes", description=__doc__.splitlines()[0]
     )
     parser.add_argument("stack")
     parser.add_argument("--cwd", type=Path, required=True)

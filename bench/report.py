@@ -1,6 +1,6 @@
 """Render `scripts/bench` results as docs/PERFORMANCE.md and the scaling plot (matplotlib, Agg backend).
 
-python -m scripts.bench_report RESULTS.json OUT.md OUT.png [--before BEFORE.json]
+python -m bench.report RESULTS.json OUT.md OUT.png [--before BEFORE.json]
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from scripts.bench_forecast import section as forecast_section
-from scripts.bench_stats import Fit, Spread, at_scale_one, linear_fit, spread, table
+from bench.forecast import section as forecast_section
+from bench.stats import Fit, Spread, at_scale_one, linear_fit, spread, table
 
 VERBS = ("preview (empty)", "up", "preview (no-op)", "up (no-op)", "refresh", "destroy")
 
@@ -269,7 +269,7 @@ def render(res: Mapping[str, Any], plot_name: str, before: Mapping[str, Any] | N
         endpoint_table(res, "prod", "up"),
         "",
         "## 3. Our providers' overhead: no-op commands vs a trivial baseline",
-        "prod (7 custom resources in one component) vs `scripts/bench_programs/baseline` (7 dynamic "
+        "prod (7 custom resources in one component) vs `bench/programs/baseline` (7 dynamic "
         "resources that do nothing, in one component), run alternately; first with no policy pack (our "
         "program and providers alone: the figure the target is read against), then with the policy pack and "
         "prod's policy config on both, as `scripts/up` runs.",
@@ -286,7 +286,7 @@ def render(res: Mapping[str, Any], plot_name: str, before: Mapping[str, Any] | N
         "",
         fit_lines(res, "pods", "node"),
         "",
-        "### n Instant Clusters (2 nodes each) in one stack (`scripts/bench_programs/multi`)",
+        "### n Instant Clusters (2 nodes each) in one stack (`bench/programs/multi`)",
         scaling_table(res, "clusters"),
         "",
         fit_lines(res, "clusters", "cluster"),
@@ -302,7 +302,7 @@ def render(res: Mapping[str, Any], plot_name: str, before: Mapping[str, Any] | N
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m scripts.bench_report")
+    p = argparse.ArgumentParser(prog="python -m bench.report")
     p.add_argument("results", type=Path)
     p.add_argument("markdown", type=Path)
     p.add_argument("png", type=Path)

@@ -18,14 +18,14 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from policy.config_file import problems_in
-from scripts.preview_report_parse import (
+from report.parse import (
     PreviewParseError,
     ResourceCost,
     export_forecast,
     parse_events,
     parse_export,
 )
-from scripts.preview_report_render import StackReport, build, render_markdown, to_json
+from report.render import StackReport, build, render_markdown, to_json
 
 REPO = Path(__file__).resolve().parents[1]
 EXIT_OK, EXIT_MANDATORY, EXIT_FAILED = 0, 1, 2
@@ -54,7 +54,7 @@ class PulumiRunner:
     env: Mapping[str, str] = field(default_factory=dict)
     create_missing: bool = True
     timeout_s: float = 1800.0
-    # Local RunPod mode: each stack runs from its own workspace (scripts/workspace.py), never the repo.
+    # Local RunPod mode: each stack runs from its own workspace (ops/workspace.py), never the repo.
     workspace: Callable[[str], Path] | None = None
     # Called once the stack exists in the backend (local mode: the demo secrets, as scripts/up does).
     prepare_stack: Callable[[str, Path], None] | None = None
@@ -140,7 +140,7 @@ class RecordedRunner:
 
 def local_workspace(stack: str) -> Path:
     """The stack's local-RunPod workspace (`.state/local/<stack>/`), as scripts/up uses it."""
-    from scripts.workspace import prepare  # only local mode needs it
+    from ops.workspace import prepare  # only local mode needs it
 
     return prepare(stack)
 
@@ -148,7 +148,7 @@ def local_workspace(stack: str) -> Path:
 def local_demo(stack: str, workspace: Path) -> None:
     """scripts/up's local setup of a stack (demo secret values, the account spend limit it declares)."""
     proc = subprocess.run(
-        [sys.executable, "-m", "scripts.local_demo", stack, str(workspace)],
+        [sys.executable, "-m", "ops.local_demo", stack, str(workspace)],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -156,7 +156,7 @@ def local_demo(stack: str, workspace: Path) -> None:
         check=False,
     )
     if proc.returncode != 0:
-        raise RunnerError(f"scripts.local_demo {stack} failed: {proc.stderr[-_STDERR_TAIL:].strip()}")
+        raise RunnerError(f"ops.local_demo {stack} failed: {proc.stderr[-_STDERR_TAIL:].strip()}")
 
 
 def report_stack(runner: Runner, stack: str) -> StackReport:

@@ -1,9 +1,9 @@
 """Prepare a local-RunPod workspace: demo secret values and the one account spend limit of all local stacks.
 
-Run by `scripts/up` against the local RunPod only: `python -m scripts.local_demo STACK WORKSPACE`. The secret
+Run by `scripts/up` against the local RunPod only: `python -m ops.local_demo STACK WORKSPACE`. The secret
 values are placeholders that exist only in `.state/local/` (moto accepts any AWS key; the local RunPod stores
 secrets without reading them). The local RunPod is one account for all stacks: its spend limit is the highest
-any `stacks/Pulumi.<stack>.yaml` declares (what the team obtained from RunPod); see scripts/local_account.py.
+any `stacks/Pulumi.<stack>.yaml` declares (what the team obtained from RunPod); see ops/local_account.py.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import yaml
 
-from scripts.local_account import account_limit, declared_limits
+from ops.local_account import account_limit, declared_limits
 
 # moto's documented test credentials; anything else for the other secrets is a visible placeholder.
 _DEMO_VALUES = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
@@ -42,7 +42,7 @@ def set_demo_secrets(workspace: Path, stack: str, config: dict[str, object]) -> 
 
 def give_account_spend_limit() -> float:
     """The local RunPod is one account for every stack: the highest limit any stack declares
-    (scripts/local_account.py; `scripts/up` explains when the stacks still running leave too little)."""
+    (ops/local_account.py; `scripts/up` explains when the stacks still running leave too little)."""
     limit = account_limit(declared_limits())
     response = httpx.patch(
         f"{os.environ['RUNPOD_API_URL']}/_admin/limits", json={"spendLimit": limit}, timeout=10

@@ -5,8 +5,8 @@ the highest one any stack declares (`trainstack:runpod_spend_limit_per_hour` in 
 RunPod's default where unset), and when the stacks still running there leave too little room for the next
 one, `scripts/up` says so in one line naming `scripts/down` instead of failing on RunPod's spend-limit error.
 
-    python -m scripts.local_account room STACK     exit 1 with that line when STACK would not fit
-    python -m scripts.local_account left           the local stacks still holding anything (scripts/down)
+    python -m ops.local_account room STACK     exit 1 with that line when STACK would not fit
+    python -m ops.local_account left           the local stacks still holding anything (scripts/down)
 """
 
 from __future__ import annotations
@@ -126,7 +126,7 @@ def main(argv: list[str]) -> int:
                 f"  {stack}: {len(names)} ({', '.join(sorted(names)[:3])}{', ...' if len(names) > 3 else ''})"
             )
         return 0
-    print("usage: python -m scripts.local_account room STACK | left", file=sys.stderr)
+    print("usage: python -m ops.local_account room STACK | left", file=sys.stderr)
     return 2
 
 

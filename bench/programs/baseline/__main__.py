@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pulumi
 
-from scripts.bench_trivial import Trivial
+from bench.trivial import Trivial
 
 count = int(pulumi.Config("bench").get("resources") or 7)
 

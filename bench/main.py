@@ -4,9 +4,9 @@ The local RunPod runs the image-size latency model (emulator/latency.py) `--time
 real time, with RunPod's default quota of 60 requests per emulated minute. Our own timers are scaled the same
 way (poll interval 10/F s, client token bucket 60*F per minute), so request counts do not depend on F and
 wall times convert back to scale 1 (see `bench_stats.at_scale_one`). Results go to a JSON file;
-`scripts/bench_report.py` turns them into docs/PERFORMANCE.md and the scaling plot.
+`bench/report.py` turns them into docs/PERFORMANCE.md and the scaling plot.
 
-    python -m scripts.bench_main [--quick] [--scale F] [--runs N] [--scale-one] [--out FILE]
+    python -m bench.main [--quick] [--scale F] [--runs N] [--scale-one] [--out FILE]
 """
 
 from __future__ import annotations
@@ -26,16 +26,16 @@ from typing import Any
 
 import yaml
 
+from bench.forecast import measure as forecast_overhead
+from bench.run import Measurement, Workspace
 from emulator.latency import image_gb, ready_s
 from harness.local import LocalRunPod, MotoS3, start_local_runpod, start_moto_s3
 from harness.pulumi_cli import REPO
-from scripts.bench_forecast import measure as forecast_overhead
-from scripts.bench_run import Measurement, Workspace
 
 H100_STOCK = {
     f"NVIDIA H100 80GB HBM3@{dc}": 1_000_000 for dc in ("US-TX-3", "US-KS-2", "EU-RO-1", "CA-MTL-1")
 }
-PROGRAMS = REPO / "scripts" / "bench_programs"
+PROGRAMS = REPO / "bench" / "programs"
 DEFAULT_OUT = REPO / ".state" / "bench" / "results.json"
 
 

@@ -1,7 +1,7 @@
 """One measured Pulumi command for `scripts/bench`: throwaway workspaces, wall time, requests, peak RSS.
 
 A `Workspace` is a project directory whose `main:` is the trainstack program (or a bench program under
-`scripts/bench_programs/`) and whose stack file is written from a dict, on a throwaway file backend.
+`bench/programs/`) and whose stack file is written from a dict, on a throwaway file backend.
 `Workspace.run` times one CLI command, diffs the local RunPod's request counters around it, and samples
 the RSS of the whole process tree (CLI, language host, program, dynamic provider, policy pack) every 100 ms.
 """
@@ -18,9 +18,9 @@ from typing import Any
 
 import yaml
 
+from bench.stats import counter_diff, totals
 from harness.local import LocalRunPod
 from harness.pulumi_cli import REPO, Pulumi
-from scripts.bench_stats import counter_diff, totals
 
 # moto's documented test credentials; the other secrets get visible placeholders.
 _DEMO_SECRETS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}

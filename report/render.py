@@ -8,9 +8,9 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from facts.money import HOURS_PER_MONTH
-from scripts.preview_report_forecast import forecast_json, forecast_table
-from scripts.preview_report_groups import group_changes
-from scripts.preview_report_parse import Preview, ResourceChange, ResourceCost
+from report.forecast import forecast_json, forecast_table
+from report.groups import group_changes
+from report.parse import Preview, ResourceChange, ResourceCost
 
 MARKER = "<!-- trainstack-preview-report -->"  # the workflow finds its own comment by this line
 JSON_SCHEMA = "trainstack.preview-report/v1"

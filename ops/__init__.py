@@ -1,0 +1,1 @@
+"""Operator tools behind scripts/: local account and demo setup, orphans, pending deletes."""

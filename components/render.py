@@ -18,7 +18,9 @@ _BODY = (Path(__file__).parent / "templates" / "start-node.body.bash").read_text
 _ADDR_RE = re.compile(r"^[A-Za-z0-9.:-]+$")  # an IP or host name: nothing a shell or hosts file would split
 _NO_VOLUME_CHECKPOINT_ROOT = "/root/trainstack-checkpoints"  # container disk: lost when the pod stops
 STOP_GRACE_S = 300  # after max_run_hours: time the job gets to checkpoint and stop before SIGTERM
-TERM_UPLOAD_S = 4  # on SIGTERM: a spot pod is killed 5 s after the notice (FACTS §4)
+# on SIGTERM: a spot pod is killed 5 s after the notice (RunPod's spot docs, docs.runpod.io/pods/pricing
+# before 2026-05-06)
+TERM_UPLOAD_S = 4
 
 
 @dataclass(frozen=True)

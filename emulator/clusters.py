@@ -15,7 +15,7 @@ RENDEZVOUS_PORT = 29400
 
 
 def node_env(primary_ip: str, node_ip: str, rank: int, nodes: int, gpus_per_node: int) -> dict[str, str]:
-    """The variables RunPod injects on every cluster node (FACTS.md section 3)."""
+    """The variables RunPod injects on every cluster node (docs.runpod.io/instant-clusters/configuration)."""
     return {
         "PRIMARY_ADDR": primary_ip,
         "MASTER_ADDR": primary_ip,

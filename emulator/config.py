@@ -43,9 +43,11 @@ class Timing(BaseModel):
 
     provisioning_s: float = Field(default=10.0, ge=0)
     starting_s: float = Field(default=5.0, ge=0)
-    # RunPod reports RUNNING before `runtime` and the port map exist (FACTS.md section 2).
+    # RunPod reports RUNNING before `runtime` and the port map exist (observed by dstack and SkyPilot's RunPod
+    # backends).
     runtime_lag_s: float = Field(default=3.0, ge=0)
-    # The historical spot warning: SIGTERM, then SIGKILL 5 s later (FACTS.md section 4).
+    # The historical spot warning: SIGTERM, then SIGKILL 5 s later (docs.runpod.io/pods/pricing, spot, before
+    # 2026-05-06).
     preempt_notice_s: float = Field(default=5.0, ge=0)
 
 

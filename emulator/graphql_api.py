@@ -64,7 +64,7 @@ type Mutation {
   podBidResume(input: PodBidResumeInput!): Pod
 }
 """
-# RunPod withdrew spot on 2026-05-06 (FACTS.md section 4); this is how a refusal reads here.
+# RunPod withdrew spot on 2026-05-06 (docs.runpod.io/pods/pricing); this is how a refusal reads here.
 SPOT_WITHDRAWN = (
     "Interruptible (spot) pods are no longer offered. Deploy on-demand instead: POST /v2/pods, "
     "or the 'capacity: on_demand' setting."
@@ -314,5 +314,5 @@ async def graphql_endpoint(request: Request) -> JSONResponse:
         )
     except RecursionError:
         return _bad_request("The query nests too deeply to parse.")
-    # GraphQL answers client errors with HTTP 200 and an `errors` array (FACTS.md section 1).
+    # GraphQL answers client errors with HTTP 200 and an `errors` array (as runpod-python handles it).
     return JSONResponse(result.formatted)

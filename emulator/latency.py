@@ -1,7 +1,8 @@
 """How long a pod takes to boot: the fixed phase timings, or a model driven by image size and image cache.
 
 `fixed` (the default) keeps `Timing.provisioning_s` for every boot, as the emulator always did.
-`image` models what FACTS.md section 2 reports [3P]: a 16 GB image starts in ~165 s cold and ~33 s when
+`image` models what dstack's RunPod backend reports (third party): a 16 GB image starts in ~165 s cold and
+~33 s when
 the host already holds it. Between those two points time grows linearly with the image size, so a first
 pull costs `CACHED_READY_S + PULL_S_PER_GB * GB`. The model is ours [INF], fitted to those two figures:
 
@@ -24,8 +25,8 @@ from emulator.models import PodRecord
 
 LatencyModel = Literal["fixed", "image"]
 
-COLD_READY_S = 165.0  # 16 GB image, nothing cached (FACTS.md section 2 [3P])
-CACHED_READY_S = 33.0  # same image already on the host (FACTS.md section 2 [3P])
+COLD_READY_S = 165.0  # 16 GB image, nothing cached (dstack's RunPod backend, third party)
+CACHED_READY_S = 33.0  # same image already on the host (dstack's RunPod backend, third party)
 REFERENCE_IMAGE_GB = 16.0
 PULL_S_PER_GB = (COLD_READY_S - CACHED_READY_S) / REFERENCE_IMAGE_GB  # 8.25 s per GB pulled
 CLUSTER_SETUP_S = 60.0  # fabric (ens1-ens8) and rendezvous on top of the image pull [INF]

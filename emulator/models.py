@@ -104,7 +104,8 @@ def public_port(pod: PodRecord, private: int) -> int | None:
 
 
 def injected_env(pod: PodRecord) -> dict[str, str]:
-    """What RunPod adds to every container (FACTS.md section 3); cluster members get more."""
+    """What RunPod adds to every container (docs.runpod.io/pods/templates/environment-variables); cluster
+    members get more."""
     env = {"RUNPOD_POD_ID": pod.id, "RUNPOD_DC_ID": pod.data_center_id, "RUNPOD_PUBLIC_IP": pod.public_ip}
     ssh_port = public_port(pod, 22)
     if ssh_port is not None:

@@ -11,7 +11,8 @@ from emulator.problems import NO_CAPACITY, ApiError
 from emulator.world import World, new_id
 
 _PORT = re.compile(r"^(\d{1,5})/(tcp|http|udp)$")
-# Fields whose change resets a running container (FACTS.md section 2: data outside the volume is lost).
+# Fields whose change resets a running container (RunPod REST v2 docs for PATCH /v2/pods/{id}: data outside
+# the volume is lost).
 _RESETTING = ("image", "args", "disk", "ports", "env", "registry", "mounts")
 
 

@@ -7,7 +7,8 @@ from http import HTTPStatus
 from starlette.responses import JSONResponse
 
 PROBLEM_JSON = "application/problem+json"
-# RunPod's capacity refusal has no machine-readable code, only this text (FACTS.md section 8).
+# RunPod's capacity refusal has no machine-readable code, only this text (RunPod REST v2 docs, errors of `POST
+# /v2/pods`).
 NO_CAPACITY = (
     "There are no longer any instances available with the requested specifications. "
     "Please refresh and try again."

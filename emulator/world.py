@@ -258,7 +258,8 @@ class World:
         return round(sum(p.hourly_cost for p in self.pods.values() if p.halted is None), 4)
 
     def check_money(self, hourly_cost: float) -> None:
-        """402 below one hour of credit; 400 naming the limit if spend would pass it (FACTS.md section 7)."""
+        """402 below one hour of credit; 400 naming the limit if spend would pass it
+        (docs.runpod.io/pods/pricing: one hour of credit, $80/h default limit)."""
         if self.limits.balance < hourly_cost:
             raise ApiError(
                 402,

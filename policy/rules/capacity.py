@@ -34,7 +34,8 @@ from policy.rules.common import (
     text,
 )
 
-# RunPod's historical spot behaviour (FACTS.md §4): SIGTERM, 5 s, SIGKILL; the container disk is lost.
+# RunPod's historical spot behaviour (docs.runpod.io/pods/pricing, spot, before 2026-05-06): SIGTERM, 5 s,
+# SIGKILL; the container disk is lost.
 _PREEMPTION_NOTE = (
     "RunPod gives a spot pod 5 seconds' notice (SIGTERM, then SIGKILL) and drops its container disk, "
     "so only checkpoints already written on a timer survive"

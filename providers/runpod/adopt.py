@@ -1,6 +1,7 @@
 """Which existing RunPod resource a create may adopt instead of renting a second one.
 
-RunPod has no idempotency keys (FACTS.md section 2). When `pulumi up` is killed after RunPod accepted a
+RunPod has no idempotency keys (the REST v2 OpenAPI spec has none). When `pulumi up` is killed after RunPod
+accepted a
 create but before Pulumi recorded the id, the resource lives on under the unique name trainstack gave it,
 and `scripts/recover` drops the pending create from state. The next create must find that resource by
 name and adopt it, or the team pays twice. A same-name resource is adopted only when it is live and has

@@ -32,7 +32,8 @@ if TYPE_CHECKING:  # the client (and httpx) load only where a verb runs
     )
 
 _OUTPUTS = frozenset({"cluster_id", "nodes", "network_cidr", "primary_ssh", "status"})
-# Only the name can change in place (PATCH /v2/clusters/{id} is a rename); the rest replaces.
+# In place: the name (PATCH /v2/clusters/{id} is a rename) and what never reaches RunPod (training
+# metadata, our own readiness timeout); everything else replaces.
 _IN_PLACE = frozenset({"name", "training", "ready_timeout_s"})
 _REPLACE = frozenset(ClusterArgs.model_fields) - _IN_PLACE
 

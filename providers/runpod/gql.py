@@ -1,7 +1,8 @@
 """The GraphQL documents we send (the legacy API, used only where REST v2 has nothing): secrets, spot.
 
 Always sent with variables; never built by string interpolation. Shapes follow RunPod's own provider
-branch (FACTS.md section 5) and runpod-python's `PodRentInterruptableInput` (section 4).
+branch (github.com/runpod/pulumi-runpod-native) and runpod-python's `PodRentInterruptableInput`
+(github.com/runpod/runpod-python).
 """
 
 # ruff: noqa: S105 -- these are GraphQL documents naming secret operations, not secrets.

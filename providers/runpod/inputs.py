@@ -61,7 +61,8 @@ class PodInputs(ContainerInputs):
 
 @dataclass(frozen=True, kw_only=True)
 class InstantClusterInputs(ContainerInputs):
-    """Inputs of `runpod:InstantCluster` (every field but `name` forces a replacement)."""
+    """Inputs of `runpod:InstantCluster`: `name`, `training` and `ready_timeout_s` change in place (a rename,
+    or metadata only); every other field forces a replacement."""
 
     pod_count: int
     cluster_type: Literal["TRAINING", "APPLICATION", "SLURM", "RAY"] | None = None

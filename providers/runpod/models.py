@@ -100,7 +100,8 @@ class PodArgs(_ContainerArgs):
 
 
 class ClusterArgs(_ContainerArgs):
-    """Inputs of `runpod:InstantCluster` (every field but `name` forces a replacement)."""
+    """Inputs of `runpod:InstantCluster`: `name`, `training` and `ready_timeout_s` change in place (a rename,
+    or metadata only); every other field forces a replacement."""
 
     cluster_type: Literal["TRAINING", "APPLICATION", "SLURM", "RAY"] = "TRAINING"
     gpu_count_per_pod: int = Field(default=8, ge=1, le=8)

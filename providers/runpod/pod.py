@@ -33,7 +33,8 @@ if TYPE_CHECKING:  # the client (and httpx) load only where a verb runs
         SpotPodRent,
     )
 
-# Fixed at create time by RunPod (FACTS.md section 2): changing them means a new pod.
+# Fixed at create time by RunPod (RunPod REST v2 OpenAPI: `PodUpdateInput` has no such field): changing them
+# means a new pod.
 _REPLACE = frozenset(
     {
         "gpu_type_id",

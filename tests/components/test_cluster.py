@@ -16,7 +16,7 @@ from components.cluster import H100Cluster, H100ClusterArgs
 from tests.components.conftest import stack_config
 
 PRICE = 3.99  # USD/GPU-h the fake catalog charges
-DISK_MONTH, VOLUME_MONTH = 0.10, 0.07  # USD/GB/month (FACTS §7, §6)
+DISK_MONTH, VOLUME_MONTH = 0.10, 0.07  # USD/GB/month (docs.runpod.io/get-started/billing-information)
 POD = "pulumi-python:dynamic/runpod:Pod"
 CLUSTER = "pulumi-python:dynamic/runpod:InstantCluster"
 VOLUME = "pulumi-python:dynamic/runpod:NetworkVolume"

@@ -12,7 +12,8 @@ from tests.emulator.conftest import pod_body
 
 
 def wait_ready(api: httpx.Client, pod_id: str, deadline_s: float) -> dict[str, object]:
-    """Ready means RUNNING with runtime and the SSH port mapped (FACTS.md section 2), within a deadline."""
+    """Ready means RUNNING with runtime and the SSH port mapped (RunPod can report RUNNING before `runtime`
+    is set), within a deadline."""
     deadline = time.monotonic() + deadline_s
     while time.monotonic() < deadline:
         pod: dict[str, object] = api.get(f"/v2/pods/{pod_id}").json()

@@ -20,7 +20,7 @@ from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp
 
-from emulator import admin, graphql_api, netslot, routes_catalog, routes_v2
+from emulator import admin, graphql_api, netslot, routes_account, routes_catalog, routes_v2
 from emulator.catalog import Catalog
 from emulator.config import Settings
 from emulator.gate import Counters, Gate
@@ -51,7 +51,13 @@ async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
     return problem(ApiError(422, "the request does not validate", errors=errors))
 
 
-ROUTERS = (routes_v2.router, routes_catalog.router, graphql_api.router, admin.router)
+ROUTERS = (
+    routes_v2.router,
+    routes_account.router,
+    routes_catalog.router,
+    graphql_api.router,
+    admin.router,
+)
 
 
 def create_app(settings: Settings) -> tuple[ASGIApp, World]:

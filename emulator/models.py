@@ -94,6 +94,15 @@ class SecretRecord(BaseModel):
     updated_at: float | None = None
 
 
+class RegistryRecord(BaseModel):
+    """A container registry credential. Username and password are write-only in the spec and are not kept
+    at all here: nothing pulls images, so nothing needs them."""
+
+    id: str
+    name: str
+    created_at: float
+
+
 def public_port(pod: PodRecord, private: int) -> int | None:
     """The public port RunPod maps to `private` (tcp), or None when the pod does not expose it."""
     for index, spec in enumerate(pod.ports):

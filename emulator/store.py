@@ -79,6 +79,13 @@ class Store:
             (at, time.time(), event, kind, ident, name, json.dumps(detail, sort_keys=True)),
         )
 
+    def audit_of(self, resource_id: str) -> list[tuple[int, float, str]]:
+        """(seq, at, event) of one resource, oldest first: the pod's system log."""
+        rows = self._db.execute(
+            "SELECT seq, at, event FROM audit WHERE resource_id = ? ORDER BY seq", (resource_id,)
+        )
+        return [(int(seq), float(at), str(event)) for seq, at, event in rows]
+
     def audit_since(self, seq: int, limit: int) -> list[dict[str, Any]]:
         rows = self._db.execute(
             "SELECT seq, at, wall, event, kind, resource_id, name, detail FROM audit WHERE seq > ? "

@@ -6,21 +6,33 @@ import ipaddress
 import math
 import re
 import uuid
+from dataclasses import asdict
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from emulator.billing import Segment, meter
 from emulator.catalog import Catalog, cuda_key
 from emulator.clock import ScaledClock
 from emulator.config import Settings
 from emulator.faults import FaultConfig, Faults
 from emulator.hosts import ControlPlaneOnly, Hosts, HostSpec
 from emulator.latency import BootLatency
-from emulator.models import ClusterRecord, PodRecord, SecretRecord, VolumeRecord, injected_env, public_port
+from emulator.models import (
+    ClusterRecord,
+    PodRecord,
+    RegistryRecord,
+    SecretRecord,
+    VolumeRecord,
+    injected_env,
+    public_port,
+)
 from emulator.netslot import POD_NET_PREFIX, NetSlot
 from emulator.problems import NO_CAPACITY, ApiError
 from emulator.store import Store
 from facts.limits import RATE_PER_DAY, RATE_PER_HOUR, RATE_PER_MINUTE
+
+Record = PodRecord | ClusterRecord | VolumeRecord | SecretRecord | RegistryRecord
 
 # The example quota of the v2 spec's RateLimit-Policy header: "minute";q=60, "hour";q=3000, "day";q=50000.
 SPEC_MINUTE_QUOTA, SPEC_HOUR_QUOTA, SPEC_DAY_QUOTA = RATE_PER_MINUTE, RATE_PER_HOUR, RATE_PER_DAY
@@ -100,6 +112,8 @@ class World:
         self.clusters = {r["id"]: ClusterRecord.model_validate(r) for r in store.load("cluster")}
         self.volumes = {r["id"]: VolumeRecord.model_validate(r) for r in store.load("volume")}
         self.secrets = {r["id"]: SecretRecord.model_validate(r) for r in store.load("secret")}
+        self.registries = {r["id"]: RegistryRecord.model_validate(r) for r in store.load("registry")}
+        self.segments = [Segment(**doc) for doc in store.load("meter")]
         names = {s.name for s in self.secrets.values()}
         self.secret_values = {k: v for k, v in self.secret_values.items() if k in names}
 
@@ -119,21 +133,34 @@ class World:
 
     # -- persistence -----------------------------------------------------------------------------
 
-    def save(self, record: PodRecord | ClusterRecord | VolumeRecord | SecretRecord) -> None:
+    def save(self, record: Record) -> None:
         kind, table = self._table(record)
         if self.faults.take_write_failure():
             raise OSError("injected storage failure (admin fault failWrite)")
         # The file first: if the write fails, memory is still what it was.
         self.store.put(kind, record.id, record.model_dump(mode="json"))
         table[record.id] = record
+        if isinstance(record, PodRecord | VolumeRecord):
+            self._meter(record, record.id)
         self.store.set_setting("clock", self.now())
         self.sync_hosts()
 
-    def forget(self, record: PodRecord | ClusterRecord | VolumeRecord | SecretRecord) -> None:
+    def forget(self, record: Record) -> None:
         kind, table = self._table(record)
         self.store.delete(kind, record.id)
         table.pop(record.id, None)
+        if isinstance(record, PodRecord | VolumeRecord):
+            self._meter(None, record.id)
         self.sync_hosts()
+
+    def _meter(self, record: PodRecord | VolumeRecord | None, ident: str) -> None:
+        """Billing follows every write: rate changes close and open meter segments (emulator/billing.py)."""
+        closed, opened = meter(self.segments, record, ident, self.now())
+        for segment in opened:
+            segment.seq = len(self.segments) + 1
+            self.segments.append(segment)
+        for segment in closed + opened:
+            self.store.put("meter", str(segment.seq), asdict(segment))
 
     def _table(self, record: object) -> tuple[str, dict[str, Any]]:
         tables: dict[type, tuple[str, dict[str, Any]]] = {
@@ -141,6 +168,7 @@ class World:
             ClusterRecord: ("cluster", self.clusters),
             VolumeRecord: ("volume", self.volumes),
             SecretRecord: ("secret", self.secrets),
+            RegistryRecord: ("registry", self.registries),
         }
         return tables[type(record)]
 
@@ -324,8 +352,9 @@ class World:
 
     def reset(self) -> None:
         """Forget every resource and fault; limits go back to the start settings."""
-        for table in (self.pods, self.clusters, self.volumes, self.secrets):
+        for table in (self.pods, self.clusters, self.volumes, self.secrets, self.registries):
             table.clear()
+        self.segments = []
         self.store.clear_resources()
         self.capacity = CapacityFaults(exhausted=self.settings.no_capacity)
         self.faults.set(

@@ -38,6 +38,14 @@ IMPLEMENTED = [
     "getDataCenter",
     "getSshKeys",
     "updateSshKeys",
+    "listRegistries",
+    "createRegistry",
+    "getRegistry",
+    "deleteRegistry",
+    "getPodLogs",
+    "listPodBilling",
+    "listClusterBilling",
+    "listNetworkVolumeBilling",
 ]
 CHECKS = (
     "not_a_server_error,status_code_conformance,content_type_conformance,response_headers_conformance,"

@@ -9,8 +9,8 @@ import httpx
 import pytest
 
 from emulator.config import default_spec_path
-from emulator.harness import LocalRunPod
 from emulator.spec import Spec
+from harness.local import LocalRunPod
 from tests.emulator.conftest import H100, cluster_body, pod_body
 
 SPEC = Spec(default_spec_path())

@@ -23,24 +23,12 @@ from typing import Any
 import pydantic
 import yaml
 
-from policy.rules import budget, capacity, placement, security
-from policy.rules.common import PolicyConfig
+from policy.rules import ALL_POLICIES
+from policy.rules.common import PolicyConfig, model_of
 
-# Each policy's config model, by the name the config file uses (tests check it against ALL_POLICIES).
-CONFIG_MODELS: dict[str, type[PolicyConfig]] = {
-    "spot-share-limit": capacity.SpotShareConfig,
-    "multi-node-on-demand": capacity.MultiNodeConfig,
-    "spot-checkpointing": capacity.SpotCheckpointConfig,
-    "hourly-burn-limit": budget.HourlyConfig,
-    "run-cost-limit": budget.RunCostConfig,
-    "storage-cost-limit": budget.StorageConfig,
-    "runpod-spend-limit": budget.SpendLimitConfig,
-    "no-plaintext-secrets": security.SecretsConfig,
-    "checkpoint-bucket-hardening": security.BucketConfig,
-    "volume-same-data-center": placement.SameDataCenterConfig,
-    "allowed-gpu-types": placement.GpuTypesConfig,
-    "no-multi-node-over-global-networking": placement.GlobalNetworkingConfig,
-    "min-cuda-version": placement.CudaConfig,
+# Each policy's config model, by the name the config file uses; None for a policy that takes no config.
+CONFIG_MODELS: dict[str, type[PolicyConfig] | None] = {
+    p.name: model_of(getattr(p, "config_schema", None)) for p in ALL_POLICIES
 }
 LEVELS = ("advisory", "mandatory", "remediate", "disabled")
 LEVEL_KEY = "enforcementLevel"
@@ -91,8 +79,12 @@ def _entry_problems(name: str, entry: Any) -> list[str]:
     if level is not None and level not in LEVELS:
         problems.append(f"{name}.{LEVEL_KEY}: {level!r} is not a level; use one of {', '.join(LEVELS)}")
     settings = {k: v for k, v in entry.items() if k != LEVEL_KEY}
+    model = CONFIG_MODELS[name]
+    if model is None:
+        extra = sorted(settings)
+        return problems + [f"{name}.{k}: this policy takes no config; remove it" for k in extra]
     try:
-        CONFIG_MODELS[name].model_validate(settings)
+        model.model_validate(settings)
     except pydantic.ValidationError as exc:
         for err in exc.errors():
             key = ".".join(str(p) for p in err["loc"])

@@ -195,12 +195,23 @@ class PolicyConfig(pydantic.BaseModel):
 ConfigT = TypeVar("ConfigT", bound=PolicyConfig)
 
 
+# id(schema) -> the model it was generated from; the schemas live as long as their policies (module globals).
+_SCHEMA_MODELS: dict[int, type[PolicyConfig]] = {}
+
+
 def config_schema(model: type[PolicyConfig]) -> PolicyConfigSchema:
     """The engine-facing schema, generated from the model so defaults are written in one place."""
     properties: dict[str, dict[str, Any]] = {}
     for key, spec in model.model_json_schema()["properties"].items():
         properties[key] = {name: value for name, value in spec.items() if name != "title"}
-    return PolicyConfigSchema(properties=properties)
+    schema = PolicyConfigSchema(properties=properties)
+    _SCHEMA_MODELS[id(schema)] = model
+    return schema
+
+
+def model_of(schema: PolicyConfigSchema | None) -> type[PolicyConfig] | None:
+    """The model `config_schema` built `schema` from (policy/config_file.py checks files with it)."""
+    return None if schema is None else _SCHEMA_MODELS.get(id(schema))
 
 
 def load_config(model: type[ConfigT], given: Mapping[str, Any], report: ReportViolation) -> ConfigT | None:

@@ -16,6 +16,7 @@ PROD = json.loads((REPO / "policy/config/prod.json").read_text())
 
 def test_every_policy_has_its_model() -> None:
     assert set(CONFIG_MODELS) == {p.name for p in ALL_POLICIES}
+    assert all(CONFIG_MODELS.values()), [n for n, m in CONFIG_MODELS.items() if m is None]
 
 
 @pytest.mark.parametrize("path", sorted((REPO / "policy/config").glob("*.json")), ids=lambda p: p.name)

@@ -32,7 +32,7 @@ from prometheus_client import CollectorRegistry, ProcessCollector, start_http_se
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from train.node.nvml import THROTTLE_REASONS, GpuReading, NvmlSampler, Sampler, SamplerError
+from train.node.nvml import THROTTLE_REASONS, FileSampler, GpuReading, NvmlSampler, Sampler, SamplerError
 from train.node.progress import Progress, ProgressTail
 from train.node.storage import Latency, StorageProbe
 
@@ -366,6 +366,11 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--node", default=os.environ.get("RUNPOD_POD_ID") or socket.gethostname())
     p.add_argument("--rank", default=os.environ.get("NODE_RANK", "0"))
     p.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    p.add_argument(
+        "--replay",
+        type=Path,
+        help="GPU readings from this JSON list (re-read when it changes) instead of NVML: CPU hosts, tests",
+    )
     return p.parse_args(argv)
 
 
@@ -374,7 +379,10 @@ def main(argv: list[str] | None = None) -> int:
     state = State(args.node, str(args.rank))
     sampler: Sampler | None = None
     try:
-        sampler = NvmlSampler(slow_every=max(1, round(60 / args.interval_s)))
+        if args.replay:
+            sampler = FileSampler(args.replay)
+        else:
+            sampler = NvmlSampler(slow_every=max(1, round(60 / args.interval_s)))
     except SamplerError as exc:
         what = "cpu node" if args.device == "cpu" else "GPU node"
         print(

@@ -123,6 +123,30 @@ class ReplaySampler:
         return None
 
 
+@dataclass
+class FileSampler:
+    """Readings from a JSON file (a list of `GpuReading.to_json()` objects), read again whenever the file
+    changes: an agent on a CPU host serves recorded GPUs, and a test injects a fault by rewriting the file."""
+
+    path: Path
+    _stamp: tuple[int, int] | None = field(default=None, init=False)
+    _readings: list[GpuReading] = field(default_factory=list, init=False)
+
+    def read(self) -> list[GpuReading]:
+        try:
+            st = self.path.stat()
+            if (st.st_mtime_ns, st.st_size) != self._stamp:
+                raw = json.loads(self.path.read_text(encoding="utf-8"))
+                self._readings = [GpuReading.from_json(g) for g in raw]
+                self._stamp = (st.st_mtime_ns, st.st_size)
+        except (OSError, ValueError, TypeError) as exc:
+            raise SamplerError(f"replay file {self.path}: {type(exc).__name__}") from None
+        return list(self._readings)
+
+    def close(self) -> None:
+        return None
+
+
 @dataclass(frozen=True)
 class Recording:
     """A file written by train/node/record.py: when, where, and what the GPUs read."""

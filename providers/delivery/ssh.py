@@ -5,18 +5,19 @@ Exceptions: `DeliveryError` and `UnreachableError`, in the tree of providers/err
 
 from __future__ import annotations
 
-import random
 import subprocess
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from common.backoff import Backoff
 from providers import settings
 from providers.errors import TrainstackError
 
 KEY_ENV = "TRAINSTACK_SSH_KEY"  # private key path; never an input, so never in state
 SSH_UNREACHABLE = 255  # ssh's own exit status for connection and authentication failures
+_BACKOFF = Backoff(base_s=0.25, cap_s=8.0)  # a node whose sshd is starting: retry within seconds
 STDERR_TAIL = 600  # characters of the remote's stderr kept in an error (our own script's output)
 
 # argv, stdin, timeout -> completed process; tests pass a fake, production runs the real binaries.
@@ -121,6 +122,6 @@ class Ssh:
                     f"{what} to {t.user}@{t.host}:{t.port} failed {attempt} times in {elapsed:.0f} s (last: "
                     f"{err or 'no message'}); check that the node runs sshd and accepts the key in ${KEY_ENV}"
                 )
-            # Capped exponential backoff with jitter, never past the deadline.
-            pause = min(8.0, 0.25 * 2 ** min(attempt, 6)) * random.uniform(0.5, 1.0)
+            # The chokepoint's backoff rule (common.backoff), shorter steps, never past the deadline.
+            pause = _BACKOFF.delay(attempt)
             self.sleep(min(pause, max(0.0, self.deadline_s - elapsed)))

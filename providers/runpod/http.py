@@ -21,8 +21,9 @@ from urllib.parse import quote
 
 import httpx
 
+from common.backoff import Backoff
 from providers.runpod import errors
-from providers.runpod.ratelimit import Backoff, Clock, Sleep, TokenBucket, shared_bucket
+from providers.runpod.ratelimit import Clock, Sleep, TokenBucket, shared_bucket
 
 _IDEMPOTENT = frozenset({"GET", "PUT", "PATCH", "DELETE"})
 # Exceptions raised before any byte of the request left: safe to retry even for POST.

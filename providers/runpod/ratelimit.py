@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import math
-import random
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from facts.limits import RATE_PER_DAY, RATE_PER_HOUR, RATE_PER_MINUTE
 from providers import settings
@@ -127,15 +125,3 @@ def shared_bucket() -> TokenBucket:
         if rates not in _SHARED:
             _SHARED[rates] = TokenBucket(rates[0], per_hour=rates[1], per_day=rates[2])
         return _SHARED[rates]
-
-
-@dataclass(frozen=True)
-class Backoff:
-    """Capped exponential backoff with equal jitter: delay in [d/2, d], d = min(cap, base * 2**n)."""
-
-    base_s: float = 1.0
-    cap_s: float = 30.0
-
-    def delay(self, attempt: int, rng: Callable[[], float] = random.random) -> float:
-        d = min(self.cap_s, self.base_s * (2 ** min(attempt, 20)))
-        return float(d / 2 + rng() * d / 2)

@@ -158,5 +158,4 @@ def test_a_new_s3_endpoint_after_a_restart_updates_the_bucket_in_place(demo: Dem
     )
     assert demo.buckets() == ["trainstack-prod-checkpoints"]
     demo.pulumi("prod", "preview", "--expect-no-changes")
-    demo.pulumi("prod", "state", "unprotect", "--all", "--yes")
-    demo.pulumi("prod", "destroy", "--yes", "--skip-preview")
+    assert "nothing left on the local RunPod" in demo.run("scripts/down", "prod")

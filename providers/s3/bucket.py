@@ -20,7 +20,6 @@ the tag, or with another stack's, is a stranger's and is refused.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -34,6 +33,7 @@ from pulumi.dynamic import (
     UpdateResult,
 )
 
+from providers import settings
 from providers.common import PROVIDER_KEY, contains_unknown, validate_inputs
 from providers.resource import TypedResource
 from providers.s3 import client as s3c
@@ -123,7 +123,7 @@ class CheckpointBucketProvider(ResourceProvider):
         except EndpointConnectionError:
             # The endpoint recorded at the last update is gone (a restarted local demo, a retired gateway).
             # The bucket is its name and region: read it where S3 is reached now, if that is elsewhere.
-            current = os.environ.get("AWS_ENDPOINT_URL_S3") or None
+            current = settings.current().s3_endpoint_url
             if current == args.endpoint_url:
                 raise
             return self._read(id_, props, args.model_copy(update={"endpoint_url": current}))

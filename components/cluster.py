@@ -10,7 +10,6 @@ The program (`__main__.py`) does, in order:
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -38,7 +37,7 @@ from forecast.stack import stack_forecast
 from providers.runpod.cluster import InstantCluster
 from providers.runpod.inputs import (
     ClusterNode,
-    ContainerInputs,
+    ContainerFields,
     InstantClusterInputs,
     NetworkVolumeInputs,
     PodInputs,
@@ -131,7 +130,7 @@ class H100Cluster(pulumi.ComponentResource):
             )
             for env in cfg.training.secrets
         ]
-        props = _container_inputs(name, cfg, volume)
+        props = _container_fields(name, cfg, volume)
         after = pulumi.ResourceOptions(
             parent=self, depends_on=[*secrets, *([bucket] if bucket else [])], protect=cfg.protect
         )
@@ -226,11 +225,10 @@ class H100Cluster(pulumi.ComponentResource):
         )
 
 
-def _container_inputs(name: str, cfg: StackConfig, volume: NetworkVolume | None) -> ContainerInputs:
-    """Inputs shared by pods and clusters (the `name` is replaced per resource)."""
+def _container_fields(name: str, cfg: StackConfig, volume: NetworkVolume | None) -> ContainerFields:
+    """Inputs shared by pods and clusters."""
     c, t = cfg.cluster, cfg.training
-    return ContainerInputs(
-        name=f"trainstack-{name}",
+    return ContainerFields(
         image=c.image,
         gpu_type_id=GPUS[c.gpu_type].api_id,
         # Only references: RunPod fills the values in at pod start, so no value reaches state.
@@ -251,15 +249,10 @@ def _container_inputs(name: str, cfg: StackConfig, volume: NetworkVolume | None)
     )
 
 
-def _shared(common: ContainerInputs) -> dict[str, Any]:
-    """The shared fields as keyword arguments for a pod's or a cluster's inputs."""
-    return {f.name: getattr(common, f.name) for f in dataclasses.fields(ContainerInputs) if f.name != "name"}
-
-
-def _cluster_inputs(name: str, cfg: StackConfig, common: ContainerInputs) -> InstantClusterInputs:
+def _cluster_inputs(name: str, cfg: StackConfig, common: ContainerFields) -> InstantClusterInputs:
     c = cfg.cluster
     return InstantClusterInputs(
-        **_shared(common),
+        **common,
         name=f"trainstack-{name}-cluster",
         cluster_type="TRAINING",
         gpu_count_per_pod=c.gpus_per_node,
@@ -268,10 +261,10 @@ def _cluster_inputs(name: str, cfg: StackConfig, common: ContainerInputs) -> Ins
     )
 
 
-def _pod_inputs(name: str, index: int, cfg: StackConfig, common: ContainerInputs) -> PodInputs:
+def _pod_inputs(name: str, index: int, cfg: StackConfig, common: ContainerFields) -> PodInputs:
     c = cfg.cluster
     return PodInputs(
-        **_shared(common),
+        **common,
         name=f"trainstack-{name}-pod-{index}",  # unique: the provider reconciles lost creates by name
         gpu_count=c.gpus_per_node,
         cloud=c.cloud,

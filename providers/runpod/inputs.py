@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypedDict
 
 import pulumi
 
@@ -44,6 +44,22 @@ class ContainerInputs(ResourceInputs):
     start_ssh: bool | None = None
     training: TrainingInputs | None = None
     ready_timeout_s: float | None = None
+
+
+class ContainerFields(TypedDict, total=False):
+    """`ContainerInputs`' fields but `name`, as keyword arguments mypy checks (`PodInputs(**shared, ...)`)."""
+
+    image: str
+    gpu_type_id: str
+    env: Mapping[str, pulumi.Input[str]] | None
+    ports: Sequence[str] | None
+    args: str | None
+    container_disk_gb: int | None
+    volume_id: pulumi.Input[str] | None
+    volume_mount_path: str | None
+    start_ssh: bool | None
+    training: TrainingInputs | None
+    ready_timeout_s: float | None
 
 
 @dataclass(frozen=True, kw_only=True)

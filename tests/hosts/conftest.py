@@ -89,10 +89,11 @@ def hosts_env(bridge: Bridge, tmp_path_factory: pytest.TempPathFactory) -> Itera
         "TRAINSTACK_PYTHON": str(TORCH_VENV / "bin" / "python"),  # host dotfiles may reorder PATH
         "TRAINSTACK_CPU_PROCS_PER_NODE": "1",
         "TRAINSTACK_CHECKPOINT_INTERVAL_S": "2",  # bucket sync timer
-        "TRAINSTACK_STEPS": "120",
+        "TRAINSTACK_STEPS": "200",
         "TRAINSTACK_CHECKPOINT_EVERY": "10",
         "TRAINSTACK_LOG_EVERY": "20",
-        "TRAINSTACK_STEP_SLEEP_S": "0.1",  # ~12 s of training: long enough to lose a node in the middle
+        "TRAINSTACK_STEP_SLEEP_S": "0.1",  # ~20 s of training: scrape an agent, then lose a node mid-run
+        "TRAINSTACK_METRICS_INTERVAL_S": "1",  # the agents sample each second: a scrape sees progress early
     }
     args = [
         *FAST_ARGS,

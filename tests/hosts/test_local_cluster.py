@@ -29,7 +29,7 @@ STACK = "local-cpu"
 BUCKET = "trainstack-local-cpu-checkpoints"
 PREFIX = f"trainstack/{STACK}/"
 SPEND_LIMIT = 300  # trainstack:runpod_spend_limit_per_hour in stacks/Pulumi.local-cpu.yaml
-STEPS = 120  # TRAINSTACK_STEPS in tests/hosts/conftest.py
+STEPS = 200  # TRAINSTACK_STEPS in tests/hosts/conftest.py
 T = TypeVar("T")
 
 
@@ -165,6 +165,13 @@ def processes_in(inodes: set[int]) -> list[int]:
     return found
 
 
+def scrape_agent(cluster: Cluster, via: dict[str, Any], host: str) -> subprocess.CompletedProcess[str]:
+    """GET http://<host>:9400/metrics from inside node `via` (its network namespace, its /etc/hosts)."""
+    url = f"http://{host}:9400/metrics"
+    code = f"import urllib.request; print(urllib.request.urlopen('{url}', timeout=5).read().decode())"
+    return cluster.ssh(via, f'python3 -c "{code}"')
+
+
 def first_step(log: str) -> int | None:
     m = re.search(r"^first step (\d+)", log, re.MULTILINE)
     return int(m.group(1)) if m else None
@@ -214,6 +221,33 @@ def _lifecycle(cluster: Cluster, env: HostsEnv, nodes: int) -> None:
     assert probe.stdout.split()[2] == "0" and probe.returncode != 0, probe  # no resolver, no answer
     reach = cluster.ssh(primary, f"timeout 5 bash -c 'echo > /dev/tcp/node-{nodes - 1}/22' && echo reached")
     assert reach.stdout.strip() == "reached", reach
+
+    # The metrics agent of the last node, scraped from node 0 over the cluster's private network while the
+    # job trains (as the cluster's aggregator does): no NVML on these CPU nodes, storage and progress served.
+    scrape = poll(
+        lambda: (
+            "trainstack_train_step{" in (text := scrape_agent(cluster, primary, f"node-{nodes - 1}").stdout)
+            and text
+        ),
+        f"node {nodes - 1}'s agent serving training progress over the fabric",
+        60,
+        1.0,
+        log=cluster.logs,
+    )
+    node_labels = f'node="{last["pod_id"]}",rank="{nodes - 1}"'
+    assert f"trainstack_agent_nvml_up{{{node_labels}}} 0.0" in scrape, scrape
+    p99_labels = f'node="{last["pod_id"]}",quantile="0.99",rank="{nodes - 1}"'
+    p99 = f"trainstack_storage_write_latency_seconds{{{p99_labels}}}"
+    assert p99 in scrape, scrape
+    step = re.search(rf"^trainstack_train_step{{{re.escape(node_labels)}}} (\S+)$", scrape, re.MULTILINE)
+    assert step is not None and 0 < float(step.group(1)) < STEPS, scrape
+    kept = [line for line in scrape.splitlines() if line.startswith("trainstack_") and "_created" not in line]
+    print(f"node {nodes - 1}'s agent, scraped from node 0 over the fabric:\n" + "\n".join(kept))
+    # Bound to the fabric address and loopback only, never to every interface.
+    listening = cluster.ssh(last, "ss -ltnH 'sport = :9400'").stdout.split()
+    assert sorted(a for a in listening if a.endswith(":9400")) == sorted(
+        [f"{last['ip']}:9400", "127.0.0.1:9400"]
+    )
 
     # Training advances and checkpoints land in the bucket, then a node is lost behind Pulumi's back.
     steps = poll(

@@ -23,9 +23,9 @@ import re
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, StrictFloat, StrictInt, ValidationError, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, StrictInt, ValidationError, field_validator
 
 from components.alerts_config import AlertsConfig
 from components.config_rules import RUNPOD_DEFAULT_SPEND_LIMIT, cross_field_problems
@@ -65,9 +65,20 @@ class ConfigError(TrainstackError, ValueError):
         super().__init__(f"{len(problems)} problem(s) in the stack config:\n{lines}")
 
 
+def _not_a_bool(value: Any) -> Any:
+    if isinstance(value, bool):
+        raise ValueError(f"is {str(value).lower()}, a boolean; write a number")
+    return value
+
+
+# A number of the object keys: an int or float, or numeric text, because `pulumi config set --path k 2.5`
+# stores "2.5" as text (whole numbers and booleans it stores typed); never a boolean.
+Number = Annotated[float, BeforeValidator(_not_a_bool)]
+
+
 class _Model(BaseModel):
     # allow_inf_nan=False: "nan", "inf" and 1e309 are refused everywhere (a NaN floor rendered as `:-nan`
-    # made the preflight pass any fabric). Fields of the object keys are strict (StrictInt, StrictFloat):
+    # made the preflight pass any fabric). Whole-number fields are StrictInt and the others Number:
     # `nodes: true` or `nodes: "8"` is a mistake to report, not a value to coerce.
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
@@ -83,7 +94,7 @@ class ClusterConfig(_Model):
     nodes: StrictInt = 1  # nodes of the cluster, or pods in the pool
     gpus_per_node: StrictInt = 8
     capacity: Literal["on_demand", "spot", "auto"] = "on_demand"  # auto: spot, falling back to on-demand
-    bid_per_gpu: StrictFloat | None = None  # USD per GPU-hour offered for spot; required for spot and auto
+    bid_per_gpu: Number | None = None  # USD per GPU-hour offered for spot; required for spot and auto
     cloud: Literal["SECURE", "COMMUNITY"] = "SECURE"
     data_centers: tuple[str, ...] = ()  # RunPod data center ids; empty lets RunPod choose (pods only)
     image: str = "runpod/pytorch:2.4.0-py3.11-cuda12.4.1-devel-ubuntu22.04"
@@ -204,29 +215,25 @@ class TrainingConfig(_Model):
 
     command: tuple[str, ...] = ("train/train.py",)  # torchrun's script (or -m module) and its arguments
     workdir: str = "/workspace/trainstack"  # where the repo's train/ lands on the node
-    max_run_hours: StrictFloat = 4.0  # the watchdog checkpoints and stops the run after this long
+    max_run_hours: Number = 4.0  # the watchdog checkpoints and stops the run after this long
     checkpoint_interval_min: StrictInt = 10  # checkpoints are synced to the bucket this often
     # Preflight all-reduce bus bandwidth floor in GB/s (gigabytes, as nccl-tests reports it); 0 only reports.
-    nccl_min_busbw_gb_per_s: StrictFloat = 0.0
+    nccl_min_busbw_gb_per_s: Number = 0.0
     min_free_disk_gb: StrictInt = 20  # preflight: free space needed where checkpoints are written
     max_restarts: StrictInt = 3  # torchrun --max-restarts
     device: Literal["cuda", "cpu"] = "cuda"  # cpu: test clusters without GPUs (gloo, no GPU health gate)
     secrets: tuple[str, ...] = ()  # env var names the node gets as RunPod secret references
     model: ModelConfig | None = None  # what is trained, for the forecast (components/model_config.py)
     # Node health (train/node/, docs/NODE-HEALTH.md).
-    burn_in_min: StrictFloat = (
-        0.0  # GEMM + all-reduce stress before training; 0 = off (set it for new hardware)
-    )
-    straggler_tolerance_pct: StrictFloat = 10.0  # a GPU this far under its node's median GEMM TFLOPS fails
-    burn_in_clock_drop_pct: StrictFloat = (
-        20.0  # burn-in: an SM clock sample this far under its GPU's median drops
-    )
+    burn_in_min: Number = 0.0  # GEMM + all-reduce stress before training; 0 = off (set it for new hardware)
+    straggler_tolerance_pct: Number = 10.0  # a GPU this far under its node's median GEMM TFLOPS fails
+    burn_in_clock_drop_pct: Number = 20.0  # burn-in: an SM clock sample this far under its GPU's median drops
     # burn-in: bus bandwidth's 5th percentile this far under its median fails. A healthy 2 x H200 NVLink
     # machine read 153.5 against a median of 208.7 GB/s (-26%) in 170 s (docs/GPU-VALIDATION.md), so 25 was a
     # false alarm; a link that falls back from NVLink to PCIe loses far more than half.
-    burn_in_busbw_drop_pct: StrictFloat = 50.0
+    burn_in_busbw_drop_pct: Number = 50.0
     metrics_port: StrictInt = 9400  # the metrics agent's port (loopback + private fabric only); 0 = no agent
-    metrics_interval_s: StrictFloat = 5.0  # the agent samples GPUs, storage latency and progress this often
+    metrics_interval_s: Number = 5.0  # the agent samples GPUs, storage latency and progress this often
 
     @field_validator("command")
     @classmethod
@@ -420,6 +427,7 @@ _PYDANTIC_FIXES = {
     "int_from_float": "write a whole number",
     "float_parsing": "write a number",
     "float_type": "write a number",
+    "finite_number": "write a finite number (no NaN or infinity)",
     "bool_parsing": "write true or false",
     "bool_type": "write true or false",
     "string_type": "write a string",

@@ -172,7 +172,7 @@ INVALID = [
         "nan-floor",
         _with("training.nccl_min_busbw_gb_per_s", "nan"),
         "trainstack:training.nccl_min_busbw_gb_per_s",
-        "write a number",
+        "finite number",
     ),
     (
         "nan-float-floor",
@@ -360,6 +360,11 @@ def test_non_finite_model_figures_are_refused() -> None:
     with pytest.raises(ConfigError) as exc:
         load_stack_config(_with("training.model", model))
     assert any(p.path == "trainstack:training.model.parameters" for p in exc.value.problems), exc.value
+
+
+def test_numeric_text_is_a_number() -> None:
+    """`pulumi config set --path trainstack:training.max_run_hours 2.5` stores the text "2.5"."""
+    assert load_stack_config(_with("training.max_run_hours", "2.5")).training.max_run_hours == 2.5
 
 
 def test_bid_above_on_demand_is_refused() -> None:

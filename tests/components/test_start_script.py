@@ -334,6 +334,11 @@ def test_watchdog_stops_training(tmp_path: Path) -> None:
     assert "dry run: bucket sync" in out  # the final sync after training
 
 
+def test_a_metrics_port_that_is_not_a_number_stops_the_node(prod3: Node) -> None:
+    code, out = prod3.run(TRAINSTACK_METRICS_PORT="nine-four-hundred")
+    assert code != 0 and "TRAINSTACK_METRICS_PORT='nine-four-hundred' is not a port" in out
+
+
 def test_the_template_embeds_no_python() -> None:
     body = (REPO / "components" / "templates" / "start-node.body.bash").read_text()
     assert "<<'PY'" not in body and "<<PY" not in body

@@ -307,6 +307,8 @@ watchdog() {
 # The metrics agent (train/node/agent.py) beside training: loopback and the fabric address only, never
 # the public interface. TRAINSTACK_METRICS_PORT=0 turns it off.
 start_agent() {
+  is_uint "$TRAINSTACK_METRICS_PORT" ||
+    die "TRAINSTACK_METRICS_PORT='$TRAINSTACK_METRICS_PORT' is not a port; set training.metrics_port (0 = no agent)"
   if ((TRAINSTACK_METRICS_PORT == 0)); then
     log "metrics agent off (training.metrics_port is 0)"
     return 0

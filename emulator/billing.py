@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import calendar
 import math
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -109,16 +110,46 @@ def next_bucket(start: float, size: str) -> float:
     return d.replace(year=d.year + 1).timestamp()
 
 
-def _parse_time(name: str, text: str) -> float:
+_RFC3339 = re.compile(
+    r"^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?([Zz]|[+-]\d{2}:\d{2})$"
+)
+# Bucket arithmetic stays inside years Python's datetime can step through either way.
+_EARLIEST, _LATEST = (
+    datetime(1970, 1, 1, tzinfo=UTC).timestamp(),
+    datetime(9000, 1, 1, tzinfo=UTC).timestamp(),
+)
+
+
+def parse_time(name: str, text: str) -> float:
+    """An RFC 3339 date-time (a leap second reads as :59), clamped to 1970-9000."""
+    match = _RFC3339.match(text)
+    if match is None:
+        raise ApiError(422, f"{name} is not an RFC 3339 date-time", errors=[f"query {name}: {text!r}"])
+    year, month, day, hour, minute, second, fraction, zone = match.groups()
     try:
-        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        when = datetime(
+            int(year), int(month), int(day), int(hour), int(minute), min(int(second), 59), tzinfo=UTC
+        )
     except ValueError:
         raise ApiError(
-            422, f"{name} is not an RFC 3339 date-time", errors=[f"query {name}: {text!r}"]
+            422, f"{name} is not a calendar date-time", errors=[f"query {name}: {text!r}"]
         ) from None
-    if parsed.tzinfo is None:
-        raise ApiError(422, f"{name} needs a time zone (RFC 3339)", errors=[f"query {name}: no offset"])
-    return parsed.timestamp()
+    offset = (
+        0 if zone in ("Z", "z") else (int(zone[1:3]) * 60 + int(zone[4:6])) * (1 if zone[0] == "+" else -1)
+    )
+    stamp = when.timestamp() - offset * 60 + float(f"0.{fraction or 0}")
+    return min(max(stamp, _EARLIEST), _LATEST)
+
+
+def _back(start: float, size: str, buckets: int) -> float:
+    """The start of the bucket `buckets` before the one starting at `start`, never before 1970."""
+    if size in ("hour", "day", "week"):
+        step = {"hour": 3600, "day": 86400, "week": 7 * 86400}[size]
+        return max(start - buckets * step, _EARLIEST)
+    d = _dt(start)
+    months = d.year * 12 + d.month - 1 - (buckets if size == "month" else 12 * buckets)
+    year, month = divmod(max(months, 1970 * 12), 12)
+    return datetime(year, month + 1, 1, tzinfo=UTC).timestamp()
 
 
 def resolve_window(query: dict[str, Any], now: float) -> tuple[float, float, str]:
@@ -126,22 +157,15 @@ def resolve_window(query: dict[str, Any], now: float) -> tuple[float, float, str
     size = query.get("bucketSize", "day")
     if "lastN" in query:
         if "startTime" in query or "endTime" in query:
-            raise ApiError(
-                400, "lastN is mutually exclusive with startTime/endTime; provide one or the other."
-            )
-        end = next_bucket(bucket_start(now, size), size)
-        start = bucket_start(now, size)
-        for _ in range(int(query["lastN"]) - 1):
-            start = bucket_start(start - 1, size)
-        return start, end, size
-    end = _parse_time("endTime", query["endTime"]) if "endTime" in query else now
-    start = _parse_time("startTime", query["startTime"]) if "startTime" in query else now - DEFAULT_WINDOW_S
-    if start >= end:
-        raise ApiError(400, "startTime must be before endTime.")
+            raise ApiError(400, "lastN is mutually exclusive with startTime/endTime; send one or the other.")
+        current = bucket_start(now, size)
+        return _back(current, size, int(query["lastN"]) - 1), next_bucket(current, size), size
+    end = parse_time("endTime", query["endTime"]) if "endTime" in query else now
+    start = parse_time("startTime", query["startTime"]) if "startTime" in query else now - DEFAULT_WINDOW_S
     start = bucket_start(start, size)
     snapped = bucket_start(end, size)
     end = end if snapped == end else next_bucket(snapped, size)
-    return start, end, size
+    return start, max(start, end), size  # an end before the start is an empty window, not an error
 
 
 def records(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request, Response
@@ -91,11 +90,11 @@ def _log_events(world: World, pod_id: str, source: str | None) -> list[tuple[flo
 def _cursor(text: str) -> tuple[float, int]:
     """A resume point: our event id `<ts>/<seq>`, or an RFC 3339 time (seq 0 resumes after all of it)."""
     stamp, _, seq = text.partition("/")
-    try:
-        when = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-        return when.replace(tzinfo=when.tzinfo or UTC).timestamp(), int(seq) if seq else 1 << 62
-    except ValueError:
-        raise ApiError(400, "since / Last-Event-ID is not an RFC 3339 time or an event id.") from None
+    if seq and not seq.isdigit():
+        raise ApiError(
+            422, "Last-Event-ID is not an event id of this stream.", errors=["header Last-Event-ID"]
+        )
+    return billing.parse_time("since", stamp), int(seq) if seq else 1 << 62
 
 
 @router.get("/pods/{pod_id}/logs")
@@ -105,7 +104,12 @@ async def pod_logs(request: Request, pod_id: str) -> Response:
     world, query = world_of(request), request.state.query
     get_pod(world, pod_id)
     events = _log_events(world, pod_id, query.get("source"))
-    resume = request.headers.get("last-event-id") or query.get("since")
+    if "since" in query:
+        billing.parse_time("since", query["since"])  # a malformed `since` is 422 even when ignored
+    resume = request.headers.get("last-event-id")
+    if resume is not None:
+        _cursor(resume)  # an empty or malformed Last-Event-ID is refused, not ignored
+    resume = resume or query.get("since")
     if resume:  # "Takes precedence over `since` and `tail`"
         after_ts, after_seq = _cursor(resume)
         # Microseconds, as the ids print them: a float read back from text may differ in the last bits.

@@ -52,6 +52,7 @@ class Spec:
                 "OpenAPI document (api-reference-v2/openapi.json in RunPod's docs) as "
                 "~/.cache/trainstack/openapi-v2.json or point TRAINSTACK_OPENAPI_V2 at it"
             ) from exc
+        _ecma_whitespace(self.document)
         resource = Resource.from_contents(self.document, default_specification=DRAFT202012)
         self._registry: Registry[Any] = Registry().with_resource(_SPEC_URI, resource)
         self._validators: dict[str, Draft202012Validator] = {}
@@ -159,6 +160,24 @@ class Spec:
         return parsed
 
 
+# ECMA-262's \s (what OpenAPI's JSON Schema patterns mean): its WhiteSpace and LineTerminator code points.
+# Python's \s also matches U+001C-U+001F and U+0085, so `[^\s]` would refuse keys RunPod accepts.
+_ECMA_SPACE = "\t\n\x0b\x0c\r \xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
+
+
+def _ecma_whitespace(node: Any) -> None:
+    r"""Rewrite `\s` inside pattern character classes to ECMA-262's set, in place."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "pattern" and isinstance(value, str):
+                node[key] = value.replace("[^\\s]", f"[^{_ECMA_SPACE}]")
+            else:
+                _ecma_whitespace(value)
+    elif isinstance(node, list):
+        for value in node:
+            _ecma_whitespace(value)
+
+
 def _absolute(schema: Any) -> Any:
     """Point document-relative `#/...` refs at the registered spec so a fragment validates alone."""
     if isinstance(schema, dict):
@@ -175,8 +194,8 @@ def _coerce(text: str, schema: dict[str, Any]) -> Any:
     """Query strings are text; turn them into what the schema types describe, or leave as text."""
     kind = schema.get("type")
     if kind == "array":
-        # Form style, explode=false: `?x=` is one empty item, which must fail an enum or pattern.
-        return text.split(",")
+        # Form style, explode=false: `?x=` is the empty list, `?x=a,b` two items.
+        return text.split(",") if text else []
     if kind == "boolean":
         return {"true": True, "false": False}.get(text, text)
     if kind == "integer":

@@ -194,8 +194,9 @@ def _coerce(text: str, schema: dict[str, Any]) -> Any:
     """Query strings are text; turn them into what the schema types describe, or leave as text."""
     kind = schema.get("type")
     if kind == "array":
-        # Form style, explode=false: `?x=` is the empty list, `?x=a,b` two items.
-        return text.split(",") if text else []
+        # Form style, explode=false: `?x=` is one empty item (it could also be read as the empty list;
+        # RunPod's text does not say), which fails an enum or pattern.
+        return text.split(",")
     if kind == "boolean":
         return {"true": True, "false": False}.get(text, text)
     if kind == "integer":

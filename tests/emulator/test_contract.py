@@ -75,6 +75,17 @@ def runpods_spec(path: Path) -> Path:
     return path
 
 
+def _no_empty_query_lists(doc: dict[str, Any]) -> None:
+    """`?x=` reads as one empty item here (an enum miss, 422) though it could also mean the empty list:
+    keep the positive generator off that ambiguity."""
+    for item in doc["paths"].values():
+        for op in item.values():
+            for param in op.get("parameters", []) if isinstance(op, dict) else []:
+                schema = param.get("schema", {})
+                if param.get("in") == "query" and schema.get("type") == "array":
+                    schema["minItems"] = max(1, schema.get("minItems", 0))
+
+
 def _any_sse_event(doc: dict[str, Any]) -> None:
     logs = doc["paths"]["/v2/pods/{id}/logs"]["get"]["responses"]["200"]["content"]["text/event-stream"]
     logs["schema"] = {}
@@ -142,6 +153,7 @@ def restricted_spec(path: Path) -> Path:
         params = paths[template]["get"]["parameters"]
         paths[template]["get"]["parameters"] = [p for p in params if not p.get("$ref", "").endswith("LastN")]
     _any_sse_event(doc)
+    _no_empty_query_lists(doc)
     path.write_text(json.dumps(doc), encoding="utf-8")
     return path
 

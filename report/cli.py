@@ -22,6 +22,7 @@ from report.parse import (
     PreviewParseError,
     ResourceCost,
     export_forecast,
+    export_output,
     parse_events,
     parse_export,
 )
@@ -164,7 +165,8 @@ def report_stack(runner: Runner, stack: str) -> StackReport:
     state = runner.export(stack)
     before: tuple[ResourceCost, ...] = parse_export(state) if state else ()
     forecast = export_forecast(state) if state else None
-    return build(stack, parse_events(runner.preview_events(stack)), before, forecast)
+    alerts = export_output(state, "alerts") if state else None
+    return build(stack, parse_events(runner.preview_events(stack)), before, forecast, alerts)
 
 
 def exit_code(reports: Sequence[StackReport]) -> int:

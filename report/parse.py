@@ -91,6 +91,7 @@ class Preview:
     forecast: Mapping[str, Any] | None = (
         None  # the stack output `forecast` after the change (docs/FORECAST.md)
     )
+    alerts: Mapping[str, Any] | None = None  # the stack output `alerts` after the change (docs/MONITORING.md)
 
 
 # --- masking ---------------------------------------------------------------------------------------
@@ -270,12 +271,12 @@ def _violation(raw: Mapping[str, Any]) -> PolicyViolation:
     )
 
 
-def _stack_forecast(metadata: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The stack output `forecast` from a resOutputsEvent of the stack; None for any other event."""
+def _stack_output(metadata: Mapping[str, Any], key: str) -> Mapping[str, Any] | None:
+    """The stack output `key` (a mapping) from a resOutputsEvent of the stack; None for any other event."""
     new = metadata.get("new") or {}
     if new.get("type") != "pulumi:pulumi:Stack":
         return None
-    value = (new.get("outputs") or {}).get("forecast")
+    value = (new.get("outputs") or {}).get(key)
     return mask(value) if isinstance(value, Mapping) else None
 
 
@@ -291,6 +292,7 @@ def parse_events(lines: Iterable[str]) -> Preview:
     diagnostics: list[str] = []
     config: Mapping[str, Any] = {}
     forecast: Mapping[str, Any] | None = None
+    alerts: Mapping[str, Any] | None = None
     failed, summarised = False, False
     for number, line in enumerate(lines, 1):
         if not line.strip():
@@ -305,7 +307,9 @@ def parse_events(lines: Iterable[str]) -> Preview:
                 changes.append(parsed[0])
                 after.extend([parsed[1]] if parsed[1] else [])
         elif "resOutputsEvent" in event:
-            forecast = _stack_forecast(event["resOutputsEvent"].get("metadata") or {}) or forecast
+            metadata = event["resOutputsEvent"].get("metadata") or {}
+            forecast = _stack_output(metadata, "forecast") or forecast
+            alerts = _stack_output(metadata, "alerts") or alerts
         elif "policyEvent" in event:
             violations.append(_violation(event["policyEvent"]))
         elif "diagnosticEvent" in event:
@@ -327,6 +331,7 @@ def parse_events(lines: Iterable[str]) -> Preview:
         config_run_hours=_config_run_hours(config),
         failed=failed,
         forecast=forecast,
+        alerts=alerts,
     )
 
 
@@ -372,9 +377,14 @@ def parse_export(document: Mapping[str, Any]) -> tuple[ResourceCost, ...]:
 
 def export_forecast(document: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """The stack output `forecast` in `pulumi stack export` (the before side); None when it has none."""
+    return export_output(document, "forecast")
+
+
+def export_output(document: Mapping[str, Any], key: str) -> Mapping[str, Any] | None:
+    """The stack output `key` (a mapping) in `pulumi stack export`; None when it has none."""
     deployment = document.get("deployment")
     for raw in deployment.get("resources") or [] if isinstance(deployment, Mapping) else []:
         if raw.get("type") == "pulumi:pulumi:Stack":
-            value = (raw.get("outputs") or {}).get("forecast")
+            value = (raw.get("outputs") or {}).get(key)
             return mask(value) if isinstance(value, Mapping) else None
     return None

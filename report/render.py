@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from facts.money import HOURS_PER_MONTH
+from report.alerts import alerts_json, alerts_table
 from report.forecast import forecast_json, forecast_table
 from report.groups import group_changes
 from report.parse import Preview, ResourceChange, ResourceCost
@@ -42,6 +43,7 @@ class StackReport:
     before_totals: CostTotals
     after_totals: CostTotals
     before_forecast: Mapping[str, Any] | None = None  # the stack output `forecast` in the state
+    before_alerts: Mapping[str, Any] | None = None  # the stack output `alerts` in the state
 
     @property
     def mandatory(self) -> int:
@@ -75,6 +77,7 @@ def build(
     preview: Preview,
     before: Sequence[ResourceCost],
     before_forecast: Mapping[str, Any] | None = None,
+    before_alerts: Mapping[str, Any] | None = None,
 ) -> StackReport:
     """The report; a resource in the state that the preview has no step for is unchanged, so its cost
     carries over (the plain `--json` form leaves some `same` steps out)."""
@@ -89,6 +92,7 @@ def build(
         before_totals=totals(before, preview.config_run_hours),
         after_totals=totals(after, preview.config_run_hours),
         before_forecast=before_forecast,
+        before_alerts=before_alerts,
     )
 
 
@@ -233,6 +237,8 @@ def render_stack(report: StackReport) -> str:
     parts += [*_changes_table(report), "", *_cost_table(report)]
     forecast = forecast_table(report.before_forecast, report.preview.forecast)
     parts += ["", *forecast] if forecast else []
+    alerts = alerts_table(report.before_alerts, report.preview.alerts)
+    parts += ["", *alerts] if alerts else []
     parts += ["", *_policy_section(report)]
     if report.preview.diagnostics:
         parts += ["", "**Engine messages:**", ""]
@@ -294,6 +300,7 @@ def to_json(reports: Sequence[StackReport]) -> dict[str, Any]:
                     "resources_after": [asdict(c) for c in r.preview.after],
                 },
                 "forecast": forecast_json(r.before_forecast, r.preview.forecast),
+                "alerts": alerts_json(r.before_alerts, r.preview.alerts),
                 "violations": [asdict(v) for v in r.preview.violations],
                 "mandatory_violations": r.mandatory,
                 "diagnostics": list(r.preview.diagnostics),

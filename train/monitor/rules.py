@@ -79,5 +79,8 @@ class AlertRules:
             raise RulesError("alerts.json must hold one JSON object")
         return cls.from_mapping(data)
 
+    def as_output(self) -> dict[str, Any]:
+        return asdict(self)
+
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=True) + "\n"

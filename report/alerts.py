@@ -1,0 +1,72 @@
+"""The report's alerts section: the thresholds a change moves (trainstack:alerts, before -> after). Pure.
+
+Both sides are the stack output `alerts` (train/monitor/rules.py `AlertRules`, in seconds and ratios as the
+aggregator applies them): before from the state, after from the preview. Only changed rules are listed, so
+a PR that lowers the utilisation floor shows one row; an unchanged config shows nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+# How each field reads in the report (the config's own units: percent, minutes, microseconds).
+_SHOWN: dict[str, tuple[str, float, str]] = {
+    "interval_s": ("scrape and evaluate every", 1 / 60, "min"),
+    "util_low_ratio": ("GPU utilisation low below", 100, "%"),
+    "util_low_for_s": ("... for", 1 / 60, "min"),
+    "util_high_ratio": ("GPU utilisation high above", 100, "%"),
+    "util_high_for_s": ("... for", 1 / 60, "min"),
+    "memory_idle_ratio": ("GPU idle: memory use below", 100, "%"),
+    "memory_idle_for_s": ("... for", 1 / 60, "min"),
+    "min_busbw_gb_per_s": ("all-reduce bus bandwidth floor", 1, "GB/s"),
+    "nvme_p99_max_us": ("NVMe p99 write latency above", 1, "us"),
+    "temperature_max_c": ("GPU temperature above", 1, "C"),
+    "stalled_after_s": ("training stalled after", 1 / 60, "min"),
+    "startup_grace_s": ("first step expected within", 1 / 60, "min"),
+    "unreachable_after": ("node unreachable after", 1, "rounds"),
+    "budget_usd": ("projected run cost above", 1, "USD"),
+    "cost_per_hour_usd": ("projection's price", 1, "USD/h"),
+    "planned_hours": ("projection's planned hours", 1, "h"),
+    "max_messages_per_hour": ("webhook messages at most", 1, "/h"),
+    "digest_every_s": ("golden-metrics digest every", 1 / 60, "min"),
+}
+
+
+def _fmt(key: str, value: Any) -> str:
+    if value is None:
+        return "-"
+    if key not in _SHOWN or isinstance(value, bool) or not isinstance(value, int | float):
+        return str(value)
+    _, scale, unit = _SHOWN[key]
+    return f"{value * scale:,.4g} {unit}"
+
+
+def alert_changes(
+    before: Mapping[str, Any] | None, after: Mapping[str, Any] | None
+) -> list[tuple[str, str, str]]:
+    """(rule, before, after) for every threshold that differs; a side without alerts shows '-'."""
+    b, a = before or {}, after or {}
+    if not b and not a:
+        return []
+    keys = [k for k in _SHOWN if b.get(k) != a.get(k)]
+    keys += sorted(k for k in set(a) | set(b) if k not in _SHOWN and b.get(k) != a.get(k))
+    return [(_SHOWN.get(k, (k, 1, ""))[0] + f" (`{k}`)", _fmt(k, b.get(k)), _fmt(k, a.get(k))) for k in keys]
+
+
+def alerts_table(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> list[str]:
+    """Markdown lines of the section; empty when no threshold changes."""
+    rows = alert_changes(before, after)
+    if not rows:
+        return []
+    lines = [
+        "**Alert rules** (trainstack:alerts; docs/MONITORING.md):",
+        "",
+        "| rule | before | after |",
+        "|---|---|---|",
+    ]
+    return lines + [f"| {r} | {b} | {a} |" for r, b, a in rows]
+
+
+def alerts_json(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> list[dict[str, str]]:
+    return [{"rule": r, "before": b, "after": a} for r, b, a in alert_changes(before, after)]

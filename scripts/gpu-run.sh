@@ -25,21 +25,34 @@ newest_step() {
   find "$TRAINSTACK_CHECKPOINT_DIR" -name 'step-*.pt' 2>/dev/null | sed -n 's/.*step-0*\([0-9][0-9]*\)\.pt$/\1/p' \
     | sort -n | tail -n 1
 }
-bash "$here/start-node-0.sh" >"$out/run1.log" 2>&1 &
+# The script runs in a session of its own: the signal reaches the script alone (as RunPod's reaches a
+# container's command), and `drain` can wait for what it leaves running (a torchrun still saving).
+sessions=/tmp/trainstack-gpu-sessions # for a caller that must clean up after a timeout
+setsid bash "$here/start-node-0.sh" >"$out/run1.log" 2>&1 &
 pid=$!
+echo "$pid" >>"$sessions"
+drain() {
+  local deadline=$((SECONDS + 120))
+  while kill -0 -- "-$1" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.2; done
+}
 deadline=$((SECONDS + 300))
 until (($(newest_step) + 0 >= TRAINSTACK_TERM_AFTER)); do
-  kill -0 "$pid" 2>/dev/null || break
+  [[ $(ps -o stat= -p "$pid") =~ ^[^Z] ]] || break # exited (a zombie until `wait`)
   ((SECONDS < deadline)) || { echo "run 1: no checkpoint past step $TRAINSTACK_TERM_AFTER in 300 s" >&2; break; }
   sleep 0.2
 done
 kill -TERM "$pid" 2>/dev/null || true
 rc1=0; wait "$pid" || rc1=$?
+drain "$pid"
 echo "run 1 exit code: $rc1" | tee -a "$out/run1.log"
 
 # Run 2: the same script again must resume from the newest checkpoint and finish.
-rc2=0; bash "$here/start-node-0.sh" >"$out/run2.log" 2>&1 || rc2=$?
+setsid bash "$here/start-node-0.sh" >"$out/run2.log" 2>&1 &
+pid=$!
+echo "$pid" >>"$sessions"
+rc2=0; wait "$pid" || rc2=$?
 echo "run 2 exit code: $rc2" | tee -a "$out/run2.log"
 find "$TRAINSTACK_CHECKPOINT_DIR" -name 'step-*.pt' | sort | tee "$out/checkpoints.txt"
-grep -h -E 'all-reduce|GPUs|disk|first step|step [0-9]+ loss|stopping|done:|exit code|FATAL' "$out"/run*.log
+grep -h -E 'all-reduce|GPUs|disk|first step|step [0-9]+ loss|stopping|done:|TRAINSTACK_SUMMARY|exit code|FATAL' \
+  "$out"/run*.log
 ((rc2 == 0))

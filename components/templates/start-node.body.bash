@@ -219,8 +219,9 @@ bucket() {
     "$PYTHON" -m train.node.bucket "$1"
 }
 
-# Only node 0 uploads: global rank 0 writes the checkpoints there.
-is_uploader() { ((NODE_RANK == 0)); }
+# Every node uploads the checkpoints of its own directory: global rank 0 writes them, and torchrun's c10d
+# rendezvous does not keep global rank 0 on NODE_RANK 0 (seen on 2 x H200: docs/GPU-VALIDATION.md). A node
+# without checkpoints uploads nothing; one shared volume seen by every node costs only repeated listings.
 
 # --- 7. background jobs: checkpoint sync timer and max_run_hours watchdog ----------------------------
 SLEEP_PID=""
@@ -308,10 +309,8 @@ on_term() {
   log "SIGTERM: stopping training, uploading the newest checkpoint"
   if [[ -n "$TRAIN_PID" ]]; then kill -TERM "$TRAIN_PID" 2>/dev/null || true; fi
   stop_background
-  if is_uploader; then
-    bucket newest "$TRAINSTACK_TERM_UPLOAD_S" ||
-      log "newest checkpoint not uploaded in ${TRAINSTACK_TERM_UPLOAD_S}s; the last timer sync stands"
-  fi
+  bucket newest "$TRAINSTACK_TERM_UPLOAD_S" ||
+    log "newest checkpoint not uploaded in ${TRAINSTACK_TERM_UPLOAD_S}s; the last timer sync stands"
   exit 143
 }
 
@@ -336,16 +335,14 @@ main() {
   log "torchrun: $NUM_NODES node(s) x $NPROC_PER_NODE, rank $NODE_RANK, shard $TRAINSTACK_SHARD_INDEX/$TRAINSTACK_NUM_SHARDS"
   torchrun "${RDZV_ARGS[@]}" --max-restarts="$TRAINSTACK_MAX_RESTARTS" "${TRAIN_COMMAND[@]}" &
   TRAIN_PID=$!
-  if is_uploader; then
-    sync_timer &
-    BACKGROUND_PIDS+=("$!")
-  fi
+  sync_timer &
+  BACKGROUND_PIDS+=("$!")
   watchdog "$TRAIN_PID" &
   BACKGROUND_PIDS+=("$!")
   wait "$TRAIN_PID" || status=$?
   TRAIN_PID=""
   stop_background
-  if is_uploader; then bucket sync || status=1; fi
+  bucket sync || status=1
   if [[ -e "$TRAINSTACK_STOP_FILE" ]]; then log "stopped at the max run time"; fi
   log "training exited with status $status"
   exit "$status"

@@ -300,6 +300,19 @@ def test_missing_secret_fails_without_printing_values(prod3: Node) -> None:
     assert "s3cr3t-value" not in out
 
 
+def test_every_node_uploads_its_own_checkpoints(prod3: Node) -> None:
+    """torchrun's c10d rendezvous may put global rank 0 (the checkpoint writer) on any node (seen on two
+    H200 nodes), so node 3 syncs its directory too, at the end and within a SIGTERM's notice."""
+    code, out = prod3.run()
+    assert code == 0 and "dry run: bucket sync" in out, out
+    (prod3.dir / "train.env").unlink()  # appears again once this run's training has started
+    proc = prod3.start(FAKE_TRAIN_SLEEP="60")
+    _wait_for(prod3.dir / "train.env")
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=10)
+    assert proc.returncode == 143 and "dry run: bucket newest" in out, out
+
+
 def test_training_failure_is_the_exit_status(prod3: Node) -> None:
     code, _ = prod3.run(FAKE_TRAIN_EXIT="7")
     assert code == 7

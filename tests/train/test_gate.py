@@ -81,6 +81,23 @@ def test_gpu_count_and_unsupported_fields() -> None:
     assert gate.check_node(blank, 2) == []  # what NVML does not report is not made up, nor failed
 
 
+def test_count_honours_cuda_visible_devices(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two nodes sharing one 2 x H200 host, each pinned to its GPU (the 2-node GPU run): NVML lists both,
+    the job sees one. Indices and UUIDs both name a GPU; an empty list leaves none."""
+    two = node_of(2)
+    assert gate.visible(two, None) == list(two)
+    assert [r.index for r in gate.visible(two, "1")] == [1]
+    assert [r.index for r in gate.visible(two, f"{two[0].uuid}")] == [0]
+    assert gate.visible(two, "") == []
+    monkeypatch.setenv(gate.REPLAY_ENV, str(write_replay(tmp_path / "replay.json", two)))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    assert gate.main(["--record", str(tmp_path / "h.json"), "--expected-gpus", "1"]) == 0
+    assert gate.main(["--record", str(tmp_path / "h.json"), "--expected-gpus", "2"]) == 1
+    assert "NVML sees 1 GPU(s), the stack expects 2" in capsys.readouterr().err
+
+
 def test_main_writes_the_record_and_ends_with_the_first_failure(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -113,11 +113,26 @@ def check_node(
     return out
 
 
+def visible(readings: Sequence[GpuReading], cuda_visible_devices: str | None) -> list[GpuReading]:
+    """The GPUs CUDA_VISIBLE_DEVICES leaves to the job (all when it is unset). NVML, like nvidia-smi, ignores
+    that variable, so a node pinned to some of the host's GPUs (two nodes on one 2 x H200 host, each on its
+    own GPU) would count them all. Entries are NVML indices or full UUIDs; empty means no GPU."""
+    if cuda_visible_devices is None:
+        return list(readings)
+    wanted = [w.strip() for w in cuda_visible_devices.split(",") if w.strip()]
+    return [r for r in readings if str(r.index) in wanted or r.uuid in wanted]
+
+
 def run_gate(
-    sampler: Sampler, expected_gpus: int, replace: str, *, under_load: bool = False
+    sampler: Sampler,
+    expected_gpus: int,
+    replace: str,
+    *,
+    under_load: bool = False,
+    cuda_visible_devices: str | None = None,
 ) -> tuple[dict[str, object], list[str]]:
     """Read once and check: (the record's `gate` section, failure lines — empty when healthy)."""
-    readings = sampler.read()
+    readings = visible(sampler.read(), cuda_visible_devices)
     findings = check_node(readings, expected_gpus, under_load=under_load)
     section: dict[str, object] = {
         "status": "fail" if findings else "pass",
@@ -160,7 +175,8 @@ def main(argv: list[str] | None = None) -> int:
         print(line, file=sys.stderr)
         return 1
     try:
-        section, lines = run_gate(sampler, args.expected_gpus, args.replace)
+        pinned = os.environ.get("CUDA_VISIBLE_DEVICES")
+        section, lines = run_gate(sampler, args.expected_gpus, args.replace, cuda_visible_devices=pinned)
         section |= {
             "driver": getattr(sampler, "driver", None),
             "xid_watch": getattr(sampler, "xid_watch", None),

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from providers.cachedir import cache_dir
+from common.cachedir import cache_dir
 from train.node.progress import parse_line
 from train.shards import write_synthetic
 

@@ -184,18 +184,6 @@ check_secrets() {
 }
 
 # --- 5. preflight -----------------------------------------------------------------------------------
-# The lines of `nvidia-smi -L` (given as $1) that CUDA_VISIBLE_DEVICES leaves to torchrun's processes:
-# nvidia-smi ignores that variable, so a node pinned to some of its GPUs would otherwise count them all.
-# Entries are indices or full UUIDs, as nvidia-smi prints them (CUDA's own order may differ; the count not).
-visible_gpus() {
-  if [[ -z "${CUDA_VISIBLE_DEVICES+set}" ]]; then
-    printf '%s\n' "$1"
-    return 0
-  fi
-  awk -v ids="$CUDA_VISIBLE_DEVICES" 'BEGIN { n = split(ids, id, ",") }
-    { for (i = 1; i <= n; i++) if ($2 == id[i] ":" || index($0, "(UUID: " id[i] ")")) { print; next } }' <<<"$1"
-}
-
 preflight_gpus() {
   local out status=0
   rm -f "$HEALTH_RECORD"
@@ -206,20 +194,7 @@ preflight_gpus() {
     printf '%s\n' "$out" | sed '$d' >&2
     die "health gate: $(tail -n 1 <<<"$out") (record: $HEALTH_RECORD)"
   fi
-<<<<<<< HEAD
   log "$out"
-=======
-  listing=$(nvidia-smi -L) || die "nvidia-smi failed: no usable GPU driver; replace this pod"
-  listing=$(visible_gpus "$listing")
-  found=$(grep -c '^GPU ' <<<"$listing" || true)
-  if [[ -z "${CUDA_VISIBLE_DEVICES+set}" ]]; then
-    ((found == NPROC_PER_NODE)) || die "expected $NPROC_PER_NODE GPUs, nvidia-smi lists $found; replace this pod"
-  elif ((found != NPROC_PER_NODE)); then
-    die "expected $NPROC_PER_NODE GPUs, CUDA_VISIBLE_DEVICES='$CUDA_VISIBLE_DEVICES' leaves $found; fix or unset it"
-  fi
-  log "GPUs: $found (expected $NPROC_PER_NODE${CUDA_VISIBLE_DEVICES+, CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES}):" \
-    "$(sed -n '1s/^GPU [0-9]*: \(.*\) (UUID.*/\1/p' <<<"$listing")"
->>>>>>> e9edb68 (GPU validation on 2 x H200 (issue #23, part 1-3 runs): a GPT-style job in train/ (gpt_train.py: bf16, DDP or FSDP full shard, token shards in a documented layout, tokens/s, MFU, peak memory, checkpoint/resume that takes the newest checkpoint any node holds); start script counts only the GPUs CUDA_VISIBLE_DEVICES leaves and every node uploads its own checkpoints (c10d does not keep global rank 0 on NODE_RANK 0, seen on the H200 run); 2-node and x2 runners; logs of two device calls)
 }
 
 preflight_disk() {

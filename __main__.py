@@ -21,6 +21,7 @@ from components.alerts_config import stack_alert_rules, webhook_notice  # noqa: 
 from components.cluster import (  # noqa: E402 - after the early provider start, on purpose
     H100Cluster,
     H100ClusterArgs,
+    read_registry_password,
     read_secret_values,
     read_stack_config,
     write_artifacts,
@@ -41,6 +42,7 @@ def main() -> None:
         check_before_registering(stack)
         config = read_stack_config()
         secrets = read_secret_values(config)
+        registry_password = read_registry_password(config)
     except ConfigError as err:
         # RunError prints without a Python traceback; nothing has been registered yet, so nothing is created.
         raise pulumi.RunError(f"stacks/Pulumi.{stack}.yaml: {err}") from None
@@ -50,7 +52,7 @@ def main() -> None:
     notice = unverified_spend_limit_notice(config)
     if notice:  # on preview and up alike: the one thing about money no check here can confirm
         pulumi.log.warn(notice)
-    cluster = H100Cluster(stack, H100ClusterArgs(config, secrets, config.s3_endpoint_url))
+    cluster = H100Cluster(stack, H100ClusterArgs(config, secrets, config.s3_endpoint_url, registry_password))
     if not pulumi.runtime.is_dry_run():
         # Artifacts are files for people and delivery; written on `up` only, never on preview.
         cluster.artifacts.apply(lambda a: write_artifacts(OUT_DIR / stack, a))

@@ -21,6 +21,7 @@ import pulumi
 from components.artifacts import write_artifacts
 from components.config import (
     NAMESPACE,
+    REGISTRY_PASSWORD_KEY,
     SECRETS_KEY,
     ConfigError,
     ConfigProblem,
@@ -41,10 +42,12 @@ from providers.runpod.inputs import (
     InstantClusterInputs,
     NetworkVolumeInputs,
     PodInputs,
+    RegistryAuthInputs,
     SecretInputs,
     TrainingInputs,
 )
 from providers.runpod.pod import Pod
+from providers.runpod.registry import RegistryAuth
 from providers.runpod.secret import Secret
 from providers.runpod.volume import NetworkVolume
 from providers.s3.bucket import CheckpointBucket
@@ -64,6 +67,8 @@ class H100ClusterArgs:
     # env var name (as listed in training.secrets) -> its value, a Pulumi secret; never rendered anywhere
     secret_values: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
     s3_endpoint_url: str | None = None  # default S3 endpoint for the nodes (moto, MinIO, ...)
+    # cluster.registry_auth's password (a Pulumi secret), for pods pulling a private image
+    registry_password: pulumi.Input[str] | None = None
 
 
 def runpod_secret_name(stack: str, env_name: str) -> str:
@@ -135,13 +140,14 @@ class H100Cluster(pulumi.ComponentResource):
             parent=self, depends_on=[*secrets, *([bucket] if bucket else [])], protect=cfg.protect
         )
         priced: list[Any] = [*secrets, *([volume] if volume else [])]
+        registry = self._registry(name, cfg, args.registry_password, child)
         if cfg.cluster.topology == "cluster":
             cluster = InstantCluster(f"{name}-cluster", _cluster_inputs(name, cfg, props), after)
             priced.append(cluster)
             nodes = cluster.nodes.apply(_cluster_nodes)
         else:
             pods = [
-                Pod(f"{name}-pod-{i}", _pod_inputs(name, i, cfg, props), after)
+                Pod(f"{name}-pod-{i}", _pod_inputs(name, i, cfg, props, registry), after)
                 for i in range(cfg.cluster.nodes)
             ]
             priced += pods
@@ -180,6 +186,22 @@ class H100Cluster(pulumi.ComponentResource):
                 "forecast": self.forecast,
             }
         )
+
+    @staticmethod
+    def _registry(
+        name: str, cfg: StackConfig, password: pulumi.Input[str] | None, opts: pulumi.ResourceOptions
+    ) -> RegistryAuth | None:
+        auth = cfg.cluster.registry_auth
+        if auth is None or cfg.cluster.topology == "cluster":  # clusters: refused by the config rules
+            return None
+        if password is None:
+            raise ValueError(
+                f"cluster.registry_auth needs `pulumi config set --secret {REGISTRY_PASSWORD_KEY} ...`"
+            )
+        inputs = RegistryAuthInputs(
+            name=f"trainstack-{name}-{auth.name}", username=auth.username, password=password
+        )
+        return RegistryAuth(f"{name}-registry", inputs, opts)
 
     @staticmethod
     def _volume(name: str, cfg: StackConfig, opts: pulumi.ResourceOptions) -> NetworkVolume | None:
@@ -261,7 +283,9 @@ def _cluster_inputs(name: str, cfg: StackConfig, common: ContainerFields) -> Ins
     )
 
 
-def _pod_inputs(name: str, index: int, cfg: StackConfig, common: ContainerFields) -> PodInputs:
+def _pod_inputs(
+    name: str, index: int, cfg: StackConfig, common: ContainerFields, registry: RegistryAuth | None = None
+) -> PodInputs:
     c = cfg.cluster
     return PodInputs(
         **common,
@@ -275,6 +299,7 @@ def _pod_inputs(name: str, index: int, cfg: StackConfig, common: ContainerFields
         # docs cited in facts.sources).
         global_networking=True,
         min_cuda_version=GPUS[c.gpu_type].min_cuda_version,
+        registry_id=None if registry is None else registry.registry_id,
     )
 
 
@@ -323,6 +348,17 @@ def read_stack_config() -> StackConfig:
     keys = {k for k in keys if not k.startswith(f"{SECRETS_KEY}.")}
     raw = {key: value for key in sorted(keys) if (value := cfg.get(key)) is not None}
     return load_stack_config(raw, warn=pulumi.log.warn)
+
+
+def read_registry_password(config: StackConfig) -> pulumi.Output[str] | None:
+    """cluster.registry_auth's password, from its secret config key (None when no registry is named)."""
+    if config.cluster.registry_auth is None:
+        return None
+    value = pulumi.Config(NAMESPACE).get_secret(REGISTRY_PASSWORD_KEY.split(":", 1)[1])
+    if value is None:
+        fix = f"has no value; set it with `pulumi config set --secret {REGISTRY_PASSWORD_KEY} <password>`"
+        raise ConfigError([ConfigProblem(REGISTRY_PASSWORD_KEY, fix)])
+    return value
 
 
 def read_secret_values(config: StackConfig) -> dict[str, pulumi.Output[str]]:

@@ -25,7 +25,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, StrictInt, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictInt,
+    ValidationError,
+    field_validator,
+)
 
 from components.alerts_config import AlertsConfig
 from components.config_rules import RUNPOD_DEFAULT_SPEND_LIMIT, cross_field_problems
@@ -86,6 +94,17 @@ class _Model(BaseModel):
 _DC_RE = re.compile(r"^[A-Z]{2}-[A-Z]{2,4}-\d+$")
 
 
+class RegistryAuthConfig(_Model):
+    """A private registry the pods pull `image` from; the password is the Pulumi secret at
+    `trainstack:secrets.REGISTRY_PASSWORD` (never in this model)."""
+
+    name: str = Field(min_length=1)  # how the credential is named on RunPod (prefixed with the stack)
+    username: str = Field(min_length=1)
+
+
+REGISTRY_PASSWORD_KEY = f"{NAMESPACE}:{SECRETS_KEY}.REGISTRY_PASSWORD"
+
+
 class ClusterConfig(_Model):
     """What to rent from RunPod."""
 
@@ -103,6 +122,7 @@ class ClusterConfig(_Model):
     volume_type: Literal["STANDARD", "HIGH_PERFORMANCE"] = "STANDARD"
     volume_mount_path: str = "/workspace"
     master_port: StrictInt = 29500  # rendezvous port when RunPod does not inject MASTER_PORT
+    registry_auth: RegistryAuthConfig | None = None  # pods only: Instant Clusters take no credential
 
     @field_validator("gpu_type")
     @classmethod

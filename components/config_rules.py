@@ -77,6 +77,15 @@ def _topology_problems(config: StackConfig) -> list[Problem]:
         )
     if c.topology != "cluster":
         return out
+    if c.registry_auth is not None:
+        out.append(
+            (
+                "cluster.registry_auth",
+                "Instant Clusters cannot pull from private registries (RunPod's cluster create takes no "
+                "registry credential: 'Private registries are not yet supported for clusters'); use a "
+                "public image, or topology 'pods'",
+            )
+        )
     if not gpu.instant_cluster:
         out.append(
             (

@@ -25,11 +25,13 @@ from providers.runpod.records import (
     ApiCluster,
     ApiGpuType,
     ApiPod,
+    ApiRegistry,
     ApiSecret,
     ApiVolume,
     ClusterCreate,
     PodCreate,
     PodPatch,
+    RegistryCreate,
     SpotPodRent,
     VolumeCreate,
     VolumePatch,
@@ -206,6 +208,31 @@ class RunPodClient(HttpCore):
 
     def delete_volume(self, volume_id: str) -> bool:
         return self._delete("/v2/network-volumes/{id}", volume_id)
+
+    def list_registries(self, name: str | None = None) -> list[ApiRegistry]:
+        found = [
+            ApiRegistry.model_validate(r) for r in _items(self.request("GET", "/v2/registries"), "registries")
+        ]
+        return [r for r in found if name is None or r.name == name]
+
+    def create_registry(self, body: RegistryCreate) -> ApiRegistry:
+        # Never adopt a same-name credential: its username and password cannot be read back to compare.
+        return self._create(
+            "/v2/registries",
+            _dump(body),
+            ApiRegistry.model_validate,
+            lambda: self.list_registries(body.name),
+            lambda r: r.id,
+            "registry credential",
+            lambda _r: False,
+        )
+
+    def get_registry(self, registry_id: str) -> ApiRegistry:
+        data = self.request("GET", "/v2/registries/{id}", path={"id": registry_id})
+        return ApiRegistry.model_validate(data)
+
+    def delete_registry(self, registry_id: str) -> bool:
+        return self._delete("/v2/registries/{id}", registry_id)
 
     def list_gpu_types(self, *, deadline_s: float | None = None) -> list[ApiGpuType]:
         data = self.request("GET", "/v2/catalog/gpus", deadline_s=deadline_s)

@@ -73,6 +73,16 @@ class PodInputs(ContainerInputs):
     bid_per_gpu: float | None = None  # USD per GPU-hour, spot/auto only
     global_networking: bool | None = None
     min_cuda_version: str | None = None
+    registry_id: pulumi.Input[str] | None = None  # from `runpod:RegistryAuth`, for a private image
+
+
+@dataclass(frozen=True, kw_only=True)
+class RegistryAuthInputs(ResourceInputs):
+    """Inputs of `runpod:RegistryAuth`; `password` is always sent as a Pulumi secret."""
+
+    name: str
+    username: str
+    password: pulumi.Input[str]
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -80,6 +80,7 @@ class PodArgs(_ContainerArgs):
     bid_per_gpu: float | None = Field(default=None, gt=0)  # USD per GPU-hour, spot/auto only
     global_networking: bool = False
     min_cuda_version: str | None = None  # "12.4": avoid hosts whose driver is too old
+    registry_id: str | None = None  # `runpod:RegistryAuth` credential for a private image
 
     @field_validator("min_cuda_version")
     @classmethod
@@ -92,6 +93,14 @@ class PodArgs(_ContainerArgs):
         out = super().rule_failures()
         if self.capacity != "on_demand" and self.bid_per_gpu is None:
             out.append(("bid_per_gpu", "required when capacity is 'spot' or 'auto' (USD per GPU-hour)"))
+        if self.registry_id and self.capacity != "on_demand":
+            out.append(
+                (
+                    "registry_id",
+                    "private registries need capacity 'on_demand': the legacy spot mutation takes no "
+                    "registry credential; use on-demand or a public image",
+                )
+            )
         if self.volume_id and self.cloud != "SECURE":
             out.append(
                 ("cloud", "network volumes are Secure Cloud only: set cloud to 'SECURE' or drop volume_id")
@@ -116,6 +125,14 @@ class VolumeArgs(_Args):
     size_gb: int = Field(ge=10, le=4096)
     data_center_id: str = Field(min_length=1)
     volume_type: Literal["STANDARD", "HIGH_PERFORMANCE"] = "STANDARD"
+
+
+class RegistryAuthArgs(_Args):
+    """Inputs of `runpod:RegistryAuth`: `password` is a Pulumi secret and is never written to outputs."""
+
+    name: str = Field(min_length=1)
+    username: str = Field(min_length=1)
+    password: str = Field(min_length=1)
 
 
 class SecretArgs(_Args):

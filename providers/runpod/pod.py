@@ -46,6 +46,7 @@ _REPLACE = frozenset(
         "bid_per_gpu",
         "min_cuda_version",
         "start_ssh",
+        "registry_id",  # the credential a pod pulled its image with: a new one means a new pod
     }
 )
 # What PATCH /v2/pods/{id} can change, input name -> request field.
@@ -106,6 +107,7 @@ def create_body(args: PodArgs) -> PodCreate:
         mounts=_mounts(args),
         global_networking=args.global_networking,
         start_ssh=args.start_ssh,
+        registry=args.registry_id,
     )
 
 

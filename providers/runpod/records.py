@@ -52,6 +52,15 @@ class PodCreate(_Request):
     mounts: MountsRequest | None = None
     global_networking: bool | None = Field(default=None, alias="globalNetworking")
     start_ssh: bool | None = Field(default=None, alias="startSsh")
+    registry: str | None = None  # a container registry credential id (`runpod:RegistryAuth`)
+
+
+class RegistryCreate(_Request):
+    """Body of `POST /v2/registries`; username and password are write-only (never in a response)."""
+
+    name: str
+    username: str
+    password: str
 
 
 class PodPatch(_Request):
@@ -244,6 +253,13 @@ class ApiGpuType(_Record):
 
     id: str
     price: GpuPrice = Field(default_factory=GpuPrice)
+
+
+class ApiRegistry(_Record):
+    """A container registry credential as `GET /v2/registries` lists it: id and name only."""
+
+    id: str
+    name: str
 
 
 class ApiSecret(_Record):

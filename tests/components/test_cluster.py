@@ -13,6 +13,7 @@ import pulumi
 import pytest
 
 from components.cluster import H100Cluster, H100ClusterArgs
+from components.config import RegistryAuthConfig
 from tests.components.conftest import stack_config
 
 PRICE = 3.99  # USD/GPU-h the fake catalog charges
@@ -22,6 +23,7 @@ CLUSTER = "pulumi-python:dynamic/runpod:InstantCluster"
 VOLUME = "pulumi-python:dynamic/runpod:NetworkVolume"
 SECRET = "pulumi-python:dynamic/runpod:Secret"
 BUCKET = "pulumi-python:dynamic/s3:CheckpointBucket"
+REGISTRY = "pulumi-python:dynamic/runpod:RegistryAuth"
 SECRET_VALUES = {
     "HF_TOKEN": "hf-SECRET",
     "WANDB_API_KEY": "wb-SECRET",
@@ -80,6 +82,8 @@ class FakeProviders(pulumi.runtime.Mocks):
             }
         if typ == SECRET:
             return {"secret_id": f"s{n}", "cost_per_hour": 0.0, "storage_cost_per_month": 0.0}
+        if typ == REGISTRY:
+            return {"registry_id": "reg1", "cost_per_hour": 0.0, "storage_cost_per_month": 0.0}
         return {"arn": "arn:aws:s3:::x", "endpoint_url": "http://127.0.0.1:9000"}
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
@@ -214,3 +218,33 @@ def test_children_are_parented(fake: FakeProviders) -> pulumi.Output[None]:
 def test_missing_secret_value_is_refused(fake: FakeProviders) -> None:
     with pytest.raises(ValueError, match="trainstack:secrets"):
         H100Cluster("prod", H100ClusterArgs(stack_config("prod"), {}))
+
+
+REGISTRY_PASSWORD = "ghp_registry-SECRET"
+
+
+@pulumi.runtime.test
+def test_pods_pull_with_the_named_registry_credential(fake: FakeProviders) -> pulumi.Output[None]:
+    config = stack_config("dev")
+    auth = RegistryAuthConfig(name="ghcr", username="bot")
+    config = config.model_copy(update={"cluster": config.cluster.model_copy(update={"registry_auth": auth})})
+    password = pulumi.Output.secret(REGISTRY_PASSWORD)
+    cluster = H100Cluster("dev", H100ClusterArgs(config, {}, None, password))
+
+    def check(_: object) -> None:
+        registry = next(r for r in fake.resources if r.typ == REGISTRY)
+        assert registry.inputs["name"] == "trainstack-dev-ghcr" and registry.inputs["username"] == "bot"
+        pods = [r for r in fake.resources if r.typ == POD]
+        assert pods and all(p.inputs["registry_id"] == "reg1" for p in pods)
+        others = [r for r in fake.resources if r.typ != REGISTRY]
+        assert not any(REGISTRY_PASSWORD in repr(r.inputs) for r in others)
+
+    return cluster.nodes.apply(check)
+
+
+def test_a_named_registry_without_its_password_is_refused(fake: FakeProviders) -> None:
+    config = stack_config("dev")
+    auth = RegistryAuthConfig(name="ghcr", username="bot")
+    config = config.model_copy(update={"cluster": config.cluster.model_copy(update={"registry_auth": auth})})
+    with pytest.raises(ValueError, match=r"trainstack:secrets\.REGISTRY_PASSWORD"):
+        H100Cluster("dev", H100ClusterArgs(config, {}, None))

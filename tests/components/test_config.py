@@ -450,3 +450,16 @@ def test_protect_is_off_by_default_and_on_in_prod() -> None:
     assert load_stack_config(BASE).protect is False
     assert stack_config("prod").protect is True
     assert stack_config("dev").protect is False
+
+
+def test_a_cluster_stack_naming_a_private_registry_is_refused_with_the_reason() -> None:
+    """RunPod's CreateClusterRequest: "Private registries are not yet supported for clusters"."""
+    raw = copy.deepcopy(BASE)
+    auth = {"name": "ghcr", "username": "bot"}
+    cluster = {**raw["trainstack:cluster"], "registry_auth": auth}  # BASE is an Instant Cluster
+    with pytest.raises(ConfigError) as exc:
+        load_stack_config({**raw, "trainstack:cluster": cluster})
+    [problem] = [str(p) for p in exc.value.problems if p.path == "trainstack:cluster.registry_auth"]
+    assert "Instant Clusters cannot pull from private registries" in problem and "topology 'pods'" in problem
+    pods = {**cluster, "topology": "pods", "nodes": 1}
+    assert load_stack_config({**raw, "trainstack:cluster": pods}).cluster.registry_auth is not None

@@ -34,6 +34,7 @@ PROVIDER_MODULES: tuple[str, ...] = (
     "providers.runpod.volume",
     "providers.runpod.secret",
     "providers.s3.bucket",
+    "providers.runpod.registry",
     "providers.runpod.cluster",
     "providers.runpod.pod",
     "providers.delivery.node_files",

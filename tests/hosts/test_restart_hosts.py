@@ -8,7 +8,8 @@ whose pods are RUNNING is still reachable after `scripts/local-runpod stop` / `s
 from __future__ import annotations
 
 import os
-import socket
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -52,12 +53,20 @@ def _ssh_endpoint(runpod: LocalRunPod, pod_id: str) -> tuple[str, int] | None:
     return str(direct["host"]), int(direct["port"])
 
 
+_GREETING = """
+import socket, sys
+try:
+    with socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=2) as sock:
+        sys.exit(0 if sock.recv(4).startswith(b"SSH") else 1)  # sshd greets first
+except OSError:
+    sys.exit(1)
+"""
+
+
 def _answers(endpoint: tuple[str, int]) -> bool:
-    try:
-        with socket.create_connection(endpoint, timeout=2) as sock:
-            return sock.recv(4).startswith(b"SSH")  # sshd greets first
-    except OSError:
-        return False
+    # In a child process: the test session only lets this process reach loopback (pytest-socket).
+    probe = [sys.executable, "-c", _GREETING, endpoint[0], str(endpoint[1])]
+    return subprocess.run(probe, timeout=30, check=False).returncode == 0
 
 
 def _reachable(runpod: LocalRunPod, pod_id: str) -> tuple[str, int]:

@@ -93,6 +93,22 @@ def test_the_dynamic_provider_host_exits_when_the_engine_goes_away(engine: FakeE
     _outlives_then_follows(proc, engine, "the engine at " + engine.address + " is gone")
 
 
+def test_the_host_exits_even_when_its_stderr_died_with_the_engine(engine: FakeEngine) -> None:
+    # The engine reads a plugin's stderr through a pipe: once it is killed, the host's farewell line raises
+    # BrokenPipeError. Found by killing a real `pulumi preview` (the host outlived it); it must exit anyway.
+    proc = _start([str(REPO / ".venv/bin/python"), str(DYNHOST)], engine)
+    try:
+        engine.wait_for_checks(3)
+        assert proc.stderr is not None
+        proc.stderr.close()  # the read end goes away with the engine
+        engine.server.stop(0)
+        assert proc.wait(timeout=EXIT_DEADLINE_S) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 @pytest.fixture(scope="module")
 def langhost(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The language host built from this checkout's source (the installed one may be another checkout's)."""

@@ -215,8 +215,13 @@ def watch_engine(
 
 def _exit_engine_gone(address: str) -> Callable[[], None]:
     def gone() -> None:
-        print(f"trainstack dynamic-provider host: the engine at {address} is gone; exiting", file=sys.stderr)
-        sys.stderr.flush()
+        try:
+            print(
+                f"trainstack dynamic-provider host: the engine at {address} is gone; exiting", file=sys.stderr
+            )
+            sys.stderr.flush()
+        except OSError:
+            pass  # stderr is a pipe to the dead engine (BrokenPipeError): exit all the same
         # os._exit: the gRPC server's threads are not daemons and may be blocked in a provider call.
         os._exit(0)
 

@@ -66,6 +66,7 @@ class FakeRunPod:
         self.pods: dict[str, dict[str, Any]] = {}
         self.clusters: dict[str, dict[str, Any]] = {}
         self.volumes: dict[str, dict[str, Any]] = {}
+        self.registries: dict[str, dict[str, Any]] = {}  # id -> the create body (password included)
         self.secrets: dict[str, dict[str, Any]] = {}
         self.secret_values: dict[str, str] = {}
         self.ready_after_gets = ready_after_gets
@@ -139,6 +140,7 @@ class FakeRunPod:
             "pods": self.pods_route,
             "clusters": self.clusters_route,
             "network-volumes": self.volumes_route,
+            "registries": self.registries_route,
         }.get(parts[1])
         if handler is None:
             raise AssertionError(f"unexpected call {method} {path}")
@@ -285,6 +287,22 @@ class FakeRunPod:
             del self.volumes[vol["id"]]
             return httpx.Response(204)
         raise AssertionError(f"unexpected volume call {method} {rest}")
+
+    def registries_route(self, method: str, rest: list[str], body: Any) -> httpx.Response:
+        """`/v2/registries`: credentials are write-only, so responses carry id and name only."""
+        if not rest and method == "GET":
+            listed = [{"id": i, "name": r["name"]} for i, r in self.registries.items()]
+            return httpx.Response(200, json={"registries": listed})
+        if not rest and method == "POST":
+            ident = self.new_id("reg")
+            self.registries[ident] = dict(body)
+            return httpx.Response(201, json={"id": ident, "name": body["name"]})
+        if rest[0] not in self.registries:
+            return httpx.Response(404, json={"title": "Not Found", "status": 404, "detail": BODY_SECRET})
+        if method == "DELETE":
+            del self.registries[rest[0]]
+            return httpx.Response(204)
+        raise AssertionError(f"unexpected registry call {method} {rest}")
 
     # ---- graphql ----------------------------------------------------------------------------------
 

@@ -8,12 +8,13 @@ from typing import Any
 
 import pytest
 
-from providers.runpod import catalog
+from providers.runpod import catalog, errors
 from providers.runpod import secret as secret_mod
 from providers.runpod.cluster import InstantClusterProvider
+from providers.runpod.registry import RegistryAuthProvider
 from providers.runpod.secret import SecretProvider
 from providers.runpod.volume import NetworkVolumeProvider
-from tests.providers.fake_runpod import FakeRunPod, Fault
+from tests.providers.fake_runpod import BODY_SECRET, FakeRunPod, Fault
 
 H100 = "NVIDIA H100 80GB HBM3"
 
@@ -187,3 +188,28 @@ def test_secret_hash_matches_only_its_value_and_reads_older_pbkdf2_hashes() -> N
     assert not secret_mod.matches("hf_token_two", legacy)
     for broken in (None, "", "hmac-sha256$zz$00", "md5$aa$bb", "pbkdf2-sha256$0$00$00", stored + "$x"):
         assert not secret_mod.matches("hf_token_one", broken)
+
+
+# ---- registry credential ---------------------------------------------------------------------------
+
+REGISTRY = {"name": "ghcr-team", "username": "bot", "password": "ghp_super_secret_value"}
+
+
+def test_registry_lost_create_is_reconciled_and_the_password_stays_out() -> None:
+    fake = FakeRunPod()
+    fake.fail("POST", "/v2/registries", Fault("lose"))
+    provider = RegistryAuthProvider(fake.factory())
+    created = provider.create(_checked(provider, REGISTRY))
+    assert list(fake.registries) == [created.id]  # the lost reply did not make a second credential
+    assert fake.registries[created.id]["password"] == REGISTRY["password"]  # sent once, in the body
+    assert REGISTRY["password"] not in repr(created.outs)
+
+
+def test_registry_delete_answered_501_is_an_error_not_gone() -> None:
+    fake = FakeRunPod()
+    provider = RegistryAuthProvider(fake.factory())
+    created = provider.create(_checked(provider, REGISTRY))
+    fake.fail("DELETE", f"/v2/registries/{created.id}", Fault("status", status=501, detail=BODY_SECRET))
+    with pytest.raises(errors.ApiError, match="does not implement") as exc:
+        provider.delete(created.id, created.outs or {})
+    assert BODY_SECRET not in str(exc.value) and fake.count("DELETE", f"/v2/registries/{created.id}") == 1

@@ -91,6 +91,9 @@ def test_count_honours_cuda_visible_devices(
     assert [r.index for r in gate.visible(two, "1")] == [1]
     assert [r.index for r in gate.visible(two, f"{two[0].uuid}")] == [0]
     assert gate.visible(two, "") == []
+    # The under-load gate of the straggler test (train/node/preflight.py) calls run_gate the same way.
+    assert gate.run_gate(ReplaySampler([two]), 1, "pod", env={"CUDA_VISIBLE_DEVICES": "0"})[1] == []
+    assert gate.run_gate(ReplaySampler([two]), 1, "pod", env={})[1] != []
     monkeypatch.setenv(gate.REPLAY_ENV, str(write_replay(tmp_path / "replay.json", two)))
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
     assert gate.main(["--record", str(tmp_path / "h.json"), "--expected-gpus", "1"]) == 0

@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -129,10 +129,11 @@ def run_gate(
     replace: str,
     *,
     under_load: bool = False,
-    cuda_visible_devices: str | None = None,
+    env: Mapping[str, str] = os.environ,
 ) -> tuple[dict[str, object], list[str]]:
-    """Read once and check: (the record's `gate` section, failure lines — empty when healthy)."""
-    readings = visible(sampler.read(), cuda_visible_devices)
+    """Read once and check: (the record's `gate` section, failure lines — empty when healthy). Only the
+    GPUs `env`'s CUDA_VISIBLE_DEVICES leaves count, for the idle gate and the under-load one alike."""
+    readings = visible(sampler.read(), env.get("CUDA_VISIBLE_DEVICES"))
     findings = check_node(readings, expected_gpus, under_load=under_load)
     section: dict[str, object] = {
         "status": "fail" if findings else "pass",
@@ -175,8 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         print(line, file=sys.stderr)
         return 1
     try:
-        pinned = os.environ.get("CUDA_VISIBLE_DEVICES")
-        section, lines = run_gate(sampler, args.expected_gpus, args.replace, cuda_visible_devices=pinned)
+        section, lines = run_gate(sampler, args.expected_gpus, args.replace)
         section |= {
             "driver": getattr(sampler, "driver", None),
             "xid_watch": getattr(sampler, "xid_watch", None),

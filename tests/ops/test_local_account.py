@@ -3,8 +3,12 @@ line naming scripts/down instead of RunPod's bare spend-limit error."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
+from harness.local import FAST_ARGS, start_local_runpod
 from ops.local_account import (
     account_limit,
     declared_limits,
@@ -14,6 +18,9 @@ from ops.local_account import (
     spend_by_stack,
     stack_cost,
 )
+from tests.emulator.conftest import H100, cluster_body
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def _stacks(tmp_path: Path, **limits: float | None) -> Path:
@@ -77,3 +84,31 @@ def test_the_note_names_what_runs_what_is_left_and_how_to_stop_it() -> None:
     assert "'dev' needs $40.00/h" in note and "`scripts/down prod`" in note and "pulumi destroy" in note
     # The stack's own pods do not count against it (an up of a running stack keeps or replaces them).
     assert room_note("dev", 40.0, 80.0, {"dev": 79.0}) is None
+
+
+def test_the_up_check_against_a_running_local_runpod(tmp_path: Path) -> None:
+    # What `scripts/up search` runs before `pulumi up` while prod's 64 GPUs run on the local RunPod: one line
+    # naming `scripts/down prod`, exit 1; dev still fits the one account ($300/h, prod's declared limit).
+    server = start_local_runpod(tmp_path / "runpod", *FAST_ARGS)
+    try:
+        server.admin.limits(spendLimit=300)
+        compute = {"gpuTypeId": H100, "gpuCountPerPod": 8, "podCount": 8}
+        with server.client() as api:
+            made = api.post("/v2/clusters", json=cluster_body("trainstack-prod-cluster", compute=compute))
+            assert made.status_code == 201, made.text
+        env = os.environ | server.env()
+
+        def room(stack: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                [sys.executable, "-m", "ops.local_account", "room", stack], cwd=REPO_ROOT, env=env,
+                capture_output=True, text=True, timeout=120, check=False,
+            )  # fmt: skip
+
+        assert room("dev").returncode == 0
+        full = room("search")
+        assert full.returncode == 1
+        (line,) = full.stderr.strip().splitlines()
+        assert line.startswith("scripts/up: the local RunPod is one account with a $300/h spend limit")
+        assert "prod ($255.36/h)" in line and "`scripts/down prod`" in line
+    finally:
+        server.stop()

@@ -105,6 +105,7 @@ class H100Cluster(pulumi.ComponentResource):
     start_scripts: pulumi.Output[dict[str, str]]
     cost_per_hour: pulumi.Output[float]
     cost_per_run: pulumi.Output[float]
+    billed_ids: pulumi.Output[dict[str, Any]]  # cluster_id, volume_id (None when the stack has none)
     forecast: (
         dict[str, Any] | None
     )  # memory, hours and run cost (forecast.model.Forecast.to_output); plain data
@@ -141,9 +142,12 @@ class H100Cluster(pulumi.ComponentResource):
         )
         priced: list[Any] = [*secrets, *([volume] if volume else [])]
         registry = self._registry(name, cfg, args.registry_password, child)
+        # What RunPod bills under its own id (scripts/watch reads the bill); members bill under their cluster.
+        billed: dict[str, Any] = {"cluster_id": None, "volume_id": volume.volume_id if volume else None}
         if cfg.cluster.topology == "cluster":
             cluster = InstantCluster(f"{name}-cluster", _cluster_inputs(name, cfg, props), after)
             priced.append(cluster)
+            billed["cluster_id"] = cluster.cluster_id
             nodes = cluster.nodes.apply(_cluster_nodes)
         else:
             pods = [
@@ -157,6 +161,7 @@ class H100Cluster(pulumi.ComponentResource):
 
         self.artifacts = nodes.apply(lambda ns: render_artifacts(name, cfg, ns, args.s3_endpoint_url))
         self.nodes = nodes.apply(lambda ns: [_node_output(n) for n in ns])
+        self.billed_ids = pulumi.Output.from_input(billed)
         # Copies each node's files over SSH and starts its script, when trainstack:delivery_enabled is true.
         self.deliveries = deliver_to_nodes(
             name, cfg, nodes, self.artifacts, pulumi.ResourceOptions(parent=self)
@@ -184,6 +189,7 @@ class H100Cluster(pulumi.ComponentResource):
                 "cost_per_hour": self.cost_per_hour,
                 "cost_per_run": self.cost_per_run,
                 "forecast": self.forecast,
+                "billed_ids": self.billed_ids,
             }
         )
 

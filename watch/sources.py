@@ -55,13 +55,10 @@ def aggregator_state(stack: str, outputs: Mapping[str, Any], timeout_s: float = 
     """The aggregator's newest round, read from node 0 with the stack's own known_hosts (batch mode)."""
     node0 = outputs["nodes"][0]
     workdir = str(outputs.get("workdir") or "/workspace/trainstack")
-    target = SshTarget(
-        str(node0["ssh_host"]),
-        int(node0["ssh_port"]),
-        "root",
-        str(node0["pod_id"]),
-        Path(known_hosts_file(stack)),
-    )
+    host, _, port = str(node0.get("ssh_endpoint") or "").rpartition(":")
+    if not host or not port.isdigit():
+        raise WatchError(f"node 0 ({node0.get('pod_id')}) has no SSH endpoint yet; it may still be starting")
+    target = SshTarget(host, int(port), "root", str(node0["pod_id"]), Path(known_hosts_file(stack)))
     ssh = Ssh(target, connect_timeout_s=timeout_s, deadline_s=timeout_s, step_timeout_s=timeout_s)
     try:
         text = ssh.run(f"cat {shlex.quote(workdir + '/' + STATE_FILE)}")

@@ -41,7 +41,9 @@ def test_watch_once_json_shows_what_runpod_billed(
     run.up()
     try:
         outputs = run.outputs()
-        assert outputs["workdir"] and ("cluster_id" in outputs) and ("volume_id" in outputs)
+        assert outputs["workdir"]
+        # A cluster stack bills under its cluster id (members meter there), so watch must read it too.
+        assert bool(outputs.get("cluster_id")) == (stack == "search")
         hours = 2.0
         runpod.admin.advance(hours * 3600)  # two hours of renting, on the emulator's clock
         proc = subprocess.run(
@@ -53,6 +55,7 @@ def test_watch_once_json_shows_what_runpod_billed(
             timeout=120,
             check=False,
         )
+        assert proc.stdout.startswith("{"), proc.stderr[-3000:]
         data = json.loads(proc.stdout)
         spent = data["money"]["spent_usd"]
         assert data["money"]["source"] == "RunPod billing", data["problems"]

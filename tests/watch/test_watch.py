@@ -15,8 +15,8 @@ from watch.render import render
 
 OUTPUTS = {
     "nodes": [
-        {"rank": 0, "pod_id": "pod-a", "ssh_host": "127.0.0.1", "ssh_port": 2201},
-        {"rank": 1, "pod_id": "pod-b", "ssh_host": "127.0.0.1", "ssh_port": 2202},
+        {"rank": 0, "pod_id": "pod-a", "ssh_endpoint": "127.0.0.1:2201"},
+        {"rank": 1, "pod_id": "pod-b", "ssh_endpoint": "127.0.0.1:2202"},
     ],
     "cost_per_hour": 63.84,
     "cluster_id": "cl-1",

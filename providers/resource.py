@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import fields, is_dataclass
-from typing import Any, ClassVar, Final
+from typing import Any, ClassVar
 
 import pulumi
 from pulumi.dynamic import Resource, ResourceProvider
 
-# What every RunPod provider's check() adds, so policies and the preview report can price a plan.
-COST_KEYS: Final = ("cost_per_hour", "storage_cost_per_month", "price_source")
+from common.contract import COST_KEYS
+
+__all__ = ["COST_KEYS", "ResourceInputs", "TypedResource"]
 
 
 class ResourceInputs:

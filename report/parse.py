@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from common.contract import COST_KEYS
 from facts import secrets
 
 # Pulumi's marker key for a secret value: a well-known constant of the state format, not a credential.
@@ -19,7 +20,6 @@ SECRET_SIG = "4dabf18193072939515e22adb298388d"  # noqa: S105
 MASKED = "[secret]"
 UNKNOWN_SENTINEL = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"  # Pulumi's "known after apply" value
 UNKNOWN = "(known after apply)"
-COST_KEYS = ("cost_per_hour", "storage_cost_per_month")
 # Steps that are the halves of a replace: the `replace` step itself carries the change.
 _REPLACE_HALVES = frozenset({"create-replacement", "delete-replaced", "discard-replaced"})
 _IGNORED_PROPS = frozenset({"__provider"})

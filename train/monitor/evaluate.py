@@ -242,7 +242,7 @@ class Evaluator:
                     "critical",
                     s.node,
                     None,
-                    f"{s.node}: {what} for {(now - since) / 60:.0f} min",
+                    f"{s.node}: {what} for {_duration(now - since)}",
                     "look at the node's training log; a hung collective usually means a dead rank",
                 ),
                 0.0,
@@ -262,6 +262,10 @@ class Evaluator:
                 ),
                 0.0,
             )
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 
 
 def project(rules: AlertRules, started_at: float, now: float, step: float | None) -> Money:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Two-node validation runner on one GPU host; scripts/gpu_validate.py --nodes 2 copies it beside the
+# Two-node validation runner on one GPU host; bench/gpu_validate.py --nodes 2 copies it beside the
 # rendered start-node-0.sh and start-node-1.sh. Node N runs pinned to GPU N (CUDA_VISIBLE_DEVICES), with its
 # own checkpoint directory and hosts file, as a separate machine would; rank 0 is the master at 127.0.0.1.
 # Usage: run-2node.sh OUT_DIR [resume|once]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU validation runner; scripts/gpu_validate.py copies it beside the rendered start script.
+# GPU validation runner; bench/gpu_validate.py copies it beside the rendered start script.
 # Usage: run.sh OUT_DIR
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)

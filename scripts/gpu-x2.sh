@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Everything the 2-GPU host runs in one call; `python -m scripts.gpu_validate --plan x2 --out DIR` copies
+# Everything the 2-GPU host runs in one call; `python -m bench.gpu_validate --plan x2 --out DIR` copies
 # it to DIR/x2.sh beside two-nodes/ and one-node/. Usage: x2.sh OUT_DIR [steps...]
 # Steps (default: all, in this order): machine fabric nvlink net onenode bench. Logs land in OUT_DIR/logs/,
 # packed into OUT_DIR/logs.tar.gz; OUT_DIR/summary.txt holds the lines that matter.

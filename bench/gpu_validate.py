@@ -1,8 +1,8 @@
 """Render variants of a stack for GPU validation runs, with the runners for the GPU machine.
 
-    python -m scripts.gpu_validate --gpus 1 --out .gpu-run      # one node (renders here; needs the venv)
+    python -m bench.gpu_validate --gpus 1 --out .gpu-run      # one node (renders here; needs the venv)
     bash .gpu-run/run.sh "$OUT"                                  # runs there (needs bash, python3 + torch)
-    python -m scripts.gpu_validate --plan x2 --out DIR           # everything for a 2-GPU host, then there:
+    python -m bench.gpu_validate --plan x2 --out DIR           # everything for a 2-GPU host, then there:
     bash DIR/x2.sh "$OUT"                                        # (scripts/gpu-x2.sh)
 
 A variant is the `dev` stack's config with the cluster's shape (and, for the transformer, the training
@@ -93,9 +93,7 @@ def render_x2(stack: str, out: Path) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m scripts.gpu_validate", description=__doc__.splitlines()[0]
-    )
+    parser = argparse.ArgumentParser(prog="python -m bench.gpu_validate", description=__doc__.splitlines()[0])
     parser.add_argument("--stack", default="dev")
     parser.add_argument("--gpus", type=int, default=1, help="GPUs per node")
     parser.add_argument("--nodes", type=int, default=1)

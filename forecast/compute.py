@@ -25,9 +25,30 @@ Gopher 32.5 %, Megatron-Turing NLG 30.2 %, PaLM 46.2 %). Unless the workload set
 
     DEFAULT_HARDWARE_UTILISATION[precision] x model FLOPs / executed FLOPs
 
+    x min(1, h / 4096) ** 0.25                      (small hidden sizes)
+    x 1 / (1 + (1/3)·(1024/h)²·(16384/(s·b)))         under zero3 (FSDP full shard's per-layer cost)
+
 so activation checkpointing's recompute (8 instead of 6 FLOPs per parameter-token) lowers it to 0.30 for
 bf16. bf16: 0.40 of peak, inside the range above. fp8: 0.26, an assumption: only the matmuls run in FP8,
 so we count on 1.3x bf16's speed rather than the 2x of the peaks; set `mfu` once a run is measured.
+
+Two corrections, from measured runs on H200 (docs/GPU-VALIDATION.md, "The transformer on H200", GPT-style
+decoders, s = 1024, b = 16, bf16; MFU by this module's 6·Ψ count):
+- Small hidden sizes do not fill the tensor cores: a GEMM's arithmetic intensity grows with its dimensions
+  and small ones are memory- or latency-bound (NVIDIA, "Matrix Multiplication Background User's Guide",
+  https://docs.nvidia.com/deeplearning/performance/dl-performance-matrix-multiplication/index.html). Measured:
+  h = 768 (124 M) 0.24, h = 1024 (350 M) 0.30-0.31 under DDP. The factor (h / 4096) ** 0.25 (0.66 and 0.71)
+  is fitted to those two points and leaves h >= 4096 (7B and up, where 0.40 came from) unchanged.
+- zero3 gathers every layer's weights in the forward and again in the backward pass and reduce-scatters the
+  gradients: 1.5x the data-parallel communication (Rajbhandari et al. 2020, ZeRO, §7.2.2), partly exposed
+  in the step. Measured: 350 M on 2 GPUs (NVLink), FSDP full shard 104,762 tokens/s per GPU against DDP's
+  139,677: 0.75, i.e. an exposed cost of 1/3 of the layer's compute, about 1.6 ms per layer per step. That
+  is not bandwidth (a 1024-wide layer's 25 MB gather takes ~0.1 ms over NVLink) but a per-layer cost of
+  launching and synchronising the collectives, so it is assumed fixed per layer while the layer's compute
+  grows as h²·s·b: the exposed share is (1/3)·(1024/h)²·(16384/(s·b)), 8 % for an 8B model (h = 4096) at
+  s·b = 4096, 2 % at s·b = 16384. One measurement, an assumption beyond it; `overhead` still adds the
+  run's other stops on top.
+A workload's own `mfu` replaces all of this (a measured MFU already holds its communication).
 
 Restarts: the watchdog stops a run after max_run_hours; segments = ceil(hours / max_run_hours), restarts =
 segments - 1. Money: run cost = hours x (every GPU of the stack x its price + volumes' monthly price / 730);
@@ -44,6 +65,12 @@ from forecast.model import ComputeForecast, CostForecast, Deployment, Forecast, 
 from providers.errors import TrainstackError
 
 DEFAULT_HARDWARE_UTILISATION: dict[str, float] = {"bf16": 0.40, "fp8": 0.26}
+FULL_UTILISATION_HIDDEN = 4096  # hidden size from which the default applies unscaled
+SMALL_HIDDEN_EXPONENT = 0.25  # fitted to H200 runs at h = 768 and 1024 (docs/GPU-VALIDATION.md)
+# zero3: exposed per-layer cost / the layer's compute, measured 1/3 (FSDP full shard / DDP per-GPU rate 0.75)
+# for 350 M on 2 H200s (same document) at h = 1024, s·b = 16384; scaled by the layer's compute h²·s·b.
+ZERO3_EXPOSED_SHARE = 1.0 / 3.0
+ZERO3_MEASURED_LAYER = 1024**2 * 16384  # h² x s·b of the measured run
 SECONDS_PER_HOUR = 3600.0
 
 
@@ -70,10 +97,17 @@ def executed_flops(w: Workload) -> float:
 
 
 def assumed_mfu(w: Workload) -> float:
-    """The workload's `mfu`, or the default for its precision, lowered by checkpointing's recompute."""
+    """The workload's `mfu`, or the default for its precision, scaled for a small hidden size and zero3's
+    gathers and lowered by checkpointing's recompute."""
     if w.mfu is not None:
         return w.mfu
-    return DEFAULT_HARDWARE_UTILISATION[w.precision] * model_flops(w) / executed_flops(w)
+    size = math.pow(min(1.0, w.hidden_size / FULL_UTILISATION_HIDDEN), SMALL_HIDDEN_EXPONENT)
+    sharding = 1.0
+    if w.sharding == "zero3":
+        layer = w.hidden_size**2 * w.sequence_length * w.micro_batch_per_gpu
+        sharding = 1.0 / (1.0 + ZERO3_EXPOSED_SHARE * ZERO3_MEASURED_LAYER / layer)
+    base = DEFAULT_HARDWARE_UTILISATION[w.precision] * size * sharding
+    return base * model_flops(w) / executed_flops(w)
 
 
 def compute(w: Workload, d: Deployment) -> ComputeForecast:

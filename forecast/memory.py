@@ -30,7 +30,13 @@ Activations — Korthikanti et al. 2022, "Reducing Activation Recomputation in L
                                       paper's selective recomputation)
     full checkpointing   2·s·b·h per layer (each block's input) + one layer's full activations, rebuilt
                          during its backward (§4.2: "full activation recomputation ... 2sbhL")
-    output layer         4·s·b·h·(1 + V/h): the final norm's and output layer's inputs and fp32 logits (§4.3)
+    output layer         4·s·b·h + 10·s·b·V: the final norm's and output layer's inputs (4·s·b·h, §4.3)
+                         and the logits. §4.3 counts one fp32 copy (4·s·b·V); a loss computed as
+                         cross_entropy(logits.float()) holds at its peak the 16-bit logits (2), their fp32
+                         copy (4) and the fp32 log-softmax kept for the backward pass (4), whose gradient
+                         then takes the copy's place (PyTorch's log_softmax saves its output). Measured on
+                         H200 (docs/GPU-VALIDATION.md): with 4·s·b·V the forecast was 1.31x short of
+                         max_memory_allocated at 124 M parameters, where V = 50304 dwarfs h = 768.
 
 Activations are per micro-batch and are not divided by N (every data-parallel rank holds its own).
 
@@ -51,6 +57,7 @@ WEIGHT_BYTES = 2  # bf16/fp16 weights and gradients
 OPTIMIZER_BYTES: dict[str, float] = {"adamw": 12, "adamw_8bit": 6, "sgd": 8}  # K, bytes per trainable param
 FIXED_ALLOWANCE_GB = 2.0
 FRAGMENTATION = 0.10
+LOGITS_BYTES = 10.0  # per logit: 16-bit logits 2 + fp32 copy 4 + fp32 log-softmax 4 (see above)
 PREFETCHED_LAYERS = 2  # zero3: the layer computing and the one gathered ahead of it
 
 
@@ -80,7 +87,7 @@ def layer_activations(w: Workload) -> float:
 def activations(w: Workload) -> float:
     """Bytes of activations per GPU for one micro-batch, checkpointed or not, with the output layer."""
     s, b, h = w.sequence_length, w.micro_batch_per_gpu, w.hidden_size
-    output_layer = 4.0 * s * b * h * (1 + w.vocab_size / h)
+    output_layer = 4.0 * s * b * h + LOGITS_BYTES * s * b * w.vocab_size
     if w.activation_checkpointing:
         return w.layers * 2.0 * s * b * h + layer_activations(w) + output_layer
     return w.layers * layer_activations(w) + output_layer

@@ -83,12 +83,12 @@ def test_fp8_on_a_gpu_without_fp8_is_an_error() -> None:
 
 def test_fixes_cheapest_first() -> None:
     """A model that any one change makes fit: sharding, then checkpointing, micro-batch, more GPUs."""
-    w = SEVEN_B._replace(sharding="zero1", micro_batch_per_gpu=4)  # 85.8 GB per GPU on 8 x 80 GB
+    w = SEVEN_B._replace(sharding="zero1", micro_batch_per_gpu=4)  # 87.5 GB per GPU on 8 x 80 GB
     result = forecast(inp(w, deployment(A100, gpus=8)))
     assert not result.memory.fits
     kinds = [fix.split(":")[0] for fix in result.fixes]
     assert kinds == ["shard further", "checkpoint activations", "smaller micro-batch", "more GPUs"]
-    assert result.fixes[0] == "shard further: sharding zero2 (72.3 GB per GPU)"
+    assert result.fixes[0] == "shard further: sharding zero2 (74.1 GB per GPU)"
     assert "micro_batch_per_gpu 2 " in result.fixes[2]
     assert "24 in the job instead of 8" in result.fixes[3]
 
@@ -100,3 +100,12 @@ def test_fix_when_nothing_alone_is_enough() -> None:
     )
     (fix,) = forecast(inp(big, deployment(A100, gpus=8))).fixes
     assert fix.startswith("no single change is enough; together: sharding zero3")
+
+
+def test_default_mfu_scales_for_small_hidden_sizes_and_zero3() -> None:
+    """docs/FORECAST.md: x min(1, h/4096)^0.25; zero3 x 1/(1 + (1/3)(1024/h)²(16384/(s·b)))."""
+    assert assumed_mfu(SEVEN_B._replace(hidden_size=8192)) == pytest.approx(0.40)  # large: unchanged
+    assert assumed_mfu(SEVEN_B._replace(hidden_size=1024)) == pytest.approx(0.40 * 0.25**0.25)
+    # 7B shapes, s·b = 2048: exposed share (1/3)·(1/16)·8 = 1/6.
+    assert assumed_mfu(SEVEN_B._replace(sharding="zero3")) == pytest.approx(0.40 / (1 + 1 / 6))
+    assert assumed_mfu(SEVEN_B._replace(sharding="zero3", mfu=0.5)) == 0.5  # a measured MFU holds it all

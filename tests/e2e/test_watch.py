@@ -47,6 +47,8 @@ def test_watch_once_json_shows_what_runpod_billed(
         assert bool(outputs.get("cluster_id")) == (topology == "cluster")
         hours = 2.0
         runpod.admin.advance(hours * 3600)  # two hours of renting, on the emulator's clock
+        # The emulator's clock keeps running while watch reads: its accrual is bracketed by two direct reads.
+        low = billed_directly(runpod, outputs)
         proc = subprocess.run(
             [sys.executable, "-m", "watch", stack, "--cwd", str(run.cli.project), "--json"],
             cwd=REPO,
@@ -60,7 +62,8 @@ def test_watch_once_json_shows_what_runpod_billed(
         data = json.loads(proc.stdout)
         spent = data["money"]["spent_usd"]
         assert data["money"]["source"] == "RunPod billing", data["problems"]
-        assert spent == pytest.approx(billed_directly(runpod, outputs), abs=0.01)
+        high = billed_directly(runpod, outputs)
+        assert low - 0.01 <= spent <= high + 0.01, (low, spent, high)
         # Two hours at the stack's price, at least (disk and volume add to the GPUs' share).
         assert spent >= 0.99 * outputs["cost_per_hour"] * hours * 0.9
         # The local RunPod here has no hosts: node 0 cannot be reached, which is critical (exit 1), said once.

@@ -87,7 +87,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.json:
                 print(json.dumps(snap.to_json(), indent=1, default=str))
             else:
-                Console().print(render(snap))
+                # Piped or captured output has no terminal width: give the table room instead of 80 columns.
+                console = Console() if sys.stdout.isatty() else Console(width=160)
+                console.print(render(snap))
             return EXIT_CRITICAL if snap.critical else 0
         console = Console()
         with Live(console=console, auto_refresh=False) as live:

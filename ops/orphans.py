@@ -31,6 +31,7 @@ Kind = Literal["cluster", "pod", "volume", "secret"]
 # Compute first: a volume cannot be deleted while a pod still mounts it.
 DELETE_ORDER: tuple[Kind, ...] = ("cluster", "pod", "volume", "secret")
 ORPHANS_LEFT = 4
+NOT_CHECKED = 5  # no RunPod credentials to list live resources with
 
 
 @dataclass(frozen=True)
@@ -107,9 +108,15 @@ def main(argv: list[str] | None = None, ask: Callable[[str], str] = input) -> in
     args = parser.parse_args(argv)
 
     from providers.runpod.client import RunPodClient
+    from providers.runpod.errors import ConfigError
 
     known = state_ids(export_state(args.stack, args.cwd))
-    with RunPodClient.from_env() as client:
+    try:
+        client_ctx = RunPodClient.from_env()
+    except ConfigError as exc:  # no RunPod credentials here: nothing to compare the state with
+        print(f"orphans: not checked: {exc}", file=sys.stderr)
+        return NOT_CHECKED
+    with client_ctx as client:
         orphans = find_orphans(args.stack, read_live(client), known)
         if not orphans:
             print(

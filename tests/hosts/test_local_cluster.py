@@ -279,6 +279,15 @@ def _lifecycle(cluster: Cluster, env: HostsEnv, nodes: int) -> None:
     assert resumed is not None and resumed > 0, log0
     assert f"done: steps {resumed}..{STEPS}" in log0, log0
     poll(lambda: STEPS in cluster.bucket_steps(), "the final checkpoint in the bucket", 30)
+    # Every node's start script ends with its own upload of what the shared volume holds: copy out only
+    # once all have exited, or a late node puts the checkpoints back after the bucket was emptied.
+    for n in repaired:
+        poll(
+            lambda n=n: "training exited with status" in cluster.log(n["rank"], n["pod_id"]),
+            f"node {n['rank']}'s start script ends",
+            60,
+            log=cluster.logs,
+        )
 
     live_namespaces = namespaces(env)
     inodes = netns_inodes(live_namespaces)

@@ -65,6 +65,8 @@ def create_app(settings: Settings) -> tuple[ASGIApp, World]:
     store = Store(settings.state_dir)
     settings, hosts = _hosts(settings, store)
     world = World(settings, store, Catalog.load(), hosts)
+    if lost := world.lose_what_lived_in_memory():
+        log.warning("restarted with hosts; read as lost (refresh, then up): %s", ", ".join(lost))
     spec = Spec(settings.spec_path)
     api = FastAPI(title="local RunPod", docs_url=None, redoc_url=None, openapi_url=None)
     for router in ROUTERS:

@@ -145,13 +145,45 @@ class World:
         self.store.set_setting("clock", self.now())
         self.sync_hosts()
 
-    def forget(self, record: Record) -> None:
+    def forget(self, record: Record, *, sync: bool = True) -> None:
         kind, table = self._table(record)
         self.store.delete(kind, record.id)
         table.pop(record.id, None)
         if isinstance(record, PodRecord | VolumeRecord):
             self._meter(None, record.id)
-        self.sync_hosts()
+        if sync:
+            self.sync_hosts()
+
+    def lose_what_lived_in_memory(self) -> list[str]:
+        """At the start of a server with emulated hosts, after a stop or a crash: the last server's hosts
+        (network namespaces, sshd, whatever the pods ran) went with it, and secret values were only ever in
+        its memory. A host that came back empty would read RUNNING while nothing the stack started runs on
+        it, and its env would hold `{{ RUNPOD_SECRET_... }}` unfilled. So every pod that was not halted reads
+        as lost (deleted, audited `pod.lost`, as a dead RunPod host does), a cluster left with no member
+        with them (`cluster.lost`), and every secret reads as gone (`secret.lost`): a refresh drops them and
+        the next `up` recreates them, values and all. Control-plane-only servers run nothing and use no
+        values: they keep everything. Returns what was lost."""
+        if not self.hosts.enabled:
+            return []
+        reason = "the local RunPod stopped, and its emulated hosts with it"
+        lost: list[str] = []
+        for pod in [p for p in self.pods.values() if p.halted is None]:
+            self.forget(pod, sync=False)
+            self.audit("pod.lost", "pod", pod.id, pod.name, reason=reason)
+            lost.append(f"pod {pod.name} ({pod.id})")
+        # A cluster with no member left is lost whole, as when every host of one dies: a refresh then drops
+        # it and `up` creates a new one, which even a protected (prod) stack allows, where a replace is not.
+        members = {p.cluster_id for p in self.pods.values()}
+        for cluster in [c for c in self.clusters.values() if c.id not in members]:
+            self.forget(cluster, sync=False)
+            self.audit("cluster.lost", "cluster", cluster.id, cluster.name, reason=reason)
+            lost.append(f"cluster {cluster.name} ({cluster.id})")
+        for secret in list(self.secrets.values()):
+            self.forget(secret, sync=False)
+            self.audit("secret.lost", "secret", secret.id, secret.name, reason="its value lived in memory")
+            lost.append(f"secret {secret.name} ({secret.id})")
+        self.secret_values.clear()
+        return lost
 
     def _meter(self, record: PodRecord | VolumeRecord | None, ident: str) -> None:
         """Billing follows every write: rate changes close and open meter segments (emulator/billing.py)."""

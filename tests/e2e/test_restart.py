@@ -18,6 +18,7 @@ import boto3
 import httpx
 import pytest
 
+from emulator import hostnet
 from harness.local import FAST_ARGS
 from harness.pulumi_cli import REPO, run_killing_tree
 from tests.e2e.reliability import Report
@@ -29,7 +30,7 @@ _ID_KEYS = ("pod_id", "cluster_id", "volume_id", "secret_id")
 class Demo:
     """scripts/up and scripts/local-runpod with their state in `tmp`."""
 
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, hosts: str = "off") -> None:
         keep = {k: v for k, v in os.environ.items() if not k.startswith(("RUNPOD_", "AWS_", "PULUMI_"))}
         self.env = keep | {
             "TRAINSTACK_STATE_DIR": str(tmp / "local-runpod"),
@@ -38,8 +39,8 @@ class Demo:
             "PULUMI_BACKEND_URL": f"file://{tmp / 'backend'}",
             "PULUMI_CONFIG_PASSPHRASE": "test-only-passphrase",
             "TRAINSTACK_POLL_INTERVAL_S": "0.2",
-            # Control-plane only: the restart of hosts is the emulator's own test; this one is the stack's.
-            "LOCAL_RUNPOD_ARGS": " ".join((*FAST_ARGS, "--hosts", "off")),
+            # Control-plane only unless a test asks for hosts (the demo's default as root).
+            "LOCAL_RUNPOD_ARGS": " ".join((*FAST_ARGS, "--hosts", hosts)),
         }
         (tmp / "backend").mkdir()
         self.ws = tmp / "ws"
@@ -90,9 +91,18 @@ class Demo:
         return sorted(b["Name"] for b in s3.list_buckets().get("Buckets", []))
 
 
+def _hosts_missing() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root: emulated hosts are network namespaces"
+    return hostnet.unavailable_reason()
+
+
 @pytest.fixture
-def demo(tmp_path: Path) -> Any:
-    d = Demo(tmp_path)
+def demo(tmp_path: Path, request: pytest.FixtureRequest) -> Any:
+    hosts = getattr(request, "param", "off")
+    if hosts == "on" and (why := _hosts_missing()):
+        pytest.skip(why)
+    d = Demo(tmp_path, hosts)
     yield d
     run_killing_tree([str(REPO / "scripts/local-runpod"), "stop"], 120, env=d.env)
 
@@ -137,6 +147,41 @@ def test_up_stop_start_up_converges_with_no_orphans(stack: str, demo: Demo, repo
     demo.pulumi(stack, "preview", "--expect-no-changes")
     demo.pulumi(stack, "state", "unprotect", "--all", "--yes")  # prod protects its volume and compute
     demo.pulumi(stack, "destroy", "--yes", "--skip-preview")
+
+
+@pytest.mark.parametrize("demo", ["on"], indirect=True)
+def test_with_hosts_a_restart_loses_the_running_cluster_and_up_makes_a_new_one(
+    demo: Demo, report: Report
+) -> None:
+    """The issue's own steps as root, where the demo's pods are emulated hosts: those went with the stopped
+    server, so the restarted one reads the cluster and the secrets (values only in its memory) as lost. The
+    second `up` refreshes and creates them again; prod's protect does not stand in the way (a create, not a
+    replace), and every node is a live host again."""
+    demo.run("scripts/up", "prod")
+    api = demo.endpoints()["RUNPOD_API_URL"]
+    first = httpx.get(f"{api}/_admin/live", timeout=10).json()["clusters"]
+    _restart(demo)
+    audit = httpx.get(f"{api}/_admin/audit", timeout=10).json()["entries"]
+    lost = [e["event"] for e in audit if e["event"].endswith(".lost")]
+    assert lost.count("pod.lost") == 8 and lost.count("cluster.lost") == 1 and "secret.lost" in lost, lost
+
+    second = demo.run("scripts/up", "prod")
+    assert "refreshing first" in second and "protected" not in second, second
+    assert demo.orphans("prod") == []
+    live = httpx.get(f"{api}/_admin/live", timeout=10).json()["clusters"]
+    assert len(live) == 1 and live[0]["id"] != first[0]["id"]
+    hosts = httpx.get(f"{api}/_admin/hosts", timeout=10).json()
+    assert len(hosts["hosts"]) == 8 and hosts["failed"] == [], hosts
+    report.record(
+        "restart with emulated hosts: scripts/up `prod` (protected), stop, start, scripts/up",
+        "cluster and secrets read as lost; the second up refreshed and created them again; 8 live hosts",
+        [],
+        [],
+        runs=2,
+    )
+    demo.pulumi("prod", "preview", "--expect-no-changes")
+    demo.pulumi("prod", "state", "unprotect", "--all", "--yes")
+    demo.pulumi("prod", "destroy", "--yes", "--skip-preview")
 
 
 def test_a_new_s3_endpoint_after_a_restart_updates_the_bucket_in_place(demo: Demo, report: Report) -> None:

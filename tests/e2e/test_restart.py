@@ -3,7 +3,8 @@
 Runs the shipped scripts as a new user would, each test in its own state directory, workspaces and backend.
 The local RunPod keeps its SQLite state across the restart, moto keeps nothing: the second scripts/up notices
 the restart, refreshes, and recreates what is gone. With moto's old port taken by something else, its
-endpoint changes, and the checkpoint bucket is updated in place, never replaced.
+endpoint changes, and the checkpoint bucket is updated in place, never replaced. With emulated hosts (as
+root), the running cluster and the secrets read as lost after the restart; the second up makes them anew.
 """
 
 from __future__ import annotations

@@ -128,19 +128,25 @@ def _client(handler: object) -> RunPodClient:
     )
 
 
-def test_billing_sums_the_stacks_pods_and_cluster() -> None:
+def test_billing_sums_the_stacks_pods_and_cluster_in_one_request_each() -> None:
     seen: list[tuple[str, dict[str, str]]] = []
+    pods = {str(n["pod_id"]) for n in OUTPUTS["nodes"]}
+    assert len(pods) >= 2
 
     def handler(request: httpx.Request) -> httpx.Response:
         seen.append((request.url.path, dict(request.url.params)))
-        amount = {"/v2/billing/pods": 1.25, "/v2/billing/clusters": 10.0}[request.url.path]
-        return httpx.Response(
-            200, json={"records": [{"totalAmount": amount}, {"totalAmount": amount}], "metadata": {}}
-        )
+        if request.url.path == "/v2/billing/pods":  # unfiltered: a record per pod and day, ours and others'
+            owners = [*sorted(pods), "someone-elses-pod"]
+            records = [{"podId": p, "totalAmount": 1.25} for p in owners for _day in range(2)]
+        else:
+            records = [{"clusterId": "cl-1", "totalAmount": 10.0}] * 2
+        return httpx.Response(200, json={"records": records, "metadata": {}})
 
-    assert sources.billed_usd(OUTPUTS, client=_client(handler)) == pytest.approx(2 * 2.5 + 20)
-    assert ("/v2/billing/clusters", {"clusterId": "cl-1", "bucketSize": "day"}) in seen
-    assert ("/v2/billing/pods", {"podId": "pod-b", "bucketSize": "day"}) in seen
+    assert sources.billed_usd(OUTPUTS, client=_client(handler)) == pytest.approx(len(pods) * 2.5 + 20)
+    assert seen == [
+        ("/v2/billing/pods", {"bucketSize": "day"}),
+        ("/v2/billing/clusters", {"clusterId": "cl-1", "bucketSize": "day"}),
+    ]
 
 
 def test_pod_logs_read_the_sse_backfill() -> None:

@@ -165,23 +165,19 @@ class World:
         values: they keep everything. Returns what was lost."""
         if not self.hosts.enabled:
             return []
-        reason = "the local RunPod stopped, and its emulated hosts with it"
-        lost: list[str] = []
-        for pod in [p for p in self.pods.values() if p.halted is None]:
-            self.forget(pod, sync=False)
-            self.audit("pod.lost", "pod", pod.id, pod.name, reason=reason)
-            lost.append(f"pod {pod.name} ({pod.id})")
         # A cluster with no member left is lost whole, as when every host of one dies: a refresh then drops
         # it and `up` creates a new one, which even a protected (prod) stack allows, where a replace is not.
-        members = {p.cluster_id for p in self.pods.values()}
-        for cluster in [c for c in self.clusters.values() if c.id not in members]:
-            self.forget(cluster, sync=False)
-            self.audit("cluster.lost", "cluster", cluster.id, cluster.name, reason=reason)
-            lost.append(f"cluster {cluster.name} ({cluster.id})")
-        for secret in list(self.secrets.values()):
-            self.forget(secret, sync=False)
-            self.audit("secret.lost", "secret", secret.id, secret.name, reason="its value lived in memory")
-            lost.append(f"secret {secret.name} ({secret.id})")
+        pods = [p for p in self.pods.values() if p.halted is None]
+        kept = {p.cluster_id for p in self.pods.values() if p.halted is not None}
+        clusters = [c for c in self.clusters.values() if c.id not in kept]
+        gone: list[PodRecord | ClusterRecord | SecretRecord] = [*pods, *clusters, *self.secrets.values()]
+        lost = []
+        for record in gone:
+            kind, _table = self._table(record)
+            self.forget(record, sync=False)
+            why = "its value lived in memory" if kind == "secret" else "its host stopped with the server"
+            self.audit(f"{kind}.lost", kind, record.id, record.name, reason=why)
+            lost.append(f"{kind} {record.name} ({record.id})")
         self.secret_values.clear()
         return lost
 

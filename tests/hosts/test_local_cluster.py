@@ -6,9 +6,8 @@ from __future__ import annotations
 import re
 import subprocess
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import boto3
 import pytest
@@ -16,7 +15,7 @@ import pytest
 from emulator import hostnet
 from harness.pulumi_cli import REPO, Pulumi
 from ops.workspace import prepare
-from tests.hosts.conftest import BRIDGE_IP, HostsEnv
+from tests.hosts.conftest import BRIDGE_IP, HostsEnv, poll
 
 pytestmark = [
     pytest.mark.e2e,
@@ -30,25 +29,6 @@ BUCKET = "trainstack-local-cpu-checkpoints"
 PREFIX = f"trainstack/{STACK}/"
 SPEND_LIMIT = 300  # trainstack:runpod_spend_limit_per_hour in stacks/Pulumi.local-cpu.yaml
 STEPS = 200  # TRAINSTACK_STEPS in tests/hosts/conftest.py
-T = TypeVar("T")
-
-
-def poll(
-    check: Callable[[], T | None],
-    what: str,
-    timeout_s: float,
-    interval_s: float = 0.5,
-    log: Callable[[], str] | None = None,
-) -> T:
-    """`check()`'s first truthy answer; fails naming `what` (and showing `log()`) when the deadline passes."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"{what}: not within {timeout_s} s\n{log() if log else ''}")
-        time.sleep(interval_s)
 
 
 class Cluster:
@@ -172,6 +152,19 @@ def scrape_agent(cluster: Cluster, via: dict[str, Any], host: str) -> subprocess
     return cluster.ssh(via, f'python3 -c "{code}"')
 
 
+def every_log_says(
+    cluster: Cluster, nodes: list[dict[str, Any]], needle: str, what: str, timeout_s: float
+) -> None:
+    """Wait until every node's start-script log holds `needle`."""
+    for n in nodes:
+        poll(
+            lambda n=n: needle in cluster.log(n["rank"], n["pod_id"]),
+            f"{what} of node {n['rank']}",
+            timeout_s,
+            log=cluster.logs,
+        )
+
+
 def first_step(log: str) -> int | None:
     m = re.search(r"^first step (\d+)", log, re.MULTILINE)
     return int(m.group(1)) if m else None
@@ -200,13 +193,7 @@ def _lifecycle(cluster: Cluster, env: HostsEnv, nodes: int) -> None:
     assert len(namespaces(env)) == nodes
 
     # Every node passes preflight (fabric, hosts, disk, the all-reduce over all nodes) and joins torchrun.
-    for n in first:
-        poll(
-            lambda n=n: "all-reduce bus bandwidth" in cluster.log(n["rank"], n["pod_id"]),
-            f"preflight of node {n['rank']}",
-            90,
-            log=cluster.logs,
-        )
+    every_log_says(cluster, first, "all-reduce bus bandwidth", "preflight", 90)
     primary = first[0]
     poll(lambda: first_step(cluster.log(0, primary["pod_id"])) == 0, "fresh start on rank 0", 60)
     assert "fabric interface: ens1" in cluster.log(0, primary["pod_id"])
@@ -281,13 +268,7 @@ def _lifecycle(cluster: Cluster, env: HostsEnv, nodes: int) -> None:
     poll(lambda: STEPS in cluster.bucket_steps(), "the final checkpoint in the bucket", 30)
     # Every node's start script ends with its own upload of what the shared volume holds: copy out only
     # once all have exited, or a late node puts the checkpoints back after the bucket was emptied.
-    for n in repaired:
-        poll(
-            lambda n=n: "training exited with status" in cluster.log(n["rank"], n["pod_id"]),
-            f"node {n['rank']}'s start script ends",
-            60,
-            log=cluster.logs,
-        )
+    every_log_says(cluster, repaired, "training exited with status", "the start script's end", 60)
 
     live_namespaces = namespaces(env)
     inodes = netns_inodes(live_namespaces)

@@ -8,9 +8,9 @@ of tests/hosts/test_local_cluster.py and tests/e2e/test_restart.py."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ import pytest
 from emulator import hostnet
 from harness.local import FAST_ARGS, LocalRunPod, start_local_runpod
 from tests.emulator.conftest import cluster_body, gql, pod_body
+from tests.hosts.conftest import poll
 
 pytestmark = pytest.mark.root
 
@@ -32,7 +33,7 @@ def _missing() -> str | None:
     if os.geteuid() != 0:
         return "needs root: hosts are network namespaces"
     for tool in ("ssh", "ssh-keygen"):
-        if subprocess.run(["which", tool], capture_output=True, check=False).returncode != 0:
+        if shutil.which(tool) is None:
             return f"`{tool}` is not installed (apt-get install openssh-client)"
     return hostnet.unavailable_reason()
 
@@ -52,15 +53,6 @@ def servers() -> Iterator[list[LocalRunPod]]:
     yield started
     for server in started:
         server.stop()
-
-
-def _until(check: Callable[[], Any], what: str, timeout_s: float = 30) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if result := check():
-            return result
-        time.sleep(0.1)
-    raise AssertionError(f"{what}: not within {timeout_s} s")
 
 
 def _start(state: Path, key: Path, servers: list[LocalRunPod]) -> LocalRunPod:
@@ -107,13 +99,18 @@ def test_a_restarted_server_reads_its_running_pods_as_lost_and_recreated_ones_ge
         pod_id = _pod_with_secret(api)
         cluster = api.post("/v2/clusters", json=cluster_body()).json()
         stopped_id = str(api.post("/v2/pods", json=pod_body("kept", startSsh=True)).json()["id"])
-        _until(lambda: _ssh_ready(api, stopped_id), "the pod to stop, running")
+        poll(lambda: _ssh_ready(api, stopped_id), "the pod to stop, running", 30, 0.1)
         stop = api.post(f"/v2/pods/{stopped_id}/action", json={"action": "stop"})
         assert stop.status_code in (200, 204), stop.text
-        pod = _until(lambda: _ssh_ready(api, pod_id), "the pod's SSH endpoint")
+        pod = poll(lambda: _ssh_ready(api, pod_id), "the pod's SSH endpoint", 30, 0.1)
         assert _ssh(key, pod, 'echo "$HF_TOKEN"').stdout.strip() == SECRET_VALUE
         members = api.get(f"/v2/clusters/{cluster['id']}/pods").json()
-        _until(lambda: len(first.admin.hosts()["hosts"]) == 3, "hosts of the pod and both cluster members")
+        poll(
+            lambda: len(first.admin.hosts()["hosts"]) == 3,
+            "hosts of the pod and both cluster members",
+            30,
+            0.1,
+        )
     bridge = first.admin.hosts()["bridge"]
     since = first.admin.audit()[-1]["seq"]
     first.stop()
@@ -142,7 +139,7 @@ def test_a_restarted_server_reads_its_running_pods_as_lost_and_recreated_ones_ge
         made = gql(api, CREATE_SECRET, input={"name": "hf_token", "value": SECRET_VALUE})
         assert "errors" not in made, made
         again = _pod_with_secret(api)
-        pod = _until(lambda: _ssh_ready(api, again), "the new pod's SSH endpoint")
+        pod = poll(lambda: _ssh_ready(api, again), "the new pod's SSH endpoint", 30, 0.1)
         assert _ssh(key, pod, 'echo "$HF_TOKEN"').stdout.strip() == SECRET_VALUE
 
     logs = (state / "emulator.log").read_text(errors="replace")

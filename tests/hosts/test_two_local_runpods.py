@@ -17,6 +17,7 @@ from emulator import hostnet
 from emulator.hostnet import Bridge
 from harness.local import FAST_ARGS, LocalRunPod, start_local_runpod
 from tests.emulator.conftest import cluster_body, pod_body
+from tests.hosts.conftest import poll
 
 pytestmark = pytest.mark.root
 
@@ -43,16 +44,6 @@ def two(tmp_path: Path) -> Iterator[tuple[LocalRunPod, LocalRunPod]]:
         first.stop()
 
 
-def _until(check: Any, what: str, timeout_s: float = 30) -> Any:
-    """Poll a condition with a deadline (hosts appear when the emulator's ticker makes them)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if result := check():
-            return result
-        time.sleep(0.1)
-    raise AssertionError(f"{what}: not within {timeout_s} s")
-
-
 def _up(server: LocalRunPod) -> dict[str, Any]:
     with server.client() as api:
         cluster = api.post("/v2/clusters", json=cluster_body()).json()
@@ -67,7 +58,7 @@ def test_two_servers_each_have_their_own_bridge_and_subnets(two: tuple[LocalRunP
         found = server.admin.hosts()
         return found if len(found["hosts"]) == 3 else None
 
-    hosts = [_until(lambda s=s: three_hosts(s), "3 hosts each") for s in two]
+    hosts = [poll(lambda s=s: three_hosts(s), "3 hosts each", 30, 0.1) for s in two]
     assert hosts[0]["bridge"] != hosts[1]["bridge"]
     assert [h["failed"] for h in hosts] == [[], []]
     nets = [ipaddress.ip_network(c["network"]["cidr"]) for c in clusters]
@@ -108,7 +99,7 @@ def test_a_pod_whose_subnet_is_taken_is_error_at_once(two: tuple[LocalRunPod, Lo
                     else None
                 )
 
-            assert _until(errored, "cluster members ERROR", timeout_s=20) == ["ERROR", "ERROR"]
+            assert poll(errored, "cluster members ERROR", 20, 0.1) == ["ERROR", "ERROR"]
         assert time.monotonic() - started < 20
         failed = server.admin.hosts()["failed"]
         reasons = " ".join(f["error"] for f in failed) + " ".join(

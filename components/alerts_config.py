@@ -8,6 +8,7 @@
       nvme_p99_max_us: 100          # checkpoint volume p99 write latency
       temperature_max_c: 85
       stalled_after_min: 15         # no new training step: critical
+      keep_firing_for_min: 5        # resolve only after the condition is false this long (no flapping)
       budget_usd: 5000              # projected run cost above this: critical (0: no rule)
 
 Defaults follow the source article's golden metrics (healthy GPU utilisation 75-95 %, NVMe under 100 us);
@@ -49,6 +50,7 @@ class AlertsConfig(BaseModel):
     stalled_after_min: float = Field(15.0, gt=0)
     startup_grace_min: float = Field(30.0, ge=0)
     unreachable_after_rounds: int = Field(2, ge=1, le=100)
+    keep_firing_for_min: float = Field(5.0, ge=0)
     budget_usd: float = Field(0.0, ge=0)
     max_messages_per_hour: int = Field(20, ge=1, le=3600)
     digest_every_min: float = Field(60.0, ge=0)
@@ -88,6 +90,7 @@ def alert_rules(
         stalled_after_s=alerts.stalled_after_min * 60,
         startup_grace_s=alerts.startup_grace_min * 60,
         unreachable_after=alerts.unreachable_after_rounds,
+        keep_firing_for_s=alerts.keep_firing_for_min * 60,
         budget_usd=alerts.budget_usd,
         cost_per_hour_usd=cost_per_hour_usd,
         planned_hours=planned_hours,
@@ -140,6 +143,7 @@ def prometheus_rules(rules: AlertRules, stack: str) -> str:
     nvme_s = rules.nvme_p99_max_us / 1e6
     window = _dur(rules.interval_s * 2)  # two scrapes: increase() needs at least two samples
     floor_bytes = rules.min_busbw_gb_per_s * 1e9
+    keep = _dur(rules.keep_firing_for_s)  # Prometheus >= 2.42
     items: list[tuple[str, str, float, str, str]] = [
         (
             "GpuUtilisationLow",
@@ -223,6 +227,7 @@ def prometheus_rules(rules: AlertRules, stack: str) -> str:
                 "alert": name,
                 "expr": expr,
                 **({"for": _dur(for_s)} if for_s > 0 else {}),
+                **({"keep_firing_for": keep} if rules.keep_firing_for_s > 0 else {}),
                 "labels": {"severity": severity, "stack": stack},
                 "annotations": {"summary": summary + " on {{ $labels.node }} GPU {{ $labels.gpu }}"},
             }

@@ -81,7 +81,7 @@ def test_rounds_over_http_send_one_firing_and_one_resolved_message(
     from train.monitor.scrape import Target
 
     targets = [Target("rank-0 (a)", f"{base}/a/metrics"), Target("rank-1 (b)", f"{base}/b/metrics")]
-    rules = replace(AlertRules(), interval_s=60, digest_every_s=0, unreachable_after=2)
+    rules = replace(AlertRules(), interval_s=60, digest_every_s=0, unreachable_after=2, keep_firing_for_s=60)
     hook = Webhook(f"{base}/hook", sleep=lambda _: None, log=lambda _: None)
     state = tmp_path / "aggregator.json"
     agg = Aggregator(rules, "dev", targets, state, Evaluator(rules, 0.0), Notifier(rules, "dev", hook.send))
@@ -99,7 +99,9 @@ def test_rounds_over_http_send_one_firing_and_one_resolved_message(
     agents["a"].up = True
     for a in agents.values():
         a.step.labels(a.node, "0").set(99)
-    agg.run_round(360)  # both resolve
+    agg.run_round(360)  # both fine again: kept firing for keep_firing_for_s
+    assert len(received) == 2, received
+    agg.run_round(420)  # fine for 60 s: both resolve
     texts = [m["text"] for m in received]
     assert len(texts) == 4, texts
     assert "gpu_temperature_high" in texts[0] and "rank-1 (b) GPU 1: 91 C" in texts[0]

@@ -10,7 +10,10 @@ from train.monitor.evaluate import Evaluator, Money, project
 from train.monitor.rules import AlertRules, RulesError
 from train.monitor.scrape import NodeSample
 
-RULES = AlertRules(interval_s=60, stalled_after_s=600, startup_grace_s=600, unreachable_after=2)
+# keep_firing_for_s=0: an alert resolves at its first false round (Prometheus' default); keep tests set it.
+RULES = AlertRules(
+    interval_s=60, stalled_after_s=600, startup_grace_s=600, unreachable_after=2, keep_firing_for_s=0
+)
 T0 = 1_000_000.0
 
 
@@ -111,6 +114,31 @@ def test_nvme_latency_and_busbw_floor() -> None:
     ev = Evaluator(replace(RULES, min_busbw_gb_per_s=100), T0)
     slow = healthy(nvme_write_p99_s=250e-6, busbw_bytes_per_s=40e9)
     assert sorted(t.alert.rule for t in ev.evaluate([slow], T0)) == ["busbw_low", "nvme_latency_high"]
+
+
+def test_a_figure_hovering_at_its_threshold_fires_once_and_resolves_once_it_stays_low() -> None:
+    ev = Evaluator(replace(RULES, keep_firing_for_s=120), T0)
+    p99 = [250, 90, 250, 95, 99, 260, 80, 70, 60, 50]  # us, one round a minute
+    seq = [[healthy(step=i, nvme_write_p99_s=us * 1e-6)] for i, us in enumerate(p99)]
+    # false at minutes 6, 7 and 8: resolved at 8, the first round it has been false for 120 s
+    assert rounds(ev, seq) == [(0, "firing", "nvme_latency_high"), (8, "resolved", "nvme_latency_high")]
+
+
+def test_a_resolution_waits_keep_firing_for_and_carries_the_last_figure() -> None:
+    ev = Evaluator(replace(RULES, keep_firing_for_s=300), T0)
+    seq = [[healthy(step=1, nvme_write_p99_s=us * 1e-6)] for us in (300, 228, 40, 40, 40, 40, 40, 40)]
+    events = [(m, t.state, t.alert.summary) for m, s in enumerate(seq) for t in ev.evaluate(s, T0 + 60 * m)]
+    assert [(m, state) for m, state, _ in events] == [(0, "firing"), (7, "resolved")]
+    assert "228 us" in events[1][2]  # what the team last saw while it fired
+
+
+def test_a_node_back_within_keep_firing_for_is_still_unreachable_then_resolves() -> None:
+    ev = Evaluator(replace(RULES, keep_firing_for_s=120), T0)
+    down = NodeSample(node="rank-0", time=0, error="agent unreachable (ConnectionRefusedError)")
+    up = [healthy(step=1)]
+    # back at minute 3 for one round, gone again at 4-5 (unreachable again at 5): one alert, no new message
+    seq = [up, [down], [down], up, [down], [down], up, up, up]
+    assert rounds(ev, seq) == [(2, "firing", "node_unreachable"), (8, "resolved", "node_unreachable")]
 
 
 def test_cost_projection_over_budget_is_critical() -> None:

@@ -103,6 +103,9 @@ class Run:
             stalled_after_s=3,
             startup_grace_s=60,
             unreachable_after=2,
+            # resolve after 3 clear rounds: a p99 leaving its rolling window can cross the limit back and
+            # forth for a round or two (a scheduling hiccup on tmpfs), which must not give a second message
+            keep_firing_for_s=3,
             util_low_for_s=3600,
             memory_idle_for_s=3600,
             digest_every_s=0,

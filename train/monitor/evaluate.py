@@ -1,9 +1,11 @@
 """Alert rules over node samples: which alerts fire now, and which changed since the last round.
 
 Pure: no I/O and no clock of its own; the aggregator passes the time. Semantics follow Prometheus'
-alerting rules: a condition must hold for its `for` duration before the alert fires, and an alert resolves
-at the first round its condition is false. A node that could not be scraped keeps its alerts as they were
-(no data is not "healthy") and, after `unreachable_after` failed rounds, fires its own critical alert.
+alerting rules: a condition must hold for its `for` duration before the alert fires, and a firing alert
+resolves once its condition has been false for `keep_firing_for_s` (Prometheus' `keep_firing_for`, 2.42+),
+so a figure hovering at its threshold gives one firing and one resolved message, not a message a round. A
+node that could not be scraped keeps its alerts as they were (no data is not "healthy") and, after
+`unreachable_after` failed rounds, fires its own critical alert.
 """
 
 from __future__ import annotations
@@ -74,6 +76,7 @@ class Evaluator:
     failures: dict[str, int] = field(default_factory=dict)
     progress: dict[str, _Progress] = field(default_factory=dict)
     baselines: dict[tuple[str, str, str], float] = field(default_factory=dict)
+    cleared: dict[tuple[str, str, str | None], float] = field(default_factory=dict)  # firing, false since
 
     def evaluate(
         self, samples: Sequence[NodeSample], now: float, money: Money | None = None
@@ -97,11 +100,18 @@ class Evaluator:
         active: dict[tuple[str, str, str | None], Alert] = {}
         for c in candidates:
             since = self.pending.setdefault(c.alert.key, now)
-            if now - since >= c.for_s:
+            if now - since >= c.for_s or c.alert.key in self.firing:
                 active[c.alert.key] = c.alert
         for key in held:
             if key in self.firing:
                 active.setdefault(key, self.firing[key])
+        for key, alert in self.firing.items():  # false now: keep firing until false for keep_firing_for_s
+            if key in active:
+                self.cleared.pop(key, None)
+            elif now - self.cleared.setdefault(key, now) < self.rules.keep_firing_for_s:
+                active[key] = alert
+            else:
+                del self.cleared[key]
         transitions = [Transition("firing", a, now) for k, a in active.items() if k not in self.firing]
         transitions += [Transition("resolved", a, now) for k, a in self.firing.items() if k not in active]
         self.firing = active

@@ -37,6 +37,7 @@ class AlertRules:
     stalled_after_s: float = 900.0  # no new training step for this long: critical
     startup_grace_s: float = 1800.0  # before the first step: preflight, burn-in and loading take time
     unreachable_after: int = 2  # consecutive failed scrapes of a node: critical
+    keep_firing_for_s: float = 300.0  # a firing alert resolves once its condition is false this long
     budget_usd: float = 0.0  # the run's budget (max_run_cost_usd); 0: no projection rule
     cost_per_hour_usd: float = 0.0  # what the stack's resources cost, for the projection
     total_steps: int = 0  # the run's planned optimizer steps (0: projection from the run's hours)

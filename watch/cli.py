@@ -32,8 +32,12 @@ def collect(
     outputs = outputs_of(cwd, stack)
     problems: list[str] = []
     state: dict[str, Any] | None = None
+    node0_answered = False
     try:
         state = sources.aggregator_state(stack, outputs)
+    except sources.NoStateError as exc:
+        node0_answered = True
+        problems.append(f"aggregator: {exc}")
     except sources.WatchError as exc:
         problems.append(f"aggregator: {exc}")
     billed: float | None = None
@@ -41,7 +45,9 @@ def collect(
         billed = sources.billed_usd(outputs)
     except Exception as exc:
         problems.append(f"billing: {exc}")
-    unreachable = [n["pod_id"] for i, n in enumerate(outputs["nodes"]) if _unreached(state, i)]
+    unreachable = [
+        n["pod_id"] for i, n in enumerate(outputs["nodes"]) if _unreached(state, i, node0_answered)
+    ]
     logs: dict[str, list[str]] = {}
     if unreachable:
         try:
@@ -58,12 +64,13 @@ def collect(
         forecast_usd=(forecast or {}).get("run_cost_usd"),
         logs=logs,
         problems=problems,
+        node0_answered=node0_answered,
     )
 
 
-def _unreached(state: dict[str, Any] | None, index: int) -> bool:
+def _unreached(state: dict[str, Any] | None, index: int, node0_answered: bool) -> bool:
     if state is None:
-        return index == 0  # node 0 itself could not be read
+        return index == 0 and not node0_answered  # node 0 itself could not be read
     rows = state.get("nodes") or []
     return index < len(rows) and not rows[index].get("ok")
 

@@ -83,8 +83,11 @@ def build(
     forecast_usd: float | None,
     logs: Mapping[str, Sequence[str]],
     problems: Sequence[str] = (),
+    node0_answered: bool = False,
 ) -> WatchSnapshot:
-    """Join the sources by rank: the aggregator's rows are in hostfile (= rank) order."""
+    """Join the sources by rank: the aggregator's rows are in hostfile (= rank) order.
+
+    `node0_answered`: no state was read, but node 0 did answer over SSH (it has no aggregator state)."""
     out_nodes = [n for n in outputs.get("nodes") or [] if isinstance(n, Mapping)]
     rows = list((aggregator or {}).get("nodes") or [])
     firing = tuple(a for a in (aggregator or {}).get("firing") or [] if isinstance(a, Mapping))
@@ -97,7 +100,7 @@ def build(
         reachable: bool | None
         if row:
             reachable, note = bool(row.get("ok")), str(row.get("error") or "")
-        elif aggregator is None and i == 0:  # node 0 itself did not answer over SSH
+        elif aggregator is None and i == 0 and not node0_answered:  # node 0 did not answer over SSH
             reachable, note = False, "node 0 not reachable over SSH (see problems)"
         else:
             reachable, note = None, "no aggregator state"

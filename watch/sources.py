@@ -27,6 +27,10 @@ class WatchError(TrainstackError, RuntimeError):
     """A source that `scripts/watch` cannot do without (the stack's outputs)."""
 
 
+class NoStateError(WatchError):
+    """Node 0 answered over SSH but holds no aggregator state: alerts are off, or no round has ended yet."""
+
+
 def stack_outputs(cwd: Path, stack: str) -> dict[str, Any]:
     """`pulumi stack output --json` of the stack, run in its workspace (scripts/watch picks it)."""
     proc = subprocess.run(
@@ -51,19 +55,40 @@ def stack_outputs(cwd: Path, stack: str) -> dict[str, Any]:
     return data
 
 
-def aggregator_state(stack: str, outputs: Mapping[str, Any], timeout_s: float = 10.0) -> dict[str, Any]:
-    """The aggregator's newest round, read from node 0 with the stack's own known_hosts (batch mode)."""
+def aggregator_state(
+    stack: str,
+    outputs: Mapping[str, Any],
+    timeout_s: float = 10.0,
+    run: Callable[[SshTarget, str], str] | None = None,
+) -> dict[str, Any]:
+    """The aggregator's newest round, read from node 0 with the stack's own known_hosts (batch mode).
+
+    `run` runs a command on the target (default: ssh); NoStateError when node 0 answers without a state file.
+    """
     node0 = outputs["nodes"][0]
     workdir = str(outputs.get("workdir") or "/workspace/trainstack")
     host, _, port = str(node0.get("ssh_endpoint") or "").rpartition(":")
     if not host or not port.isdigit():
         raise WatchError(f"node 0 ({node0.get('pod_id')}) has no SSH endpoint yet; it may still be starting")
     target = SshTarget(host, int(port), "root", str(node0["pod_id"]), Path(known_hosts_file(stack)))
-    ssh = Ssh(target, connect_timeout_s=timeout_s, deadline_s=timeout_s, step_timeout_s=timeout_s)
-    try:
-        text = ssh.run(f"cat {shlex.quote(workdir + '/' + STATE_FILE)}")
+    path = f"{workdir}/{STATE_FILE}"
+    if run is None:
+
+        def run(t: SshTarget, command: str) -> str:
+            return Ssh(t, connect_timeout_s=timeout_s, deadline_s=timeout_s, step_timeout_s=timeout_s).run(
+                command
+            )
+
+    try:  # a missing file is an answer (empty output), not a failed command: it must not read as unreachable
+        text = run(target, f"if [ -e {shlex.quote(path)} ]; then cat {shlex.quote(path)}; fi")
     except DeliveryError as exc:
         raise WatchError(f"node 0 ({node0['pod_id']}): {exc}") from None
+    if not text.strip():
+        raise NoStateError(
+            f"node 0 ({node0['pod_id']}) answered but has no {path}: the aggregator writes it after its "
+            "first round (trainstack:alerts.interval_min); with trainstack:alerts.enabled false or no "
+            "delivered start scripts there is none"
+        )
     try:
         state = json.loads(text)
     except ValueError:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import httpx
 import pytest
@@ -92,6 +93,57 @@ def test_node_0_out_of_reach_is_critical_and_the_others_unknown() -> None:
     s = _snap(aggregator=None, billed_usd=None)
     assert [n.reachable for n in s.nodes] == [False, None]
     assert s.critical and s.money.spent_usd is None
+
+
+def test_node_0_answering_without_aggregator_state_is_unknown_not_unreachable() -> None:
+    s = _snap(aggregator=None, billed_usd=None, node0_answered=True)
+    assert [n.reachable for n in s.nodes] == [None, None]
+    assert not s.critical and all(n.note == "no aggregator state" for n in s.nodes)
+
+
+def test_aggregator_state_tells_a_missing_state_file_from_an_unreachable_node() -> None:
+    from providers.delivery.ssh import SshTarget, UnreachableError
+
+    commands: list[str] = []
+
+    def answers(text: str) -> Callable[[SshTarget, str], str]:
+        def run(target: SshTarget, command: str) -> str:
+            assert (target.host, target.port, target.user) == ("127.0.0.1", 2201, "root")
+            commands.append(command)
+            return text
+
+        return run
+
+    def unreachable(target: SshTarget, command: str) -> str:
+        raise UnreachableError("ssh to root@127.0.0.1:2201 failed 3 times in 10 s")
+
+    outputs = {**OUTPUTS, "workdir": "/workspace/my run"}
+    assert sources.aggregator_state("search", outputs, run=answers(json.dumps(STATE))) == STATE
+    assert "'/workspace/my run/metrics/aggregator.json'" in commands[0]  # quoted for the remote shell
+    with pytest.raises(sources.NoStateError, match=r"no /workspace/my run/metrics/aggregator\.json"):
+        sources.aggregator_state("search", outputs, run=answers(""))
+    with pytest.raises(sources.WatchError) as err:
+        sources.aggregator_state("search", outputs, run=unreachable)
+    assert not isinstance(err.value, sources.NoStateError) and "pod-a" in str(err.value)
+
+
+def test_collect_reads_no_pod_logs_for_a_node_0_that_answered(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pathlib import Path
+
+    from watch import cli
+
+    def no_state(stack: str, outputs: object) -> dict[str, object]:
+        raise sources.NoStateError("node 0 (pod-a) answered but has no state")
+
+    def no_logs(pod_ids: object) -> dict[str, list[str]]:
+        raise AssertionError(f"pod logs read for {pod_ids}")
+
+    monkeypatch.setattr(sources, "aggregator_state", no_state)
+    monkeypatch.setattr(sources, "billed_usd", lambda outputs: 1.0)
+    monkeypatch.setattr(sources, "pod_logs", no_logs)
+    snap = cli.collect("search", Path("."), outputs_of=lambda cwd, stack: OUTPUTS)
+    assert [n.reachable for n in snap.nodes] == [None, None] and not snap.critical
+    assert snap.problems == ("aggregator: node 0 (pod-a) answered but has no state",)
 
 
 def test_the_table_shows_every_column_the_operator_needs() -> None:

@@ -8,6 +8,7 @@ scripts/watch prod --json     # one JSON document for scripts (implies --once)
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 import time
@@ -45,34 +46,26 @@ def collect(
         billed = sources.billed_usd(outputs)
     except Exception as exc:
         problems.append(f"billing: {exc}")
-    unreachable = [
-        n["pod_id"] for i, n in enumerate(outputs["nodes"]) if _unreached(state, i, node0_answered)
-    ]
-    logs: dict[str, list[str]] = {}
-    if unreachable:
-        try:
-            logs = sources.pod_logs(unreachable)
-        except Exception as exc:
-            problems.append(f"pod logs: {exc}")
     forecast = outputs.get("forecast") if isinstance(outputs.get("forecast"), dict) else {}
-    return snapshot.build(
+    view = functools.partial(
+        snapshot.build,
         stack=stack,
         now=time.time(),
         outputs=outputs,
         aggregator=state,
         billed_usd=billed,
         forecast_usd=(forecast or {}).get("run_cost_usd"),
-        logs=logs,
-        problems=problems,
         node0_answered=node0_answered,
     )
-
-
-def _unreached(state: dict[str, Any] | None, index: int, node0_answered: bool) -> bool:
-    if state is None:
-        return index == 0 and not node0_answered  # node 0 itself could not be read
-    rows = state.get("nodes") or []
-    return index < len(rows) and not rows[index].get("ok")
+    # The snapshot decides who is unreachable (one rule); those nodes' RunPod logs are then read once.
+    unreachable = [n.pod_id for n in view(logs={}, problems=problems).nodes if n.reachable is False]
+    logs: dict[str, list[str]] = {}
+    if unreachable:
+        try:
+            logs = sources.pod_logs(unreachable)
+        except Exception as exc:
+            problems.append(f"pod logs: {exc}")
+    return view(logs=logs, problems=problems)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

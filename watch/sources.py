@@ -72,13 +72,7 @@ def aggregator_state(
         raise WatchError(f"node 0 ({node0.get('pod_id')}) has no SSH endpoint yet; it may still be starting")
     target = SshTarget(host, int(port), "root", str(node0["pod_id"]), Path(known_hosts_file(stack)))
     path = f"{workdir}/{STATE_FILE}"
-    if run is None:
-
-        def run(t: SshTarget, command: str) -> str:
-            return Ssh(t, connect_timeout_s=timeout_s, deadline_s=timeout_s, step_timeout_s=timeout_s).run(
-                command
-            )
-
+    run = run or _over_ssh(timeout_s)
     try:  # a missing file is an answer (empty output), not a failed command: it must not read as unreachable
         text = run(target, f"if [ -e {shlex.quote(path)} ]; then cat {shlex.quote(path)}; fi")
     except DeliveryError as exc:
@@ -96,6 +90,13 @@ def aggregator_state(
     if not isinstance(state, dict):
         raise WatchError("node 0's aggregator state is not a JSON object")
     return state
+
+
+def _over_ssh(timeout_s: float) -> Callable[[SshTarget, str], str]:
+    """Run a command on a target with ssh, in batch mode, within `timeout_s` in all."""
+    return lambda target, command: Ssh(
+        target, connect_timeout_s=timeout_s, deadline_s=timeout_s, step_timeout_s=timeout_s
+    ).run(command)
 
 
 def billed_usd(outputs: Mapping[str, Any], client: RunPodClient | None = None) -> float:

@@ -9,11 +9,9 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
 
 import pytest
 
@@ -25,7 +23,6 @@ from harness.local import FAST_ARGS, LocalRunPod, start_local_runpod, start_moto
 BRIDGE_CIDR = "10.251.77.1/24"  # private, used by nothing else on CI machines; created and removed here
 BRIDGE_IP = BRIDGE_CIDR.split("/")[0]
 TORCH_VENV = cache_dir() / "torch-venv"  # scripts/bootstrap-torch installs it
-T = TypeVar("T")
 
 
 def _missing() -> str | None:
@@ -40,24 +37,6 @@ def _missing() -> str | None:
     if not (TORCH_VENV / "bin" / "torchrun").exists():
         return f"no torch venv at {TORCH_VENV}; run scripts/bootstrap-torch"
     return None
-
-
-def poll(
-    check: Callable[[], T | None],
-    what: str,
-    timeout_s: float,
-    interval_s: float = 0.5,
-    log: Callable[[], str] | None = None,
-) -> T:
-    """`check()`'s first truthy answer; fails naming `what` (and showing `log()`) when the deadline passes."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"{what}: not within {timeout_s} s\n{log() if log else ''}")
-        time.sleep(interval_s)
 
 
 @dataclass

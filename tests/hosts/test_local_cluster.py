@@ -15,7 +15,8 @@ import pytest
 from emulator import hostnet
 from harness.pulumi_cli import REPO, Pulumi
 from ops.workspace import prepare
-from tests.hosts.conftest import BRIDGE_IP, HostsEnv, poll
+from tests.hosts.conftest import BRIDGE_IP, HostsEnv
+from tests.polling import poll
 
 pytestmark = [
     pytest.mark.e2e,

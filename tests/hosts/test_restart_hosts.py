@@ -20,7 +20,7 @@ import pytest
 from emulator import hostnet
 from harness.local import FAST_ARGS, LocalRunPod, start_local_runpod
 from tests.emulator.conftest import cluster_body, gql, pod_body
-from tests.hosts.conftest import poll
+from tests.polling import poll
 
 pytestmark = pytest.mark.root
 

@@ -17,7 +17,7 @@ from emulator import hostnet
 from emulator.hostnet import Bridge
 from harness.local import FAST_ARGS, LocalRunPod, start_local_runpod
 from tests.emulator.conftest import cluster_body, pod_body
-from tests.hosts.conftest import poll
+from tests.polling import poll
 
 pytestmark = pytest.mark.root
 

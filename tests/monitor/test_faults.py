@@ -15,7 +15,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -23,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.polling import poll
 from train.monitor.rules import AlertRules
 from train.node.nvml import Recording, with_fault
 
@@ -218,13 +218,7 @@ def run(tmp_path: Path) -> Iterator[tuple[Run, Receiver]]:
 
 def wait_for(what: str, check: Callable[[], bool], log: Path, timeout_s: float = 60) -> None:
     """Poll until `check()` holds; fail naming `what` and showing the aggregator's log."""
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(
-                f"{what}: not within {timeout_s} s\n{log.read_text(errors='replace')[-3000:]}"
-            )
-        time.sleep(0.2)
+    poll(check, what, timeout_s, 0.2, log=lambda: log.read_text(errors="replace")[-3000:])
 
 
 def test_each_fault_fires_once_and_resolves_once_naming_the_node(run: tuple[Run, Receiver]) -> None:

@@ -146,6 +146,28 @@ def test_collect_reads_no_pod_logs_for_a_node_0_that_answered(monkeypatch: pytes
     assert snap.problems == ("aggregator: node 0 (pod-a) answered but has no state",)
 
 
+def test_collect_reads_the_runpod_logs_of_a_node_0_out_of_reach(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pathlib import Path
+
+    from watch import cli
+
+    def out_of_reach(stack: str, outputs: object) -> dict[str, object]:
+        raise sources.WatchError("node 0 (pod-a): ssh failed 3 times in 10 s")
+
+    asked: list[list[str]] = []
+
+    def logs(pod_ids: list[str]) -> dict[str, list[str]]:
+        asked.append(pod_ids)
+        return {"pod-a": ["sshd: no hostkeys available"]}
+
+    monkeypatch.setattr(sources, "aggregator_state", out_of_reach)
+    monkeypatch.setattr(sources, "billed_usd", lambda outputs: 1.0)
+    monkeypatch.setattr(sources, "pod_logs", logs)
+    snap = cli.collect("search", Path("."), outputs_of=lambda cwd, stack: OUTPUTS)
+    assert asked == [["pod-a"]] and snap.critical
+    assert snap.nodes[0].log_tail == ("sshd: no hostkeys available",) and snap.nodes[1].log_tail == ()
+
+
 def test_the_table_shows_every_column_the_operator_needs() -> None:
     console = Console(record=True, width=160)
     console.print(render(_snap()))

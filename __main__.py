@@ -17,7 +17,7 @@ from providers.preload import request_preload
 # component code have run (providers/preload.py explains; ~0.3 s of every preview and up).
 request_preload()
 
-from components.alerts_config import stack_alert_rules, webhook_notice  # noqa: E402
+from components.alerts import stack_alert_rules  # noqa: E402
 from components.cluster import (  # noqa: E402 - after the early provider start, on purpose
     H100Cluster,
     H100ClusterArgs,
@@ -26,9 +26,10 @@ from components.cluster import (  # noqa: E402 - after the early provider start,
     read_stack_config,
     write_artifacts,
 )
-from components.config import ConfigError  # noqa: E402
-from components.config_rules import unverified_spend_limit_notice  # noqa: E402
 from components.guards import check_before_registering  # noqa: E402
+from stackconfig.alerts import webhook_notice  # noqa: E402
+from stackconfig.config import ConfigError  # noqa: E402
+from stackconfig.rules import unverified_spend_limit_notice  # noqa: E402
 
 REPO = Path(__file__).resolve().parent
 OUT_DIR = Path(os.environ.get("TRAINSTACK_OUT_DIR", REPO / "out"))

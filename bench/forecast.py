@@ -42,9 +42,9 @@ import pydantic, pulumi_policy, yaml
 class _Warm(pydantic.BaseModel):  # pydantic loads its model machinery with the first model of any preview
     x: int = 0
 T = time.perf_counter
-import components.config
+import stackconfig.config
 import policy.rules
-from components.config import load_stack_config
+from stackconfig.config import load_stack_config
 from pulumi_policy import StackValidationArgs
 from policy.rules.forecast import COMPONENT, POLICIES
 raw = yaml.safe_load(Path("stacks/Pulumi.prod.yaml").read_text())["config"]
@@ -79,7 +79,7 @@ def _self_times(importtime: str) -> dict[str, float]:
         self_us, _, name = (part.strip() for part in line.removeprefix("import time:").split("|"))
         if not self_us.isdigit():
             continue
-        if name == "components.model_config":
+        if name == "stackconfig.model":
             found["config_model"] += int(self_us) / 1e6
         elif name == "policy.rules.forecast":
             found["policy_module"] += int(self_us) / 1e6
@@ -150,7 +150,7 @@ def section(res: dict[str, Any]) -> str:
     """The Markdown of docs/PERFORMANCE.md's forecast section, between its markers."""
     cold: list[dict[str, float]] = res["cold_ms"]
     labels = {
-        "config_model": "import components.model_config (the config model's class)",
+        "config_model": "import stackconfig.model (the config model's class)",
         "parse": "parse prod's model section",
         "forecast_modules": "import the forecast package",
         "forecast_call": "compute prod's forecast",

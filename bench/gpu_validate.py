@@ -27,8 +27,8 @@ from pathlib import Path
 
 import yaml
 
-from components.config import StackConfig, load_stack_config
 from components.render import Node, render_artifacts
+from stackconfig.config import StackConfig, load_stack_config
 
 REPO = Path(__file__).resolve().parents[1]
 RUNNERS = {"run.sh": "gpu-run.sh", "run-2node.sh": "gpu-run-2node.sh", "x2.sh": "gpu-x2.sh"}

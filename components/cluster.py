@@ -19,16 +19,6 @@ from typing import Any
 import pulumi
 
 from components.artifacts import write_artifacts
-from components.config import (
-    NAMESPACE,
-    REGISTRY_PASSWORD_KEY,
-    SECRETS_KEY,
-    ConfigError,
-    ConfigProblem,
-    StackConfig,
-    load_stack_config,
-    secret_config_key,
-)
 from components.delivery import deliver_to_nodes
 from components.render import Artifacts, Node, render_artifacts
 from facts import secrets
@@ -52,6 +42,16 @@ from providers.runpod.secret import Secret
 from providers.runpod.volume import NetworkVolume
 from providers.s3.bucket import CheckpointBucket
 from providers.s3.inputs import CheckpointBucketInputs
+from stackconfig.config import (
+    NAMESPACE,
+    REGISTRY_PASSWORD_KEY,
+    SECRETS_KEY,
+    ConfigError,
+    ConfigProblem,
+    StackConfig,
+    load_stack_config,
+    secret_config_key,
+)
 
 __all__ = ["H100Cluster", "H100ClusterArgs", "read_secret_values", "read_stack_config", "write_artifacts"]
 

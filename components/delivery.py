@@ -11,10 +11,10 @@ from urllib.parse import urlparse
 
 import pulumi
 
-from components.config import StackConfig
 from components.render import Artifacts, Node
 from providers import settings
 from providers.delivery.node_files import NodeFiles, NodeFilesInputs
+from stackconfig.config import StackConfig
 
 REPO = Path(__file__).resolve().parent.parent
 TRAIN_DIR = REPO / "train"

@@ -4,7 +4,7 @@ Both are refused before the first resource so a bad value can never rent a pod f
 - the stack name becomes part of every RunPod name and rendered path, so it is held to `[a-z0-9-]`;
 - `trainstack:secrets.*` and `runpod:apiKey` must be Pulumi secrets (the engine tells the program which
   keys are: `pulumi.runtime.config.is_config_secret`), and no other config value may hold a credential
-  (components/credentials.py lists the shapes). Problems name the key path, never the value.
+  (stackconfig/credentials.py lists the shapes). Problems name the key path, never the value.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from components.config import NAMESPACE, SECRETS_KEY, ConfigError, ConfigProblem
-from components.credentials import find_credentials
+from stackconfig.config import NAMESPACE, SECRETS_KEY, ConfigError, ConfigProblem
+from stackconfig.credentials import find_credentials
 
 STACK_NAME_RE = re.compile(r"[a-z0-9][a-z0-9-]*")  # what components/render.py accepts
 SECRET_ONLY_KEYS = frozenset({"runpod:apiKey"})  # besides every trainstack:secrets.<NAME>

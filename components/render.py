@@ -9,9 +9,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from components.alerts_config import prometheus_rules, stack_alert_rules
-from components.config import StackConfig
+from components.alerts import stack_alert_rules
 from facts.gpus import GPUS
+from stackconfig.alerts import prometheus_rules
+from stackconfig.config import StackConfig
 
 # The static part of every start script; the rendered header above it sets the variables it reads.
 _BODY = (Path(__file__).parent / "templates" / "start-node.body.bash").read_text(encoding="utf-8")

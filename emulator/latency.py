@@ -33,7 +33,7 @@ CLUSTER_SETUP_S = 60.0  # fabric (ens1-ens8) and rendezvous on top of the image 
 
 # Known image repositories and their compressed size in GB; others get the server's `--image-gb`.
 IMAGE_GB = {
-    "runpod/pytorch": 16.0,  # CUDA devel images (components/config.py: "CUDA images are ~16 GB")
+    "runpod/pytorch": 16.0,  # CUDA devel images (stackconfig/config.py: "CUDA images are ~16 GB")
     "runpod/base": 8.0,
 }
 

@@ -21,7 +21,7 @@ def _digest(text: str) -> int:
 
 
 # A container image reference as registries parse it, `[host[:port]/]path[:tag][@algo:hex]` (the grammar of
-# github.com/distribution/reference). Written here independently of components/image_ref.py on purpose: the
+# github.com/distribution/reference). Written here independently of stackconfig/image_ref.py on purpose: the
 # local RunPod models RunPod, so it must catch a reference the stack's own check lets through.
 _PATH_PART = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
 _IMAGE = re.compile(

@@ -1,6 +1,6 @@
 """GPU capability table: what each RunPod GPU type can do, as data with the reason for every limit.
 
-Read by the stack config validation (components/config.py, components/config_rules.py), the providers'
+Read by the stack config validation (stackconfig/config.py, stackconfig/rules.py), the providers'
 price fallback (through `facts.money`) and the policy pack, so that all say the same thing. Adding a
 field: give it a default (the dataclass is keyword-only), so rows need not all change at once.
 """

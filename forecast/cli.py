@@ -18,10 +18,10 @@ from typing import Any
 
 import yaml
 
-from components.config import NAMESPACE, ConfigError, load_stack_config
-from components.model_config import ModelConfig
 from forecast.stack import stack_forecast
 from forecast.table import render
+from stackconfig.config import NAMESPACE, ConfigError, load_stack_config
+from stackconfig.model import ModelConfig
 
 REPO = Path(__file__).resolve().parents[1]
 EXIT_FITS, EXIT_DOES_NOT_FIT, EXIT_BAD_INPUT = 0, 1, 2

@@ -59,10 +59,10 @@ from __future__ import annotations
 
 import math
 
+from common.errors import TrainstackError
 from forecast.fixes import memory_fixes
 from forecast.memory import memory
 from forecast.model import ComputeForecast, CostForecast, Deployment, Forecast, ForecastInput, Workload
-from providers.errors import TrainstackError
 
 DEFAULT_HARDWARE_UTILISATION: dict[str, float] = {"bf16": 0.40, "fp8": 0.26}
 FULL_UTILISATION_HIDDEN = 4096  # hidden size from which the default applies unscaled

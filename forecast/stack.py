@@ -1,17 +1,18 @@
 """The forecast input of a parsed stack config: its model section, its GPUs (from the GPU table), its prices.
 
 A pool of pods (`topology: pods`) runs one job per pod, each over that pod's GPUs; an Instant Cluster runs
-one job over every GPU. Prices are the GPU table's on-demand hint, as the config's own budget check uses
-(`components.config_rules.estimate_cost_per_hour`); spot, where the stack asks for it, at its bid.
+one job over every GPU. Prices are the snapshot's, from `stackconfig.pricing` (the one home of a stack's
+hourly price): compute at on-demand, spot (where the stack asks for it) at its bid, and the network volume.
 """
 
 from __future__ import annotations
 
-from components.config import StackConfig
 from facts.gpus import GPUS, GpuSpec
-from facts.money import HOURS_PER_MONTH, SNAPSHOT
+from facts.money import HOURS_PER_MONTH
 from forecast.compute import forecast
 from forecast.model import Deployment, Forecast, ForecastInput, Hardware, Workload
+from stackconfig import pricing
+from stackconfig.config import StackConfig
 
 
 def hardware(gpu: GpuSpec) -> Hardware:
@@ -48,14 +49,13 @@ def forecast_input(config: StackConfig) -> ForecastInput | None:
         mfu=m.mfu,
         overhead=m.overhead,
     )
-    spot = c.capacity in ("spot", "auto") and c.bid_per_gpu is not None
     deployment = Deployment(
         gpu=hardware(gpu),
         gpus_per_job=c.gpus_per_node if c.topology == "pods" else gpus,
         jobs=c.nodes if c.topology == "pods" else 1,
-        compute_usd_per_hour=gpus * gpu.price_per_gpu_hour,
-        spot_compute_usd_per_hour=gpus * (c.bid_per_gpu or 0.0) if spot else None,
-        storage_usd_per_hour=SNAPSHOT.volume_monthly(c.volume_gb) / HOURS_PER_MONTH,
+        compute_usd_per_hour=pricing.on_demand_compute_per_hour(config),
+        spot_compute_usd_per_hour=pricing.spot_compute_per_hour(config),
+        storage_usd_per_hour=pricing.volume_per_month(config) / HOURS_PER_MONTH,
         max_run_hours=config.training.max_run_hours,
     )
     return ForecastInput(workload, deployment)

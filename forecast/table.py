@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from rich.console import Console
 from rich.table import Table
 
-from components.config import StackConfig
 from forecast.model import Forecast
+from stackconfig.config import StackConfig
 
 
 def _money(amount: float) -> str:

@@ -84,11 +84,11 @@ def room_note(stack: str, need: float, limit: float, spend: Mapping[str, float])
 
 def stack_cost(stack: str, repo: Path = REPO) -> float:
     """The hourly cost the policy pack estimates for the stack, from its stack file."""
-    from components.config import load_stack_config
-    from components.config_rules import estimate_cost_per_hour
+    from stackconfig.config import load_stack_config
+    from stackconfig.pricing import cost_per_hour
 
     raw = {k: v for k, v in stack_file_config(stack, repo).items() if not k.startswith("trainstack:secrets.")}
-    return estimate_cost_per_hour(load_stack_config(raw, warn=lambda _: None))
+    return cost_per_hour(load_stack_config(raw, warn=lambda _: None))
 
 
 def _live() -> dict[str, Any]:

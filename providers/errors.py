@@ -1,8 +1,8 @@
-"""trainstack's exceptions: one root, and the whole tree drawn here.
+"""trainstack's exceptions: one root (`common.errors`, re-exported here), and the whole tree drawn here.
 
-    TrainstackError                  root: raised on purpose, with a message written for people
-    ├── SettingsError                an environment knob is malformed (providers.settings); names the variable
-    ├── components.config.ConfigError    the stack config breaks rules; lists every key path (also ValueError)
+    TrainstackError                  root (common.errors): raised on purpose, with a message for people
+    ├── SettingsError                common.errors: an environment knob (providers.settings) is malformed
+    ├── stackconfig.config.ConfigError   the stack config breaks rules; lists every key path (also ValueError)
     ├── forecast.compute.ForecastError   the input cannot be forecast (also ValueError)
     ├── watch.sources.WatchError     scripts/watch cannot read a stack's outputs or node 0 (also RuntimeError)
     ├── BucketError                  providers.s3.errors: an S3 call refused or failed; says what to check
@@ -33,15 +33,10 @@ below, run once when this module is imported); anything else keeps its traceback
 
 from __future__ import annotations
 
+from common.errors import SettingsError, TrainstackError
 from providers import display
 
-
-class TrainstackError(Exception):
-    """Root of every error trainstack raises on purpose; the message says what to do next."""
-
-
-class SettingsError(TrainstackError):
-    """An environment knob is malformed; the message names the variable and a valid value."""
+__all__ = ["SettingsError", "TrainstackError", "install"]
 
 
 def install() -> None:

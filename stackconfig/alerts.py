@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from train.monitor.rules import AlertRules
 
 if TYPE_CHECKING:
-    from components.config import StackConfig
+    from stackconfig.config import StackConfig
 
 WEBHOOK_SECRET = "ALERT_WEBHOOK_URL"  # noqa: S105 (a name, not a value) listed in training.secrets; the aggregator reads it from its env
 
@@ -97,24 +97,6 @@ def alert_rules(
         gpu_memory_bytes=gpu_memory_bytes,
         max_messages_per_hour=alerts.max_messages_per_hour,
         digest_every_s=alerts.digest_every_min * 60,
-    )
-
-
-def stack_alert_rules(config: StackConfig) -> AlertRules:
-    """The stack's rules: its alerts section, price, forecast hours (else max_run_hours) and busbw floor."""
-    from facts.gpus import gpu_spec
-    from forecast.stack import stack_forecast
-
-    c, t = config.cluster, config.training
-    gpu = gpu_spec(c.gpu_type)
-    fc = stack_forecast(config)
-    hours = fc.compute.hours if fc is not None else t.max_run_hours
-    return alert_rules(
-        config.alerts,
-        cost_per_hour_usd=c.nodes * c.gpus_per_node * gpu.price_per_gpu_hour,
-        planned_hours=hours,  # the whole run, every segment: what the budget is for
-        min_busbw_gb_per_s=t.nccl_min_busbw_gb_per_s,
-        gpu_memory_bytes=gpu.memory_gb * 1e9,
     )
 
 

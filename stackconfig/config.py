@@ -35,14 +35,14 @@ from pydantic import (
     field_validator,
 )
 
-from components.alerts_config import AlertsConfig
-from components.config_rules import RUNPOD_DEFAULT_SPEND_LIMIT, cross_field_problems
-from components.credentials import credential_kind, mask
-from components.image_ref import image_reference_problem
-from components.model_config import ModelConfig
+from common.errors import TrainstackError
 from facts.gpus import GPUS
 from facts.s3 import bucket_name_problem
-from providers.errors import TrainstackError
+from stackconfig.alerts import AlertsConfig
+from stackconfig.credentials import credential_kind, mask
+from stackconfig.image_ref import image_reference_problem
+from stackconfig.model import ModelConfig
+from stackconfig.rules import RUNPOD_DEFAULT_SPEND_LIMIT, cross_field_problems
 
 NAMESPACE = "trainstack"
 SECRETS_KEY = "secrets"  # values live under trainstack:secrets.<ENV_NAME>; this module never reads them
@@ -243,7 +243,7 @@ class TrainingConfig(_Model):
     max_restarts: StrictInt = 3  # torchrun --max-restarts
     device: Literal["cuda", "cpu"] = "cuda"  # cpu: test clusters without GPUs (gloo, no GPU health gate)
     secrets: tuple[str, ...] = ()  # env var names the node gets as RunPod secret references
-    model: ModelConfig | None = None  # what is trained, for the forecast (components/model_config.py)
+    model: ModelConfig | None = None  # what is trained, for the forecast (stackconfig/model.py)
     # Node health (train/node/, docs/NODE-HEALTH.md).
     burn_in_min: Number = 0.0  # GEMM + all-reduce stress before training; 0 = off (set it for new hardware)
     straggler_tolerance_pct: Number = 10.0  # a GPU this far under its node's median GEMM TFLOPS fails
@@ -440,7 +440,7 @@ _OBJ_FIX = "write it as a YAML mapping under the key in stacks/Pulumi.<stack>.ya
 # Fixes for pydantic's own (type-level) errors; domain rules carry their fix in the validator text.
 _PYDANTIC_FIXES = {
     "missing": "add it; see stacks/Pulumi.prod.yaml for an example",
-    "extra_forbidden": "remove it or fix the spelling; the fields are listed in components/config.py",
+    "extra_forbidden": "remove it or fix the spelling; the fields are listed in stackconfig/config.py",
     "literal_error": "use one of the values listed",
     "int_parsing": "write a whole number",
     "int_type": "write a whole number",
@@ -461,5 +461,5 @@ def _from_pydantic(err: Any) -> ConfigProblem:
     path = NAMESPACE + ":" + ".".join(str(p) for p in err["loc"])
     msg = str(err["msg"]).removeprefix("Value error, ")
     if err["type"] != "value_error":
-        msg = f"{msg[:1].lower()}{msg[1:]}; {_PYDANTIC_FIXES.get(err['type'], 'see components/config.py')}"
+        msg = f"{msg[:1].lower()}{msg[1:]}; {_PYDANTIC_FIXES.get(err['type'], 'see stackconfig/config.py')}"
     return ConfigProblem(path, msg)

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
 from facts.gpus import GPUS, GpuSpec
 
 if TYPE_CHECKING:
-    from components.config import StackConfig
+    from stackconfig.config import StackConfig
 
 Problem = tuple[str, str]  # (key path without the namespace, message ending with the fix)
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from components.model_config import model_problems
 from facts.gpus import GPUS
-from facts.money import DEFAULT_SPEND_LIMIT_PER_HOUR, HOURS_PER_MONTH, SNAPSHOT
+from facts.money import DEFAULT_SPEND_LIMIT_PER_HOUR
+from stackconfig.model import model_problems
+from stackconfig.pricing import cost_per_hour, gpu_hour_price
 
 if TYPE_CHECKING:
-    from components.config import StackConfig
+    from stackconfig.config import StackConfig
 
 SPOT_MAX_CHECKPOINT_INTERVAL_MIN = 30  # a spot pod gets a 5 s notice: the timer is what limits lost work
 S3_CREDENTIAL_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
@@ -18,27 +19,12 @@ RUNPOD_DEFAULT_SPEND_LIMIT = DEFAULT_SPEND_LIMIT_PER_HOUR  # facts.money cites i
 Problem = tuple[str, str]  # (key path without the namespace, message ending with the fix)
 
 
-def gpu_hour_price(config: StackConfig) -> float:
-    """USD per GPU-hour the budget counts: on-demand, or for spot and `auto` the dearer of the bid and
-    on-demand (`auto` may fall back to on-demand, and a spot pod is billed its bid)."""
-    c = config.cluster
-    on_demand = GPUS[c.gpu_type].price_per_gpu_hour
-    return max(on_demand, c.bid_per_gpu or 0.0) if c.capacity != "on_demand" else on_demand
-
-
-def estimate_cost_per_hour(config: StackConfig) -> float:
-    """USD/h the stack costs at the GPU table's price hint (see gpu_hour_price for spot and auto)."""
-    c = config.cluster
-    gpu_cost = c.nodes * c.gpus_per_node * gpu_hour_price(config)
-    return gpu_cost + SNAPSHOT.volume_monthly(c.volume_gb) / HOURS_PER_MONTH
-
-
 def unverified_spend_limit_notice(config: StackConfig) -> str | None:
     """The warning a preview gives when the stack only fits a raised account spend limit, which no API call
     can confirm: RunPod's REST v2 (OpenAPI "Frontdoor v2.9.0") has billing history (/v2/billing) but no
     endpoint that returns the account's spend limit, so `runpod_spend_limit_per_hour` is the team's word.
     None when the stack fits RunPod's default limit (nothing to verify)."""
-    cost = estimate_cost_per_hour(config)
+    cost = cost_per_hour(config)
     if cost <= RUNPOD_DEFAULT_SPEND_LIMIT:
         return None
     return (
@@ -233,7 +219,7 @@ def _training_problems(config: StackConfig) -> list[Problem]:
 
 def _budget_problems(config: StackConfig) -> list[Problem]:
     c = config.cluster
-    cost = estimate_cost_per_hour(config)
+    cost = cost_per_hour(config)
     limit = config.runpod_spend_limit_per_hour
     if cost <= limit:
         return []

@@ -5,7 +5,7 @@ Username and password are write-only on RunPod's side; here the password travels
 and is sent only in the create body. Outputs never hold it: change detection compares a salted HMAC kept
 as `password_hash` (itself a Pulumi secret), as `runpod:Secret` does for its value (runpod/secret.py).
 Instant Clusters cannot use one (CreateClusterRequest: "Private registries are not yet supported for
-clusters"); the stack config refuses that combination at preview (components/config_rules.py).
+clusters"); the stack config refuses that combination at preview (stackconfig/rules.py).
 """
 
 from __future__ import annotations

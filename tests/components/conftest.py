@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components.config import StackConfig, load_stack_config
 from components.render import Node
+from stackconfig.config import StackConfig, load_stack_config
 
 REPO = Path(__file__).resolve().parents[2]
 STACKS = ("dev", "search", "prod")

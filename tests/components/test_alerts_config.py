@@ -9,8 +9,9 @@ import pytest
 import yaml
 
 from common.cachedir import cache_dir
-from components.alerts_config import AlertsConfig, alert_rules, prometheus_rules, stack_alert_rules
-from components.config import ConfigError, load_stack_config
+from components.alerts import stack_alert_rules
+from stackconfig.alerts import AlertsConfig, alert_rules, prometheus_rules
+from stackconfig.config import ConfigError, load_stack_config
 from train.monitor.rules import AlertRules
 
 REPO = Path(__file__).resolve().parents[2]

@@ -13,7 +13,7 @@ import pulumi
 import pytest
 
 from components.cluster import H100Cluster, H100ClusterArgs
-from components.config import RegistryAuthConfig
+from stackconfig.config import RegistryAuthConfig
 from tests.components.conftest import stack_config
 
 PRICE = 3.99  # USD/GPU-h the fake catalog charges

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from components.config import ConfigError, load_stack_config, secret_config_key
-from components.config_rules import estimate_cost_per_hour, gpu_hour_price, unverified_spend_limit_notice
+from stackconfig.config import ConfigError, load_stack_config, secret_config_key
+from stackconfig.pricing import cost_per_hour, gpu_hour_price
+from stackconfig.rules import unverified_spend_limit_notice
 from tests.components.conftest import stack_config
 
 # A valid prod-like config; each case below breaks exactly one rule.
@@ -350,7 +351,7 @@ def test_committed_stacks() -> None:
     assert prod.cluster.volume_gb > 0 and prod.bucket is not None
     assert {"HF_TOKEN", "WANDB_API_KEY"} <= set(prod.training.secrets)
     # 64 x $3.99 = $255.36/h is above RunPod's default $80/h: prod declares the raised limit.
-    assert 255 < estimate_cost_per_hour(prod) <= prod.runpod_spend_limit_per_hour
+    assert 255 < cost_per_hour(prod) <= prod.runpod_spend_limit_per_hour
     assert dev.runpod_spend_limit_per_hour == 80
 
 
@@ -380,7 +381,7 @@ def test_bid_above_on_demand_is_refused() -> None:
 def test_budget_counts_the_dearer_of_bid_and_on_demand() -> None:
     raw = _with("cluster.topology", "pods")
     raw["trainstack:cluster"].update(capacity="auto", nodes=4, bid_per_gpu=2.49, volume_gb=0, data_centers=[])
-    assert estimate_cost_per_hour(load_stack_config(raw)) == pytest.approx(4 * 8 * 3.99)
+    assert cost_per_hour(load_stack_config(raw)) == pytest.approx(4 * 8 * 3.99)
     cfg = load_stack_config(raw)
     dear = cfg.model_copy(update={"cluster": cfg.cluster.model_copy(update={"bid_per_gpu": 4.60})})
     assert gpu_hour_price(dear) == pytest.approx(4.60)

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from components.credentials import SHAPES, credential_kind, find_credentials, mask
 from components.guards import plaintext_problems, stack_name_problems
-from components.image_ref import image_reference_problem
+from stackconfig.credentials import SHAPES, credential_kind, find_credentials, mask
+from stackconfig.image_ref import image_reference_problem
 
 # Canary credentials in each documented shape (not real: made-up characters in the issuers' formats).
 CANARIES = {

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from components.config import ConfigError, load_stack_config
-from components.model_config import model_problems
 from facts.gpus import GPUS
+from stackconfig.config import ConfigError, load_stack_config
+from stackconfig.model import model_problems
 
 MODEL: dict[str, Any] = {
     "parameters": "7e9",  # Pulumi hands YAML numbers over as JSON; strings like this must parse too

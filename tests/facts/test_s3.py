@@ -5,9 +5,9 @@ from __future__ import annotations
 import pydantic
 import pytest
 
-from components.config import BucketConfig
 from facts.s3 import bucket_name_problem
 from providers.s3.bucket import BucketArgs
+from stackconfig.config import BucketConfig
 
 GOOD = ["abc", "trainstack-prod-checkpoints", "a.b-c", "x" * 63]
 BAD = ["ab", "x" * 64, "Upper", "-lead", "trail-", "a..b", "192.168.1.1"]

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from components.config import load_stack_config
 from forecast.stack import stack_forecast
 from policy.rules.forecast import COMPONENT, MODEL_FITS, RUN_COST, RUN_HOURS
+from stackconfig.config import load_stack_config
 from tests.components.conftest import stack_config
 from tests.policy.factories import POD, check_stack, pod, stack_resource
 

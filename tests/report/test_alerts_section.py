@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 
-from components.alerts_config import AlertsConfig, stack_alert_rules
+from components.alerts import stack_alert_rules
 from report.alerts import alert_changes, alerts_json, alerts_table
 from report.parse import parse_events
 from report.render import build, render_markdown
+from stackconfig.alerts import AlertsConfig
 from tests.components.conftest import stack_config
 
 

@@ -6,11 +6,11 @@ from dataclasses import replace
 
 import pytest
 
-from components.config import load_stack_config
 from forecast.stack import stack_forecast
 from report.forecast import forecast_json, forecast_table
 from report.groups import group_changes, index_range
 from report.parse import PropertyChange, ResourceChange
+from stackconfig.config import load_stack_config
 from tests.components.conftest import stack_config
 
 

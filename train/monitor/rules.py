@@ -1,6 +1,6 @@
 """Alert thresholds: one frozen record, read from the `alerts.json` the cluster component delivers.
 
-The stack config's `trainstack:alerts` (components/alerts_config.py validates it at preview, key by key) is
+The stack config's `trainstack:alerts` (stackconfig/alerts.py validates it at preview, key by key) is
 rendered into `alerts.json` beside the start scripts; the aggregator on node 0 and `scripts/watch` read it
 with `AlertRules.from_json`, and the Prometheus rules file is rendered from the same values, so a threshold
 is written in one place. Defaults follow the golden-metrics practice of the source article (GPU utilisation

@@ -1,0 +1,26 @@
+"""The stack's alert rules: its `trainstack:alerts` section with the figures only the whole stack knows (its
+price, the forecast's hours, its all-reduce floor, its GPU's memory)."""
+
+from __future__ import annotations
+
+from facts.gpus import gpu_spec
+from forecast.stack import stack_forecast
+from stackconfig.alerts import alert_rules
+from stackconfig.config import StackConfig
+from stackconfig.pricing import on_demand_compute_per_hour
+from train.monitor.rules import AlertRules
+
+
+def stack_alert_rules(config: StackConfig) -> AlertRules:
+    """The stack's rules: its alerts section, price, forecast hours (else max_run_hours) and busbw floor."""
+    c, t = config.cluster, config.training
+    gpu = gpu_spec(c.gpu_type)
+    fc = stack_forecast(config)
+    hours = fc.compute.hours if fc is not None else t.max_run_hours
+    return alert_rules(
+        config.alerts,
+        cost_per_hour_usd=on_demand_compute_per_hour(config),
+        planned_hours=hours,  # the whole run, every segment: what the budget is for
+        min_busbw_gb_per_s=t.nccl_min_busbw_gb_per_s,
+        gpu_memory_bytes=gpu.memory_gb * 1e9,
+    )

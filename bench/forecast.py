@@ -47,7 +47,8 @@ import policy.rules
 from stackconfig.config import load_stack_config
 from pulumi_policy import StackValidationArgs
 from policy.rules.forecast import COMPONENT, POLICIES
-raw = yaml.safe_load(Path("stacks/Pulumi.prod.yaml").read_text())["config"]
+from stackconfig.files import read_config
+raw = read_config("prod")
 bare = {**raw, "trainstack:training": {k: v for k, v in raw["trainstack:training"].items() if k != "model"}}
 def parse(cfg, n=30):
     times = []
@@ -113,9 +114,10 @@ def cold_runs(runs: int) -> list[dict[str, float]]:
 
 def preview_ab(runs: int) -> dict[str, list[float]]:
     """No-op preview wall seconds of prod with and without its model section, alternating."""
-    from bench.main import bench, stack_config
+    from bench.run import bench  # its local RunPod and moto load only when previews are asked for
+    from stackconfig.files import read_config
 
-    with_model = stack_config("prod")
+    with_model = read_config("prod")
     training = {k: v for k, v in with_model["trainstack:training"].items() if k != "model"}
     without = with_model | {"trainstack:training": training}
     walls: dict[str, list[float]] = {"with model": [], "without": []}

@@ -25,10 +25,9 @@ import shutil
 import sys
 from pathlib import Path
 
-import yaml
-
 from components.render import Node, render_artifacts
-from stackconfig.config import StackConfig, load_stack_config
+from stackconfig import files
+from stackconfig.config import StackConfig
 
 REPO = Path(__file__).resolve().parents[1]
 RUNNERS = {"run.sh": "gpu-run.sh", "run-2node.sh": "gpu-run-2node.sh", "x2.sh": "gpu-x2.sh"}
@@ -47,8 +46,7 @@ GPT_1NODE = (
 
 def variant(stack: str, nodes: int, gpus: int, command: str | None) -> StackConfig:
     """The stack's parsed config with `nodes` x `gpus` (cluster topology for 2+ nodes) and `command`."""
-    raw = yaml.safe_load((REPO / "stacks" / f"Pulumi.{stack}.yaml").read_text())["config"]
-    config = load_stack_config(raw)
+    config = files.load(stack)
     topology = "cluster" if nodes > 1 else "pods"
     cluster = config.cluster.model_copy(update={"nodes": nodes, "gpus_per_node": gpus, "topology": topology})
     training = config.training

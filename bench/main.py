@@ -19,33 +19,21 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from bench.forecast import measure as forecast_overhead
-from bench.run import Measurement, Workspace
+from bench.run import Bench, Measurement, Workspace, bench
 from emulator.latency import image_gb, ready_s
-from harness.local import LocalRunPod, MotoS3, start_local_runpod, start_moto_s3
 from harness.pulumi_cli import REPO
+from stackconfig import files
 
-H100_STOCK = {
-    f"NVIDIA H100 80GB HBM3@{dc}": 1_000_000 for dc in ("US-TX-3", "US-KS-2", "EU-RO-1", "CA-MTL-1")
-}
 PROGRAMS = REPO / "bench" / "programs"
 DEFAULT_OUT = REPO / ".state" / "bench" / "results.json"
 
 
 def log(message: str) -> None:
     print(f"bench: {message}", file=sys.stderr, flush=True)
-
-
-def stack_config(stack: str) -> dict[str, Any]:
-    data = yaml.safe_load((REPO / "stacks" / f"Pulumi.{stack}.yaml").read_text())
-    return dict(data["config"])
 
 
 def scale_config(topology: str, nodes: int) -> dict[str, Any]:
@@ -68,46 +56,6 @@ def scale_config(topology: str, nodes: int) -> dict[str, Any]:
     }
 
 
-class Bench:
-    """One local RunPod + moto, the scaled environment, and a temp root for workspaces."""
-
-    def __init__(self, root: Path, scale: float, runpod: LocalRunPod, s3: MotoS3) -> None:
-        self.root, self.scale, self.runpod, self.s3 = root, scale, runpod, s3
-        self.count = 0
-
-    def env(self) -> dict[str, str]:
-        return self.runpod.env() | {
-            "AWS_ENDPOINT_URL_S3": self.s3.endpoint_url,
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_DEFAULT_REGION": "us-east-1",
-            "TRAINSTACK_OUT_DIR": str(self.root / "out"),
-            "TRAINSTACK_POLL_INTERVAL_S": f"{10.0 / self.scale:g}",
-            "RUNPOD_RATE_LIMIT_PER_MIN": str(round(60 * self.scale)),
-            "PYTHONPATH": str(REPO),
-            "PULUMI_PARALLEL": "64",  # as scripts/env.sh sets it for `scripts/up`
-        }
-
-    def workspace(self, stack: str, config: dict[str, Any], **kwargs: Any) -> Workspace:
-        self.count += 1
-        self.runpod.admin.capacity(stock=H100_STOCK)
-        self.runpod.admin.limits(spendLimit=1_000_000, balance=1_000_000_000)
-        root = self.root / f"ws-{self.scale:g}-{self.count}-{stack}"
-        return Workspace(root, stack, config, self.runpod, self.env(), **kwargs)
-
-
-@contextmanager
-def bench(root: Path, scale: float) -> Iterator[Bench]:
-    args = ["--time-scale", f"{scale:g}", "--latency-model", "image", "--rate-per-minute", "60"]
-    runpod = start_local_runpod(root / f"runpod-{scale:g}", *args)
-    s3 = start_moto_s3(root / f"moto-{scale:g}.log")
-    try:
-        yield Bench(root, scale, runpod, s3)
-    finally:
-        s3.stop()
-        runpod.stop()
-
-
 def measured(ws: Workspace, verb: str, *extra: str) -> dict[str, Any]:
     m: Measurement = ws.run(verb, *extra)
     status = "ok" if m.ok else f"FAILED (log in {ws.root})"
@@ -118,7 +66,7 @@ def measured(ws: Workspace, verb: str, *extra: str) -> dict[str, Any]:
 def prod_critical_path_s() -> float:
     """The slowest chain of platform waits in `prod`: secrets, bucket and volume are instant on RunPod,
     then the cluster's members boot cold with fabric setup (emulator/latency.py)."""
-    cluster = stack_config("prod")["trainstack:cluster"]
+    cluster = files.read_config("prod")["trainstack:cluster"]
     image = cluster.get("image", "runpod/pytorch:2.4.0-py3.11-cuda12.4.1-devel-ubuntu22.04")
     return ready_s(image_gb(image, 16.0), cold=True, cluster=True)
 
@@ -126,7 +74,7 @@ def prod_critical_path_s() -> float:
 def run_prod_up(b: Bench, runs: int) -> list[dict[str, Any]]:
     out = []
     for _ in range(runs):
-        ws = b.workspace("prod", stack_config("prod"), policy=True)
+        ws = b.workspace("prod", files.read_config("prod"), policy=True)
         out.append(measured(ws, "up"))
         measured(ws, "destroy")
     return out
@@ -136,7 +84,7 @@ def run_lifecycles(b: Bench) -> dict[str, dict[str, Any]]:
     """Requests of each verb for each shipped stack (policy pack on, as `scripts/up` runs it)."""
     results: dict[str, dict[str, Any]] = {}
     for stack in ("dev", "search", "prod"):
-        ws = b.workspace(stack, stack_config(stack), policy=True)
+        ws = b.workspace(stack, files.read_config(stack), policy=True)
         results[stack] = {
             "preview (empty)": measured(ws, "preview"),
             "up": measured(ws, "up"),
@@ -153,7 +101,7 @@ def run_overhead(b: Bench, runs: int) -> dict[str, Any]:
     a policy pack (our program and providers alone), then with the policy pack on both (as `scripts/up`)."""
     out: dict[str, Any] = {}
     for variant, policy in (("bare", False), ("policy", True)):
-        prod = b.workspace("prod", stack_config("prod"), policy=policy)
+        prod = b.workspace("prod", files.read_config("prod"), policy=policy)
         base = b.workspace(
             "base", {"bench:resources": 7}, program=PROGRAMS / "baseline", policy=policy, policy_config="prod"
         )

@@ -1,7 +1,8 @@
 """One measured Pulumi command for `scripts/bench`: throwaway workspaces, wall time, requests, peak RSS.
 
-A `Workspace` is a project directory whose `main:` is the trainstack program (or a bench program under
-`bench/programs/`) and whose stack file is written from a dict, on a throwaway file backend.
+`bench()` starts one local RunPod and moto for a run of benchmarks (`Bench`). A `Workspace` is a project
+directory whose `main:` is the trainstack program (or a bench program under `bench/programs/`) and whose
+stack file is written from a dict, on a throwaway file backend.
 `Workspace.run` times one CLI command, diffs the local RunPod's request counters around it, and samples
 the RSS of the whole process tree (CLI, language host, program, dynamic provider, policy pack) every 100 ms.
 """
@@ -12,6 +13,8 @@ import os
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,9 +22,12 @@ from typing import Any
 import yaml
 
 from bench.stats import counter_diff, totals
-from harness.local import LocalRunPod
+from harness.local import LocalRunPod, MotoS3, start_local_runpod, start_moto_s3
 from harness.pulumi_cli import REPO, Pulumi
 
+H100_STOCK = {
+    f"NVIDIA H100 80GB HBM3@{dc}": 1_000_000 for dc in ("US-TX-3", "US-KS-2", "EU-RO-1", "CA-MTL-1")
+}
 # moto's documented test credentials; the other secrets get visible placeholders.
 _DEMO_SECRETS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
 
@@ -181,3 +187,43 @@ class Workspace:
             {k: round(v, 1) for k, v in sampler.peak_by_role.items() if k != "gone"},
             proc.returncode == 0,
         )
+
+
+class Bench:
+    """One local RunPod + moto, the scaled environment, and a temp root for workspaces."""
+
+    def __init__(self, root: Path, scale: float, runpod: LocalRunPod, s3: MotoS3) -> None:
+        self.root, self.scale, self.runpod, self.s3 = root, scale, runpod, s3
+        self.count = 0
+
+    def env(self) -> dict[str, str]:
+        return self.runpod.env() | {
+            "AWS_ENDPOINT_URL_S3": self.s3.endpoint_url,
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "TRAINSTACK_OUT_DIR": str(self.root / "out"),
+            "TRAINSTACK_POLL_INTERVAL_S": f"{10.0 / self.scale:g}",
+            "RUNPOD_RATE_LIMIT_PER_MIN": str(round(60 * self.scale)),
+            "PYTHONPATH": str(REPO),
+            "PULUMI_PARALLEL": "64",  # as scripts/env.sh sets it for `scripts/up`
+        }
+
+    def workspace(self, stack: str, config: dict[str, Any], **kwargs: Any) -> Workspace:
+        self.count += 1
+        self.runpod.admin.capacity(stock=H100_STOCK)
+        self.runpod.admin.limits(spendLimit=1_000_000, balance=1_000_000_000)
+        root = self.root / f"ws-{self.scale:g}-{self.count}-{stack}"
+        return Workspace(root, stack, config, self.runpod, self.env(), **kwargs)
+
+
+@contextmanager
+def bench(root: Path, scale: float) -> Iterator[Bench]:
+    args = ["--time-scale", f"{scale:g}", "--latency-model", "image", "--rate-per-minute", "60"]
+    runpod = start_local_runpod(root / f"runpod-{scale:g}", *args)
+    s3 = start_moto_s3(root / f"moto-{scale:g}.log")
+    try:
+        yield Bench(root, scale, runpod, s3)
+    finally:
+        s3.stop()
+        runpod.stop()

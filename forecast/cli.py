@@ -20,24 +20,15 @@ import yaml
 
 from forecast.stack import stack_forecast
 from forecast.table import render
+from stackconfig import files
 from stackconfig.config import NAMESPACE, ConfigError, load_stack_config
 from stackconfig.model import ModelConfig
 
-REPO = Path(__file__).resolve().parents[1]
 EXIT_FITS, EXIT_DOES_NOT_FIT, EXIT_BAD_INPUT = 0, 1, 2
 
 
 class UsageError(ValueError):
     """A `--set` that cannot be applied; the message says how to write it."""
-
-
-def stack_raw_config(stack: str, stacks_dir: Path) -> dict[str, Any]:
-    path = stacks_dir / f"Pulumi.{stack}.yaml"
-    if not path.is_file():
-        known = sorted(p.name.split(".")[1] for p in stacks_dir.glob("Pulumi.*.yaml"))
-        raise UsageError(f"no stack {stack!r} ({path} does not exist); known: {', '.join(known)}")
-    doc = yaml.safe_load(path.read_text()) or {}
-    return dict(doc.get("config") or {})
 
 
 def apply_set(raw: Mapping[str, Any], assignment: str) -> dict[str, Any]:
@@ -79,18 +70,18 @@ def _parser() -> argparse.ArgumentParser:
         help="change the config first, e.g. --set cluster.nodes=4 --set sharding=zero3 (repeatable)",
     )
     p.add_argument("--json", action="store_true", help="print the stack output `forecast` as JSON instead")
-    p.add_argument("--stacks-dir", type=Path, default=REPO / "stacks", help=argparse.SUPPRESS)
+    p.add_argument("--stacks-dir", type=Path, default=files.STACKS_DIR, help=argparse.SUPPRESS)
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        raw = stack_raw_config(args.stack, args.stacks_dir)
+        raw = files.read_config(args.stack, args.stacks_dir)
         for assignment in args.sets:
             raw = apply_set(raw, assignment)
         config = load_stack_config(raw)
-    except (UsageError, ConfigError, yaml.YAMLError) as exc:
+    except (UsageError, files.UnknownStackError, ConfigError, yaml.YAMLError) as exc:
         print(f"forecast: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     result = stack_forecast(config)

@@ -18,9 +18,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from facts.money import DEFAULT_SPEND_LIMIT_PER_HOUR
+from stackconfig import files
 
 REPO = Path(__file__).resolve().parents[1]
 _LIMIT_KEY = "trainstack:runpod_spend_limit_per_hour"
@@ -29,17 +28,13 @@ _LIMIT_KEY = "trainstack:runpod_spend_limit_per_hour"
 _OWNER = re.compile(r"^trainstack-(?P<stack>.+?)-(?:pod-\d+|cluster|volume)(?:\b.*)?$")
 
 
-def stack_file_config(stack: str, repo: Path = REPO) -> dict[str, Any]:
-    data = yaml.safe_load((repo / "stacks" / f"Pulumi.{stack}.yaml").read_text()) or {}
-    return dict(data.get("config") or {})
-
-
 def declared_limits(repo: Path = REPO) -> dict[str, float]:
     """Each stack's declared account spend limit, USD/h."""
     limits = {}
-    for path in sorted((repo / "stacks").glob("Pulumi.*.yaml")):
-        stack = path.name.removeprefix("Pulumi.").removesuffix(".yaml")
-        limits[stack] = float(stack_file_config(stack, repo).get(_LIMIT_KEY) or DEFAULT_SPEND_LIMIT_PER_HOUR)
+    for stack in files.stack_names(repo / "stacks"):
+        limits[stack] = float(
+            files.read_config(stack, repo / "stacks").get(_LIMIT_KEY) or DEFAULT_SPEND_LIMIT_PER_HOUR
+        )
     return limits
 
 
@@ -84,11 +79,9 @@ def room_note(stack: str, need: float, limit: float, spend: Mapping[str, float])
 
 def stack_cost(stack: str, repo: Path = REPO) -> float:
     """The hourly cost the policy pack estimates for the stack, from its stack file."""
-    from stackconfig.config import load_stack_config
     from stackconfig.pricing import cost_per_hour
 
-    raw = {k: v for k, v in stack_file_config(stack, repo).items() if not k.startswith("trainstack:secrets.")}
-    return cost_per_hour(load_stack_config(raw, warn=lambda _: None))
+    return cost_per_hour(files.load(stack, repo / "stacks", warn=lambda _: None))
 
 
 def _live() -> dict[str, Any]:

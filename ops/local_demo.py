@@ -12,22 +12,18 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import httpx
-import yaml
 
 from ops.local_account import account_limit, declared_limits
+from stackconfig import files
 
 # moto's documented test credentials; anything else for the other secrets is a visible placeholder.
 _DEMO_VALUES = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
 
 
-def stack_config(workspace: Path, stack: str) -> dict[str, object]:
-    data = yaml.safe_load((workspace / "stacks" / f"Pulumi.{stack}.yaml").read_text()) or {}
-    return dict(data.get("config") or {})
-
-
-def set_demo_secrets(workspace: Path, stack: str, config: dict[str, object]) -> list[str]:
+def set_demo_secrets(workspace: Path, stack: str, config: dict[str, Any]) -> list[str]:
     training = config.get("trainstack:training") or {}
     names = list(training.get("secrets") or []) if isinstance(training, dict) else []
     for name in names:
@@ -68,7 +64,7 @@ def point_nodes_at_moto(workspace: Path, stack: str) -> str | None:
 
 def main(argv: list[str]) -> int:
     stack, workspace = argv[0], Path(argv[1])
-    config = stack_config(workspace, stack)
+    config = files.read_config(stack, workspace / "stacks")
     names = set_demo_secrets(workspace, stack, config)
     limit = give_account_spend_limit()
     endpoint = point_nodes_at_moto(workspace, stack)

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import yaml
 
+from stackconfig import files
+
 REPO = Path(__file__).resolve().parents[1]
 # TRAINSTACK_LOCAL_WORKSPACES moves them (tests run scripts/up in a temporary directory).
 DEFAULT_ROOT = Path(os.environ.get("TRAINSTACK_LOCAL_WORKSPACES") or REPO / ".state" / "local")
@@ -44,16 +46,14 @@ def _local_only_lines(stack_file: Path) -> list[str]:
 
 def prepare(stack: str, root: Path = DEFAULT_ROOT, repo: Path = REPO) -> Path:
     """Create or refresh the workspace for `stack` and return its directory."""
-    source = repo / "stacks" / f"Pulumi.{stack}.yaml"
-    if not source.is_file():
-        known = sorted(p.name.split(".")[1] for p in (repo / "stacks").glob("Pulumi.*.yaml"))
-        raise SystemExit(
-            f"no stack '{stack}': stacks/Pulumi.{stack}.yaml does not exist (known: {', '.join(known)})"
-        )
+    try:
+        source = files.stack_file(stack, repo / "stacks")
+    except files.UnknownStackError as err:
+        raise SystemExit(str(err)) from None
     workspace = root / stack
     (workspace / "stacks").mkdir(parents=True, exist_ok=True)
     (workspace / "Pulumi.yaml").write_text(_project_file(repo))
-    target = workspace / "stacks" / f"Pulumi.{stack}.yaml"
+    target = files.stack_path(stack, workspace / "stacks")
     kept = _local_only_lines(target)
     text = source.read_text().rstrip("\n") + "\n"
     target.write_text(text + "".join(f"{line}\n" for line in kept))

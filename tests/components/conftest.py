@@ -5,18 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
 
 from components.render import Node
-from stackconfig.config import StackConfig, load_stack_config
+from stackconfig import files
+from stackconfig.config import StackConfig
 
 REPO = Path(__file__).resolve().parents[2]
 STACKS = ("dev", "search", "prod")
 
 
 def stack_config(stack: str) -> StackConfig:
-    raw = yaml.safe_load((REPO / "stacks" / f"Pulumi.{stack}.yaml").read_text())["config"]
-    return load_stack_config(raw)
+    return files.load(stack)
 
 
 def fake_nodes(config: StackConfig) -> list[Node]:

@@ -119,7 +119,7 @@ def prometheus_rules(rules: AlertRules, stack: str) -> str:
     """`alerts.rules.yml` for teams with their own Prometheus, over the agents' metrics (same thresholds).
 
     Format: Prometheus alerting rules (prometheus.io/docs/prometheus/latest/configuration/alerting_rules/);
-    `promtool check rules` accepts it (tests/components/test_alerts_config.py)."""
+    `promtool check rules` accepts it (tests/stackconfig/test_alerts.py)."""
     sel = f'stack="{stack}"'
     idle_bytes = rules.memory_idle_ratio * rules.gpu_memory_bytes
     nvme_s = rules.nvme_p99_max_us / 1e6

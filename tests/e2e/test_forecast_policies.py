@@ -12,8 +12,8 @@ import yaml
 
 from harness.local import LocalRunPod
 from harness.pulumi_cli import REPO
-from tests.components.test_model_config import INVALID
 from tests.e2e.stacks import StackRun, open_stack
+from tests.stackconfig.test_model import INVALID
 
 pytestmark = pytest.mark.e2e
 MUTATING = ("POST ", "PATCH ", "PUT ", "DELETE ")

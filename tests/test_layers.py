@@ -1,10 +1,11 @@
-"""The layering in pyproject.toml's import-linter contracts holds (no package imports tests/, the emulator
-imports no provider code, policy/ imports only facts/, ...): the same check `lint-imports` runs."""
+"""The layering in pyproject.toml's import-linter contracts holds (one layers contract over every package, no
+package imports tests/, policy/ imports only facts/): the same check `lint-imports` runs, and it can fail."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -47,6 +48,52 @@ def test_a_broken_contract_is_caught(tmp_path: Path) -> None:
         env={"PYTHONPATH": str(probe), "PATH": "/usr/bin:/bin"},
     )
     assert run.returncode == 1 and "BROKEN" in run.stdout
+
+
+def _lint_probe(tmp_path: Path, imports: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """lint-imports with the repository's own contracts over empty packages of the same names, where
+    `imports` maps a package to the import its __init__.py makes."""
+    config = REPO / "pyproject.toml"
+    packages = tomllib.loads(config.read_text())["tool"]["importlinter"]["root_packages"]
+    probe = tmp_path / "src"
+    for package in packages:
+        (probe / package).mkdir(parents=True)
+        (probe / package / "__init__.py").write_text(imports.get(package, ""))
+    return subprocess.run(
+        [str(Path(sys.executable).parent / "lint-imports"), "--no-cache", "--config", str(config)],
+        cwd=probe,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PYTHONPATH": str(probe), "PATH": "/usr/bin:/bin"},
+    )
+
+
+def test_the_repositorys_own_contracts_allow_what_the_layers_allow(tmp_path: Path) -> None:
+    allowed = {"report": "import ops\n", "components": "import forecast\n", "stackconfig": "import train\n"}
+    run = _lint_probe(tmp_path, allowed)  # siblings joined by ':', a layer below, the bottom layer
+    assert run.returncode == 0 and "0 broken" in run.stdout, run.stdout[-3000:]
+
+
+@pytest.mark.parametrize(
+    ("imports", "broken"),
+    [
+        ({"stackconfig": "import components\n"}, "the layers of docs/ARCHITECTURE.md"),  # up a layer
+        ({"forecast": "import harness\n"}, "the layers of docs/ARCHITECTURE.md"),  # independent siblings
+        ({"providers": "import stackconfig\n"}, "the layers of docs/ARCHITECTURE.md"),
+        ({"facts": "import common\n"}, "the layers of docs/ARCHITECTURE.md"),
+        ({"ops": "import tests\n"}, "no package imports tests/"),
+        ({"policy": "import common\n"}, "policy/ imports only facts/"),
+    ],
+)
+def test_the_repositorys_own_contracts_catch_a_wrong_import(
+    tmp_path: Path, imports: dict[str, str], broken: str
+) -> None:
+    """The real contracts, not a copy: every package of root_packages, one import that breaks one rule."""
+    run = _lint_probe(tmp_path / "broken", imports)
+    assert run.returncode == 1, run.stdout[-3000:]
+    verdicts = [line for line in run.stdout.splitlines() if line.endswith(("KEPT", "BROKEN"))]
+    assert [v for v in verdicts if v.endswith("BROKEN")] == [f"{broken} BROKEN"], run.stdout[-3000:]
 
 
 def test_scripts_python_modules_stay_thin() -> None:

@@ -11,13 +11,13 @@ The program (`__main__.py`) does, in order:
 from __future__ import annotations
 
 import hashlib
-import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
 
+from components import names
 from components.artifacts import write_artifacts
 from components.delivery import deliver_to_nodes
 from components.render import Artifacts, Node, render_artifacts
@@ -71,29 +71,6 @@ class H100ClusterArgs:
     registry_password: pulumi.Input[str] | None = None
 
 
-def runpod_secret_name(stack: str, env_name: str) -> str:
-    """RunPod secret names are account-wide: prefix them so stacks never collide."""
-    return f"trainstack-{stack}-{env_name.lower()}"
-
-
-def owned_names(stack: str) -> dict[str, Callable[[str], bool]]:
-    """Per RunPod kind, whether a name is one this stack gives (the names below and in `_volume`,
-    `_cluster_props`, `_pod_props`): how ops/orphans.py tells this stack's resources from others'.
-    Exact shapes, so stack `dev` never claims `dev-2`'s `trainstack-dev-2-pod-0`."""
-    prefix = re.escape(f"trainstack-{stack}-")
-    shapes = {
-        "cluster": rf"{prefix}cluster",
-        "pod": rf"{prefix}pod-\d+",
-        "volume": rf"{prefix}volume",
-        "secret": rf"{prefix}[a-z][a-z0-9_]*",  # runpod_secret_name of an env var name (no "-")
-    }
-    return {kind: _matcher(re.compile(shape)) for kind, shape in shapes.items()}
-
-
-def _matcher(pattern: re.Pattern[str]) -> Callable[[str], bool]:
-    return lambda name: pattern.fullmatch(name) is not None
-
-
 class H100Cluster(pulumi.ComponentResource):
     """An Instant Cluster (topology `cluster`) or a pool of independent pods (`pods`), with its network
     volume, checkpoint bucket and secrets; outputs the nodes, the rendered artifacts and the costs."""
@@ -128,7 +105,7 @@ class H100Cluster(pulumi.ComponentResource):
             Secret(
                 f"{name}-secret-{env.lower()}",
                 SecretInputs(
-                    name=runpod_secret_name(name, env),
+                    name=names.secret_name(name, env),
                     value=args.secret_values[env],
                     description=f"trainstack stack {name}: {env}",
                 ),
@@ -205,7 +182,7 @@ class H100Cluster(pulumi.ComponentResource):
                 f"cluster.registry_auth needs `pulumi config set --secret {REGISTRY_PASSWORD_KEY} ...`"
             )
         inputs = RegistryAuthInputs(
-            name=f"trainstack-{name}-{auth.name}", username=auth.username, password=password
+            name=names.registry_name(name, auth.name), username=auth.username, password=password
         )
         return RegistryAuth(f"{name}-registry", inputs, opts)
 
@@ -217,7 +194,7 @@ class H100Cluster(pulumi.ComponentResource):
         return NetworkVolume(
             f"{name}-volume",
             NetworkVolumeInputs(
-                name=f"trainstack-{name}-volume",
+                name=names.volume_name(name),
                 size_gb=c.volume_gb,
                 data_center_id=c.data_centers[0],  # config guarantees exactly one with a volume
                 volume_type=c.volume_type,
@@ -260,7 +237,7 @@ def _container_fields(name: str, cfg: StackConfig, volume: NetworkVolume | None)
         image=c.image,
         gpu_type_id=GPUS[c.gpu_type].api_id,
         # Only references: RunPod fills the values in at pod start, so no value reaches state.
-        env={env: secrets.reference(runpod_secret_name(name, env)) for env in t.secrets},
+        env={env: secrets.reference(names.secret_name(name, env)) for env in t.secrets},
         ports=SSH_PORTS,
         container_disk_gb=c.container_disk_gb,
         volume_mount_path=c.volume_mount_path,
@@ -281,7 +258,7 @@ def _cluster_inputs(name: str, cfg: StackConfig, common: ContainerFields) -> Ins
     c = cfg.cluster
     return InstantClusterInputs(
         **common,
-        name=f"trainstack-{name}-cluster",
+        name=names.cluster_name(name),
         cluster_type="TRAINING",
         gpu_count_per_pod=c.gpus_per_node,
         pod_count=c.nodes,
@@ -295,7 +272,7 @@ def _pod_inputs(
     c = cfg.cluster
     return PodInputs(
         **common,
-        name=f"trainstack-{name}-pod-{index}",  # unique: the provider reconciles lost creates by name
+        name=names.pod_name(name, index),
         gpu_count=c.gpus_per_node,
         cloud=c.cloud,
         data_center_ids=list(c.data_centers),

@@ -12,20 +12,17 @@ one, `scripts/up` says so in one line naming `scripts/down` instead of failing o
 from __future__ import annotations
 
 import os
-import re
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from components.names import owner
 from facts.money import DEFAULT_SPEND_LIMIT_PER_HOUR
 from stackconfig import files
 
 REPO = Path(__file__).resolve().parents[1]
 _LIMIT_KEY = "trainstack:runpod_spend_limit_per_hour"
-# Pods are named trainstack-<stack>-pod-<i>, cluster members after trainstack-<stack>-cluster
-# (components/cluster.py); volumes trainstack-<stack>-volume.
-_OWNER = re.compile(r"^trainstack-(?P<stack>.+?)-(?:pod-\d+|cluster|volume)(?:\b.*)?$")
 
 
 def declared_limits(repo: Path = REPO) -> dict[str, float]:
@@ -41,12 +38,6 @@ def declared_limits(repo: Path = REPO) -> dict[str, float]:
 def account_limit(limits: Mapping[str, float]) -> float:
     """One account for every local stack: the highest limit any of them declares."""
     return max(limits.values(), default=DEFAULT_SPEND_LIMIT_PER_HOUR)
-
-
-def owner(name: str) -> str | None:
-    """The stack a RunPod resource name belongs to, or None for a name trainstack did not give."""
-    match = _OWNER.match(name)
-    return match["stack"] if match else None
 
 
 def spend_by_stack(live: Mapping[str, Any]) -> dict[str, float]:

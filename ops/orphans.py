@@ -2,7 +2,7 @@
 
 A create cut short by a kill (or a `pulumi destroy` run before the next `up` could adopt it) leaves a
 resource billing at RunPod that the state does not know: `pulumi destroy` cannot see it. RunPod resources have
-no tags, so ownership is the name trainstack gave it (components/cluster.py `owned_names`): a
+no tags, so ownership is the name trainstack gave it (components/names.py `owned_names`): a
 live pod, cluster, network volume or secret whose name is one of this stack's and whose id the state does
 not hold is this stack's orphan. Anything else (another stack's, a stranger's) is never touched.
 
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from components.cluster import owned_names
+from components.names import owned_names
 from facts.money import HOURS_PER_MONTH, SNAPSHOT
 
 Kind = Literal["cluster", "pod", "volume", "secret"]

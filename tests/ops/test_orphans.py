@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from components.cluster import runpod_secret_name
+from components.names import secret_name as runpod_secret_name
 from ops import orphans
 from ops.orphans import find_orphans, state_ids
 

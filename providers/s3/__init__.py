@@ -1,1 +1,1 @@
-"""trainstack: providers/s3."""
+"""The S3 checkpoint bucket as a dynamic resource (boto3), in the same shape as providers/runpod/."""

@@ -20,6 +20,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -157,7 +158,7 @@ class Run:
         return sample if any(sample.gpu_xid.values()) == self.xid[node] else None
 
     def round(self) -> dict[str, Any]:
-        """Each training node writes a step, the agents serve it, then one aggregator round, one interval on."""
+        """Each training node writes a step and its agent serves it; then one aggregator round, later."""
         for node in self.procs:
             if node not in self.stalled:
                 self.steps[node] += 1
@@ -165,12 +166,7 @@ class Run:
                         "samples_per_s": 40.0, "loss": 1.0 / self.steps[node]}  # fmt: skip
                 with open(self.tmp / f"progress-{node}", "a") as f:
                     f.write(json.dumps(line) + "\n")
-            poll(
-                lambda n=node: self._serves_what_was_written(n),
-                f"agent {node} serves the test's input",
-                60,
-                0.1,
-            )  # type: ignore[misc]
+            poll(partial(self._serves_what_was_written, node), f"agent {node} serves the input", 60, 0.1)
         self.now += RULES.interval_s
         return self.agg.run_round(self.now)
 

@@ -15,7 +15,7 @@ import os
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -133,7 +133,8 @@ class LatencyFile:
     def probe(self) -> None:
         try:
             raw = json.loads(self.path.read_text(encoding="utf-8"))
-            self._latest = Latency(**{f.name: float(raw[f.name]) for f in fields(Latency)})
+            us = [float(raw[name]) for name in ("write_p50_us", "write_p99_us", "read_p50_us", "read_p99_us")]
+            self._latest = Latency(*us, window_ops=int(raw["window_ops"]))
         except (ValueError, TypeError, KeyError) as exc:
             raise OSError(f"{self.path}: not a latency record ({type(exc).__name__}: {exc})") from None
 

@@ -19,7 +19,7 @@ from harness.local import FAST_ARGS, LocalRunPod, start_local_runpod
 from tests.emulator.conftest import cluster_body, pod_body
 from tests.polling import poll
 
-pytestmark = pytest.mark.root
+pytestmark = [pytest.mark.serial, pytest.mark.root]
 
 
 def _missing() -> str | None:

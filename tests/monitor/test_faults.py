@@ -55,7 +55,7 @@ RULES = AlertRules(
     nvme_p99_max_us=200,
 )
 
-pytestmark = pytest.mark.allow_hosts(["127.0.0.1", *NODES])
+pytestmark = [pytest.mark.services, pytest.mark.allow_hosts(["127.0.0.1", *NODES])]
 
 
 def free_port() -> int:

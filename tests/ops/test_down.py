@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.services
+pytestmark = [pytest.mark.serial, pytest.mark.services]
 
 REPO = Path(__file__).resolve().parents[2]
 

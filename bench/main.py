@@ -27,7 +27,7 @@ from typing import Any
 import yaml
 
 from bench.forecast import measure as forecast_overhead
-from bench.run import Measurement, Workspace
+from bench.run import BenchFailed, Measurement, Workspace
 from emulator.latency import image_gb, ready_s
 from harness.local import LocalRunPod, MotoS3, start_local_runpod, start_moto_s3
 from harness.pulumi_cli import REPO
@@ -89,6 +89,10 @@ class Bench:
         }
 
     def workspace(self, stack: str, config: dict[str, Any], **kwargs: Any) -> Workspace:
+        """A fresh workspace; a stack that protects its resources (prod) has protection off here, so the
+        benchmark's own `destroy` can delete them and the next `up` creates instead of adopting."""
+        if config.get("trainstack:protect"):
+            config = config | {"trainstack:protect": False}
         self.count += 1
         self.runpod.admin.capacity(stock=H100_STOCK)
         self.runpod.admin.limits(spendLimit=1_000_000, balance=1_000_000_000)
@@ -109,9 +113,12 @@ def bench(root: Path, scale: float) -> Iterator[Bench]:
 
 
 def measured(ws: Workspace, verb: str, *extra: str) -> dict[str, Any]:
-    m: Measurement = ws.run(verb, *extra)
-    status = "ok" if m.ok else f"FAILED (log in {ws.root})"
+    """One command's figures; a failed command (a setup, a measured one or a teardown) stops the benchmark."""
+    m: Measurement = ws.run(verb, *extra, check=False)
+    status = "ok" if m.ok else "FAILED"
     log(f"{ws.stack} {m.command}: {m.wall_s:.1f} s, {m.totals['total']} requests, {status}")
+    if not m.ok:
+        raise ws.failed(verb, *extra)
     return m.as_dict()
 
 
@@ -127,7 +134,13 @@ def run_prod_up(b: Bench, runs: int) -> list[dict[str, Any]]:
     out = []
     for _ in range(runs):
         ws = b.workspace("prod", stack_config("prod"), policy=True)
-        out.append(measured(ws, "up"))
+        up = measured(ws, "up")
+        if not up["requests"].get("POST /v2/clusters"):
+            # "up from empty" that created no cluster adopted one left alive: not the figure it claims to be
+            raise BenchFailed(
+                f"prod up created no cluster (requests: {sorted(up['requests'])}); nothing reported"
+            )
+        out.append(up)
         measured(ws, "destroy")
     return out
 
@@ -252,24 +265,34 @@ def main(argv: list[str] | None = None) -> int:
         + (" --quick" if args.quick else "")
         + (" --scale-one" if args.scale_one else ""),
     }
-    with tempfile.TemporaryDirectory(prefix="trainstack-bench-") as tmp:
-        root = Path(tmp)
-        with bench(root, 1000.0) as fast:  # the platform nearly instant: the engine's own time
-            results["prod_up_fast"] = run_prod_up(fast, max(1, min(runs, 2)))
-        with bench(root, args.scale) as b:
-            results["prod_up"] = run_prod_up(b, runs)
-            results["lifecycles"] = run_lifecycles(b)
-            results["overhead"] = run_overhead(b, max(runs, 5))
-            results["scaling"] = run_scaling(b, pods, clusters)
-        if args.scale_one:
-            with bench(root, 1.0) as real:
-                results["prod_up_scale_one"] = run_prod_up(real, 1)
-    results["forecast_overhead"] = forecast_overhead(previews=max(runs, 5))  # its own local RunPod
+    try:
+        collect(results, args.scale, args.scale_one, runs, pods, clusters)
+    except BenchFailed as exc:
+        log(f"{exc}\nbench: no results written; {args.out} is as it was")
+        return 1
     results["bench_wall_s"] = round(time.perf_counter() - started, 1)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=1))
     log(f"results in {args.out} after {results['bench_wall_s']:.0f} s")
     return 0
+
+
+def collect(
+    results: dict[str, Any], scale: float, scale_one: bool, runs: int, pods: list[int], clusters: list[int]
+) -> None:
+    with tempfile.TemporaryDirectory(prefix="trainstack-bench-") as tmp:
+        root = Path(tmp)
+        with bench(root, 1000.0) as fast:  # the platform nearly instant: the engine's own time
+            results["prod_up_fast"] = run_prod_up(fast, max(1, min(runs, 2)))
+        with bench(root, scale) as b:
+            results["prod_up"] = run_prod_up(b, runs)
+            results["lifecycles"] = run_lifecycles(b)
+            results["overhead"] = run_overhead(b, max(runs, 5))
+            results["scaling"] = run_scaling(b, pods, clusters)
+        if scale_one:
+            with bench(root, 1.0) as real:
+                results["prod_up_scale_one"] = run_prod_up(real, 1)
+    results["forecast_overhead"] = forecast_overhead(previews=max(runs, 5))  # its own local RunPod
 
 
 if __name__ == "__main__":

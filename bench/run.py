@@ -92,6 +92,18 @@ class RssSampler(threading.Thread):
         self.join()
 
 
+class BenchFailed(RuntimeError):
+    """A setup step, a measured command or a teardown of the benchmark failed: the benchmark stops and no
+    figure of that run is reported (a failed `destroy` leaves the next `up` adopting, not creating)."""
+
+
+def _tail(path: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
 @dataclass
 class Measurement:
     """One command: wall seconds, requests by endpoint and outcome, their totals, peak RSS in MiB."""
@@ -150,7 +162,8 @@ class Workspace:
             args += ["--policy-pack-config", str(REPO / f"policy/config/{config}.json")]
         return args
 
-    def run(self, verb: str, *extra: str, timeout_s: float = 1800) -> Measurement:
+    def run(self, verb: str, *extra: str, timeout_s: float = 1800, check: bool = True) -> Measurement:
+        """Time one command; with `check`, a failed command raises BenchFailed with its log's tail."""
         before = self.runpod.admin.counters()["endpoints"]
         (self.cli.state / "backend").mkdir(parents=True, exist_ok=True)
         started = time.perf_counter()
@@ -172,6 +185,8 @@ class Workspace:
         if proc.returncode != 0:
             (self.root / f"{verb}.log").write_text(output)
         diff = counter_diff(before, self.runpod.admin.counters()["endpoints"])
+        if check and proc.returncode != 0:
+            raise self.failed(verb, *extra)
         return Measurement(
             " ".join([verb, *extra]),
             round(wall, 3),
@@ -180,4 +195,10 @@ class Workspace:
             round(sampler.peak_total, 1),
             {k: round(v, 1) for k, v in sampler.peak_by_role.items() if k != "gone"},
             proc.returncode == 0,
+        )
+
+    def failed(self, verb: str, *extra: str) -> BenchFailed:
+        command = " ".join(["pulumi", verb, *extra, "--stack", self.stack])
+        return BenchFailed(
+            f"{command} failed; nothing is reported from this run:\n{_tail(self.root / f'{verb}.log')}"
         )

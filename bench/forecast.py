@@ -135,9 +135,7 @@ def preview_ab(runs: int) -> dict[str, list[float]]:
         for n in range(runs):
             # ABBA order, so that whatever favours the first (or second) preview of a round favours both.
             for name, ws in sorted(spaces.items(), reverse=n % 2 == 1):
-                m = ws.run("preview")
-                if not m.ok:
-                    raise RuntimeError(f"prod preview ({name}) failed; log in {ws.root}")
+                m = ws.run("preview")  # a failed one raises BenchFailed: no figure from it
                 walls[name].append(m.wall_s)
         for ws in spaces.values():
             ws.run("destroy")

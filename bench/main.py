@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.forecast import measure as forecast_overhead
-from bench.run import Bench, Measurement, Workspace, bench
+from bench.run import Bench, BenchFailed, Measurement, Workspace, bench
 from emulator.latency import image_gb, ready_s
 from harness.pulumi_cli import REPO
 from stackconfig import files
@@ -57,9 +57,12 @@ def scale_config(topology: str, nodes: int) -> dict[str, Any]:
 
 
 def measured(ws: Workspace, verb: str, *extra: str) -> dict[str, Any]:
-    m: Measurement = ws.run(verb, *extra)
-    status = "ok" if m.ok else f"FAILED (log in {ws.root})"
+    """One command's figures; a failed command (a setup, a measured one or a teardown) stops the benchmark."""
+    m: Measurement = ws.run(verb, *extra, check=False)
+    status = "ok" if m.ok else "FAILED"
     log(f"{ws.stack} {m.command}: {m.wall_s:.1f} s, {m.totals['total']} requests, {status}")
+    if not m.ok:
+        raise ws.failed(verb, *extra)
     return m.as_dict()
 
 
@@ -75,7 +78,13 @@ def run_prod_up(b: Bench, runs: int) -> list[dict[str, Any]]:
     out = []
     for _ in range(runs):
         ws = b.workspace("prod", files.read_config("prod"), policy=True)
-        out.append(measured(ws, "up"))
+        up = measured(ws, "up")
+        if not up["requests"].get("POST /v2/clusters"):
+            # "up from empty" that created no cluster adopted one left alive: not the figure it claims to be
+            raise BenchFailed(
+                f"prod up created no cluster (requests: {sorted(up['requests'])}); nothing reported"
+            )
+        out.append(up)
         measured(ws, "destroy")
     return out
 
@@ -200,24 +209,34 @@ def main(argv: list[str] | None = None) -> int:
         + (" --quick" if args.quick else "")
         + (" --scale-one" if args.scale_one else ""),
     }
-    with tempfile.TemporaryDirectory(prefix="trainstack-bench-") as tmp:
-        root = Path(tmp)
-        with bench(root, 1000.0) as fast:  # the platform nearly instant: the engine's own time
-            results["prod_up_fast"] = run_prod_up(fast, max(1, min(runs, 2)))
-        with bench(root, args.scale) as b:
-            results["prod_up"] = run_prod_up(b, runs)
-            results["lifecycles"] = run_lifecycles(b)
-            results["overhead"] = run_overhead(b, max(runs, 5))
-            results["scaling"] = run_scaling(b, pods, clusters)
-        if args.scale_one:
-            with bench(root, 1.0) as real:
-                results["prod_up_scale_one"] = run_prod_up(real, 1)
-    results["forecast_overhead"] = forecast_overhead(previews=max(runs, 5))  # its own local RunPod
+    try:
+        collect(results, args.scale, args.scale_one, runs, pods, clusters)
+    except BenchFailed as exc:
+        log(f"{exc}\nbench: no results written; {args.out} is as it was")
+        return 1
     results["bench_wall_s"] = round(time.perf_counter() - started, 1)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=1))
     log(f"results in {args.out} after {results['bench_wall_s']:.0f} s")
     return 0
+
+
+def collect(
+    results: dict[str, Any], scale: float, scale_one: bool, runs: int, pods: list[int], clusters: list[int]
+) -> None:
+    with tempfile.TemporaryDirectory(prefix="trainstack-bench-") as tmp:
+        root = Path(tmp)
+        with bench(root, 1000.0) as fast:  # the platform nearly instant: the engine's own time
+            results["prod_up_fast"] = run_prod_up(fast, max(1, min(runs, 2)))
+        with bench(root, scale) as b:
+            results["prod_up"] = run_prod_up(b, runs)
+            results["lifecycles"] = run_lifecycles(b)
+            results["overhead"] = run_overhead(b, max(runs, 5))
+            results["scaling"] = run_scaling(b, pods, clusters)
+        if scale_one:
+            with bench(root, 1.0) as real:
+                results["prod_up_scale_one"] = run_prod_up(real, 1)
+    results["forecast_overhead"] = forecast_overhead(previews=max(runs, 5))  # its own local RunPod
 
 
 if __name__ == "__main__":

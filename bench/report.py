@@ -301,6 +301,17 @@ def render(res: Mapping[str, Any], plot_name: str, before: Mapping[str, Any] | N
     return "\n".join(parts)
 
 
+def failed_commands(res: Any, where: str = "") -> list[str]:
+    """Every measured command in the results that failed (`ok` false), by where it sits in the JSON."""
+    if isinstance(res, Mapping):
+        if res.get("ok") is False and "command" in res:
+            return [f"{where or '.'}: {res['command']}"]
+        return [f for key, value in res.items() for f in failed_commands(value, f"{where}.{key}")]
+    if isinstance(res, list):
+        return [f for i, value in enumerate(res) for f in failed_commands(value, f"{where}[{i}]")]
+    return []
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.report")
     p.add_argument("results", type=Path)
@@ -309,7 +320,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--before", type=Path, default=None)
     args = p.parse_args(argv)
     res = json.loads(args.results.read_text())
+    failed = failed_commands(res)
+    if failed:
+        # A figure measured after a failed setup or teardown is not the figure it claims to be.
+        print(
+            f"bench.report: {args.results} holds failed commands; not reported (run scripts/bench again):\n  "
+            + "\n  ".join(failed[:10]),
+            file=sys.stderr,
+        )
+        return 1
     before = json.loads(args.before.read_text()) if args.before else None
+    if before is not None and failed_commands(before):
+        print(f"bench.report: {args.before} holds failed commands; no before column", file=sys.stderr)
+        before = None
     plot(res, args.png)
     text = render(res, args.png.name, before)
     # Findings are written by people (docs/performance-notes.md) and kept across regenerations.

@@ -98,6 +98,18 @@ class RssSampler(threading.Thread):
         self.join()
 
 
+class BenchFailed(RuntimeError):
+    """A setup step, a measured command or a teardown of the benchmark failed: the benchmark stops and no
+    figure of that run is reported (a failed `destroy` leaves the next `up` adopting, not creating)."""
+
+
+def _tail(path: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
 @dataclass
 class Measurement:
     """One command: wall seconds, requests by endpoint and outcome, their totals, peak RSS in MiB."""
@@ -156,7 +168,8 @@ class Workspace:
             args += ["--policy-pack-config", str(REPO / f"policy/config/{config}.json")]
         return args
 
-    def run(self, verb: str, *extra: str, timeout_s: float = 1800) -> Measurement:
+    def run(self, verb: str, *extra: str, timeout_s: float = 1800, check: bool = True) -> Measurement:
+        """Time one command; with `check`, a failed command raises BenchFailed with its log's tail."""
         before = self.runpod.admin.counters()["endpoints"]
         (self.cli.state / "backend").mkdir(parents=True, exist_ok=True)
         started = time.perf_counter()
@@ -178,6 +191,8 @@ class Workspace:
         if proc.returncode != 0:
             (self.root / f"{verb}.log").write_text(output)
         diff = counter_diff(before, self.runpod.admin.counters()["endpoints"])
+        if check and proc.returncode != 0:
+            raise self.failed(verb, *extra)
         return Measurement(
             " ".join([verb, *extra]),
             round(wall, 3),
@@ -186,6 +201,12 @@ class Workspace:
             round(sampler.peak_total, 1),
             {k: round(v, 1) for k, v in sampler.peak_by_role.items() if k != "gone"},
             proc.returncode == 0,
+        )
+
+    def failed(self, verb: str, *extra: str) -> BenchFailed:
+        command = " ".join(["pulumi", verb, *extra, "--stack", self.stack])
+        return BenchFailed(
+            f"{command} failed; nothing is reported from this run:\n{_tail(self.root / f'{verb}.log')}"
         )
 
 
@@ -210,6 +231,10 @@ class Bench:
         }
 
     def workspace(self, stack: str, config: dict[str, Any], **kwargs: Any) -> Workspace:
+        """A fresh workspace; a stack that protects its resources (prod) has protection off here, so the
+        benchmark's own `destroy` can delete them and the next `up` creates instead of adopting."""
+        if config.get("trainstack:protect"):
+            config = config | {"trainstack:protect": False}
         self.count += 1
         self.runpod.admin.capacity(stock=H100_STOCK)
         self.runpod.admin.limits(spendLimit=1_000_000, balance=1_000_000_000)

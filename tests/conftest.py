@@ -6,12 +6,22 @@ out_of_band, audit, counters, live, reset). Pods reach RUNNING in about 1 s of w
 lifted; the spend limit is RunPod's default $80/h (raise it with `admin.limits(spendLimit=...)`).
 Tests that change faults or limits should put them back (or call `admin.reset()`, which also deletes
 every resource).
+
+Lanes (pyproject.toml's markers, `scripts/test --help`): a test that starts the pulumi CLI, a server or a
+network namespace carries the marker that says so (`e2e`, `services`, `root`), on its file; the rest is the
+fast lane. Two checks keep the markers true: a test asking for a server fixture without `services`/`e2e`/
+`root` stops the collection, and an unmarked test that starts such a process fails (`_lanes_stay_honest`).
+Session fixtures are per xdist worker (each worker its own local RunPod and moto, on free ports).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+import shlex
+import subprocess
+from collections.abc import Generator, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -62,3 +72,95 @@ def _settings_read_per_test() -> Iterator[None]:
     settings.reset()
     yield
     settings.reset()
+
+
+# Markers of the heavy lanes, and the fixtures that start servers (here and in tests/*/conftest.py).
+HEAVY = ("e2e", "services", "root", "slow")
+SERVER_FIXTURES = frozenset(
+    {"local_runpod", "moto_s3", "frozen_server", "runpod", "keyed_runpod", "bridge", "hosts_env"}
+)
+# Executables and Python modules that are the CLI, a server or a namespace: never in the fast lane.
+_HEAVY_PROGRAMS = {"pulumi": "the pulumi CLI", "sshd": "sshd", "ip": "ip (namespaces)", "unshare": "unshare"}
+_HEAVY_SCRIPTS = {"local-runpod", "up", "down", "recover", "bench", "watch"}  # scripts/ that start servers
+_HEAVY_MODULES = ("emulator", "train.node.agent", "train.monitor.aggregator", "moto.server")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    wrong = []
+    for item in items:
+        servers = SERVER_FIXTURES.intersection(getattr(item, "fixturenames", ()))
+        if servers and not {m.name for m in item.iter_markers()} & {"e2e", "services", "root"}:
+            wrong.append(f"  {item.nodeid} uses {', '.join(sorted(servers))}")
+    if wrong:
+        raise pytest.UsageError(
+            "tests that start servers must say so: add `pytestmark = pytest.mark.services` (or e2e/root) to "
+            "their file, or the fast lane runs them:\n" + "\n".join(wrong[:20])
+        )
+
+
+def heavy_command(args: Any) -> str | None:
+    """What a Popen argv starts if it is the CLI, a server or a namespace (None: a plain process)."""
+    argv: Sequence[Any] = (
+        shlex.split(args)
+        if isinstance(args, str)
+        else [args]
+        if isinstance(args, bytes | os.PathLike)
+        else args
+    )
+    words = [os.fsdecode(a) if isinstance(a, bytes | os.PathLike) else str(a) for a in argv]
+    if not words:
+        return None
+    name = os.path.basename(words[0])
+    if name in _HEAVY_PROGRAMS:
+        return _HEAVY_PROGRAMS[name]
+    if name in _HEAVY_SCRIPTS and os.path.basename(os.path.dirname(words[0])) == "scripts":
+        return f"scripts/{name}"
+    for i, word in enumerate(words[1:-1], 1):
+        if word == "-m" and words[i + 1].startswith(_HEAVY_MODULES):
+            return f"python -m {words[i + 1]}"
+    if "-c" in words and any("moto.server" in w for w in words):
+        return "a moto server"
+    return None
+
+
+_STARTED = pytest.StashKey[list[str]]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object]:
+    """A fast-lane test (no heavy marker) that starts the CLI, a server or a namespace fails, in its
+    fixtures (module and session ones too) or its body: it belongs in a marked lane. Only processes this
+    Python process starts are seen (not what a shell script starts)."""
+    if any(item.get_closest_marker(m) for m in HEAVY):
+        return (yield)
+    started = item.stash[_STARTED] = []
+    original = subprocess.Popen.__init__
+
+    def guarded(self: subprocess.Popen[Any], args: Any, *rest: Any, **kwargs: Any) -> None:
+        what = heavy_command(args)
+        if what is not None:
+            started.append(what)
+            raise AssertionError(f"a fast-lane test started {what}: mark its file {'/'.join(HEAVY)}")
+        original(self, args, *rest, **kwargs)
+
+    subprocess.Popen.__init__ = guarded  # type: ignore[method-assign]
+    try:
+        return (yield)
+    finally:
+        subprocess.Popen.__init__ = original  # type: ignore[method-assign]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """Fails the test even where the code under test swallowed the guard's AssertionError."""
+    report = yield
+    started = item.stash.get(_STARTED, [])
+    if started and call.when == "call" and report.passed:
+        report.outcome = "failed"
+        report.longrepr = (
+            f"{item.nodeid} started {', '.join(sorted(set(started)))} without a lane marker "
+            f"({'/'.join(HEAVY)}; tests/conftest.py)"
+        )
+    return report

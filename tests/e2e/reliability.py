@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -73,9 +74,16 @@ class Report:
 
     def write(self, path: Path = REPORT) -> None:
         """Rewrite the report with this session's rows. Rows of scenarios this session did not run (a
-        `-k` or single-file run) are kept from the file as they were, so a partial run never drops them."""
+        `-k` or single-file run) are kept from the file as they were, so a partial run never drops them.
+        Each pytest-xdist worker writes its own rows at its session's end: the read-merge-write holds a
+        lock on the file, so two workers ending at once keep each other's rows."""
         if not self.rows:
             return
+        with open(path, "a") as lock:  # the report itself is the lock (rewritten in place, same inode)
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            self._merge_into(path)
+
+    def _merge_into(self, path: Path) -> None:
         kept = {line.split(" | ", 1)[0].removeprefix("| "): line for line in _table_rows(path)}
         table = kept | {row.scenario: row.line() for row in self.rows.values()}
         lines = [

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import pytest
 from harness.local import FAST_ARGS, LocalRunPod, start_local_runpod
 from tests.e2e.reliability import Report, duplicates, orphans
 from tests.e2e.stacks import open_stack
+from tests.polling import poll
 
 pytestmark = pytest.mark.e2e
 
@@ -85,9 +85,22 @@ def s3_backend(moto_s3: str) -> str:
     return f"s3://team-pulumi-state?endpoint={moto_s3.removeprefix('http://')}&region=us-east-1&s3ForcePathStyle=true&disableSSL=true"
 
 
+@pytest.fixture(scope="module")
+def frozen_runpod(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRunPod]:
+    """A local RunPod whose clock moves only through `admin.advance`: a pod stays PROVISIONING, and the `up`
+    creating it stays inside its update (holding the stack's lock), until the test moves the clock."""
+    server = start_local_runpod(tmp_path_factory.mktemp("frozen-runpod"), *FAST_ARGS, "--time-scale", "0")
+    yield server
+    server.stop()
+
+
 def test_shared_s3_state_locks_out_a_second_up(
-    tmp_path: Path, runpod: LocalRunPod, moto_s3: str, s3_backend: str, report: Report
+    tmp_path: Path, frozen_runpod: LocalRunPod, moto_s3: str, s3_backend: str, report: Report
 ) -> None:
+    # The second `up` must meet the lock while the first is certainly inside its update: the first is held
+    # there by a pod that cannot become ready until the clock moves, so how fast either CLI runs on a busy
+    # machine cannot matter (with a real clock the first could finish before the second started: issue 31).
+    runpod = frozen_runpod
     runpod.admin.reset()
     runpod.admin.limits(ratePerMinute=100000)
     run = open_stack("dev", tmp_path, runpod, moto_s3, PULUMI_BACKEND_URL=s3_backend)
@@ -96,14 +109,28 @@ def test_shared_s3_state_locks_out_a_second_up(
         ["pulumi", "up", "--yes", "--skip-preview", "--non-interactive", "--stack", "dev"],
         cwd=run.cli.project, env=run.cli.env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
-    deadline = time.monotonic() + 60
-    while not s3.list_objects_v2(Bucket="team-pulumi-state", Prefix=".pulumi/locks/").get("KeyCount"):
-        assert first.poll() is None and time.monotonic() < deadline, "the first up never took the lock"
-        time.sleep(0.02)  # polling the bucket for the lock object, not timing the test
-    second = run.cli.run("up", "--yes", "--skip-preview", "--stack", "dev", check=False)
-    out_first, _ = first.communicate(timeout=300)
+    try:
+        poll(
+            lambda: (
+                first.poll() is not None
+                or (
+                    s3.list_objects_v2(Bucket="team-pulumi-state", Prefix=".pulumi/locks/").get("KeyCount")
+                    and runpod.admin.live()["pods"]
+                )
+            ),
+            "the first up holds the lock with its pod created",
+            180,
+            0.1,
+        )
+        assert first.poll() is None, f"the first up ended before the clock moved:\n{first.communicate()[0]}"
+        second = run.cli.run("up", "--yes", "--skip-preview", "--stack", "dev", check=False, timeout=300)
+        assert first.poll() is None, "the first up ended while its pod could not be ready"
+        assert second.returncode != 0 and "locked" in second.stdout + second.stderr, second.stdout
+    finally:
+        runpod.admin.advance(120)  # the pod becomes ready; the first up finishes
+        out_first, _ = first.communicate(timeout=300)
     assert first.returncode == 0, out_first
-    assert second.returncode != 0 and "locked" in second.stdout + second.stderr
+    assert not s3.list_objects_v2(Bucket="team-pulumi-state", Prefix=".pulumi/locks/").get("KeyCount")
     run.up("--expect-no-changes")  # the state the first up wrote is whole and current
     orphaned, duplicated = orphans(run), duplicates(runpod)
     report.record(
@@ -114,4 +141,5 @@ def test_shared_s3_state_locks_out_a_second_up(
         runs=2,
     )
     assert orphaned == [] and duplicated == []
+    runpod.admin.advance(120)
     run.destroy()

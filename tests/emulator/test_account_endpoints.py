@@ -13,6 +13,8 @@ from emulator.spec import Spec
 from harness.local import LocalRunPod
 from tests.emulator.conftest import H100, cluster_body, pod_body
 
+pytestmark = pytest.mark.services
+
 SPEC = Spec(default_spec_path())
 
 

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import httpx
+import pytest
 
 from tests.emulator.conftest import H100, pod_body
+
+pytestmark = pytest.mark.services
 
 
 def test_gpu_prices(api: httpx.Client) -> None:

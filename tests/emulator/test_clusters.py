@@ -5,9 +5,12 @@ from __future__ import annotations
 import ipaddress
 
 import httpx
+import pytest
 
 from harness.local import LocalRunPod
 from tests.emulator.conftest import cluster_body, pod_body
+
+pytestmark = pytest.mark.services
 
 
 def test_members_get_ranks_fabric_ips_and_env(rp: LocalRunPod, api: httpx.Client) -> None:

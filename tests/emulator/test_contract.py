@@ -16,6 +16,8 @@ from emulator.config import default_spec_path
 from emulator.spec import Spec
 from harness.local import LocalRunPod, start_local_runpod
 
+pytestmark = pytest.mark.services
+
 # Every operation the emulator implements; the rest of the spec (serverless, templates, billing...) is not.
 IMPLEMENTED = [
     "listPods",

@@ -10,6 +10,8 @@ import pytest
 from harness.local import LocalRunPod
 from tests.emulator.conftest import cluster_body, pod_body
 
+pytestmark = pytest.mark.services
+
 # An aborted socket reads as EOF or as a reset, depending on whether request bytes were still unread.
 CLOSED_WITHOUT_REPLY = (httpx.RemoteProtocolError, httpx.ReadError)
 

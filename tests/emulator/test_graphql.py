@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import httpx
+import pytest
 
 from harness.local import LocalRunPod
 from tests.emulator.conftest import H100, gql
+
+pytestmark = pytest.mark.services
 
 CREATE = "mutation Create($input: SecretCreateInput!) { secretCreate(input: $input) { id name description } }"
 UPDATE = "mutation Update($input: SecretValueUpdateInput!) { secretValueUpdate(input: $input) { id name } }"

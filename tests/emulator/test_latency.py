@@ -63,6 +63,7 @@ def test_restarts_and_the_fixed_model_use_the_timing() -> None:
     assert BootLatency("fixed", TIMING, 16.0).provisioning_s(pod("b", 0)) == TIMING.provisioning_s
 
 
+@pytest.mark.services
 def test_server_flag_drives_pod_status(tmp_path: Path) -> None:
     server = start_local_runpod(tmp_path, "--time-scale", "0", "--latency-model", "image")
     try:

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import httpx
+import pytest
 
 from emulator.problems import NO_CAPACITY
 from harness.local import LocalRunPod
 from providers.runpod.client import RunPodClient
 from providers.runpod.ratelimit import TokenBucket
 from tests.emulator.conftest import H100, cluster_body, pod_body
+
+pytestmark = pytest.mark.services
 
 
 def test_capacity_runs_out_per_gpu_and_data_center(rp: LocalRunPod, api: httpx.Client) -> None:

@@ -7,6 +7,9 @@ import subprocess
 from pathlib import Path
 
 import httpx
+import pytest
+
+pytestmark = pytest.mark.services
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "local-runpod"
 

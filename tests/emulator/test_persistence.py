@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from harness.local import FAST_ARGS, start_local_runpod
 from tests.emulator.conftest import H100, cluster_body, gql, pod_body
+
+pytestmark = pytest.mark.services
 
 RENT = "mutation Rent($input: PodRentInterruptableInput!) { podRentInterruptable(input: $input) { id } }"
 

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import httpx
+import pytest
 
 from harness.local import LocalRunPod
 from tests.emulator.conftest import H100, pod_body
+
+pytestmark = pytest.mark.services
 
 
 def test_create_reports_catalog_cost_and_injected_env(api: httpx.Client) -> None:

@@ -6,9 +6,12 @@ import time
 
 import boto3
 import httpx
+import pytest
 
 from harness.local import LocalRunPod
 from tests.emulator.conftest import pod_body
+
+pytestmark = pytest.mark.services
 
 
 def wait_ready(api: httpx.Client, pod_id: str, deadline_s: float) -> dict[str, object]:

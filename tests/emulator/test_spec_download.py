@@ -87,6 +87,7 @@ def test_a_missing_file_and_no_network_each_say_how_to_provide_it(
     assert not dest.exists()
 
 
+@pytest.mark.services
 def test_the_module_fills_an_empty_cache_from_the_url(served: tuple[str, Path], tmp_path: Path) -> None:
     # The command scripts/local-runpod runs, on a machine without any copy: it downloads into the cache.
     # The test server holds the reference copy so the real pin is checked end to end.

@@ -9,10 +9,13 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+import pytest
 
 from emulator.problems import NO_CAPACITY
 from harness.local import LocalRunPod
 from tests.emulator.conftest import H100, pod_body
+
+pytestmark = pytest.mark.services
 
 PERSISTENT = {"size": 20, "path": "/data"}
 

@@ -15,6 +15,8 @@ from emulator.config import DEFAULT_READ_ONLY_KEY
 from harness.local import LocalRunPod, start_local_runpod
 from tests.emulator.conftest import cluster_body, gql, pod_body
 
+pytestmark = pytest.mark.services
+
 PROBLEM = "application/problem+json"
 
 

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import httpx
+import pytest
 
 from tests.emulator.conftest import pod_body
+
+pytestmark = pytest.mark.services
 
 
 def test_crud_and_grow_only(api: httpx.Client) -> None:

@@ -17,6 +17,8 @@ import pytest
 
 from harness.local import start_moto_s3
 
+pytestmark = pytest.mark.services
+
 
 @pytest.mark.allow_hosts(["127.0.0.1"])
 def test_a_stalled_tls_handshake_does_not_hang_the_server(tmp_path: Path) -> None:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from harness.local import LocalRunPod
+
+pytestmark = pytest.mark.services
 
 
 def test_health_says_control_plane_only(local_runpod: LocalRunPod) -> None:

@@ -19,6 +19,7 @@ from tests.hosts.conftest import BRIDGE_IP, HostsEnv
 from tests.polling import poll
 
 pytestmark = [
+    pytest.mark.serial,
     pytest.mark.e2e,
     pytest.mark.root,
     # The test reads the bucket on the bridge's host address, an address of our own namespace setup.

@@ -22,7 +22,7 @@ from harness.local import FAST_ARGS, LocalRunPod, start_local_runpod
 from tests.emulator.conftest import cluster_body, gql, pod_body
 from tests.polling import poll
 
-pytestmark = pytest.mark.root
+pytestmark = [pytest.mark.serial, pytest.mark.root]
 
 SECRET_VALUE = "hf_restart_test_value_7c1e"  # what the host's env must show, and no log may
 CREATE_SECRET = "mutation C($input: SecretCreateInput!) { secretCreate(input: $input) { id name } }"

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = [pytest.mark.serial, pytest.mark.services]
+
 REPO = Path(__file__).resolve().parents[2]
 
 

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from harness.local import FAST_ARGS, start_local_runpod
 from ops.local_account import (
     account_limit,
@@ -86,6 +88,7 @@ def test_the_note_names_what_runs_what_is_left_and_how_to_stop_it() -> None:
     assert room_note("dev", 40.0, 80.0, {"dev": 79.0}) is None
 
 
+@pytest.mark.services
 def test_the_up_check_against_a_running_local_runpod(tmp_path: Path) -> None:
     # What `scripts/up search` runs before `pulumi up` while prod's 64 GPUs run on the local RunPod: one line
     # naming `scripts/down prod`, exit 1; dev still fits the one account ($300/h, prod's declared limit).

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = [pytest.mark.serial, pytest.mark.services]
+
 REPO = Path(__file__).resolve().parents[2]
 LOCAL_ENV = {"RUNPOD_API_KEY": "local-runpod-key", "RUNPOD_API_URL": "http://127.0.0.1:40123"}
 

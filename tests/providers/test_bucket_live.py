@@ -7,6 +7,8 @@ import pytest
 
 from providers.s3.bucket import BucketError, CheckpointBucketProvider
 
+pytestmark = pytest.mark.services
+
 
 def test_bucket_lifecycle_against_an_s3_endpoint(moto_s3: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_ENDPOINT_URL_S3", moto_s3)

@@ -13,6 +13,8 @@ from providers.runpod import catalog
 from providers.runpod.pod import PodProvider
 from providers.runpod.registry import RegistryAuthProvider
 
+pytestmark = pytest.mark.services
+
 PASSWORD = "ghp_do-not-leak-0123456789"
 AUTH = {"name": "ghcr-team", "username": "bot", "password": PASSWORD}
 

@@ -14,6 +14,8 @@ from providers.runpod.pod import PodProvider
 from providers.runpod.secret import SecretProvider
 from providers.runpod.volume import NetworkVolumeProvider
 
+pytestmark = pytest.mark.services
+
 H100 = "NVIDIA H100 80GB HBM3"
 
 

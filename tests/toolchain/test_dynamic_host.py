@@ -15,6 +15,8 @@ import pytest
 from common.cachedir import cache_dir
 from harness.pulumi_cli import REPO, Pulumi
 
+pytestmark = pytest.mark.e2e
+
 HOST_DIR = REPO / "tools/pulumi/dynhost"
 # The host is a script installed beside the CLI, not a package module: load it from its file.
 HOST_FILE = HOST_DIR / "trainstack_dynamic_host.py"

@@ -24,6 +24,8 @@ import pytest
 
 from harness.pulumi_cli import REPO, descendants, run_killing_tree
 
+pytestmark = pytest.mark.services
+
 DYNHOST = REPO / "tools/pulumi/dynhost/trainstack_dynamic_host.py"
 CHECK_S = "0.1"
 EXIT_DEADLINE_S = 60.0

@@ -11,6 +11,8 @@ import pytest
 
 from harness.pulumi_cli import REPO, Pulumi, pinned_version
 
+pytestmark = pytest.mark.e2e
+
 PROGRAM = REPO / "tests/toolchain/program"
 PACK = REPO / "tests/toolchain/pack"
 THING = "pulumi-python:dynamic/toolcheck:Thing"

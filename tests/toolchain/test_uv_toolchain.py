@@ -10,8 +10,12 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from common.cachedir import cache_dir
 from harness.pulumi_cli import REPO, Pulumi
+
+pytestmark = pytest.mark.e2e
 
 PROGRAM = 'import os\nimport pulumi\n\npulumi.export("virtual_env", os.environ.get("VIRTUAL_ENV", ""))\n'
 PYPROJECT = '[project]\nname = "uv-check"\nversion = "0"\nrequires-python = ">=3.11"\ndependencies = []\n'

@@ -13,6 +13,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -128,6 +129,7 @@ def _get(url: str, deadline_s: float = 20.0) -> str:
             time.sleep(0.1)
 
 
+@pytest.mark.services
 def test_the_agent_process_on_a_cpu_machine(tmp_path: Path) -> None:
     port = _free_port()
     progress = tmp_path / "progress.jsonl"

@@ -34,7 +34,7 @@ from prometheus_client.registry import Collector
 
 from train.node.nvml import THROTTLE_REASONS, FileSampler, GpuReading, NvmlSampler, Sampler, SamplerError
 from train.node.progress import Progress, ProgressTail
-from train.node.storage import Latency, StorageProbe
+from train.node.storage import Latency, LatencyFile, LatencySource, StorageProbe
 
 JSONL_MAX_BYTES = 64 << 20  # then the file moves to <name>.1 (one old file kept)
 _SIOCGIFADDR = 0x8915  # Linux ioctl: an interface's IPv4 address
@@ -64,7 +64,7 @@ class Agent:
         self,
         state: State,
         sampler: Sampler | None,
-        storage: StorageProbe | None,
+        storage: LatencySource | None,
         progress: ProgressTail | None,
         jsonl: Path | None,
         log: Any = sys.stderr,
@@ -371,6 +371,11 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
         type=Path,
         help="GPU readings from this JSON list (re-read when it changes) instead of NVML: CPU hosts, tests",
     )
+    p.add_argument(
+        "--latency-replay",
+        type=Path,
+        help="storage latency from this JSON object (re-read each sample) instead of probing: tests",
+    )
     return p.parse_args(argv)
 
 
@@ -389,7 +394,11 @@ def main(argv: list[str] | None = None) -> int:
             f"[trainstack agent] {exc}; {what}: GPU metrics off, serving storage and progress",
             file=sys.stderr,
         )
-    storage = StorageProbe(args.checkpoint_dir) if args.checkpoint_dir else None
+    storage: LatencySource | None = None
+    if args.latency_replay:
+        storage = LatencyFile(args.latency_replay)
+    elif args.checkpoint_dir:
+        storage = StorageProbe(args.checkpoint_dir)
     agent = Agent(
         state, sampler, storage, ProgressTail(args.progress_file) if args.progress_file else None, args.jsonl
     )

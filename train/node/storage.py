@@ -9,6 +9,7 @@ Latencies are kept in a rolling window; p50 / p99 come from it.
 
 from __future__ import annotations
 
+import json
 import mmap
 import os
 import time
@@ -16,6 +17,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 BLOCK = 4096
 PROBE_NAME = ".trainstack-latency-probe"
@@ -107,3 +109,37 @@ class StorageProbe:
 
     def remove(self) -> None:
         self.path.unlink(missing_ok=True)
+
+
+class LatencySource(Protocol):
+    """What the agent samples storage latency from: `StorageProbe`, or `LatencyFile` on CPU test hosts."""
+
+    def probe(self) -> None: ...
+
+    def latency(self) -> Latency | None: ...
+
+    def remove(self) -> None: ...
+
+
+class LatencyFile:
+    """Latency figures read from a JSON object with `Latency`'s fields (re-read at every probe) instead of
+    measured: a test decides what the volume's p99 is, where a real fsync on a loaded machine's tmpfs can
+    take milliseconds. A missing or malformed file raises OSError (a failed probe, counted by the agent)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._latest: Latency | None = None
+
+    def probe(self) -> None:
+        try:
+            raw = json.loads(self.path.read_text(encoding="utf-8"))
+            us = [float(raw[name]) for name in ("write_p50_us", "write_p99_us", "read_p50_us", "read_p99_us")]
+            self._latest = Latency(*us, window_ops=int(raw["window_ops"]))
+        except (ValueError, TypeError, KeyError) as exc:
+            raise OSError(f"{self.path}: not a latency record ({type(exc).__name__}: {exc})") from None
+
+    def latency(self) -> Latency | None:
+        return self._latest
+
+    def remove(self) -> None:
+        """The file is the test's, not the agent's."""

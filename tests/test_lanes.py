@@ -1,0 +1,94 @@
+"""The test lanes stay honest: scripts/test's fast lane leaves out every heavy marker, tests/conftest.py
+fails a fast-lane test that starts the CLI or a server (even one that swallows the error), and
+`scripts/test --help` prints its usage without setting anything up."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import HEAVY, heavy_command
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_the_fast_lane_leaves_out_every_heavy_marker() -> None:
+    script = (REPO / "scripts/test").read_text()
+    expression = re.search(r'lane fast .* -m "([^"]+)"', script)
+    assert expression is not None, "scripts/test has no fast lane"
+    assert sorted(re.findall(r"not (\w+)", expression.group(1))) == sorted(HEAVY)
+    assert '-m "not serial"' in script and "-m serial" in script  # the full run: both lanes, every test
+
+
+@pytest.mark.parametrize(
+    ("argv", "what"),
+    [
+        (["pulumi", "up", "--yes"], "the pulumi CLI"),
+        ([Path("/opt/bin/pulumi"), "preview"], "the pulumi CLI"),
+        ([sys.executable, "-m", "emulator", "serve", "--port", "0"], "python -m emulator"),
+        ([sys.executable, "-m", "train.node.agent", "--port", "1"], "python -m train.node.agent"),
+        ([sys.executable, "-c", "from moto.server import main\nmain()", "-p", "1"], "a moto server"),
+        (f"{REPO}/scripts/local-runpod start", "scripts/local-runpod"),
+        (["ip", "netns", "add", "x"], "ip (namespaces)"),
+        (["bash", "-n", "start-node-0.sh"], None),
+        ([sys.executable, "-m", "train.node.gate", "--help"], None),
+        (["shellcheck", "up"], None),
+    ],
+)
+def test_heavy_commands_are_recognised(argv: object, what: str | None) -> None:
+    assert heavy_command(argv) == what
+
+
+CASES = """
+import subprocess
+import pytest
+
+def test_unmarked_starts_the_cli():
+    try:
+        subprocess.Popen(["pulumi", "version"])
+    except BaseException:
+        pass  # code under test that swallows errors does not hide the start
+
+@pytest.mark.services
+def test_marked_may_start_a_namespace_tool():
+    subprocess.run(["ip", "-V"], check=True, capture_output=True)
+
+def test_unmarked_runs_a_plain_process():
+    subprocess.run(["true"], check=True)
+"""
+
+
+def test_a_fast_lane_test_that_starts_the_cli_fails(tmp_path: Path) -> None:
+    (tmp_path / "test_cases.py").write_text(CASES)
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "tests.conftest", "-q", "-p", "no:cacheprovider",
+         "--rootdir", str(tmp_path), "-c", os.devnull, str(tmp_path / "test_cases.py")],
+        cwd=REPO, capture_output=True, text=True, timeout=120, env=os.environ | {"PYTHONPATH": str(REPO)},
+    )  # fmt: skip
+    out = run.stdout + run.stderr
+    assert "1 failed, 2 passed" in out, out
+    assert "test_unmarked_starts_the_cli started the pulumi CLI without a lane marker" in out, out
+
+
+def test_help_prints_usage_and_sets_nothing_up(tmp_path: Path) -> None:
+    # A copy of scripts/test beside a bootstrap and a check that leave a trace when they run.
+    scripts = tmp_path / "scripts"
+    scripts.mkdir()
+    shutil.copy2(REPO / "scripts/test", scripts / "test")
+    for name in ("bootstrap", "check"):
+        (scripts / name).write_text(f"#!/bin/sh\ntouch {tmp_path}/{name}-ran\n")
+        (scripts / name).chmod(0o755)
+    for flag in ("--help", "-h", "--fast --help"):
+        run = subprocess.run(
+            [str(scripts / "test"), *flag.split()], capture_output=True, text=True, timeout=30, check=False
+        )
+        assert run.returncode == 0, run.stderr
+        assert run.stdout.startswith("Usage: scripts/test [--fast]"), run.stdout
+        assert "--fast" in run.stdout and "serial" in run.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["scripts"]  # neither bootstrap nor check ran

@@ -11,8 +11,7 @@ The program (`__main__.py`) does, in order:
 from __future__ import annotations
 
 import hashlib
-import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,22 +75,61 @@ def runpod_secret_name(stack: str, env_name: str) -> str:
     return f"trainstack-{stack}-{env_name.lower()}"
 
 
-def owned_names(stack: str) -> dict[str, Callable[[str], bool]]:
-    """Per RunPod kind, whether a name is one this stack gives (the names below and in `_volume`,
-    `_cluster_props`, `_pod_props`): how ops/orphans.py tells this stack's resources from others'.
-    Exact shapes, so stack `dev` never claims `dev-2`'s `trainstack-dev-2-pod-0`."""
-    prefix = re.escape(f"trainstack-{stack}-")
-    shapes = {
-        "cluster": rf"{prefix}cluster",
-        "pod": rf"{prefix}pod-\d+",
-        "volume": rf"{prefix}volume",
-        "secret": rf"{prefix}[a-z][a-z0-9_]*",  # runpod_secret_name of an env var name (no "-")
-    }
-    return {kind: _matcher(re.compile(shape)) for kind, shape in shapes.items()}
+# The ownership mark: every pod and cluster member the stack creates carries this env var, its value
+# `owner_mark(project, stack)`. RunPod has no tags, but it returns a pod's env with the pod, so a resource
+# made by anyone else through the API (who did not copy our env) is never taken for ours (ops/ownership.py).
+OWNER_ENV = "TRAINSTACK_OWNER"
 
 
-def _matcher(pattern: re.Pattern[str]) -> Callable[[str], bool]:
-    return lambda name: pattern.fullmatch(name) is not None
+def owner_mark(project: str, stack: str) -> str:
+    """The value of OWNER_ENV on the stack's pods and cluster members."""
+    return f"{project}/{stack}"
+
+
+def pod_name(stack: str, index: int) -> str:
+    return f"trainstack-{stack}-pod-{index}"  # unique: the provider reconciles lost creates by name
+
+
+def cluster_name(stack: str) -> str:
+    return f"trainstack-{stack}-cluster"
+
+
+def volume_name(stack: str) -> str:
+    return f"trainstack-{stack}-volume"
+
+
+def secret_description(stack: str, env_name: str) -> str:
+    """What the stack writes as each secret's description: the secret's ownership mark."""
+    return f"trainstack stack {stack}: {env_name}"
+
+
+@dataclass(frozen=True)
+class DeclaredResources:
+    """The RunPod resources one stack's config declares, by kind, exactly named, with the marks it writes.
+
+    The input of the ownership rule (`ops.ownership.is_ours`): built from the config alone, so a resource
+    the config does not declare (a 100th pod, a cluster on a pods stack) is never the stack's."""
+
+    stack: str
+    mark: str  # OWNER_ENV's value on every pod and cluster member
+    pods: frozenset[str]
+    cluster: str | None
+    volume: str | None
+    secrets: Mapping[str, str]  # secret name -> the description the stack writes on it
+
+
+def declared_resources(stack: str, cfg: StackConfig, project: str) -> DeclaredResources:
+    """What `H100Cluster(stack, ...)` declares at RunPod for `cfg` (the same names as the component)."""
+    c = cfg.cluster
+    pods = frozenset(pod_name(stack, i) for i in range(c.nodes)) if c.topology != "cluster" else frozenset()
+    return DeclaredResources(
+        stack=stack,
+        mark=owner_mark(project, stack),
+        pods=pods,
+        cluster=cluster_name(stack) if c.topology == "cluster" else None,
+        volume=volume_name(stack) if c.volume_gb else None,
+        secrets={runpod_secret_name(stack, e): secret_description(stack, e) for e in cfg.training.secrets},
+    )
 
 
 class H100Cluster(pulumi.ComponentResource):
@@ -130,7 +168,7 @@ class H100Cluster(pulumi.ComponentResource):
                 SecretInputs(
                     name=runpod_secret_name(name, env),
                     value=args.secret_values[env],
-                    description=f"trainstack stack {name}: {env}",
+                    description=secret_description(name, env),
                 ),
                 child,
             )
@@ -217,7 +255,7 @@ class H100Cluster(pulumi.ComponentResource):
         return NetworkVolume(
             f"{name}-volume",
             NetworkVolumeInputs(
-                name=f"trainstack-{name}-volume",
+                name=volume_name(name),
                 size_gb=c.volume_gb,
                 data_center_id=c.data_centers[0],  # config guarantees exactly one with a volume
                 volume_type=c.volume_type,
@@ -260,7 +298,10 @@ def _container_fields(name: str, cfg: StackConfig, volume: NetworkVolume | None)
         image=c.image,
         gpu_type_id=GPUS[c.gpu_type].api_id,
         # Only references: RunPod fills the values in at pod start, so no value reaches state.
-        env={env: secrets.reference(runpod_secret_name(name, env)) for env in t.secrets},
+        env={
+            OWNER_ENV: owner_mark(pulumi.get_project(), name),
+            **{env: secrets.reference(runpod_secret_name(name, env)) for env in t.secrets},
+        },
         ports=SSH_PORTS,
         container_disk_gb=c.container_disk_gb,
         volume_mount_path=c.volume_mount_path,
@@ -281,7 +322,7 @@ def _cluster_inputs(name: str, cfg: StackConfig, common: ContainerFields) -> Ins
     c = cfg.cluster
     return InstantClusterInputs(
         **common,
-        name=f"trainstack-{name}-cluster",
+        name=cluster_name(name),
         cluster_type="TRAINING",
         gpu_count_per_pod=c.gpus_per_node,
         pod_count=c.nodes,
@@ -295,7 +336,7 @@ def _pod_inputs(
     c = cfg.cluster
     return PodInputs(
         **common,
-        name=f"trainstack-{name}-pod-{index}",  # unique: the provider reconciles lost creates by name
+        name=pod_name(name, index),
         gpu_count=c.gpus_per_node,
         cloud=c.cloud,
         data_center_ids=list(c.data_centers),

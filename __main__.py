@@ -28,7 +28,7 @@ from components.cluster import (  # noqa: E402 - after the early provider start,
 )
 from components.config import ConfigError  # noqa: E402
 from components.config_rules import unverified_spend_limit_notice  # noqa: E402
-from components.guards import check_before_registering  # noqa: E402
+from components.guards import check_before_registering, forecast_problems  # noqa: E402
 
 REPO = Path(__file__).resolve().parent
 OUT_DIR = Path(os.environ.get("TRAINSTACK_OUT_DIR", REPO / "out"))
@@ -41,6 +41,10 @@ def main() -> None:
         # a value, and before anything is registered.
         check_before_registering(stack)
         config = read_stack_config()
+        # Before the first resource: a forecast that cannot be computed fails closed (components/guards.py).
+        problems = forecast_problems(config)
+        if problems:
+            raise ConfigError(problems)
         secrets = read_secret_values(config)
         registry_password = read_registry_password(config)
     except ConfigError as err:

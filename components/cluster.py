@@ -157,6 +157,11 @@ class H100Cluster(pulumi.ComponentResource):
                 f"no value for secrets {missing}; set each with `pulumi config set --secret "
                 f"{secret_config_key('<NAME>')} <value>`"
             )
+        # From the config alone, so it is known at preview, where the policy pack reads it from this
+        # component's outputs; None when the stack declares no training.model. First, before any child:
+        # a forecast that raises must stop the program before anything rents (components/guards.py).
+        prediction = stack_forecast(cfg)
+        self.forecast = None if prediction is None else prediction.to_output()
         child = pulumi.ResourceOptions(parent=self)
         # Stateful or expensive: guarded against `destroy` and replaces where the stack asks (prod).
         guarded = pulumi.ResourceOptions(parent=self, protect=cfg.protect)
@@ -211,10 +216,6 @@ class H100Cluster(pulumi.ComponentResource):
             *[r.cost_per_hour for r in priced], *[r.storage_cost_per_month for r in priced]
         ).apply(lambda costs: _hourly(costs, len(priced)))
         self.cost_per_run = self.cost_per_hour.apply(lambda c: round(c * cfg.training.max_run_hours, 2))
-        # From the config alone, so it is known at preview, where the policy pack reads it from this
-        # component's outputs; None when the stack declares no training.model.
-        prediction = stack_forecast(cfg)
-        self.forecast = None if prediction is None else prediction.to_output()
         # The scripts themselves (~19 KB a node) stay out of the state: the engine rewrites the whole
         # checkpoint at every step, so 250 nodes' scripts made each write ~5 MB and a destroy quadratic.
         # Their digests still show in a preview diff which nodes' scripts a change touches.

@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from common.terminal import plain
 from components.config import NAMESPACE, ConfigError, load_stack_config
 from components.model_config import ModelConfig
 from forecast.stack import stack_forecast
@@ -91,7 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raw = apply_set(raw, assignment)
         config = load_stack_config(raw)
     except (UsageError, ConfigError, yaml.YAMLError) as exc:
-        print(f"forecast: {exc}", file=sys.stderr)
+        print(f"forecast: {plain(exc, keep_newlines=True)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     result = stack_forecast(config)
     if result is None:

@@ -26,7 +26,7 @@ from components.cluster import (  # noqa: E402 - after the early provider start,
     read_stack_config,
     write_artifacts,
 )
-from components.guards import check_before_registering  # noqa: E402
+from components.guards import check_before_registering, forecast_problems  # noqa: E402
 from stackconfig.alerts import webhook_notice  # noqa: E402
 from stackconfig.config import ConfigError  # noqa: E402
 from stackconfig.rules import unverified_spend_limit_notice  # noqa: E402
@@ -42,6 +42,10 @@ def main() -> None:
         # a value, and before anything is registered.
         check_before_registering(stack)
         config = read_stack_config()
+        # Before the first resource: a forecast that cannot be computed fails closed (components/guards.py).
+        problems = forecast_problems(config)
+        if problems:
+            raise ConfigError(problems)
         secrets = read_secret_values(config)
         registry_password = read_registry_password(config)
     except ConfigError as err:

@@ -96,6 +96,11 @@ class H100Cluster(pulumi.ComponentResource):
                 f"no value for secrets {missing}; set each with `pulumi config set --secret "
                 f"{secret_config_key('<NAME>')} <value>`"
             )
+        # From the config alone, so it is known at preview, where the policy pack reads it from this
+        # component's outputs; None when the stack declares no training.model. First, before any child:
+        # a forecast that raises must stop the program before anything rents (components/guards.py).
+        prediction = stack_forecast(cfg)
+        self.forecast = None if prediction is None else prediction.to_output()
         child = pulumi.ResourceOptions(parent=self)
         # Stateful or expensive: guarded against `destroy` and replaces where the stack asks (prod).
         guarded = pulumi.ResourceOptions(parent=self, protect=cfg.protect)
@@ -107,7 +112,7 @@ class H100Cluster(pulumi.ComponentResource):
                 SecretInputs(
                     name=names.secret_name(name, env),
                     value=args.secret_values[env],
-                    description=f"trainstack stack {name}: {env}",
+                    description=names.secret_description(name, env),
                 ),
                 child,
             )
@@ -150,10 +155,6 @@ class H100Cluster(pulumi.ComponentResource):
             *[r.cost_per_hour for r in priced], *[r.storage_cost_per_month for r in priced]
         ).apply(lambda costs: _hourly(costs, len(priced)))
         self.cost_per_run = self.cost_per_hour.apply(lambda c: round(c * cfg.training.max_run_hours, 2))
-        # From the config alone, so it is known at preview, where the policy pack reads it from this
-        # component's outputs; None when the stack declares no training.model.
-        prediction = stack_forecast(cfg)
-        self.forecast = None if prediction is None else prediction.to_output()
         # The scripts themselves (~19 KB a node) stay out of the state: the engine rewrites the whole
         # checkpoint at every step, so 250 nodes' scripts made each write ~5 MB and a destroy quadratic.
         # Their digests still show in a preview diff which nodes' scripts a change touches.
@@ -237,7 +238,10 @@ def _container_fields(name: str, cfg: StackConfig, volume: NetworkVolume | None)
         image=c.image,
         gpu_type_id=GPUS[c.gpu_type].api_id,
         # Only references: RunPod fills the values in at pod start, so no value reaches state.
-        env={env: secrets.reference(names.secret_name(name, env)) for env in t.secrets},
+        env={
+            names.OWNER_ENV: names.owner_mark(pulumi.get_project(), name),
+            **{env: secrets.reference(names.secret_name(name, env)) for env in t.secrets},
+        },
         ports=SSH_PORTS,
         container_disk_gb=c.container_disk_gb,
         volume_mount_path=c.volume_mount_path,

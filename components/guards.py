@@ -1,20 +1,27 @@
-"""Checks the program runs before it registers anything: the stack's name, and no credential in plain text.
+"""Checks the program runs before it registers anything: the stack's name, no credential in plain text, and
+a forecast that can be computed.
 
-Both are refused before the first resource so a bad value can never rent a pod first and fail later:
+Each is refused before the first resource so a bad value can never rent a pod first and fail later:
 - the stack name becomes part of every RunPod name and rendered path, so it is held to `[a-z0-9-]`;
 - `trainstack:secrets.*` and `runpod:apiKey` must be Pulumi secrets (the engine tells the program which
   keys are: `pulumi.runtime.config.is_config_secret`), and no other config value may hold a credential
-  (stackconfig/credentials.py lists the shapes). Problems name the key path, never the value.
+  (stackconfig/credentials.py lists the shapes). Problems name the key path, never the value;
+- the forecast (the component's `forecast` output, which the policy pack's money checks read) must compute
+  to finite figures. Pulumi runs stack policies only after an update's resources exist, so under
+  `pulumi up --skip-preview` a forecast that failed inside the component would have left pods renting
+  with no budget check (issue #34): it fails here, closed, before anything is registered.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from stackconfig.config import NAMESPACE, SECRETS_KEY, ConfigError, ConfigProblem
+from forecast.stack import stack_forecast
+from stackconfig.config import NAMESPACE, SECRETS_KEY, ConfigError, ConfigProblem, StackConfig
 from stackconfig.credentials import find_credentials
 
 STACK_NAME_RE = re.compile(r"[a-z0-9][a-z0-9-]*")  # what components/render.py accepts
@@ -80,3 +87,35 @@ def check_before_registering(stack: str) -> None:
     problems = stack_name_problems(stack) + plaintext_problems(config, runtime_config.is_config_secret)
     if problems:
         raise ConfigError(problems)
+
+
+def _non_finite(value: Any, path: str) -> list[str]:
+    if isinstance(value, float) and not math.isfinite(value):
+        return [path]
+    if isinstance(value, Mapping):
+        return [p for k, v in value.items() for p in _non_finite(v, f"{path}.{k}")]
+    if isinstance(value, list):
+        return [p for i, v in enumerate(value) for p in _non_finite(v, f"{path}[{i}]")]
+    return []
+
+
+def forecast_problems(config: StackConfig) -> list[ConfigProblem]:
+    """The stack's forecast computes, and every figure of it is finite; else a problem at its model key."""
+    where = f"{NAMESPACE}:training.model"
+    try:
+        prediction = stack_forecast(config)
+        output = None if prediction is None else prediction.to_output()
+    except (ArithmeticError, ValueError) as exc:
+        fix = (
+            f"the forecast cannot be computed from it ({type(exc).__name__}), so no budget could be checked; "
+            "give the model's real sizes and a measured or typical mfu (docs/FORECAST.md)"
+        )
+        return [ConfigProblem(where, fix)]
+    bad = _non_finite(output, "forecast")
+    if bad:
+        fix = (
+            f"the forecast's {', '.join(bad)} is not a finite number, so no budget could be checked; give "
+            "the model's real sizes and a measured or typical mfu (docs/FORECAST.md)"
+        )
+        return [ConfigProblem(where, fix)]
+    return []

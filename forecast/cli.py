@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from common.terminal import plain
 from forecast.stack import stack_forecast
 from forecast.table import render
 from stackconfig import files
@@ -82,7 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raw = apply_set(raw, assignment)
         config = load_stack_config(raw)
     except (UsageError, files.UnknownStackError, ConfigError, yaml.YAMLError) as exc:
-        print(f"forecast: {exc}", file=sys.stderr)
+        print(f"forecast: {plain(exc, keep_newlines=True)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     result = stack_forecast(config)
     if result is None:

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from rich.console import Console
 from rich.table import Table
 
+from common.terminal import for_rich
 from forecast.model import Forecast
 from stackconfig.config import StackConfig
 
@@ -76,15 +77,15 @@ def render(
 ) -> None:
     out = console or Console()
     w, c = result.input.workload, config.cluster
-    changed = f" with {', '.join(sets)}" if sets else ""
+    changed = f" with {for_rich(', '.join(sets))}" if sets else ""
     out.print(
-        f"[bold]{stack}[/bold]{changed}: {w.parameters:.3g} parameters, {w.tokens:.3g} tokens, {w.method}, "
-        f"{w.precision}, {w.optimizer}, {w.sharding}, on {c.nodes} x {c.gpus_per_node} {c.gpu_type} "
-        f"({c.topology})"
+        f"[bold]{for_rich(stack)}[/bold]{changed}: {w.parameters:.3g} parameters, {w.tokens:.3g} tokens, "
+        f"{w.method}, {w.precision}, {w.optimizer}, {w.sharding}, on {c.nodes} x {c.gpus_per_node} "
+        f"{c.gpu_type} ({c.topology})"
     )
     for table in (_memory(result), _compute(result), _money_table(result)):
         out.print(table)
     if result.fixes:
         out.print("[bold red]Does not fit.[/bold red] Changes that make it fit, cheapest first:")
         for fix in result.fixes:
-            out.print(f"  - {fix}")
+            out.print(f"  - {for_rich(fix)}")

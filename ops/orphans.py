@@ -1,16 +1,19 @@
-"""Live RunPod resources with a stack's unique names that its state lacks: list them, or delete them.
+"""Live RunPod resources of a stack that its state lacks: list them, or delete them.
 
 A create cut short by a kill (or a `pulumi destroy` run before the next `up` could adopt it) leaves a
-resource billing at RunPod that the state does not know: `pulumi destroy` cannot see it. RunPod resources have
-no tags, so ownership is the name trainstack gave it (components/names.py `owned_names`): a
-live pod, cluster, network volume or secret whose name is one of this stack's and whose id the state does
-not hold is this stack's orphan. Anything else (another stack's, a stranger's) is never touched.
+resource billing at RunPod that the state does not know: `pulumi destroy` cannot see it. Which live
+resource is the stack's is decided by one rule, `ops.ownership.is_ours`: the exact name the stack's config
+declares, the kind it declares, and the ownership mark the stack wrote (a pod's env, a secret's
+description). A live resource that is the stack's and whose id the state does not hold is an orphan.
+Anything else that merely looks like the stack's (another stack's, a stranger's, a network volume) is
+listed as kept with the reason, and never touched.
 
     python -m ops.orphans STACK --cwd WORKSPACE [--delete] [--yes]
 
 Prints one line per orphan with its $/h. `--delete` deletes them (asks first unless `--yes`). Run by
 `scripts/recover` (which offers the deletion) and after a destroy by our scripts. Exit status: 0 when none
-is left, 4 when orphans remain (listed, not deleted).
+is left, 4 when orphans remain (listed, not deleted), 5 when it could not check (no RunPod credentials, or
+the stack's config cannot be read: then nothing is deleted).
 """
 
 from __future__ import annotations
@@ -20,28 +23,22 @@ import json
 import subprocess
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from components.names import owned_names
+import yaml
+
+from components.names import OWNER_ENV, DeclaredResources, declared_resources
 from facts.money import HOURS_PER_MONTH, SNAPSHOT
+from ops.ownership import Kind, Live, is_ours, looks_like
+from stackconfig.config import ConfigError, load_stack_config
 
-Kind = Literal["cluster", "pod", "volume", "secret"]
+__all__ = ["Live", "find_orphans", "main", "read_live", "state_ids"]
+
 # Compute first: a volume cannot be deleted while a pod still mounts it.
 DELETE_ORDER: tuple[Kind, ...] = ("cluster", "pod", "volume", "secret")
 ORPHANS_LEFT = 4
-NOT_CHECKED = 5  # no RunPod credentials to list live resources with
-
-
-@dataclass(frozen=True)
-class Live:
-    """One live RunPod resource, as much as the orphan check needs."""
-
-    kind: Kind
-    id: str
-    name: str
-    usd_per_hour: float  # what it bills now; storage priced per hour, secrets 0
+NOT_CHECKED = 5  # no RunPod credentials to list live resources with, or no readable stack config
 
 
 def state_ids(deployment: dict[str, Any]) -> set[str]:
@@ -49,11 +46,29 @@ def state_ids(deployment: dict[str, Any]) -> set[str]:
     return {str(r["id"]) for r in deployment.get("resources") or [] if r.get("id")}
 
 
-def find_orphans(stack: str, live: Iterable[Live], known_ids: set[str]) -> list[Live]:
-    """The live resources named as this stack names them whose ids the state lacks, in deletion order."""
-    owned = owned_names(stack)
-    found = [r for r in live if owned[r.kind](r.name) and r.id not in known_ids]
-    return sorted(found, key=lambda r: (DELETE_ORDER.index(r.kind), r.name))
+def find_orphans(
+    declared: DeclaredResources, live: Iterable[Live], known_ids: set[str]
+) -> tuple[list[Live], list[tuple[Live, str]]]:
+    """(the stack's live resources whose ids the state lacks, in deletion order; the look-alikes kept,
+    each with the reason it is not the stack's)."""
+    orphans: list[Live] = []
+    kept: list[tuple[Live, str]] = []
+    for r in live:
+        if r.id in known_ids:
+            continue
+        verdict = is_ours(declared, r)
+        if verdict.ours:
+            orphans.append(r)
+        elif looks_like(declared.stack, r.name):
+            kept.append((r, verdict.reason))
+    orphans.sort(key=lambda r: (DELETE_ORDER.index(r.kind), r.name))
+    return orphans, kept
+
+
+def _env_mark(pod: Any) -> str | None:
+    env = getattr(pod, "env", None) or {}
+    value = env.get(OWNER_ENV)
+    return value if isinstance(value, str) else None
 
 
 def read_live(client: Any) -> list[Live]:
@@ -61,42 +76,70 @@ def read_live(client: Any) -> list[Live]:
     out: list[Live] = []
     for pod in client.list_pods():
         if pod.cluster is None or not pod.cluster.id:
-            out.append(Live("pod", pod.id, pod.name, float(pod.cost or 0.0)))
+            out.append(Live("pod", pod.id, pod.name, float(pod.cost or 0.0), _env_mark(pod)))
     for cluster in client.list_clusters():
-        cost = sum(float(p.cost or 0.0) for p in client.list_cluster_pods(cluster.id))
-        out.append(Live("cluster", cluster.id, cluster.name, cost))
+        members = client.list_cluster_pods(cluster.id)
+        cost = sum(float(p.cost or 0.0) for p in members)
+        marks = {_env_mark(p) for p in members}
+        mark = marks.pop() if len(marks) == 1 else None  # every member carries the same mark, or none
+        out.append(Live("cluster", cluster.id, cluster.name, cost, mark))
     for volume in client.list_volumes():
         hourly = SNAPSHOT.volume_monthly(volume.size) / HOURS_PER_MONTH  # billed per GB-month, hourly
         out.append(Live("volume", volume.id, volume.name, hourly))
-    out += [Live("secret", s.id, s.name, 0.0) for s in client.list_secrets()]
+    out += [Live("secret", s.id, s.name, 0.0, getattr(s, "description", None)) for s in client.list_secrets()]
     return out
 
 
 def delete(client: Any, orphan: Live) -> None:
+    # No verb for volumes: the ownership rule never finds one ours (ops/ownership.py).
     verbs: dict[Kind, Callable[[str], object]] = {
         "cluster": client.delete_cluster,
         "pod": client.delete_pod,
-        "volume": client.delete_volume,
         "secret": client.delete_secret,
     }
     verbs[orphan.kind](orphan.id)
 
 
+def shown(text: str) -> str:
+    """A name as safe to print: non-ASCII and control characters escaped (full-width 3: `pod-\\uff13`)."""
+    return text if text.isascii() and text.isprintable() else ascii(text)[1:-1]
+
+
 def describe(orphans: Sequence[Live]) -> str:
-    rows = [f"  {o.kind:<7} {o.name:<40} {o.id:<24} ${o.usd_per_hour:,.2f}/h" for o in orphans]
+    rows = [f"  {o.kind:<7} {shown(o.name):<40} {shown(o.id):<24} ${o.usd_per_hour:,.2f}/h" for o in orphans]
     total = sum(o.usd_per_hour for o in orphans)
     return "\n".join([*rows, f"  total ${total:,.2f}/h"])
 
 
-def export_state(stack: str, workspace: Path) -> dict[str, Any]:
+def describe_kept(kept: Sequence[tuple[Live, str]]) -> str:
+    return "\n".join(f"  {r.kind:<7} {shown(r.name):<40} {shown(r.id):<24} kept: {why}" for r, why in kept)
+
+
+def _pulumi_json(stack: str, workspace: Path, *verb: str) -> Any:
     done = subprocess.run(
-        ["pulumi", "stack", "export", "--stack", stack, "--cwd", str(workspace), "--non-interactive"],
+        ["pulumi", *verb, "--stack", stack, "--cwd", str(workspace), "--non-interactive"],
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     if done.returncode != 0:
-        raise SystemExit(f"orphans: `pulumi stack export --stack {stack}` failed: {done.stderr.strip()}")
-    deployment: dict[str, Any] = json.loads(done.stdout).get("deployment") or {}
+        raise SystemExit(f"orphans: `pulumi {' '.join(verb)} --stack {stack}` failed: {done.stderr.strip()}")
+    return json.loads(done.stdout)
+
+
+def export_state(stack: str, workspace: Path) -> dict[str, Any]:
+    deployment: dict[str, Any] = _pulumi_json(stack, workspace, "stack", "export").get("deployment") or {}
     return deployment
+
+
+def stack_declared(stack: str, workspace: Path) -> DeclaredResources:
+    """What the stack's config (`pulumi config`, secrets left out) declares; raises ConfigError."""
+    entries: dict[str, Any] = _pulumi_json(stack, workspace, "config", "--json")
+    raw = {
+        key: entry.get("objectValue", entry.get("value"))
+        for key, entry in entries.items()
+        if isinstance(entry, dict) and not entry.get("secret")
+    }
+    project = yaml.safe_load((workspace / "Pulumi.yaml").read_text())["name"]
+    return declared_resources(stack, load_stack_config(raw), str(project))
 
 
 def main(argv: list[str] | None = None, ask: Callable[[str], str] = input) -> int:
@@ -108,25 +151,33 @@ def main(argv: list[str] | None = None, ask: Callable[[str], str] = input) -> in
     args = parser.parse_args(argv)
 
     from providers.runpod.client import RunPodClient
-    from providers.runpod.errors import ConfigError
+    from providers.runpod.errors import ConfigError as NoCredentials
 
     known = state_ids(export_state(args.stack, args.cwd))
     try:
+        declared = stack_declared(args.stack, args.cwd)
+    except ConfigError as exc:  # without the declared names nothing can be proven the stack's
+        print(f"orphans: not checked: the stack's config does not parse: {exc}", file=sys.stderr)
+        return NOT_CHECKED
+    try:
         client_ctx = RunPodClient.from_env()
-    except ConfigError as exc:  # no RunPod credentials here: nothing to compare the state with
+    except NoCredentials as exc:  # no RunPod credentials here: nothing to compare the state with
         print(f"orphans: not checked: {exc}", file=sys.stderr)
         return NOT_CHECKED
     with client_ctx as client:
-        orphans = find_orphans(args.stack, read_live(client), known)
-        if not orphans:
+        orphans, kept = find_orphans(declared, read_live(client), known)
+        if kept:
             print(
-                f"orphans: none; every live resource named for '{args.stack}' is in its state",
+                f"orphans: {len(kept)} live RunPod resources look like '{args.stack}' ones but are not "
+                f"the stack's; never deleted by trainstack:\n{describe_kept(kept)}",
                 file=sys.stderr,
             )
+        if not orphans:
+            print(f"orphans: none; every live resource of '{args.stack}' is in its state", file=sys.stderr)
             return 0
         print(
-            f"orphans: {len(orphans)} live RunPod resources carry '{args.stack}' names but are not in its "
-            f"state (a cut-short create; `pulumi destroy` cannot see them):\n{describe(orphans)}",
+            f"orphans: {len(orphans)} live RunPod resources of '{args.stack}' are not in its state (a "
+            f"cut-short create; `pulumi destroy` cannot see them):\n{describe(orphans)}",
             file=sys.stderr,
         )
         if not args.delete:
@@ -146,7 +197,7 @@ def main(argv: list[str] | None = None, ask: Callable[[str], str] = input) -> in
             return ORPHANS_LEFT
         for orphan in orphans:
             delete(client, orphan)
-            print(f"orphans: deleted {orphan.kind} {orphan.name} ({orphan.id})", file=sys.stderr)
+            print(f"orphans: deleted {orphan.kind} {orphan.name} ({shown(orphan.id)})", file=sys.stderr)
     return 0
 
 

@@ -4,7 +4,13 @@ The CLI's own errors name nothing: a misspelt policy name gives "invalid enforce
 written as YAML "invalid character 'h' looking for beginning of value", `1e309` "cannot unmarshal number".
 Here every problem names the file, the key path and the fix. The scripts run it before `pulumi`:
 
-    python -m policy.config_file policy/config/prod.json [...]     exit 0 when valid, 2 with the problems
+    python -m policy.config_file [--allow-unenforced-budget] policy/config/prod.json [...]
+                                                                    exit 0 when valid, 2 with the problems
+
+Two rules keep a budget from being switched off by accident (issue #34): a key given twice anywhere in the
+file is refused (JSON's last one would silently win), and a budget policy (BUDGET_POLICIES) set to
+`disabled` or `advisory` is refused unless `--allow-unenforced-budget` (or the environment variable
+TRAINSTACK_ALLOW_UNENFORCED_BUDGET=1, which scripts/up and scripts/preview-report pass on) says it is meant.
 
 The file is JSON: `{"<policy name>": {"<key>": value, ..., "enforcementLevel": "advisory"}, ...}` or
 `{"<policy name>": "<enforcement level>"}` (https://www.pulumi.com/docs/iac/using-pulumi/crossguard/configuration/).
@@ -15,6 +21,7 @@ from __future__ import annotations
 import difflib
 import json
 import math
+import os
 import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -32,6 +39,19 @@ CONFIG_MODELS: dict[str, type[PolicyConfig] | None] = {
 }
 LEVELS = ("advisory", "mandatory", "remediate", "disabled")
 LEVEL_KEY = "enforcementLevel"
+# The mandatory policies that hold the money: turning one off needs the explicit override.
+BUDGET_POLICIES = frozenset(
+    {
+        "hourly-burn-limit",
+        "run-cost-limit",
+        "storage-cost-limit",
+        "runpod-spend-limit",
+        "run-cost-within-budget",
+    }
+)
+UNENFORCED = ("disabled", "advisory")
+OVERRIDE_FLAG = "--allow-unenforced-budget"
+OVERRIDE_ENV = "TRAINSTACK_ALLOW_UNENFORCED_BUDGET"
 _README = "policy/README.md lists every policy and key"
 
 
@@ -50,10 +70,41 @@ def _refuse_constant(name: str) -> float:
     raise ValueError(f"{name} is not JSON")
 
 
+class _Pairs(list[tuple[str, Any]]):
+    """A JSON object as its key-value pairs in order, duplicates kept (json's object_pairs_hook)."""
+
+
+def _duplicates(value: Any, path: str) -> Iterator[str]:
+    if isinstance(value, _Pairs):
+        seen: set[str] = set()
+        for key, item in value:
+            where = f"{path}.{key}" if path else key
+            if key in seen:
+                yield where
+            seen.add(key)
+            yield from _duplicates(item, where)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _duplicates(item, f"{path}[{index}]")
+
+
+def _as_dicts(value: Any) -> Any:
+    if isinstance(value, _Pairs):
+        return {key: _as_dicts(item) for key, item in value}
+    if isinstance(value, list):
+        return [_as_dicts(item) for item in value]
+    return value
+
+
 def _parse(text: str) -> tuple[Any, list[str]]:
-    """The document, or the problems that keep it from being one."""
+    """The document, or the problems that keep it from being one (a key given twice is one)."""
     try:
-        return json.loads(text, parse_constant=_refuse_constant), []
+        pairs = json.loads(text, parse_constant=_refuse_constant, object_pairs_hook=_Pairs)
+        twice = [
+            f"{path}: is given twice; JSON keeps only the last one, so the first is silently lost: keep one"
+            for path in _duplicates(pairs, "")
+        ]
+        return (None, twice) if twice else (_as_dicts(pairs), [])
     except ValueError as exc:
         try:
             as_yaml = yaml.safe_load(text)
@@ -93,7 +144,18 @@ def _entry_problems(name: str, entry: Any) -> list[str]:
     return problems
 
 
-def problems_in(text: str) -> list[str]:
+def _unenforced_budget(name: str, entry: Any) -> list[str]:
+    level = entry if isinstance(entry, str) else entry.get(LEVEL_KEY) if isinstance(entry, Mapping) else None
+    if name not in BUDGET_POLICIES or level not in UNENFORCED:
+        return []
+    where = name if isinstance(entry, str) else f"{name}.{LEVEL_KEY}"
+    return [
+        f"{where}: {level!r} turns off a budget policy, so nothing would stop that spending; remove it, or "
+        f"pass {OVERRIDE_FLAG} (or set {OVERRIDE_ENV}=1) if that is meant"
+    ]
+
+
+def problems_in(text: str, allow_unenforced_budget: bool = False) -> list[str]:
     """Every problem in a policy config file's text, each `<key path>: <what is wrong>; <fix>`."""
     doc, problems = _parse(text)
     if problems:
@@ -109,16 +171,22 @@ def problems_in(text: str) -> list[str]:
             out.append(f"{name}: no policy of that name; fix the spelling ({hint})")
         elif not any(p.startswith(f"{name}.") for p in out):
             out += _entry_problems(name, entry)
+            if not allow_unenforced_budget:
+                out += _unenforced_budget(name, entry)
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
-    files = sys.argv[1:] if argv is None else argv
+    files = list(sys.argv[1:] if argv is None else argv)
+    allow = os.environ.get(OVERRIDE_ENV) == "1"
+    if OVERRIDE_FLAG in files:
+        files.remove(OVERRIDE_FLAG)
+        allow = True
     bad = 0
     for name in files:
         path = Path(name)
         try:
-            problems = problems_in(path.read_text())
+            problems = problems_in(path.read_text(), allow_unenforced_budget=allow)
         except OSError as exc:
             problems = [f"(file): cannot be read ({exc.strerror}); check the path"]
         for problem in problems:

@@ -24,11 +24,13 @@ from typing import TYPE_CHECKING
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from stackconfig.numbers import Number
 from train.monitor.rules import AlertRules
 
 if TYPE_CHECKING:
     from stackconfig.config import StackConfig
 
+_DAY_MIN = 1440  # the longest window or grace any alert takes, in minutes
 WEBHOOK_SECRET = "ALERT_WEBHOOK_URL"  # noqa: S105 (a name, not a value) listed in training.secrets; the aggregator reads it from its env
 
 
@@ -38,22 +40,24 @@ class AlertsConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
     enabled: bool = True  # false: no aggregator on node 0 (the agents still serve metrics)
-    interval_min: float = Field(5.0, gt=0, le=60)
-    util_low_pct: float = Field(70.0, ge=0, le=100)
-    util_low_for_min: float = Field(15.0, ge=0)
-    util_high_pct: float = Field(95.0, ge=0, le=100)
-    util_high_for_min: float = Field(10.0, ge=0)
-    memory_idle_pct: float = Field(10.0, ge=0, le=100)
-    memory_idle_for_min: float = Field(5.0, ge=0)
-    nvme_p99_max_us: float = Field(100.0, gt=0)
-    temperature_max_c: float = Field(85.0, gt=0, le=120)
-    stalled_after_min: float = Field(15.0, gt=0)
-    startup_grace_min: float = Field(30.0, ge=0)
+    # Number: never a boolean, numeric text read (`pulumi config set --path` stores 2.5 as "2.5"); every
+    # field bounded above too, so no figure overflows into the rules (1e308 minutes is not a threshold).
+    interval_min: Number = Field(5.0, gt=0, le=60)
+    util_low_pct: Number = Field(70.0, ge=0, le=100)
+    util_low_for_min: Number = Field(15.0, ge=0, le=_DAY_MIN)
+    util_high_pct: Number = Field(95.0, ge=0, le=100)
+    util_high_for_min: Number = Field(10.0, ge=0, le=_DAY_MIN)
+    memory_idle_pct: Number = Field(10.0, ge=0, le=100)
+    memory_idle_for_min: Number = Field(5.0, ge=0, le=_DAY_MIN)
+    nvme_p99_max_us: Number = Field(100.0, gt=0, le=10_000_000)
+    temperature_max_c: Number = Field(85.0, gt=0, le=120)
+    stalled_after_min: Number = Field(15.0, gt=0, le=_DAY_MIN)
+    startup_grace_min: Number = Field(30.0, ge=0, le=_DAY_MIN)
     unreachable_after_rounds: int = Field(2, ge=1, le=100)
-    keep_firing_for_min: float = Field(5.0, ge=0)
-    budget_usd: float = Field(0.0, ge=0)
+    keep_firing_for_min: Number = Field(5.0, ge=0, le=_DAY_MIN)
+    budget_usd: Number = Field(0.0, ge=0, le=10_000_000)
     max_messages_per_hour: int = Field(20, ge=1, le=3600)
-    digest_every_min: float = Field(60.0, ge=0)
+    digest_every_min: Number = Field(60.0, ge=0, le=_DAY_MIN)
 
     @model_validator(mode="after")
     def _band(self) -> AlertsConfig:

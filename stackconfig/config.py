@@ -23,11 +23,10 @@ import re
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
-    BeforeValidator,
     ConfigDict,
     Field,
     StrictInt,
@@ -42,6 +41,7 @@ from stackconfig.alerts import AlertsConfig
 from stackconfig.credentials import credential_kind, mask
 from stackconfig.image_ref import image_reference_problem
 from stackconfig.model import ModelConfig
+from stackconfig.numbers import Number, in_range  # Number: never a boolean; numeric text is read
 from stackconfig.rules import RUNPOD_DEFAULT_SPEND_LIMIT, cross_field_problems
 
 NAMESPACE = "trainstack"
@@ -71,17 +71,6 @@ class ConfigError(TrainstackError, ValueError):
         self.problems = problems
         lines = "\n".join(f"  - {p}" for p in problems)
         super().__init__(f"{len(problems)} problem(s) in the stack config:\n{lines}")
-
-
-def _not_a_bool(value: Any) -> Any:
-    if isinstance(value, bool):
-        raise ValueError(f"is {str(value).lower()}, a boolean; write a number")
-    return value
-
-
-# A number of the object keys: an int or float, or numeric text, because `pulumi config set --path k 2.5`
-# stores "2.5" as text (whole numbers and booleans it stores typed); never a boolean.
-Number = Annotated[float, BeforeValidator(_not_a_bool)]
 
 
 class _Model(BaseModel):
@@ -134,9 +123,13 @@ class ClusterConfig(_Model):
     @field_validator("nodes")
     @classmethod
     def _positive_nodes(cls, v: int) -> int:
-        if v < 1:
-            raise ValueError(f"must be at least 1, got {v}; set the number of nodes (or pods in the pool)")
-        return v
+        # 250: RunPod v2's bound on a cluster's podCount; a pool of pods is held to the same.
+        return int(in_range(v, 1, 250, "set the number of nodes (or pods in the pool)"))
+
+    @field_validator("gpus_per_node")
+    @classmethod
+    def _gpus_per_node(cls, v: int) -> int:
+        return int(in_range(v, 1, 16, "RunPod machines hold at most 8 GPUs; e.g. 8"))
 
     @field_validator("data_centers")
     @classmethod
@@ -293,9 +286,8 @@ class TrainingConfig(_Model):
     @field_validator("min_free_disk_gb", "nccl_min_busbw_gb_per_s")
     @classmethod
     def _non_negative(cls, v: float) -> float:
-        if v < 0:
-            raise ValueError(f"must be 0 or more, got {v}; use 0 to skip the check")
-        return v
+        # 100,000: more GB than any node's disk, more GB/s than any fabric (NVLink 4 is 900 GB/s).
+        return in_range(v, 0, 100_000, "use 0 to skip the check")
 
     @field_validator("burn_in_min")
     @classmethod
@@ -353,7 +345,7 @@ class StackConfig(_Model):
     bucket: BucketConfig | None = None
     training: TrainingConfig = TrainingConfig()
     alerts: AlertsConfig = AlertsConfig()
-    runpod_spend_limit_per_hour: float = RUNPOD_DEFAULT_SPEND_LIMIT  # raised only by RunPod on request
+    runpod_spend_limit_per_hour: Number = RUNPOD_DEFAULT_SPEND_LIMIT  # raised only by RunPod on request
     delivery_enabled: bool = False
     # Pulumi's `protect` on what is stateful or expensive (network volume, checkpoint bucket, cluster or
     # pods): `pulumi destroy` and any replace of them stop with an error until it is set false and an `up`
@@ -364,9 +356,7 @@ class StackConfig(_Model):
     @field_validator("runpod_spend_limit_per_hour")
     @classmethod
     def _limit(cls, v: float) -> float:
-        if v <= 0:
-            raise ValueError(f"must be more than 0, got {v}; RunPod's default account limit is 80")
-        return v
+        return in_range(v, 0, 1_000_000, "RunPod's default account limit is 80", low_open=True)
 
 
 _OBJECT_KEYS = frozenset({"cluster", "bucket", "training", "alerts"})
@@ -448,6 +438,10 @@ _PYDANTIC_FIXES = {
     "float_parsing": "write a number",
     "float_type": "write a number",
     "finite_number": "write a finite number (no NaN or infinity)",
+    "less_than_equal": "write a number within the range",
+    "less_than": "write a number within the range",
+    "greater_than_equal": "write a number within the range",
+    "greater_than": "write a number within the range",
     "bool_parsing": "write true or false",
     "bool_type": "write true or false",
     "string_type": "write a string",

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
 
 from facts.gpus import GPUS, GpuSpec
+from stackconfig.numbers import Number, in_range, shown
 
 if TYPE_CHECKING:
     from stackconfig.config import StackConfig
@@ -33,15 +34,35 @@ if TYPE_CHECKING:
 Problem = tuple[str, str]  # (key path without the namespace, message ending with the fix)
 
 
+# The best model-FLOPs utilisation published for a large training run: MegaScale, 55.2 % for a 175B model
+# on 12,288 GPUs (Jiang et al. 2024, https://arxiv.org/abs/2402.15627, Table 2); PaLM reported 46.2 %.
+# An `mfu` above it is an assumption no published run has reached: it needs mfu_beyond_published: true.
+BEST_PUBLISHED_MFU = 0.552
+
+# Each bounded field: (lowest, highest, what to write). The bounds are far outside any real model (the
+# largest published dense models have ~1e12 parameters) but keep every product of the forecast finite.
+_RANGES: dict[str, tuple[float, float, str]] = {
+    "parameters": (1, 1e13, "give the total parameters, e.g. 7.0e9"),
+    "tokens": (1, 1e15, "give the training tokens of one job, e.g. 5.0e8"),
+    "layers": (1, 1000, "give the model's transformer layers, e.g. 32"),
+    "hidden_size": (1, 131_072, "give the model's hidden size, e.g. 4096"),
+    "attention_heads": (1, 1024, "give the model's attention heads, e.g. 32"),
+    "vocab_size": (1, 10_000_000, "give the tokenizer's vocabulary, e.g. 128256"),
+    "sequence_length": (1, 4_194_304, "give the training sequence length, e.g. 4096"),
+    "micro_batch_per_gpu": (1, 65_536, "give the micro-batch per GPU, e.g. 1"),
+}
+
+
 class ModelConfig(BaseModel):
     """What the forecast needs to know about the model and how it is trained."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # no NaN, inf, 1e309
+    # no NaN, inf, 1e309; booleans are never numbers (strict), numeric text is read (Number)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, strict=True)
 
-    parameters: float  # total parameters, e.g. 7.0e9
-    tokens: float  # training tokens of one job
+    parameters: Number  # total parameters, e.g. 7.0e9
+    tokens: Number  # training tokens of one job
     method: Literal["full", "lora"] = "full"
-    trainable_fraction: float | None = None  # LoRA only: trainable / total parameters, e.g. 0.005
+    trainable_fraction: Number | None = None  # LoRA only: trainable / total parameters, e.g. 0.005
     precision: Literal["bf16", "fp8"] = "bf16"
     optimizer: Literal["adamw", "adamw_8bit", "sgd"] = "adamw"
     sharding: Literal["ddp", "zero1", "zero2", "zero3"] = "ddp"
@@ -55,31 +76,21 @@ class ModelConfig(BaseModel):
     flash_attention: bool = (
         True  # PyTorch's scaled_dot_product_attention and FlashAttention never store s x s
     )
-    mfu: float | None = None  # model-FLOPs utilisation; None: 0.40 of peak for bf16 (forecast.compute)
-    overhead: float = 0.3  # wall clock added for communication, checkpoint saves and restarts
+    # true: an `mfu` above BEST_PUBLISHED_MFU is meant (a measured run of your own beat it); before `mfu`,
+    # so that mfu's check sees it
+    mfu_beyond_published: bool = False
+    mfu: Number | None = None  # model-FLOPs utilisation; None: 0.40 of peak for bf16 (forecast.compute)
+    overhead: Number = 0.3  # wall clock added for communication, checkpoint saves and restarts
 
-    @field_validator(
-        "parameters",
-        "tokens",
-        "layers",
-        "hidden_size",
-        "sequence_length",
-        "micro_batch_per_gpu",
-        "vocab_size",
-    )
+    @field_validator(*_RANGES)
     @classmethod
-    def _positive(cls, v: float) -> float:
-        if v <= 0:
-            raise ValueError(
-                f"must be more than 0, got {v:g}; give the size (e.g. 7.0e9 parameters, 4096 tokens)"
-            )
-        return v
+    def _in_range(cls, v: float, info: ValidationInfo) -> float:
+        low, high, fix = _RANGES[str(info.field_name)]
+        return in_range(v, low, high, fix)
 
     @field_validator("attention_heads")
     @classmethod
     def _heads(cls, v: int, info: ValidationInfo) -> int:
-        if v <= 0:
-            raise ValueError(f"must be more than 0, got {v}; give the model's attention heads (e.g. 32)")
         hidden = info.data.get("hidden_size")
         if isinstance(hidden, int) and hidden % v:
             raise ValueError(
@@ -96,24 +107,30 @@ class ModelConfig(BaseModel):
         if info.data.get("method") == "full":
             raise ValueError("is for method lora only; remove it, or set method: lora")
         if not 0 < v < 1:
-            raise ValueError(f"must be between 0 and 1, got {v:g}; LoRA trains 0.001-0.01 of the parameters")
+            raise ValueError(
+                f"must be between 0 and 1, got {shown(v)}; LoRA trains 0.001-0.01 of the parameters"
+            )
         return v
 
     @field_validator("mfu")
     @classmethod
-    def _mfu(cls, v: float | None) -> float | None:
-        if v is not None and not 0 < v <= 1:
+    def _mfu(cls, v: float | None, info: ValidationInfo) -> float | None:
+        if v is None:
+            return v
+        # Below 1 % no run is that slow on purpose; 4.4e-309 made the forecast's hours infinite.
+        in_range(v, 0.01, 1, "0.3-0.5 is typical, or leave it out")
+        if v > BEST_PUBLISHED_MFU and not info.data.get("mfu_beyond_published"):
             raise ValueError(
-                f"must be more than 0 and at most 1, got {v:g}; 0.3-0.5 is typical, or leave it out"
+                f"{shown(v)} is above the best published {BEST_PUBLISHED_MFU:g} (MegaScale, "
+                "arXiv:2402.15627): the forecast would promise a run cheaper than any on record; use a "
+                "measured figure, or set mfu_beyond_published: true if your own run measured it"
             )
         return v
 
     @field_validator("overhead")
     @classmethod
     def _overhead(cls, v: float) -> float:
-        if not 0 <= v <= 5:
-            raise ValueError(f"must be 0-5 (a fraction of the ideal time), got {v:g}; 0.3 is the default")
-        return v
+        return in_range(v, 0, 5, "a fraction of the ideal time; 0.3 is the default")
 
 
 def model_problems(config: StackConfig, gpus: Mapping[str, GpuSpec] = GPUS) -> list[Problem]:

@@ -37,7 +37,7 @@ class Cost:
 
 
 def costs(resources: Sequence[Resource], *types: str) -> list[Cost]:
-    """Costs of the billed (RunPod) resources; unknown figures count as nothing until `pulumi up`.
+    """Costs of the billed (RunPod) resources whose figures are known (see `unpriced` for the others).
 
     Only provider resources are billed: components and the stack re-export their children's totals as
     `cost_per_hour` outputs, and counting those would count every dollar more than once.
@@ -54,6 +54,31 @@ def costs(resources: Sequence[Resource], *types: str) -> list[Cost]:
         hours = number(read(res.props, "training", "max_run_hours"))
         found.append(Cost(res.name, per_hour or 0.0, storage or 0.0, hours))
     return found
+
+
+def unpriced(resources: Sequence[Resource], *types: str) -> list[str]:
+    """Billed resources whose `cost_per_hour` or `storage_cost_per_month` is not a finite number: unknown
+    at preview, missing, or garbage. Every provider computes both in check(), so this never happens to a
+    stack the budget can be checked on; when it does, the budget fails closed (issue #34)."""
+    allowed = types or RUNPOD_TYPES
+    return sorted(
+        res.name or res.resource_type
+        for res in resources
+        if res.resource_type in allowed
+        and any(number(read(res.props, key)) is None for key in ("cost_per_hour", "storage_cost_per_month"))
+    )
+
+
+def _refused_unpriced(resources: Sequence[Resource], report: ReportViolation, *types: str) -> bool:
+    names = unpriced(resources, *types)
+    if names:
+        report(
+            f"the cost of {listing(names)} is not known, so the budget cannot be checked; refused rather "
+            "than let an unchecked bill through. Every trainstack provider prices its resource in check(): "
+            "fix the input its message names (a GPU type, a count), then preview again.",
+            None,
+        )
+    return bool(names)
 
 
 def breakdown(items: Sequence[Cost]) -> str:
@@ -73,7 +98,7 @@ class HourlyConfig(PolicyConfig):
 def check_hourly_burn(args: StackValidationArgs, report: ReportViolation) -> None:
     """The stack's hourly burn (compute plus storage billed hourly) stays under `max_hourly_usd`."""
     cfg = load_config(HourlyConfig, args.get_config(), report)
-    if cfg is None:
+    if cfg is None or _refused_unpriced(args.resources, report):
         return
     items = costs(args.resources)
     burn = _burn(items)
@@ -99,7 +124,7 @@ class RunCostConfig(PolicyConfig):
 def check_run_cost(args: StackValidationArgs, report: ReportViolation) -> None:
     """One run (each resource's hourly burn times its training.max_run_hours) stays under `max_run_usd`."""
     cfg = load_config(RunCostConfig, args.get_config(), report)
-    if cfg is None:
+    if cfg is None or _refused_unpriced(args.resources, report):
         return
     items = costs(args.resources)
     declared = [c.run_hours for c in items if c.run_hours is not None]
@@ -129,7 +154,7 @@ class StorageConfig(PolicyConfig):
 def check_storage_cost(args: StackValidationArgs, report: ReportViolation) -> None:
     """Monthly storage (volumes, disks: storage_cost_per_month) stays under `max_storage_monthly_usd`."""
     cfg = load_config(StorageConfig, args.get_config(), report)
-    if cfg is None:
+    if cfg is None or _refused_unpriced(args.resources, report):
         return
     items = [c for c in costs(args.resources) if c.storage_per_month > 0]
     total = round(sum(c.storage_per_month for c in items), 2)
@@ -156,7 +181,7 @@ class SpendLimitConfig(PolicyConfig):
 def check_runpod_spend_limit(args: StackValidationArgs, report: ReportViolation) -> None:
     """RunPod resources together stay under the account's hourly spend limit, or a deploy fails part-way."""
     cfg = load_config(SpendLimitConfig, args.get_config(), report)
-    if cfg is None:
+    if cfg is None or _refused_unpriced(args.resources, report, *RUNPOD_TYPES):
         return
     items = costs(args.resources, *RUNPOD_TYPES)
     burn, limit = _burn(items), cfg.runpod_spend_limit_per_hour

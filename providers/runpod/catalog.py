@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 # Preview must stay quick when the API is down: one short, bounded attempt per process.
 CATALOG_DEADLINE_S = 10.0
 SNAPSHOT_DATE = SNAPSHOT.date
+SNAPSHOT_PRICES = tuple(x for p in SNAPSHOT.gpus.values() for x in (p.secure, p.community))
 
 
 @dataclass(frozen=True)
@@ -40,8 +41,17 @@ class PriceBook:
     source: str  # "catalog" or "snapshot-2026-11-09 (<why>)"
     live: bool  # True when read from GET /v2/catalog/gpus in this process
 
-    def gpu_hourly(self, gpu_type_id: str, cloud: str) -> float | None:
-        return self.gpus.get(gpu_type_id, {}).get(cloud)
+    def gpu_hourly(self, gpu_type_id: str, cloud: str) -> float:
+        """The price of one GPU-hour. A price the book lacks (a catalog without a community price, a GPU
+        it does not list) is the dearest price known for that GPU here or in the dated snapshot, else the
+        dearest of any GPU: a missing price must never price a pod at its bid or at 0 (issue #34)."""
+        price = self.gpus.get(gpu_type_id, {}).get(cloud)
+        if price is not None and price > 0:
+            return price
+        snap = [(p.secure, p.community) for gid, p in SNAPSHOT.gpus.items() if gid == gpu_type_id]
+        same_gpu = [*self.gpus.get(gpu_type_id, {}).values(), *(x for pair in snap for x in pair)]
+        every = [*(x for t in self.gpus.values() for x in t.values()), *(SNAPSHOT_PRICES)]
+        return max([p for p in same_gpu if p > 0] or [p for p in every if p > 0])
 
 
 def snapshot(reason: str) -> PriceBook:

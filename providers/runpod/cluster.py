@@ -130,7 +130,7 @@ class InstantClusterProvider(RunPodProvider):
         book = catalog.price_book(self.client)
         hourly = book.gpu_hourly(str(gpu), "SECURE")  # Instant Clusters run in Secure Cloud
         return {
-            "cost_per_hour": UNKNOWN if hourly is None else round(hourly * int(per_pod) * int(pods), 4),
+            "cost_per_hour": round(hourly * int(per_pod) * int(pods), 4),
             "storage_cost_per_month": catalog.container_disk_monthly(int(disk) * int(pods)),
             "price_source": book.source,
         }

@@ -189,7 +189,7 @@ class PodProvider(RunPodProvider):
             return failures
         book = catalog.price_book(self.client)
         on_demand = book.gpu_hourly(str(gpu), str(cloud))
-        if on_demand is not None and float(bid) > on_demand:
+        if float(bid) > on_demand:
             # A spot pod is billed its bid: above on-demand it costs more than the on-demand pod.
             reason = f"bids ${float(bid):g}/GPU-h, above the on-demand ${on_demand:g} ({book.source})"
             reason += "; bid at most the on-demand price, or use capacity on_demand"
@@ -210,8 +210,8 @@ class PodProvider(RunPodProvider):
         if capacity != "on_demand" and bid is not None:
             # Spot and auto are priced at the dearer of the bid and on-demand: a spot pod is billed its bid
             # (even above on-demand), and auto may fall back to on-demand (docs/ARCHITECTURE.md).
-            hourly = max(float(bid), hourly or 0.0)
-        cost = UNKNOWN if hourly is None else round(hourly * int(count), 4)
+            hourly = max(float(bid), hourly)
+        cost = round(hourly * int(count), 4)
         return {"cost_per_hour": cost, "storage_cost_per_month": storage, "price_source": book.source}
 
     def _launch(self, client: RunPodClient, args: PodArgs) -> tuple[str, str]:

@@ -263,7 +263,8 @@ class ApiRegistry(_Record):
 
 
 class ApiSecret(_Record):
-    """A RunPod secret as the GraphQL lookup returns it: id and name, never the value."""
+    """A RunPod secret as the GraphQL lookup returns it: id, name and description, never the value."""
 
     id: str
     name: str
+    description: str | None = None  # the stack writes its ownership mark here (ops/ownership.py)

@@ -134,7 +134,9 @@ def test_dev(fake: FakeProviders) -> pulumi.Output[None]:
         assert _children(fake) == {"trainstack:index:H100Cluster": ["dev"], POD: ["dev-pod-0"]}
         pod = next(r for r in fake.resources if r.typ == POD)
         assert pod.inputs["gpu_type_id"] == "NVIDIA H100 80GB HBM3"
-        assert (pod.inputs["gpu_count"], pod.inputs["capacity"], pod.inputs["env"]) == (8, "on_demand", {})
+        assert (pod.inputs["gpu_count"], pod.inputs["capacity"], pod.inputs["env"]) == (
+            8, "on_demand", {"TRAINSTACK_OWNER": "project/dev"}  # the ownership mark (ops/ownership.py)
+        )  # fmt: skip
         assert pod.inputs["training"]["max_run_hours"] == 2
         assert out["nodes"] == [
             {"rank": 0, "ip": "10.1.0.0", "pod_id": "pod0", "ssh_endpoint": "203.0.113.9:40000"}
@@ -186,7 +188,7 @@ def test_prod(fake: FakeProviders) -> pulumi.Output[None]:
         assert (main["pod_count"], main["gpu_count_per_pod"], main["cluster_type"]) == (8, 8, "TRAINING")
         assert main["data_center_id"] == by_name["prod-volume"].inputs["data_center_id"] == "US-TX-3"
         assert main["volume_id"] == "prod-volume-id"  # the resource id, which is RunPod's volume id
-        assert set(main["env"]) == set(SECRET_VALUES)
+        assert set(main["env"]) == {*SECRET_VALUES, "TRAINSTACK_OWNER"}
         bucket = by_name["prod-checkpoints"].inputs
         assert bucket["kms_key_id"] == "alias/trainstack-checkpoints" and bucket["versioning"] is True
         assert by_name["prod-secret-hf_token"].inputs["name"] == "trainstack-prod-hf_token"

@@ -119,3 +119,28 @@ def test_bad_model_section_is_refused_at_preview_with_its_key(
     assert f"trainstack:training.model.{key}" in output and words in output, output
     assert "Traceback" not in output, output
     _assert_nothing_created(dev, before)
+
+
+# Issue #34, class 2: `pulumi up --skip-preview` runs no stack policy before the resources exist, so what must
+# stop a rental is refused by the program itself before the first resource registers.
+SKIP_PREVIEW = [
+    ("absurd mfu", {"mfu": 4.4e-309}, "trainstack:training.model.mfu"),
+    ("mfu above any published run, no overhead", {"mfu": 1.0, "overhead": 0}, "above the best published"),
+    ("parameters true", {"parameters": True}, "trainstack:training.model.parameters"),
+    ("1e200 tokens", {"tokens": 1e200}, "trainstack:training.model.tokens"),
+]
+
+
+@pytest.mark.parametrize(("what", "model", "words"), SKIP_PREVIEW, ids=[c[0] for c in SKIP_PREVIEW])
+def test_up_with_skip_preview_creates_nothing_for_a_forecast_that_cannot_hold(
+    dev: StackRun, what: str, model: dict[str, Any], words: str
+) -> None:
+    before = _mutations(dev.runpod)
+    secrets_before = len(dev.runpod.admin.live()["secrets"])
+    _use_model(dev, model)
+    result = dev.up("--skip-preview", check=False)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0, output
+    assert words in output and "Traceback" not in output, output
+    _assert_nothing_created(dev, before)
+    assert len(dev.runpod.admin.live()["secrets"]) == secrets_before, what

@@ -49,7 +49,9 @@ def test_recover_lists_and_deletes_what_destroy_cannot_see(
 
     listed = _recover(run)
     assert "trainstack-search-pod-1" in listed.stderr and lost["id"] in listed.stderr
-    assert "/h" in listed.stderr and "trainstack-search-2-pod-0" not in listed.stderr
+    assert "/h" in listed.stderr
+    (stranger_line,) = [line for line in listed.stderr.splitlines() if "trainstack-search-2-pod-0" in line]
+    assert "kept: stack 'search' declares no resource named so" in stranger_line
     assert set(live_ids(runpod)) == {lost["id"], stranger_id}, "--yes alone lists, never deletes"
 
     deleted = _recover(run, "--delete-orphans")
@@ -58,6 +60,120 @@ def test_recover_lists_and_deletes_what_destroy_cannot_see(
     report.record(
         "orphan on destroy: a pod the state lost, then `pulumi destroy`",
         "scripts/recover listed it with its $/h and deleted it on request; a look-alike stranger kept",
+        [],
+        [],
+        runs=1,
+    )
+
+
+def _make(runpod: LocalRunPod, path: str, body: dict[str, object]) -> str:
+    with runpod.client() as client:
+        done = client.post(path, json=body)
+    assert done.status_code in (200, 201), done.text
+    data = done.json()
+    return str(data["data"]["secretCreate"]["id"] if path == "/graphql" else data["id"])
+
+
+def _pod(name: str, env: dict[str, str] | None = None) -> dict[str, object]:
+    return {
+        "name": name,
+        "image": "runpod/pytorch:2.4.0",
+        "gpu": {"id": "NVIDIA H100 80GB HBM3", "count": 1},
+        "cloud": "SECURE",
+        "env": env or {},
+    }
+
+
+_SECRET = "mutation($input: SecretCreateInput!) { secretCreate(input: $input) { id name } }"
+# Class 1 of issue #34: made by someone else through the API, named like `dev`'s (1 pod, no cluster, no
+# volume, no secrets); `scripts/recover --delete-orphans` and scripts/down's orphan step must keep them all.
+STRANGERS: list[tuple[str, str, dict[str, object]]] = [
+    (
+        "a pod index dev does not declare",
+        "/v2/pods",
+        _pod("trainstack-dev-pod-99", {"TRAINSTACK_OWNER": "trainstack/dev"}),
+    ),
+    (
+        "a full-width digit",
+        "/v2/pods",
+        _pod("trainstack-dev-pod-\uff13", {"TRAINSTACK_OWNER": "trainstack/dev"}),
+    ),
+    ("dev's exact pod name without the mark", "/v2/pods", _pod("trainstack-dev-pod-0")),
+    (
+        "dev's pod name with another stack's mark",
+        "/v2/pods",
+        _pod("trainstack-dev-pod-0", {"TRAINSTACK_OWNER": "trainstack/prod"}),
+    ),
+    (
+        "a 2-node cluster on dev, which has none",
+        "/v2/clusters",
+        {
+            "name": "trainstack-dev-cluster",
+            "type": "TRAINING",
+            "image": "runpod/pytorch:2.4.0",
+            "compute": {"gpuTypeId": "NVIDIA H100 80GB HBM3", "gpuCountPerPod": 8, "podCount": 2},
+            "env": {"TRAINSTACK_OWNER": "trainstack/dev"},
+        },
+    ),
+    (
+        "a volume on dev, which has none",
+        "/v2/network-volumes",
+        {"name": "trainstack-dev-volume", "size": 10, "dataCenter": "US-TX-3"},
+    ),
+    (
+        "a secret dev does not declare",
+        "/graphql",
+        {
+            "query": _SECRET,
+            "variables": {
+                "input": {
+                    "name": "trainstack-dev-teamtoken",
+                    "value": "x",
+                    "description": "trainstack stack dev: TEAMTOKEN",
+                }
+            },
+        },
+    ),
+]
+
+
+def test_nothing_the_stack_did_not_make_is_deleted_by_recover_or_down(
+    tmp_path: Path, runpod: LocalRunPod, moto_s3: str, report: Report
+) -> None:
+    runpod.admin.reset()
+    runpod.admin.limits(ratePerMinute=100000, spendLimit=10000)
+    run = open_stack("dev", tmp_path, runpod, moto_s3)
+    runpod.admin.limits(spendLimit=10000)
+    strangers = {_make(runpod, path, body): what for what, path, body in STRANGERS}
+    # The one resource here that is dev's by the rule: its declared pod name and its mark.
+    ours = _make(runpod, "/v2/pods", _pod("trainstack-dev-pod-0", {"TRAINSTACK_OWNER": "trainstack/dev"}))
+
+    listed = _recover(run, "--delete-orphans")
+    assert f"deleted pod trainstack-dev-pod-0 ({ours})" in listed.stderr
+    assert "trainstack-dev-pod-\\uff13" in listed.stderr  # shown escaped, and kept
+    left = live_ids(runpod)
+    assert ours not in left
+    missing = [what for rid, what in strangers.items() if rid not in left]
+    assert missing == [], f"scripts/recover --delete-orphans deleted what dev did not make: {missing}"
+
+    # scripts/down's last step, as it runs it (after `pulumi destroy`).
+    argv = [
+        str(REPO / ".venv/bin/python"),
+        "-m",
+        "ops.orphans",
+        "dev",
+        "--cwd",
+        str(run.cli.project),
+        "--delete",
+        "--yes",
+    ]
+    done = run_killing_tree(argv, 120, env=run.cli.env(), cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    assert [w for rid, w in strangers.items() if rid not in live_ids(runpod)] == []
+    report.record(
+        "orphans: look-alikes made by someone else through the API (issue #34, class 1)",
+        f"{len(STRANGERS)} kinds of look-alike kept by recover --delete-orphans and down's orphan step; "
+        "the one with dev's declared name and its mark deleted",
         [],
         [],
         runs=1,

@@ -88,3 +88,40 @@ def test_set_paths() -> None:
         == 300
     )
     assert raw == {"trainstack:cluster": {"nodes": 8}}  # the input is not changed
+
+
+# Issue #34, classes 3 and 4 through the real entry point: numbers that killed the forecast with a traceback
+# and strings that rich read as markup. Each: (--set, exit status, words on stderr or stdout).
+HOSTILE_SETS = [
+    ("mfu=4.4e-309", EXIT_BAD_INPUT, "trainstack:training.model.mfu: must be at least 0.01"),
+    ("parameters=true", EXIT_BAD_INPUT, "trainstack:training.model.parameters: is true, a boolean"),
+    ("layers=true", EXIT_BAD_INPUT, "trainstack:training.model.layers"),
+    ("hidden_size=" + "9" * 401, EXIT_BAD_INPUT, "got a 401-digit number"),
+    ("parameters=1e200", EXIT_BAD_INPUT, "at most 1e+13, got 1e+200"),
+    ("tokens=1e200", EXIT_BAD_INPUT, "trainstack:training.model.tokens"),
+    ("mfu=1.0", EXIT_BAD_INPUT, "above the best published 0.552"),
+    ("mfu=.nan", EXIT_BAD_INPUT, "trainstack:training.model.mfu"),
+    ("cluster.nodes=" + "9" * 401, EXIT_BAD_INPUT, "trainstack:cluster.nodes"),
+    ("cluster.gpus_per_node=" + "9" * 30, EXIT_BAD_INPUT, "trainstack:cluster.gpus_per_node"),
+    ("runpod_spend_limit_per_hour=true", EXIT_BAD_INPUT, "trainstack:runpod_spend_limit_per_hour"),
+    ("training.min_free_disk_gb=" + "9" * 30, EXIT_BAD_INPUT, "trainstack:training.min_free_disk_gb"),
+    ("tokens=2.0e7 #[/bold]", EXIT_FITS, "tokens=2.0e7 #[/bold]"),
+    ("tokens=2.0e7 #[link=https://evil.example]x[/link]", EXIT_FITS, "[link=https://evil.example]"),
+]
+
+
+@pytest.mark.parametrize(
+    ("assignment", "status", "words"), HOSTILE_SETS, ids=[r[0][:40] for r in HOSTILE_SETS]
+)
+def test_hostile_sets_are_refused_with_the_key_path_or_shown_as_text(
+    assignment: str, status: int, words: str
+) -> None:
+    proc = subprocess.run(
+        [str(REPO / "scripts/forecast"), "search", "--set", assignment],
+        capture_output=True, text=True, timeout=60, check=False,
+        env={"COLUMNS": "400", "PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    assert proc.returncode == status, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert words in proc.stdout + proc.stderr
+    assert "\x1b]8;" not in proc.stdout  # no terminal hyperlink

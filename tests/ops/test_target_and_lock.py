@@ -98,6 +98,20 @@ def test_a_second_up_of_a_stack_is_refused_without_touching_the_first(held_lock:
     assert held_lock.read_text() == "4242\n"
 
 
+@pytest.mark.parametrize("flag", ["--skip-preview", "-f"])
+def test_up_refuses_to_skip_the_preview(flag: str) -> None:
+    """Issue #34: under --skip-preview the pack's budget checks would run only after the pods exist."""
+    watched = [REPO / ".state/local/dev", REPO / "stacks"]
+    before = [_tree(w) for w in watched]
+    done = subprocess.run(
+        [str(REPO / "scripts/up"), "dev", "--yes", flag],
+        env={**os.environ, **LOCAL_ENV}, capture_output=True, text=True, check=False, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert f"refusing {flag}" in done.stderr
+    assert [_tree(w) for w in watched] == before
+
+
 def test_recover_refuses_while_an_up_is_running(held_lock: Path, tmp_path: Path) -> None:
     (tmp_path / "Pulumi.yaml").write_text("name: x\nruntime: python\n")
     done = subprocess.run(

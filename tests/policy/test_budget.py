@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
 from pulumi_policy import PolicyResource
 
 from policy.rules.budget import HOURLY_BURN, RUN_COST, RUNPOD_SPEND_LIMIT, STORAGE_COST
@@ -49,10 +52,6 @@ class TestRunpodSpendLimit:
         reports = check_stack(RUNPOD_SPEND_LIMIT, resources)
         assert "stack burns $80.09/h (c: $79.99/h, vol: $0.10/h)" in reports.text
 
-    def test_unknown_costs_are_tolerated(self) -> None:
-        resources = [stack_resource(CLUSTER, "c", cluster(cost_per_hour=UNKNOWN_NUM))]
-        assert check_stack(RUNPOD_SPEND_LIMIT, resources).calls == []
-
 
 class TestHourlyBurn:
     def test_under_cap_passes(self) -> None:
@@ -65,10 +64,6 @@ class TestHourlyBurn:
             "stack burns $95.76/h (p0: $31.92/h, p1: $31.92/h, p2: $31.92/h), $35.76/h over the "
             "configured cap of $60/h."
         )
-
-    def test_unknown_cost_is_left_out(self) -> None:
-        resources = [stack_resource(POD, "p", pod(cost_per_hour=UNKNOWN_NUM, storage_cost_per_month=0))]
-        assert check_stack(HOURLY_BURN, resources, {"max_hourly_usd": 1}).calls == []
 
 
 class TestRunCost:
@@ -110,9 +105,32 @@ class TestStorageCost:
             "of $200/month."
         )
 
-    def test_unknown_storage_is_tolerated(self) -> None:
-        resources = [stack_resource(VOLUME, "v", volume(storage_cost_per_month=UNKNOWN_NUM))]
-        assert check_stack(STORAGE_COST, resources, {"max_storage_monthly_usd": 0}).calls == []
+
+# Issue #34, class 2: a cost that cannot be known fails every money policy closed, never open.
+_UNPRICED: list[tuple[str, PolicyResource]] = [
+    ("unknown pod cost", stack_resource(POD, "p", pod(cost_per_hour=UNKNOWN_NUM))),
+    ("unknown cluster cost", stack_resource(CLUSTER, "c", cluster(cost_per_hour=UNKNOWN_NUM))),
+    ("unknown volume storage", stack_resource(VOLUME, "v", volume(storage_cost_per_month=UNKNOWN_NUM))),
+    ("pod cost missing", stack_resource(POD, "p", {k: v for k, v in pod().items() if k != "cost_per_hour"})),
+    ("pod cost a string", stack_resource(POD, "p", pod(cost_per_hour="cheap"))),
+    ("pod cost NaN", stack_resource(POD, "p", pod(cost_per_hour=float("nan")))),
+    ("pod cost infinite", stack_resource(POD, "p", pod(cost_per_hour=float("inf")))),
+    ("pod cost a boolean", stack_resource(POD, "p", pod(cost_per_hour=True))),
+]
+_GENEROUS = {
+    HOURLY_BURN: {"max_hourly_usd": 1e6},
+    RUN_COST: {"max_run_usd": 1e9},
+    STORAGE_COST: {"max_storage_monthly_usd": 1e6},
+    RUNPOD_SPEND_LIMIT: {"runpod_spend_limit_per_hour": 1e6},
+}
+
+
+@pytest.mark.parametrize("policy", list(_GENEROUS), ids=lambda p: p.name)
+@pytest.mark.parametrize(("what", "resource"), _UNPRICED, ids=[r[0] for r in _UNPRICED])
+def test_a_cost_that_cannot_be_known_fails_closed(what: str, resource: PolicyResource, policy: Any) -> None:
+    reports = check_stack(policy, [resource, *_prod()], _GENEROUS[policy])
+    assert len(reports.calls) == 1, what
+    assert "is not known, so the budget cannot be checked" in reports.text
 
 
 class TestNoDoubleCounting:

@@ -58,8 +58,48 @@ def test_each_problem_names_key_and_fix(text: str, words: list[str]) -> None:
 
 
 def test_levels_and_shorthand_are_accepted() -> None:
-    text = json.dumps({"run-cost-limit": "advisory", "hourly-burn-limit": {"enforcementLevel": "disabled"}})
+    text = json.dumps({"spot-share-limit": "advisory", "min-cuda-version": {"enforcementLevel": "disabled"}})
     assert problems_in(text) == []
+    budget = json.dumps({"run-cost-limit": "advisory", "hourly-burn-limit": {"enforcementLevel": "disabled"}})
+    assert problems_in(budget, allow_unenforced_budget=True) == []
+
+
+# Issue #34, class 2: a budget switched off by accident. (file text, words of a problem)
+UNENFORCED = [
+    ('{"hourly-burn-limit": "disabled"}', "hourly-burn-limit: 'disabled' turns off a budget policy"),
+    ('{"run-cost-limit": {"enforcementLevel": "advisory"}}', "run-cost-limit.enforcementLevel: 'advisory'"),
+    ('{"runpod-spend-limit": "disabled"}', "--allow-unenforced-budget"),
+    ('{"storage-cost-limit": "advisory"}', "TRAINSTACK_ALLOW_UNENFORCED_BUDGET=1"),
+    ('{"run-cost-within-budget": {"enforcementLevel": "disabled"}}', "turns off a budget policy"),
+    (
+        '{"hourly-burn-limit": {"max_hourly_usd": 40}, "hourly-burn-limit": "disabled"}',
+        "hourly-burn-limit: is given twice",
+    ),
+    (
+        '{"hourly-burn-limit": {"max_hourly_usd": 40, "max_hourly_usd": 4000}}',
+        "hourly-burn-limit.max_hourly_usd: is given twice",
+    ),
+    ('{"run-cost-limit": {"enforcementLevel": "mandatory", "enforcementLevel": "disabled"}}', "given twice"),
+]
+
+
+@pytest.mark.parametrize(("text", "words"), UNENFORCED)
+def test_a_budget_turned_off_or_a_key_given_twice_is_refused(text: str, words: str) -> None:
+    problems = problems_in(text)
+    assert any(words in p for p in problems), problems
+
+
+def test_the_override_is_explicit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    off = tmp_path / "off.json"
+    off.write_text('{"hourly-burn-limit": "disabled"}')
+    monkeypatch.delenv("TRAINSTACK_ALLOW_UNENFORCED_BUDGET", raising=False)
+    assert main([str(off)]) == 2
+    assert main(["--allow-unenforced-budget", str(off)]) == 0
+    monkeypatch.setenv("TRAINSTACK_ALLOW_UNENFORCED_BUDGET", "1")
+    assert main([str(off)]) == 0
+    twice = tmp_path / "twice.json"
+    twice.write_text('{"hourly-burn-limit": {"max_hourly_usd": 1, "max_hourly_usd": 2}}')
+    assert main(["--allow-unenforced-budget", str(twice)]) == 2  # no override makes a lost key right
 
 
 def test_cli_names_the_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -195,3 +195,34 @@ def test_check_leaves_placement_to_runpod_when_the_catalog_is_unreadable() -> No
     assert _checked(PodProvider(fake.factory()), data_center_ids=["US-XX-9"])["data_center_ids"] == [
         "US-XX-9"
     ]
+
+
+# Issue #34, class 2: a price the catalog lacks is the dearest known, never the bid and never 0.
+MISSING_PRICES = [
+    # (catalog prices (secure, community) by GPU, cloud, capacity, bid, expected $/GPU-h)
+    ("no community price, auto at its bid", {H100: (4.19, 0.0)}, "COMMUNITY", "auto", 2.0, 4.19),
+    ("no community price, spot", {H100: (4.19, 0.0)}, "COMMUNITY", "spot", 2.5, 4.19),
+    ("no secure price, on-demand", {H100: (0.0, 2.79)}, "SECURE", "on_demand", None, 3.99),  # snapshot's
+    ("GPU missing from the catalog", {"NVIDIA H100 PCIe": (2.0, 1.0)}, "SECURE", "on_demand", None, 3.99),
+    ("the GPU listed with no prices", {H100: (0.0, 0.0)}, "COMMUNITY", "on_demand", None, 3.99),
+]
+
+
+@pytest.mark.parametrize(
+    ("what", "prices", "cloud", "capacity", "bid", "per_gpu"),
+    MISSING_PRICES,
+    ids=[r[0] for r in MISSING_PRICES],
+)
+def test_a_missing_catalog_price_is_the_dearest_known(
+    what: str,
+    prices: dict[str, tuple[float, float]],
+    cloud: str,
+    capacity: str,
+    bid: float | None,
+    per_gpu: float,
+) -> None:
+    provider = PodProvider(FakeRunPod(gpu_prices=prices).factory())
+    over: dict[str, Any] = {"cloud": cloud, "capacity": capacity}
+    if bid is not None:
+        over["bid_per_gpu"] = bid
+    assert _checked(provider, **over)["cost_per_hour"] == pytest.approx(per_gpu * 8), what

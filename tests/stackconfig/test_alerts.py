@@ -106,3 +106,38 @@ def test_promtool_refuses_a_broken_rule(tmp_path: Path) -> None:
         [str(promtool()), "check", "rules", str(path)], capture_output=True, text=True, check=False
     )
     assert proc.returncode != 0
+
+
+# Issue #34, class 4: every alert number finite and bounded, never a boolean, and numeric text read the same
+# for every number field (as `pulumi config set --path` stores 2.5). (alerts, key, words of the problem)
+ALERT_NUMBERS = [
+    ({"stalled_after_min": 1e308}, "stalled_after_min", "less than or equal to 1440"),
+    ({"startup_grace_min": 1e308}, "startup_grace_min", "less than or equal to 1440"),
+    ({"budget_usd": int("9" * 401)}, "budget_usd", "valid number"),
+    ({"interval_min": True}, "interval_min", "a boolean"),
+    ({"util_low_pct": False}, "util_low_pct", "a boolean"),
+    ({"nvme_p99_max_us": "nan"}, "nvme_p99_max_us", "finite"),
+    ({"temperature_max_c": "inf"}, "temperature_max_c", "finite"),
+    ({"unreachable_after_rounds": True}, "unreachable_after_rounds", "whole number"),
+    ({"max_messages_per_hour": 2.5}, "max_messages_per_hour", "whole number"),
+    ({"enabled": 1}, "enabled", "true or false"),
+]
+
+
+@pytest.mark.parametrize(
+    ("alerts", "key", "words"), ALERT_NUMBERS, ids=[r[1] + "-" + str(r[0])[:20] for r in ALERT_NUMBERS]
+)
+def test_alert_numbers_are_finite_bounded_and_never_booleans(
+    alerts: dict[str, object], key: str, words: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_stack_config({"trainstack:alerts": alerts})
+    (problem,) = caught.value.problems
+    assert problem.path == f"trainstack:alerts.{key}" and words in problem.message
+
+
+@pytest.mark.parametrize("key", ["interval_min", "max_run_hours"])
+def test_numeric_text_is_read_alike_for_alerts_and_training(key: str) -> None:
+    section = "alerts" if key == "interval_min" else "training"
+    config = load_stack_config({f"trainstack:{section}": {key: "2.5"}})
+    assert getattr(getattr(config, section), key) == 2.5

@@ -49,10 +49,10 @@ def test_the_section_is_optional() -> None:
 
 # (case id, raw config, key path, words of the message and its fix)
 INVALID = [
-    ("zero-parameters", _with(parameters=0), "parameters", "must be more than 0"),
-    ("negative-tokens", _with(tokens=-1e9), "tokens", "must be more than 0"),
-    ("zero-layers", _with(layers=0), "layers", "give the size"),
-    ("zero-micro-batch", _with(micro_batch_per_gpu=0), "micro_batch_per_gpu", "must be more than 0"),
+    ("zero-parameters", _with(parameters=0), "parameters", "must be at least 1"),
+    ("negative-tokens", _with(tokens=-1e9), "tokens", "must be at least 1"),
+    ("zero-layers", _with(layers=0), "layers", "give the model's transformer layers"),
+    ("zero-micro-batch", _with(micro_batch_per_gpu=0), "micro_batch_per_gpu", "must be at least 1"),
     ("zero-heads", _with(attention_heads=0), "attention_heads", "give the model's attention heads"),
     ("heads-not-dividing", _with(attention_heads=30), "attention_heads", "do not divide hidden_size 4096"),
     ("unknown-precision", _with(precision="fp16"), "precision", "use one of the values listed"),
@@ -66,9 +66,31 @@ INVALID = [
         "between 0 and 1",
     ),
     ("mfu-over-1", _with(mfu=40), "mfu", "at most 1"),
-    ("negative-overhead", _with(overhead=-0.1), "overhead", "must be 0-5"),
+    ("negative-overhead", _with(overhead=-0.1), "overhead", "at least 0 and at most 5"),
+    # Issue #34, class 4: booleans are not numbers; every number finite and in its stated range.
+    ("parameters-true", _with(parameters=True), "parameters", "a boolean; write a number"),
+    ("layers-true", _with(layers=True), "layers", "write a whole number"),
+    ("tokens-false", _with(tokens=False), "tokens", "a boolean; write a number"),
+    ("mfu-true", _with(mfu=True), "mfu", "a boolean; write a number"),
+    ("parameters-1e200", _with(parameters=1e200), "parameters", "at most 1e+13, got 1e+200"),
+    ("tokens-1e200", _with(tokens=1e200), "tokens", "at most 1e+15"),
+    ("hidden-401-digits", _with(hidden_size=int("9" * 401)), "hidden_size", "got a 401-digit number"),
+    ("layers-401-digits", _with(layers=int("9" * 401)), "layers", "got a 401-digit number"),
+    ("parameters-401-digits", _with(parameters=int("9" * 401)), "parameters", "write a number"),
+    ("mfu-subnormal", _with(mfu=4.4e-309), "mfu", "at least 0.01"),
+    ("mfu-above-published", _with(mfu=1.0), "mfu", "above the best published 0.552"),
+    ("mfu-text", _with(mfu="fast"), "mfu", "write a number"),
+    ("overhead-nan", _with(overhead=float("nan")), "overhead", "finite"),
+    ("sequence-huge", _with(sequence_length=10**9), "sequence_length", "at most 4.19"),
+    ("heads-float", _with(attention_heads=32.5), "attention_heads", "whole number"),
     ("misspelt-key", _with(hidden=4096), "hidden", "remove it or fix the spelling"),
 ]
+
+
+def test_an_mfu_above_the_published_best_needs_the_override() -> None:
+    model = load_stack_config(_with(mfu=0.7, mfu_beyond_published=True)).training.model
+    assert model is not None and model.mfu == 0.7
+    assert load_stack_config(_with(mfu="0.45")).training.model.mfu == 0.45  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize(("raw", "key", "words"), [c[1:] for c in INVALID], ids=[c[0] for c in INVALID])

@@ -17,10 +17,11 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.polling import poll
 from tests.train.recorded import node_of
 from train.node.agent import Agent, State, StateCollector, interface_ipv4, snapshot
 from train.node.nvml import GpuReading, ReplaySampler, SamplerError, with_fault
-from train.node.progress import ProgressTail, progress_line
+from train.node.progress import Progress, ProgressTail, progress_line
 from train.node.storage import StorageProbe
 
 REPO = Path(__file__).resolve().parents[2]
@@ -172,3 +173,79 @@ def test_the_agent_process_on_a_cpu_machine(tmp_path: Path) -> None:
 def test_interface_address_lookup() -> None:
     assert interface_ipv4("lo") == "127.0.0.1"
     assert interface_ipv4("no-such-if0") is None
+
+
+# Issue #34, class 4 on the node: lines that killed the agent or made /metrics answer 500. Each is refused
+# (counted), the agent goes on, and the next good line is served.
+HOSTILE_LINES = [
+    ("a 400-digit loss", '{"step": 7, "step_time_s": 0.1, "samples_per_s": 1, "loss": ' + "9" * 400 + "}"),
+    ("a 401-digit step", '{"step": ' + "9" * 401 + ', "step_time_s": 0.1, "samples_per_s": 1, "loss": 1}'),
+    ("a 5000-digit step", '{"step": ' + "9" * 5000 + ', "step_time_s": 0.1, "samples_per_s": 1, "loss": 1}'),
+    ("a NaN loss", '{"step": 7, "step_time_s": 0.1, "samples_per_s": 1, "loss": NaN}'),
+    ("a NaN step", '{"step": NaN, "step_time_s": 0.1, "samples_per_s": 1, "loss": 1}'),
+    ("an Infinity rate", '{"step": 7, "step_time_s": 0.1, "samples_per_s": Infinity, "loss": 1}'),
+    ("a -Infinity loss", '{"step": 7, "step_time_s": 0.1, "samples_per_s": 1, "loss": -Infinity}'),
+    ("a 400-digit step time", '{"step": 7, "step_time_s": ' + "9" * 400 + ', "samples_per_s": 1, "loss": 1}'),
+    ("a boolean step", '{"step": true, "step_time_s": 0.1, "samples_per_s": 1, "loss": 1}'),
+    ("a step past 2**53", '{"step": 9007199254740993, "step_time_s": 0.1, "samples_per_s": 1, "loss": 1}'),
+]
+
+
+def test_hostile_progress_lines_are_refused_and_the_agent_goes_on_over_http(tmp_path: Path) -> None:
+    port = _free_port()
+    progress = tmp_path / "progress.jsonl"
+    progress.write_text(progress_line(1, 0.2, 0.5, samples_per_s=320.0))
+    argv = [sys.executable, "-m", "train.node.agent", "--port", str(port), "--interval-s", "1"]
+    argv += ["--device", "cpu", "--progress-file", str(progress), "--node", "n", "--rank", "0"]
+    proc = subprocess.Popen(argv, cwd=REPO, stderr=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{port}/metrics"
+    try:
+        assert 'trainstack_train_step{node="n",rank="0"} 1.0' in _get(url)
+        with progress.open("a") as f:
+            f.write("".join(line + "\n" for _what, line in HOSTILE_LINES))
+            f.write(progress_line(2, 0.2, 0.4, samples_per_s=320.0))
+
+        def served() -> str | None:
+            text = _get(url)
+            return text if 'trainstack_train_step{node="n",rank="0"} 2.0' in text else None
+
+        text = poll(served, "the good line after the hostile ones", 30)
+        refused = (
+            f'trainstack_train_progress_refused_lines_total{{node="n",rank="0"}} {float(len(HOSTILE_LINES))}'
+        )
+        assert refused in text
+        assert 'trainstack_train_loss{node="n",rank="0"} 0.4' in text
+        assert proc.poll() is None, "the agent died"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=15)
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err
+
+
+def test_a_value_no_float_holds_leaves_its_section_out_not_the_scrape() -> None:
+    """/metrics never 500s: a progress record a float cannot hold (one the reader would refuse) is
+    left out and counted as a render error; the rest is served."""
+    state = State("n", "0")
+    state.progress = Progress(10**400, 0.1, 1.0, None, 1.0, None)  # built past the reader, on purpose
+    metrics = _scrape(state)
+    assert "trainstack_train_step" not in metrics
+    assert ({"node": "n", "rank": "0", "source": "render"}, 1.0) in metrics[
+        "trainstack_agent_sampler_errors_total"
+    ]
+    assert "trainstack_agent_nvml_up" in metrics
+
+
+def test_the_reader_keeps_up_with_a_fast_job(tmp_path: Path) -> None:
+    """A job that wrote megabytes since the last poll: one poll reaches its newest line."""
+    path = tmp_path / "progress.jsonl"
+    tail = ProgressTail(path)
+    with path.open("w") as f:
+        for step in range(40_000):  # ~3.5 MB, more than one poll's read
+            f.write(progress_line(step, 0.01, 2.0, samples_per_s=100.0))
+    found = tail.poll()
+    assert found.latest is not None and found.latest.step == 39_999 and found.malformed == []
+    with path.open("a") as f:
+        f.write(progress_line(40_000, 0.01, 1.9, samples_per_s=100.0))
+    again = tail.poll()
+    assert again.latest is not None and again.latest.step == 40_000 and again.lines == 1

@@ -23,15 +23,16 @@ import struct
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from prometheus_client import CollectorRegistry, ProcessCollector, start_http_server
+from prometheus_client import CollectorRegistry, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from train.node.httpserve import serve_metrics
 from train.node.nvml import THROTTLE_REASONS, FileSampler, GpuReading, NvmlSampler, Sampler, SamplerError
 from train.node.progress import Progress, ProgressTail
 from train.node.storage import Latency, LatencyFile, LatencySource, StorageProbe
@@ -187,27 +188,39 @@ class StateCollector(Collector):
         self.state = state
 
     def collect(self) -> Iterator[Metric]:
+        """Every section that renders; one that cannot (a value no float holds) is left out and counted
+        as a `render` sampler error, so /metrics never answers 500 and loses every metric (issue #34)."""
         s = self.state
         node = [s.node, s.rank]
         with s.lock:
-            yield from self._gpu_metrics(s.gpus, node)
-            yield _gauge(
-                "trainstack_agent_nvml_up", "1 when the last NVML read succeeded", node, int(s.nvml_up)
-            )
-            errors = CounterMetricFamily(
-                "trainstack_agent_sampler_errors",
-                "Failed samples by source",
-                labels=["node", "rank", "source"],
-            )
-            for source, count in sorted(s.errors.items()):
-                errors.add_metric([*node, source], count)
-            yield errors
-            yield _gauge(
-                "trainstack_agent_sample_seconds", "Duration of the last sample", node, s.sample_seconds
-            )
-            if s.latency is not None:
-                yield from _latency_metrics(s.latency, node)
-            yield from _progress_metrics(s, node)
+            families: list[Metric] = []
+            sections: list[Callable[[], Iterator[Metric]]] = [
+                lambda: self._gpu_metrics(s.gpus, node),
+                lambda: _latency_metrics(s.latency, node) if s.latency is not None else iter(()),
+                lambda: _progress_metrics(s, node),
+            ]
+            for section in sections:
+                try:
+                    families += list(section())
+                except (ArithmeticError, ValueError, TypeError):
+                    s.errors["render"] = s.errors.get("render", 0) + 1
+            families += self._agent_metrics(node)  # last: counts this scrape's render errors too
+        yield from families
+
+    def _agent_metrics(self, node: list[str]) -> list[Metric]:
+        s = self.state  # the caller holds s.lock
+        errors = CounterMetricFamily(
+            "trainstack_agent_sampler_errors",
+            "Failed samples by source",
+            labels=["node", "rank", "source"],
+        )
+        for source, count in sorted(s.errors.items()):
+            errors.add_metric([*node, source], count)
+        return [
+            _gauge("trainstack_agent_nvml_up", "1 when the last NVML read succeeded", node, int(s.nvml_up)),
+            errors,
+            _gauge("trainstack_agent_sample_seconds", "Duration of the last sample", node, s.sample_seconds),
+        ]
 
     def _gpu_metrics(self, gpus: list[GpuReading], node: list[str]) -> Iterator[Metric]:
         labels = ["node", "rank", "gpu"]
@@ -265,7 +278,7 @@ class StateCollector(Collector):
             for g in gpus:
                 value = get(g)
                 if value is not None:
-                    fam.add_metric([*node, str(g.index)], value)
+                    fam.add_metric([*node, str(g.index)], float(value))
             yield fam
         throttle = GaugeMetricFamily(
             "trainstack_gpu_throttle_active",
@@ -293,7 +306,7 @@ def _mhz(name: str) -> Any:
 
 def _gauge(name: str, doc: str, node: list[str], value: float) -> GaugeMetricFamily:
     fam = GaugeMetricFamily(name, doc, labels=["node", "rank"])
-    fam.add_metric(node, value)
+    fam.add_metric(node, float(value))  # here, not at exposition: an OverflowError stays in its section
     return fam
 
 
@@ -418,7 +431,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"[trainstack agent] {args.interface} has no IPv4 address: not serving on it", file=sys.stderr
             )
     for addr in addresses or ["127.0.0.1"]:
-        start_http_server(args.port, addr=addr, registry=registry)
+        serve_metrics(registry, args.port, addr)  # bounded threads, a deadline per request
     print(
         f"[trainstack agent] serving http://{{{','.join(addresses or ['127.0.0.1'])}}}:{args.port}/metrics "
         f"every {args.interval_s:g} s",

@@ -33,7 +33,12 @@ from typing import Any
 VERSION = 1
 ENV = "TRAINSTACK_PROGRESS_FILE"
 MAX_LINE_BYTES = 4096
-_READ_CHUNK = 1 << 16  # at most this much is read per poll: a burst of lines is caught up over polls
+# A poll reads at most this much, from the end: a job that wrote more since the last poll (a fast job, or
+# an agent that was stopped) is caught up at once by skipping to the newest MiB, so the reader never falls
+# behind (issue #34: 64 KiB a poll fell 9,478 lines behind over 20 polls). 1 MiB is ~7,000 lines to parse.
+_MAX_POLL_BYTES = 1 << 20
+# The largest step a float (Prometheus' sample type) holds exactly; a 401-digit step made /metrics fail.
+MAX_STEP = 2**53
 
 
 class ProgressError(ValueError):
@@ -58,11 +63,28 @@ def _number(obj: dict[str, Any], key: str, *, low: float, strict: bool, required
         if required and key not in obj:
             raise ProgressError(f"'{key}' is missing")
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ProgressError(f"'{key}' must be a finite number, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not _finite(value):
+        raise ProgressError(f"'{key}' must be a finite number, got {_shown(value)}")
     if value < low or (strict and value == low):
-        raise ProgressError(f"'{key}' must be {'>' if strict else '>='} {low:g}, got {value!r}")
+        raise ProgressError(f"'{key}' must be {'>' if strict else '>='} {low:g}, got {_shown(value)}")
     return float(value)
+
+
+def _finite(value: float) -> bool:
+    """Finite and a float can hold it (a 400-digit integer is an OverflowError for float() and isfinite)."""
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:20]}... ({len(text)} characters)"
+
+
+def _no_constant(name: str) -> Any:
+    raise ProgressError(f"{name} is not a number JSON allows")
 
 
 def parse_line(line: str) -> Progress:
@@ -70,17 +92,19 @@ def parse_line(line: str) -> Progress:
     if len(line.encode("utf-8")) > MAX_LINE_BYTES:
         raise ProgressError(f"line longer than {MAX_LINE_BYTES} bytes")
     try:
-        obj = json.loads(line)
+        obj = json.loads(line, parse_constant=_no_constant)  # NaN, Infinity: refused
     except json.JSONDecodeError as exc:
         raise ProgressError(f"not JSON ({exc.msg})") from None
+    except ValueError as exc:  # Python's own limit on integer digits (4300)
+        raise ProgressError(f"not JSON ({exc})") from None
     if not isinstance(obj, dict):
         raise ProgressError("not a JSON object")
     version = obj.get("v", VERSION)
     if version != VERSION:
         raise ProgressError(f"'v' is {version!r}; this reader knows version {VERSION}")
     step = obj.get("step")
-    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
-        raise ProgressError(f"'step' must be a whole number >= 0, got {step!r}")
+    if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step <= MAX_STEP:
+        raise ProgressError(f"'step' must be a whole number from 0 to 2**53, got {_shown(step)}")
     step_time = _number(obj, "step_time_s", low=0, strict=True, required=True)
     samples = _number(obj, "samples_per_s", low=0, strict=False, required=False)
     tokens = _number(obj, "tokens_per_s", low=0, strict=False, required=False)
@@ -88,12 +112,10 @@ def parse_line(line: str) -> Progress:
         raise ProgressError("neither 'samples_per_s' nor 'tokens_per_s' is given")
     if "loss" not in obj:
         raise ProgressError("'loss' is missing (write null when it was not computed)")
-    loss = obj["loss"]
-    if loss is not None and (isinstance(loss, bool) or not isinstance(loss, int | float)):
-        raise ProgressError(f"'loss' must be a number or null, got {loss!r}")
+    loss = _number(obj, "loss", low=-math.inf, strict=False, required=True)  # finite, or null
     stamp = _number(obj, "time", low=0, strict=False, required=False)
     assert step_time is not None  # required=True above
-    return Progress(step, step_time, samples, tokens, None if loss is None else float(loss), stamp)
+    return Progress(step, step_time, samples, tokens, loss, stamp)
 
 
 def progress_line(
@@ -144,11 +166,16 @@ class ProgressTail:
                 st = os.fstat(f.fileno())
                 if st.st_ino != self._inode or st.st_size < self._offset:
                     self._inode, self._offset, self._partial = st.st_ino, 0, b""
+                skipped = st.st_size - self._offset > _MAX_POLL_BYTES
+                if skipped:  # far behind: only the newest lines matter (latest), so jump to them
+                    self._offset, self._partial = st.st_size - _MAX_POLL_BYTES, b""
                 f.seek(self._offset)
-                chunk = f.read(_READ_CHUNK)
+                chunk = f.read(_MAX_POLL_BYTES)
         except FileNotFoundError:
             return result
         self._offset += len(chunk)
+        if skipped:  # the jump landed inside a line: drop that line's tail
+            _, _, chunk = chunk.partition(b"\n")
         *whole, self._partial = (self._partial + chunk).split(b"\n")
         if len(self._partial) > MAX_LINE_BYTES:  # a runaway line: drop it rather than grow without bound
             result.malformed.append(f"line longer than {MAX_LINE_BYTES} bytes")

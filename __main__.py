@@ -61,6 +61,7 @@ def main() -> None:
     pulumi.export("hosts", cluster.hosts)
     pulumi.export("cost_per_hour", cluster.cost_per_hour)
     pulumi.export("cost_per_run", cluster.cost_per_run)
+    pulumi.export("cost_per_run_basis", cluster.cost_per_run_basis)
     pulumi.export("forecast", cluster.forecast)
     pulumi.export("alerts", stack_alert_rules(config).as_output())  # thresholds, for the PR report's diff
     pulumi.export("artifacts_dir", str(OUT_DIR / stack))

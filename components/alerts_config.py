@@ -102,6 +102,7 @@ def alert_rules(
 
 def stack_alert_rules(config: StackConfig) -> AlertRules:
     """The stack's rules: its alerts section, price, forecast hours (else max_run_hours) and busbw floor."""
+    from components.price import stack_price
     from facts.gpus import gpu_spec
     from forecast.stack import stack_forecast
 
@@ -111,7 +112,7 @@ def stack_alert_rules(config: StackConfig) -> AlertRules:
     hours = fc.compute.hours if fc is not None else t.max_run_hours
     return alert_rules(
         config.alerts,
-        cost_per_hour_usd=c.nodes * c.gpus_per_node * gpu.price_per_gpu_hour,
+        cost_per_hour_usd=stack_price(config).usd_per_hour,
         planned_hours=hours,  # the whole run, every segment: what the budget is for
         min_busbw_gb_per_s=t.nccl_min_busbw_gb_per_s,
         gpu_memory_bytes=gpu.memory_gb * 1e9,

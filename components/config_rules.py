@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from components.model_config import model_problems
 from facts.gpus import GPUS
-from facts.money import DEFAULT_SPEND_LIMIT_PER_HOUR, HOURS_PER_MONTH, SNAPSHOT
+from facts.money import DEFAULT_SPEND_LIMIT_PER_HOUR
 
 if TYPE_CHECKING:
     from components.config import StackConfig
@@ -27,10 +27,10 @@ def gpu_hour_price(config: StackConfig) -> float:
 
 
 def estimate_cost_per_hour(config: StackConfig) -> float:
-    """USD/h the stack costs at the GPU table's price hint (see gpu_hour_price for spot and auto)."""
-    c = config.cluster
-    gpu_cost = c.nodes * c.gpus_per_node * gpu_hour_price(config)
-    return gpu_cost + SNAPSHOT.volume_monthly(c.volume_gb) / HOURS_PER_MONTH
+    """USD/h the stack costs: its one hourly price (components/price.py)."""
+    from components.price import stack_price  # price imports config, which imports this module
+
+    return stack_price(config).usd_per_hour
 
 
 def unverified_spend_limit_notice(config: StackConfig) -> str | None:

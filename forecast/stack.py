@@ -1,15 +1,16 @@
 """The forecast input of a parsed stack config: its model section, its GPUs (from the GPU table), its prices.
 
 A pool of pods (`topology: pods`) runs one job per pod, each over that pod's GPUs; an Instant Cluster runs
-one job over every GPU. Prices are the GPU table's on-demand hint, as the config's own budget check uses
-(`components.config_rules.estimate_cost_per_hour`); spot, where the stack asks for it, at its bid.
+one job over every GPU. Prices are the stack's one hourly price (`components.price.stack_price`, what the
+providers' check() and the budget checks use); spot, where the stack asks for it, at its bid.
 """
 
 from __future__ import annotations
 
 from components.config import StackConfig
+from components.price import stack_price
 from facts.gpus import GPUS, GpuSpec
-from facts.money import HOURS_PER_MONTH, SNAPSHOT
+from facts.money import HOURS_PER_MONTH
 from forecast.compute import forecast
 from forecast.model import Deployment, Forecast, ForecastInput, Hardware, Workload
 
@@ -48,14 +49,14 @@ def forecast_input(config: StackConfig) -> ForecastInput | None:
         mfu=m.mfu,
         overhead=m.overhead,
     )
-    spot = c.capacity in ("spot", "auto") and c.bid_per_gpu is not None
+    price = stack_price(config)
     deployment = Deployment(
         gpu=hardware(gpu),
         gpus_per_job=c.gpus_per_node if c.topology == "pods" else gpus,
         jobs=c.nodes if c.topology == "pods" else 1,
-        compute_usd_per_hour=gpus * gpu.price_per_gpu_hour,
-        spot_compute_usd_per_hour=gpus * (c.bid_per_gpu or 0.0) if spot else None,
-        storage_usd_per_hour=SNAPSHOT.volume_monthly(c.volume_gb) / HOURS_PER_MONTH,
+        compute_usd_per_hour=price.compute_usd_per_hour,
+        spot_compute_usd_per_hour=price.spot_compute_usd_per_hour,
+        storage_usd_per_hour=price.storage_usd_per_month / HOURS_PER_MONTH,
         max_run_hours=config.training.max_run_hours,
     )
     return ForecastInput(workload, deployment)

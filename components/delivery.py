@@ -78,8 +78,8 @@ def deliver_to_nodes(
         return []
     reason = control_plane_only_reason()
     if reason is not None:
-        # Said once per command: `up` runs the program for its preview and again for the update.
-        if not pulumi.runtime.is_dry_run():
+        # Said once per command: in the preview, which `up` runs before the update.
+        if pulumi.runtime.is_dry_run():
             pulumi.log.warn(
                 f"delivery skipped: {reason}; the nodes get no start scripts and nothing trains. Run the "
                 "local RunPod as root with --hosts on (scripts/local-runpod does as root) to deliver and "

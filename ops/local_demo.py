@@ -73,7 +73,8 @@ DEMO_ALERT_INTERVAL_MIN = "0.25"
 
 def quicken_alert_rounds(workspace: Path, stack: str) -> None:
     subprocess.run(
-        ["pulumi", "config", "set", "--path", "trainstack:alerts.interval_min", DEMO_ALERT_INTERVAL_MIN,
+        ["pulumi", "config", "set", "--path", "--type", "float", "trainstack:alerts.interval_min",
+         DEMO_ALERT_INTERVAL_MIN,
          "--stack", stack, "--cwd", str(workspace), "--non-interactive"],
         text=True, check=True, capture_output=True,
     )  # fmt: skip

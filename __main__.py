@@ -51,12 +51,15 @@ def main() -> None:
     except ConfigError as err:
         # RunError prints without a Python traceback; nothing has been registered yet, so nothing is created.
         raise pulumi.RunError(f"stacks/Pulumi.{stack}.yaml: {err}") from None
+    # Warnings about the config are said once per command: in the preview, which `pulumi up` runs first too
+    # (the update pass would say each again, and the engine repeats every one in its summary).
+    warn = pulumi.log.warn if pulumi.runtime.is_dry_run() else (lambda _message: None)
     alerts_notice = webhook_notice(config)
     if alerts_notice:  # alerts that reach no chat are worth one line at every preview
-        pulumi.log.warn(alerts_notice)
+        warn(alerts_notice)
     notice = unverified_spend_limit_notice(config)
     if notice:  # on preview and up alike: the one thing about money no check here can confirm
-        pulumi.log.warn(notice)
+        warn(notice)
     cluster = H100Cluster(stack, H100ClusterArgs(config, secrets, config.s3_endpoint_url, registry_password))
     if not pulumi.runtime.is_dry_run():
         # Artifacts are files for people and delivery; written on `up` only, never on preview.
@@ -66,6 +69,7 @@ def main() -> None:
     pulumi.export("hosts", cluster.hosts)
     pulumi.export("cost_per_hour", cluster.cost_per_hour)
     pulumi.export("cost_per_run", cluster.cost_per_run)
+    pulumi.export("cost_per_run_basis", cluster.cost_per_run_basis)
     pulumi.export("forecast", cluster.forecast)
     pulumi.export("alerts", stack_alert_rules(config).as_output())  # thresholds, for the PR report's diff
     pulumi.export("artifacts_dir", str(OUT_DIR / stack))

@@ -7,7 +7,7 @@ from facts.gpus import gpu_spec
 from forecast.stack import stack_forecast
 from stackconfig.alerts import alert_rules
 from stackconfig.config import StackConfig
-from stackconfig.pricing import on_demand_compute_per_hour
+from stackconfig.pricing import stack_price
 from train.monitor.rules import AlertRules
 
 
@@ -19,7 +19,7 @@ def stack_alert_rules(config: StackConfig) -> AlertRules:
     hours = fc.compute.hours if fc is not None else t.max_run_hours
     return alert_rules(
         config.alerts,
-        cost_per_hour_usd=on_demand_compute_per_hour(config),
+        cost_per_hour_usd=stack_price(config).usd_per_hour,
         planned_hours=hours,  # the whole run, every segment: what the budget is for
         min_busbw_gb_per_s=t.nccl_min_busbw_gb_per_s,
         gpu_memory_bytes=gpu.memory_gb * 1e9,

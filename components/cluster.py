@@ -23,8 +23,8 @@ from components.delivery import deliver_to_nodes
 from components.render import Artifacts, Node, render_artifacts
 from facts import secrets
 from facts.gpus import GPUS
-from facts.money import HOURS_PER_MONTH
-from forecast.stack import stack_forecast
+from facts.money import burn_per_hour
+from forecast.stack import run_cost, stack_forecast
 from providers.runpod.cluster import InstantCluster
 from providers.runpod.inputs import (
     ClusterNode,
@@ -82,6 +82,7 @@ class H100Cluster(pulumi.ComponentResource):
     start_scripts: pulumi.Output[dict[str, str]]
     cost_per_hour: pulumi.Output[float]
     cost_per_run: pulumi.Output[float]
+    cost_per_run_basis: str  # what cost_per_run is: the forecast's hours, or max_run_hours
     billed_ids: pulumi.Output[dict[str, Any]]  # cluster_id, volume_id (None when the stack has none)
     forecast: (
         dict[str, Any] | None
@@ -154,7 +155,15 @@ class H100Cluster(pulumi.ComponentResource):
         self.cost_per_hour = pulumi.Output.all(
             *[r.cost_per_hour for r in priced], *[r.storage_cost_per_month for r in priced]
         ).apply(lambda costs: _hourly(costs, len(priced)))
-        self.cost_per_run = self.cost_per_hour.apply(lambda c: round(c * cfg.training.max_run_hours, 2))
+        # The one run cost (forecast.stack.run_cost): the hours the forecast needs when the stack declares a
+        # model, else max_run_hours, at the stack's price; `cost_per_run_basis` says which.
+        run = run_cost(cfg)
+        self.cost_per_run = self.cost_per_hour.apply(lambda c: round(c * run.hours, 2))
+        self.cost_per_run_basis = run.label
+        # From the config alone, so it is known at preview, where the policy pack reads it from this
+        # component's outputs; None when the stack declares no training.model.
+        prediction = stack_forecast(cfg)
+        self.forecast = None if prediction is None else prediction.to_output()
         # The scripts themselves (~19 KB a node) stay out of the state: the engine rewrites the whole
         # checkpoint at every step, so 250 nodes' scripts made each write ~5 MB and a destroy quadratic.
         # Their digests still show in a preview diff which nodes' scripts a change touches.
@@ -166,6 +175,7 @@ class H100Cluster(pulumi.ComponentResource):
                 "start_script_sha256": self.start_scripts.apply(_digests),
                 "cost_per_hour": self.cost_per_hour,
                 "cost_per_run": self.cost_per_run,
+                "cost_per_run_basis": self.cost_per_run_basis,
                 "forecast": self.forecast,
                 "billed_ids": self.billed_ids,
             }
@@ -316,10 +326,11 @@ def _digests(files: Mapping[str, str]) -> dict[str, str]:
 
 
 def _hourly(costs: Sequence[Any], count: int) -> float:
-    """USD/h: compute per hour plus monthly storage spread over the month's hours."""
+    """USD/h: compute per hour plus monthly storage spread over the month's hours (the one rule,
+    facts.money.burn_per_hour, that stackconfig/pricing.py applies to the config)."""
     hourly = sum(float(c or 0) for c in costs[:count])
     monthly = sum(float(c or 0) for c in costs[count:])
-    return round(hourly + monthly / HOURS_PER_MONTH, 2)
+    return round(burn_per_hour(hourly, monthly), 2)
 
 
 def read_stack_config() -> StackConfig:

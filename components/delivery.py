@@ -78,10 +78,13 @@ def deliver_to_nodes(
         return []
     reason = control_plane_only_reason()
     if reason is not None:
-        pulumi.log.warn(
-            f"delivery is off: {reason}; nodes get no artifacts. Run the local RunPod as root with "
-            "--hosts on (scripts/local-runpod does as root) to deliver and start them."
-        )
+        # Said once per command: in the preview, which `up` runs before the update.
+        if pulumi.runtime.is_dry_run():
+            pulumi.log.warn(
+                f"delivery skipped: {reason}; the nodes get no start scripts and nothing trains. Run the "
+                "local RunPod as root with --hosts on (scripts/local-runpod does as root) to deliver and "
+                "start them."
+            )
         return []
     train = train_files()
     known_hosts = known_hosts_file(stack)

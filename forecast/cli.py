@@ -3,7 +3,10 @@
 Reads `stacks/Pulumi.<STACK>.yaml`, applies each `--set` (a key path under `trainstack:`, e.g.
 `cluster.nodes=4`, `training.max_run_hours=48`; a bare model field such as `sharding=zero3` means
 `training.model.sharding`), parses it exactly as `pulumi preview` would, and prints the breakdown.
-Exit status: 0 the model fits, 1 it does not (or the stack has no model section), 2 bad config or usage.
+It ends with the run cap the run will be held to: `max_run_cost_usd` of the `run-cost-within-budget` policy
+in `policy/config/<STACK>.json` (the policy's default when the file does not set it).
+Exit status: 0 the model fits and the run is within its cap, 1 it does not fit (or the stack has no model
+section), 2 bad config or usage, 3 it fits but the run costs more than its cap (the policy would refuse it).
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ from stackconfig import files
 from stackconfig.config import NAMESPACE, ConfigError, load_stack_config
 from stackconfig.model import ModelConfig
 
-EXIT_FITS, EXIT_DOES_NOT_FIT, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_FITS, EXIT_DOES_NOT_FIT, EXIT_BAD_INPUT, EXIT_OVER_CAP = 0, 1, 2, 3
+RUN_CAP_POLICY = "run-cost-within-budget"
 
 
 class UsageError(ValueError):
@@ -56,6 +60,21 @@ def apply_set(raw: Mapping[str, Any], assignment: str) -> dict[str, Any]:
     return out
 
 
+def run_cap(stack: str, policy_dir: Path) -> tuple[float, str]:
+    """The run cost cap of the stack's policy config, and where it comes from (a line for people)."""
+    from policy.rules.forecast import BudgetConfig  # the policy's own model: its default is written once
+
+    path = policy_dir / f"{stack}.json"
+    entry: Any = {}
+    if path.is_file():
+        entry = (json.loads(path.read_text()) or {}).get(RUN_CAP_POLICY) or {}
+    given = {k: v for k, v in entry.items() if k != "enforcementLevel"} if isinstance(entry, dict) else {}
+    cap = BudgetConfig.model_validate(given).max_run_cost_usd
+    shown = path.relative_to(files.REPO) if path.is_relative_to(files.REPO) else path
+    where = f"{RUN_CAP_POLICY}.max_run_cost_usd in {shown}"
+    return cap, where if "max_run_cost_usd" in given else f"the {RUN_CAP_POLICY} policy's default"
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="scripts/forecast",
@@ -72,6 +91,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--json", action="store_true", help="print the stack output `forecast` as JSON instead")
     p.add_argument("--stacks-dir", type=Path, default=files.STACKS_DIR, help=argparse.SUPPRESS)
+    p.add_argument(
+        "--policy-dir", type=Path, default=files.REPO / "policy" / "config", help=argparse.SUPPRESS
+    )
     return p
 
 
@@ -93,11 +115,23 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_DOES_NOT_FIT
+    try:
+        cap, where = run_cap(args.stack, args.policy_dir)
+    except (OSError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
+        print(f"forecast: policy/config/{args.stack}.json: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    run_usd = round(result.cost.run_usd, 2)
     if args.json:
-        print(json.dumps(result.to_output(), indent=2))
+        print(json.dumps(result.to_output() | {"max_run_cost_usd": cap}, indent=2))
     else:
         render(args.stack, config, result, args.sets)
-    return EXIT_FITS if result.memory.fits else EXIT_DOES_NOT_FIT
+        verdict = (
+            "within it" if run_usd <= cap else f"OVER it by ${run_usd - cap:,.2f}: the policy refuses the up"
+        )
+        print(f"run cap: ${cap:,.2f} ({where}); this run ${run_usd:,.2f}, {verdict}")
+    if not result.memory.fits:
+        return EXIT_DOES_NOT_FIT
+    return EXIT_OVER_CAP if run_usd > cap else EXIT_FITS
 
 
 if __name__ == "__main__":

@@ -51,7 +51,8 @@ decoders, s = 1024, b = 16, bf16; MFU by this module's 6·Ψ count):
 A workload's own `mfu` replaces all of this (a measured MFU already holds its communication).
 
 Restarts: the watchdog stops a run after max_run_hours; segments = ceil(hours / max_run_hours), restarts =
-segments - 1. Money: run cost = hours x (every GPU of the stack x its price + volumes' monthly price / 730);
+segments - 1. Money: run cost = hours x the stack price (stackconfig/pricing.py: GPUs + volume and disks /
+730);
 with spot, the same at the bid.
 """
 

@@ -1,18 +1,21 @@
 """The forecast input of a parsed stack config: its model section, its GPUs (from the GPU table), its prices.
 
 A pool of pods (`topology: pods`) runs one job per pod, each over that pod's GPUs; an Instant Cluster runs
-one job over every GPU. Prices are the snapshot's, from `stackconfig.pricing` (the one home of a stack's
-hourly price): compute at on-demand, spot (where the stack asks for it) at its bid, and the network volume.
+one job over every GPU. Prices are the stack's one hourly price (`stackconfig.pricing.stack_price`, what the
+providers' check() and the budget checks use); spot, where the stack asks for it, at its bid.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
 
 from facts.gpus import GPUS, GpuSpec
 from facts.money import HOURS_PER_MONTH
 from forecast.compute import forecast
 from forecast.model import Deployment, Forecast, ForecastInput, Hardware, Workload
-from stackconfig import pricing
 from stackconfig.config import StackConfig
+from stackconfig.pricing import stack_price
 
 
 def hardware(gpu: GpuSpec) -> Hardware:
@@ -49,13 +52,14 @@ def forecast_input(config: StackConfig) -> ForecastInput | None:
         mfu=m.mfu,
         overhead=m.overhead,
     )
+    price = stack_price(config)
     deployment = Deployment(
         gpu=hardware(gpu),
         gpus_per_job=c.gpus_per_node if c.topology == "pods" else gpus,
         jobs=c.nodes if c.topology == "pods" else 1,
-        compute_usd_per_hour=pricing.on_demand_compute_per_hour(config),
-        spot_compute_usd_per_hour=pricing.spot_compute_per_hour(config),
-        storage_usd_per_hour=pricing.volume_per_month(config) / HOURS_PER_MONTH,
+        compute_usd_per_hour=price.compute_usd_per_hour,
+        spot_compute_usd_per_hour=price.spot_compute_usd_per_hour,
+        storage_usd_per_hour=price.storage_usd_per_month / HOURS_PER_MONTH,
         max_run_hours=config.training.max_run_hours,
     )
     return ForecastInput(workload, deployment)
@@ -65,3 +69,31 @@ def stack_forecast(config: StackConfig) -> Forecast | None:
     """The stack's forecast; None without a model section."""
     inp = forecast_input(config)
     return None if inp is None else forecast(inp)
+
+
+Basis = Literal["forecast", "max_run_hours"]
+
+
+@dataclass(frozen=True)
+class RunCost:
+    """The stack's one run cost, with what it is based on (a figure is never shown without it)."""
+
+    usd: float
+    hours: float
+    basis: Basis
+
+    @property
+    def label(self) -> str:
+        if self.basis == "forecast":
+            return f"forecast: {self.hours:,.1f} h of training"
+        return f"$/h x max_run_hours ({self.hours:g} h; no training.model to forecast)"
+
+
+def run_cost(config: StackConfig) -> RunCost:
+    """The forecast's run cost when the stack declares `training.model` (hours the model needs x the price),
+    otherwise the one hourly price x `training.max_run_hours` (the most the watchdog lets one run last)."""
+    fc = stack_forecast(config)
+    if fc is not None:
+        return RunCost(round(fc.cost.run_usd, 2), fc.compute.hours, "forecast")
+    hours = config.training.max_run_hours
+    return RunCost(round(stack_price(config).usd_per_hour * hours, 2), hours, "max_run_hours")

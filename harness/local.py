@@ -198,18 +198,6 @@ class MotoS3:
             self.process.wait(timeout=10)
 
 
-# moto_server, with a timeout on every socket first. Over TLS werkzeug's server wraps its listening socket, so
-# each TLS handshake runs inside accept() on the one thread that accepts: a client that connects and then
-# vanishes (an emulated host whose namespace is deleted mid-handshake) held that accept forever, and the whole
-# server answered nothing again. With the timeout the handshake fails, that connection is dropped and the
-# server goes on; an open request's socket waits at most as long between two reads.
-_MOTO = (
-    "import socket, sys; socket.setdefaulttimeout(float(sys.argv.pop(1)))\n"
-    "from moto.server import main\n"
-    "main()"
-)
-
-
 def start_moto_s3(
     log_path: Path,
     timeout_s: float = 60.0,
@@ -220,7 +208,9 @@ def start_moto_s3(
 ) -> MotoS3:
     """Start moto on a free port of `host` (loopback, or a bridge address of our own for emulated hosts),
     over HTTPS with `tls` = (certificate, key); moto cannot pick its own port, so a port taken meanwhile
-    means a new try. `socket_timeout_s`: how long one socket of the server may wait for its peer (_MOTO)."""
+    means a new try. `socket_timeout_s`: how long one socket of the server may wait for its peer. The server
+    is harness/moto_server.py: moto with bucket policy conditions evaluated per request (the TLS-only Deny
+    refuses plain HTTP and lets HTTPS through, as on AWS)."""
     for attempt in range(1, attempts + 1):
         try:
             return _start_moto_once(log_path, timeout_s, host, tls, socket_timeout_s)
@@ -237,7 +227,9 @@ def _start_moto_once(
     tls_args = ["-s", "-c", str(tls[0]), "-k", str(tls[1])] if tls else []
     with log_path.open("ab") as log:
         process = subprocess.Popen(
-            [sys.executable, "-c", _MOTO, str(socket_timeout_s), "-H", host, "-p", str(port), *tls_args],
+            [sys.executable, "-m", "harness.moto_server", str(socket_timeout_s), "-H", host, "-p", str(port)]
+            + tls_args,
+            cwd=Path(__file__).resolve().parent.parent,
             stdout=log,
             stderr=subprocess.STDOUT,
             preexec_fn=_CHILD_SETUP,

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from facts.money import HOURS_PER_MONTH
+from facts.money import burn_per_hour
 from report.alerts import alerts_json, alerts_table
 from report.forecast import forecast_json, forecast_table
 from report.groups import group_changes
@@ -28,9 +28,11 @@ class CostTotals:
 
     hourly: float  # USD/h, sum of `cost_per_hour`
     storage_monthly: float  # USD/month, sum of `storage_cost_per_month`
-    run_hours: float | None  # the longest run: a resource's `training.max_run_hours`, else stack config
+    run_hours: float | None  # the forecast's hours, else the longest training.max_run_hours
     per_run: float | None  # USD for one run; None when no run length is known
     complete: bool  # False when some resource's cost was unknown at preview (totals are a floor)
+    per_hour: float = 0.0  # USD/h: compute plus storage / 730, the stack's one hourly price
+    run_basis: str = "max_run_hours"  # "forecast" when per_run is the forecast's hours at per_hour
 
 
 @dataclass(frozen=True)
@@ -50,26 +52,53 @@ class StackReport:
         return sum(v.level == "mandatory" for v in self.preview.violations)
 
 
-def totals(costs: Sequence[ResourceCost], config_run_hours: float | None) -> CostTotals:
-    """Sum a side's costs. A run bills each resource's burn (compute plus storage/730, as the policy
-    pack's `run-cost-limit` does) for its own run length; resources without one (volumes) for the
-    longest run; the stack config's `training.max_run_hours` when no resource declares one."""
-    own = [c.run_hours for c in costs if c.run_hours is not None]
-    longest = max(own) if own else config_run_hours
+def totals(
+    costs: Sequence[ResourceCost], config_run_hours: float | None, forecast: Mapping[str, Any] | None = None
+) -> CostTotals:
+    """Sum a side's costs. The hourly price is compute plus storage/730 (`facts.money.burn_per_hour`, the
+    rule stackconfig/pricing.py and the stack output `cost_per_hour` use). One run is the stack's one run cost
+    (the output `cost_per_run`): the forecast's hours at that price when the side has a forecast
+    (training.model), else each resource's burn for its own `training.max_run_hours` (resources without
+    one, volumes, for the longest run; the stack config's when no resource declares one)."""
+    hourly = sum(c.cost_per_hour or 0.0 for c in costs)
+    storage = sum(c.storage_cost_per_month or 0.0 for c in costs)
+    hours_fc = _forecast_hours(forecast)
     per_run: float | None = 0.0
-    for c in costs:
-        hours = c.run_hours if c.run_hours is not None else longest
-        if hours is None or per_run is None:
-            per_run = None
-            continue
-        per_run += ((c.cost_per_hour or 0.0) + (c.storage_cost_per_month or 0.0) / HOURS_PER_MONTH) * hours
+    if hours_fc is not None:
+        longest: float | None = hours_fc
+        per_run, basis = burn_per_hour(hourly, storage) * hours_fc, "forecast"
+    else:
+        own = [c.run_hours for c in costs if c.run_hours is not None]
+        longest, basis = (max(own) if own else config_run_hours), "max_run_hours"
+        for c in costs:
+            hours = c.run_hours if c.run_hours is not None else longest
+            if hours is None or per_run is None:
+                per_run = None
+                continue
+            per_run += burn_per_hour(c.cost_per_hour or 0.0, c.storage_cost_per_month or 0.0) * hours
     return CostTotals(
-        hourly=round(sum(c.cost_per_hour or 0.0 for c in costs), 4),
-        storage_monthly=round(sum(c.storage_cost_per_month or 0.0 for c in costs), 4),
+        hourly=round(hourly, 4),
+        storage_monthly=round(storage, 4),
         run_hours=longest,
         per_run=None if per_run is None else round(per_run, 2),
         complete=all(c.cost_per_hour is not None and c.storage_cost_per_month is not None for c in costs),
+        per_hour=round(burn_per_hour(hourly, storage), 2),
+        run_basis=basis,
     )
+
+
+def _forecast_hours(forecast: Mapping[str, Any] | None) -> float | None:
+    """The forecast's hours to the precision of its run cost (the output rounds `hours` to 0.01 h, which
+    at prod's $255/h is $1.28): run_cost_usd / usd_per_hour, else `hours`; None without a forecast."""
+    if not isinstance(forecast, Mapping):
+        return None
+    nums = [forecast.get(k) for k in ("run_cost_usd", "usd_per_hour", "hours")]
+    run, hourly, hours = (
+        float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None for v in nums
+    )
+    if run is not None and hourly:
+        return run / hourly
+    return hours
 
 
 def build(
@@ -89,8 +118,8 @@ def build(
         stack=stack,
         preview=preview,
         before=tuple(before),
-        before_totals=totals(before, preview.config_run_hours),
-        after_totals=totals(after, preview.config_run_hours),
+        before_totals=totals(before, preview.config_run_hours, before_forecast),
+        after_totals=totals(after, preview.config_run_hours, preview.forecast),
         before_forecast=before_forecast,
         before_alerts=before_alerts,
     )
@@ -173,7 +202,10 @@ def _property(path: str, before: str | None, after: str | None, forces_replace: 
 def _cost_table(report: StackReport) -> list[str]:
     b, a = report.before_totals, report.after_totals
     hours = a.run_hours or b.run_hours
-    run_label = f"per run ({hours:g} h)" if hours is not None else "per run"
+    run_label = "per run"
+    if hours is not None:
+        basis = "forecast" if "forecast" in (a.run_basis, b.run_basis) else "max_run_hours"
+        run_label = f"per run ({basis} {hours:,.1f} h)" if basis == "forecast" else f"per run ({hours:g} h)"
     rows = [
         "**Cost:**",
         "",
@@ -216,7 +248,7 @@ def _level_rank(level: str) -> int:
 def _pie(report: StackReport) -> list[str]:
     """Mermaid pie of each resource's share of the hourly burn after the change (storage as /730)."""
     slices = [
-        (c.name, round((c.cost_per_hour or 0.0) + (c.storage_cost_per_month or 0.0) / HOURS_PER_MONTH, 2))
+        (c.name, round(burn_per_hour(c.cost_per_hour or 0.0, c.storage_cost_per_month or 0.0), 2))
         for c in report.preview.after
     ]
     slices = sorted(((n, v) for n, v in slices if v > 0), key=lambda s: (-s[1], s[0]))
@@ -251,7 +283,7 @@ def render_stack(report: StackReport) -> str:
 
 def _summary_row(r: StackReport) -> str:
     b, a = r.before_totals, r.after_totals
-    hourly = f"{usd(b.hourly)} → {usd(a.hourly)} ({usd(a.hourly - b.hourly, signed=True)})"
+    hourly = f"{usd(b.per_hour)} → {usd(a.per_hour)} ({usd(a.per_hour - b.per_hour, signed=True)})"
     run = f"{usd(b.per_run)} → {usd(a.per_run)}"
     levels = Counter(v.level for v in r.preview.violations)
     policy = ", ".join(f"{levels[lvl]} {lvl}" for lvl in _LEVELS if levels[lvl]) or "none"
@@ -267,7 +299,7 @@ def render_markdown(reports: Sequence[StackReport]) -> str:
         MARKER,
         "## trainstack preview",
         "",
-        "| stack | changes | compute $/hour | per run | policy violations |",
+        "| stack | changes | $/hour | per run | policy violations |",
         "|---|---|---|---|---|",
         *(_summary_row(r) for r in reports),
     ]

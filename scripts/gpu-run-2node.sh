@@ -9,6 +9,7 @@
 #   once: both nodes start once, no signal (e.g. to show the preflight refusing a slow transport).
 # The fabric interface defaults to lo (the host has no ens1); NCCL_* set by the caller pass through.
 set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/help.sh" "$@"
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 out=${1:?usage: run-2node.sh OUT_DIR [resume|once]}
 mode=${2:-resume}

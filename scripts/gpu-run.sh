@@ -2,6 +2,7 @@
 # GPU validation runner; bench/gpu_validate.py copies it beside the rendered start script.
 # Usage: run.sh OUT_DIR
 set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/help.sh" "$@"
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 out=${1:?usage: run.sh OUT_DIR}
 mkdir -p "$out"

@@ -4,6 +4,7 @@
 # force the stall alert, then resumed. Usage on the GPU machine, from the repo root:
 #   bash scripts/gpu-watch-run.sh OUT_DIR
 set -uo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/help.sh" "$@"
 out=${1:?usage: gpu-watch-run.sh OUT_DIR}
 mkdir -p "$out"
 work=$(mktemp -d)

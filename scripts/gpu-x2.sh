@@ -4,6 +4,7 @@
 # Steps (default: all, in this order): machine fabric nvlink net onenode bench. Logs land in OUT_DIR/logs/,
 # packed into OUT_DIR/logs.tar.gz; OUT_DIR/summary.txt holds the lines that matter.
 set -uo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/help.sh" "$@"
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 out=${1:?usage: x2.sh OUT_DIR [steps...]}
 shift

@@ -346,7 +346,9 @@ class StackConfig(_Model):
     training: TrainingConfig = TrainingConfig()
     alerts: AlertsConfig = AlertsConfig()
     runpod_spend_limit_per_hour: Number = RUNPOD_DEFAULT_SPEND_LIMIT  # raised only by RunPod on request
-    delivery_enabled: bool = False
+    # Copy the artifacts to every node over SSH and start its script: on for every shipped stack, so an `up`
+    # trains; false only renders them (out/<stack>/), for a stack that starts its nodes some other way.
+    delivery_enabled: bool = True
     # Pulumi's `protect` on what is stateful or expensive (network volume, checkpoint bucket, cluster or
     # pods): `pulumi destroy` and any replace of them stop with an error until it is set false and an `up`
     # has recorded that. On in stacks/Pulumi.prod.yaml.

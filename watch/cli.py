@@ -1,18 +1,23 @@
 """`scripts/watch STACK [--once] [--json] [--every S]`: the running stack at a glance; exit 1 when critical.
 
-scripts/watch prod            # live table, refreshed every 30 s (Ctrl-C to leave)
+scripts/watch prod            # live table, refreshed every 30 s (q or Ctrl-C to leave)
 scripts/watch prod --once     # one table, then exit (1 if an alert is critical or a node unreachable)
 scripts/watch prod --json     # one JSON document for scripts (implies --once)
+
+Exit status: 0 fine, 1 critical (an alert, or a node nobody reaches), 2 bad use or an unreadable stack,
+3 the stack is not up here (one line says so).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
+import select
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +29,7 @@ from watch.render import render
 
 EXIT_CRITICAL = 1
 EXIT_USAGE = 2
+EXIT_NOT_UP = 3
 
 
 def collect(
@@ -57,23 +63,59 @@ def collect(
         forecast_usd=(forecast or {}).get("run_cost_usd"),
         node0_answered=node0_answered,
     )
-    # The snapshot decides who is unreachable (one rule); those nodes' RunPod logs are then read once.
+    # The snapshot decides who is unreachable (one rule); for those nodes the training log is read over SSH,
+    # and RunPod's container log for a node SSH cannot reach either.
     unreachable = [n.pod_id for n in view(logs={}, problems=problems).nodes if n.reachable is False]
     logs: dict[str, list[str]] = {}
+    sources_of: dict[str, str] = {}
     if unreachable:
-        try:
-            logs = sources.pod_logs(unreachable)
-        except Exception as exc:
-            problems.append(f"pod logs: {exc}")
-    return view(logs=logs, problems=problems)
+        logs = sources.training_log_tails(stack, outputs, unreachable)
+        sources_of = dict.fromkeys(logs, "training log")
+        rest = [p for p in unreachable if p not in logs]
+        if rest:
+            try:
+                runpod = sources.pod_logs(rest)
+            except Exception as exc:
+                problems.append(f"pod logs: {exc}")
+            else:
+                logs |= runpod
+                sources_of |= dict.fromkeys(runpod, "RunPod log")
+    return view(logs=logs, problems=problems, log_sources=sources_of)
+
+
+@contextlib.contextmanager
+def keys() -> Iterator[Callable[[float], str]]:
+    """`pressed(timeout_s)`: the key pressed within the timeout ('' for none), the terminal in cbreak mode
+    meanwhile (no echo, no Enter needed) and restored after; without a terminal it only waits."""
+    if not sys.stdin.isatty():
+
+        def wait(timeout_s: float) -> str:
+            time.sleep(timeout_s)
+            return ""
+
+        yield wait
+        return
+    import termios
+    import tty
+
+    fd = sys.stdin.fileno()
+    saved = termios.tcgetattr(fd)
+    tty.setcbreak(fd)
+
+    def pressed(timeout_s: float) -> str:
+        ready, _, _ = select.select([sys.stdin], [], [], timeout_s)
+        return sys.stdin.read(1).lower() if ready else ""
+
+    try:
+        yield pressed
+    finally:
+        termios.tcsetattr(fd, termios.TCSADRAIN, saved)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="scripts/watch", description=__doc__.splitlines()[0])
     p.add_argument("stack")
-    p.add_argument(
-        "--cwd", type=Path, required=True, help="the stack's Pulumi workspace (scripts/watch sets it)"
-    )
+    p.add_argument("--cwd", type=Path, required=True, help=argparse.SUPPRESS)  # scripts/watch sets it
     p.add_argument("--once", action="store_true", help="print once and exit")
     p.add_argument("--json", action="store_true", help="one JSON document (implies --once)")
     p.add_argument("--every", type=float, default=30.0, help="seconds between refreshes of the live view")
@@ -92,11 +134,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                 console.print(render(snap))
             return EXIT_CRITICAL if snap.critical else 0
         console = Console()
-        with Live(console=console, auto_refresh=False) as live:
+        with Live(console=console, auto_refresh=False) as live, keys() as pressed:
             while True:
                 snap = collect(args.stack, args.cwd)
                 live.update(render(snap), refresh=True)
-                time.sleep(args.every)
+                if pressed(args.every) == "q":
+                    return 0
+    except sources.NotUpError as exc:
+        print(f"scripts/watch: {exc}", file=sys.stderr)
+        return EXIT_NOT_UP
     except sources.WatchError as exc:
         print(f"scripts/watch: {exc}", file=sys.stderr)
         return EXIT_USAGE

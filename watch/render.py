@@ -59,7 +59,7 @@ def render(s: WatchSnapshot) -> RenderableType:
         if n.note and n.reachable is False:
             parts.append(Text(f"rank {n.rank} ({n.pod_id}): {n.note}", style="red"))
         for line in n.log_tail:
-            parts.append(Text(f"  rank {n.rank} log | {line}", style="dim"))
+            parts.append(Text(f"  rank {n.rank} {n.log_source or 'log'} | {line}", style="dim"))
     for a in s.firing:
         style = "bold red" if a.get("severity") == "critical" else "yellow"
         parts.append(

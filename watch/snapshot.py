@@ -30,7 +30,8 @@ class NodeView:
     step_time_s: float | None = None
     alerts: tuple[str, ...] = ()  # rules firing on this node
     note: str = ""  # why a value is missing (agent unreachable, never reached SSH, ...)
-    log_tail: tuple[str, ...] = ()  # RunPod's last log lines, for a node SSH never reached
+    log_tail: tuple[str, ...] = ()  # last log lines of a node whose agent did not answer
+    log_source: str = ""  # "training log" (its start script's, over SSH) or "RunPod log" (the container's)
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,7 @@ def build(
     logs: Mapping[str, Sequence[str]],
     problems: Sequence[str] = (),
     node0_answered: bool = False,
+    log_sources: Mapping[str, str] | None = None,
 ) -> WatchSnapshot:
     """Join the sources by rank: the aggregator's rows are in hostfile (= rank) order.
 
@@ -120,6 +122,7 @@ def build(
                 alerts=tuple(str(a.get("rule")) for a in firing if name and a.get("node") == name),
                 note=note,
                 log_tail=tuple(logs.get(pod_id, ())),
+                log_source=(log_sources or {}).get(pod_id, "log" if pod_id in logs else ""),
             )
         )
     cost = float(outputs.get("cost_per_hour") or 0.0)

@@ -1,4 +1,5 @@
-"""Where `scripts/watch` reads from: the stack's outputs, node 0 over SSH, RunPod's billing and pod logs.
+"""Where `scripts/watch` reads from: the stack's outputs, node 0 over SSH, RunPod's billing, and for a node
+whose agent does not answer its training log over SSH (else RunPod's container log).
 
 Every source may fail on its own (a node not up yet, no API key, an old stack without an output); a failure
 becomes one line in the snapshot's problems and the rest is still shown.
@@ -27,12 +28,18 @@ class WatchError(TrainstackError, RuntimeError):
     """A source that `scripts/watch` cannot do without (the stack's outputs)."""
 
 
+class NotUpError(WatchError):
+    """The stack is not up here: no workspace, no such stack in the backend, or no nodes in its outputs."""
+
+
 class NoStateError(WatchError):
     """Node 0 answered over SSH but holds no aggregator state: alerts are off, or no round has ended yet."""
 
 
 def stack_outputs(cwd: Path, stack: str) -> dict[str, Any]:
     """`pulumi stack output --json` of the stack, run in its workspace (scripts/watch picks it)."""
+    if not (cwd / "Pulumi.yaml").is_file():
+        raise NotUpError(f"stack '{stack}' is not up here (no workspace at {cwd}); run scripts/up {stack}")
     proc = subprocess.run(
         ["pulumi", "stack", "output", "--json", "--stack", stack, "--non-interactive"],
         cwd=cwd,
@@ -43,6 +50,8 @@ def stack_outputs(cwd: Path, stack: str) -> dict[str, Any]:
     )
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        if "no stack named" in last or "not found" in last:
+            raise NotUpError(f"stack '{stack}' is not up here ({last.strip()}); run scripts/up {stack}")
         raise WatchError(
             f"cannot read the outputs of stack '{stack}' in {cwd}: {last}; run scripts/up {stack}"
         )
@@ -51,7 +60,7 @@ def stack_outputs(cwd: Path, stack: str) -> dict[str, Any]:
     except ValueError:
         raise WatchError(f"pulumi printed no JSON for the outputs of '{stack}'") from None
     if not isinstance(data, dict) or not data.get("nodes"):
-        raise WatchError(f"stack '{stack}' has no nodes in its outputs; run scripts/up {stack} first")
+        raise NotUpError(f"stack '{stack}' has no nodes in its outputs; run scripts/up {stack} first")
     return data
 
 
@@ -90,6 +99,37 @@ def aggregator_state(
     if not isinstance(state, dict):
         raise WatchError("node 0's aggregator state is not a JSON object")
     return state
+
+
+def training_log_tails(
+    stack: str,
+    outputs: Mapping[str, Any],
+    pod_ids: Sequence[str],
+    lines: int = 5,
+    timeout_s: float = 10.0,
+    run: Callable[[SshTarget, str], str] | None = None,
+) -> dict[str, list[str]]:
+    """The last lines of each node's *training* log, the start script's own
+    (`<workdir>/logs/start-node-<rank>.<pod id>.log`, on the node or its volume), read over SSH for the nodes
+    whose agent did not answer. A node SSH cannot reach, or without that log yet, is left out (the caller
+    then reads RunPod's container log)."""
+    workdir = str(outputs.get("workdir") or "/workspace/trainstack")
+    run = run or _over_ssh(timeout_s)
+    out: dict[str, list[str]] = {}
+    for node in outputs.get("nodes") or []:
+        pod_id = str(node.get("pod_id") or "")
+        host, _, port = str(node.get("ssh_endpoint") or "").rpartition(":")
+        if pod_id not in pod_ids or not host or not port.isdigit():
+            continue
+        target = SshTarget(host, int(port), "root", pod_id, Path(known_hosts_file(stack)))
+        log = shlex.quote(f"{workdir}/logs/start-node-{node.get('rank')}.{pod_id}.log")
+        try:
+            text = run(target, f"if [ -e {log} ]; then tail -n {int(lines)} {log}; fi")
+        except DeliveryError:
+            continue
+        if text.strip():
+            out[pod_id] = text.rstrip("\n").splitlines()[-lines:]
+    return out
 
 
 def _over_ssh(timeout_s: float) -> Callable[[SshTarget, str], str]:

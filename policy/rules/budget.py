@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pulumi_policy import EnforcementLevel, ReportViolation, StackValidationArgs, StackValidationPolicy
 from pydantic import Field
 
-from facts.money import HOURS_PER_MONTH
+from facts.money import burn_per_hour
 from policy.rules.common import (
     RUNPOD_TYPES,
     PolicyConfig,
@@ -33,7 +33,7 @@ class Cost:
 
     @property
     def burn(self) -> float:
-        return self.per_hour + self.storage_per_month / HOURS_PER_MONTH
+        return burn_per_hour(self.per_hour, self.storage_per_month)
 
 
 def costs(resources: Sequence[Resource], *types: str) -> list[Cost]:

@@ -24,6 +24,7 @@ VOLUME = "pulumi-python:dynamic/runpod:NetworkVolume"
 SECRET = "pulumi-python:dynamic/runpod:Secret"
 BUCKET = "pulumi-python:dynamic/s3:CheckpointBucket"
 REGISTRY = "pulumi-python:dynamic/runpod:RegistryAuth"
+NODE_FILES = "pulumi-python:dynamic/delivery:NodeFiles"
 SECRET_VALUES = {
     "HF_TOKEN": "hf-SECRET",
     "WANDB_API_KEY": "wb-SECRET",
@@ -91,7 +92,9 @@ class FakeProviders(pulumi.runtime.Mocks):
 
 
 @pytest.fixture
-def fake() -> FakeProviders:
+def fake(monkeypatch: pytest.MonkeyPatch) -> FakeProviders:
+    # The target is a real RunPod (delivery can reach the nodes), whatever RUNPOD_API_URL this process has.
+    monkeypatch.setattr("components.delivery.control_plane_only_reason", lambda *_args: None)
     mocks = FakeProviders()
     pulumi.runtime.set_mocks(mocks, preview=False)
     return mocks
@@ -110,7 +113,17 @@ def _outputs(cluster: H100Cluster) -> pulumi.Output[dict[str, Any]]:
         scripts=cluster.start_scripts,
         per_hour=cluster.cost_per_hour,
         per_run=cluster.cost_per_run,
+        # waits for the deliveries too: their inputs wait on the nodes, so they register last
+        deliveries=pulumi.Output.all(*[d.id for d in cluster.deliveries]),
     )
+
+
+def _forecast_hours(stack: str) -> float:
+    from forecast.stack import stack_forecast
+
+    fc = stack_forecast(stack_config(stack))
+    assert fc is not None
+    return fc.compute.hours
 
 
 def _children(fake: FakeProviders) -> dict[str, list[str]]:
@@ -131,7 +144,11 @@ def test_dev(fake: FakeProviders) -> pulumi.Output[None]:
     cluster = _declare("dev")
 
     def check(out: dict[str, Any]) -> None:
-        assert _children(fake) == {"trainstack:index:H100Cluster": ["dev"], POD: ["dev-pod-0"]}
+        assert _children(fake) == {
+            "trainstack:index:H100Cluster": ["dev"],
+            POD: ["dev-pod-0"],
+            NODE_FILES: ["dev-deliver-0"],  # delivery is on by default: the node gets its files and starts
+        }
         pod = next(r for r in fake.resources if r.typ == POD)
         assert pod.inputs["gpu_type_id"] == "NVIDIA H100 80GB HBM3"
         assert (pod.inputs["gpu_count"], pod.inputs["capacity"], pod.inputs["env"]) == (
@@ -144,7 +161,8 @@ def test_dev(fake: FakeProviders) -> pulumi.Output[None]:
         assert out["hostfile"] == "10.1.0.0 slots=8\n"
         assert list(out["scripts"]) == ["start-node-0.sh"]
         assert out["per_hour"] == round(8 * PRICE + 50 * DISK_MONTH / 730, 2)
-        assert out["per_run"] == round(out["per_hour"] * 2, 2)
+        # dev declares a model: one run is the forecast's hours (not max_run_hours) at the hourly price
+        assert out["per_run"] == round(out["per_hour"] * _forecast_hours("dev"), 2)
 
     return _outputs(cluster).apply(check)
 
@@ -198,7 +216,7 @@ def test_prod(fake: FakeProviders) -> pulumi.Output[None]:
         assert [n["rank"] for n in out["nodes"]] == list(range(8))
         storage = (8 * 100 * DISK_MONTH + 2000 * VOLUME_MONTH) / 730
         assert out["per_hour"] == round(64 * PRICE + storage, 2)
-        assert out["per_run"] == round(out["per_hour"] * 24, 2)
+        assert out["per_run"] == round(out["per_hour"] * _forecast_hours("prod"), 2)
 
     return _outputs(cluster).apply(check)
 

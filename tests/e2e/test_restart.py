@@ -87,7 +87,7 @@ class Demo:
         env = self.endpoints()
         s3 = boto3.client(
             "s3", endpoint_url=env["AWS_ENDPOINT_URL_S3"], region_name="us-east-1",
-            aws_access_key_id="testing", aws_secret_access_key="testing",
+            aws_access_key_id="testing", aws_secret_access_key="testing", verify=env["AWS_CA_BUNDLE"],
         )  # fmt: skip
         return sorted(b["Name"] for b in s3.list_buckets().get("Buckets", []))
 
@@ -113,7 +113,7 @@ def _restart(demo: Demo, block_moto_port: bool = False) -> dict[str, str]:
     demo.run("scripts/local-runpod", "stop")
     with socket.socket() as squatter:
         if block_moto_port:  # another program took moto's port while the demo was down
-            host, port = before["AWS_ENDPOINT_URL_S3"].removeprefix("http://").rsplit(":", 1)
+            host, port = before["AWS_ENDPOINT_URL_S3"].split("://", 1)[1].rsplit(":", 1)
             squatter.bind((host, int(port)))
         demo.run("scripts/local-runpod", "start")
     return before

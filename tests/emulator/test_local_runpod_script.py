@@ -1,13 +1,19 @@
-"""scripts/local-runpod: start (idempotent) prints the env, status and env work, stop stops both."""
+"""scripts/local-runpod: start (idempotent) prints the env, status and env work, stop stops both; its moto
+is the demo's S3: HTTPS with a certificate the env names, where the checkpoint bucket's TLS-only policy lets
+checkpoints through."""
 
 from __future__ import annotations
 
 import os
+import ssl
 import subprocess
 from pathlib import Path
 
+import boto3
 import httpx
 import pytest
+
+from providers.s3.client import tls_only_policy
 
 pytestmark = pytest.mark.services
 
@@ -40,8 +46,34 @@ def test_start_status_env_stop(tmp_path: Path) -> None:
         assert exports(run(tmp_path, "env").stdout) == env
         headers = {"Authorization": f"Bearer {env['RUNPOD_API_KEY']}"}
         assert httpx.get(f"{env['RUNPOD_API_URL']}/v2/pods", headers=headers).status_code == 200
-        assert httpx.get(f"{env['AWS_ENDPOINT_URL_S3']}/").status_code == 200
+        assert env["AWS_ENDPOINT_URL_S3"].startswith("https://")
+        ca = env["AWS_CA_BUNDLE"]
+        assert (
+            httpx.get(
+                f"{env['AWS_ENDPOINT_URL_S3']}/", verify=ssl.create_default_context(cafile=ca)
+            ).status_code
+            == 200
+        )
+        _a_checkpoint_lands_under_the_tls_only_policy(env)
     finally:
         assert run(tmp_path, "stop").returncode == 0
     assert run(tmp_path, "status").returncode == 3
     assert run(tmp_path, "stop").returncode == 0  # idempotent
+
+
+def _a_checkpoint_lands_under_the_tls_only_policy(env: dict[str, str]) -> None:
+    """What a node's `bucket sync` does against the demo's S3, with the policy the provider puts on every
+    checkpoint bucket (providers/s3/client.py), unchanged: the upload that failed with 403 before."""
+    s3 = boto3.client(
+        "s3",
+        endpoint_url=env["AWS_ENDPOINT_URL_S3"],
+        region_name="us-east-1",
+        aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+        verify=env["AWS_CA_BUNDLE"],
+    )
+    s3.create_bucket(Bucket="demo-ckpt")
+    s3.put_bucket_policy(Bucket="demo-ckpt", Policy=tls_only_policy("demo-ckpt"))
+    s3.put_object(Bucket="demo-ckpt", Key="trainstack/dev/step-10.pt", Body=b"weights")
+    assert s3.get_object(Bucket="demo-ckpt", Key="trainstack/dev/step-10.pt")["Body"].read() == b"weights"
+    assert "aws:SecureTransport" in s3.get_bucket_policy(Bucket="demo-ckpt")["Policy"]

@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from forecast.cli import EXIT_BAD_INPUT, EXIT_DOES_NOT_FIT, EXIT_FITS, apply_set, main
+from forecast.cli import EXIT_BAD_INPUT, EXIT_DOES_NOT_FIT, EXIT_FITS, EXIT_OVER_CAP, apply_set, main
 from harness.pulumi_cli import REPO
 
 
 def as_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
-    assert main([*argv, "--json"]) in (EXIT_FITS, EXIT_DOES_NOT_FIT)
+    assert main([*argv, "--json"]) in (EXIT_FITS, EXIT_DOES_NOT_FIT, EXIT_OVER_CAP)
     return dict(json.loads(capsys.readouterr().out))
 
 
@@ -43,6 +43,20 @@ def test_what_if_twice_the_tokens_doubles_the_run_cost(capsys: pytest.CaptureFix
     base = as_json(capsys, "prod")
     double = as_json(capsys, "prod", "--set", "tokens=4.0e10")
     assert double["run_cost_usd"] == pytest.approx(2 * base["run_cost_usd"], rel=1e-3)
+
+
+def test_the_run_cap_is_shown_and_a_run_over_it_exits_3(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["prod"]) == EXIT_FITS
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    # policy/config/prod.json: run-cost-within-budget.max_run_cost_usd = 10000
+    assert line.startswith(
+        "run cap: $10,000.00 (run-cost-within-budget.max_run_cost_usd in policy/config/prod.json)"
+    )
+    assert "within it" in line
+    assert main(["prod", "--set", "tokens=8e10"]) == EXIT_OVER_CAP  # 4 x the tokens: ~ $19k
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert "OVER it by $" in last and "the policy refuses the up" in last
+    assert as_json(capsys, "prod", "--set", "tokens=8e10")["max_run_cost_usd"] == 10000
 
 
 def test_a_change_that_does_not_fit_exits_1_with_the_fixes(capsys: pytest.CaptureFixture[str]) -> None:

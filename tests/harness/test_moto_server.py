@@ -6,22 +6,24 @@ S3 call in tests/hosts/test_local_cluster.py). harness.local starts moto with a 
 
 from __future__ import annotations
 
+import json
 import socket
 import ssl
 import subprocess
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import boto3
 import httpx
 import pytest
+from botocore.exceptions import ClientError
 
 from harness.local import start_moto_s3
+from harness.moto_server import applicable_policy
+from providers.s3.client import tls_only_policy
 
-pytestmark = pytest.mark.services
 
-
-@pytest.mark.allow_hosts(["127.0.0.1"])
-def test_a_stalled_tls_handshake_does_not_hang_the_server(tmp_path: Path) -> None:
+def _certificate(tmp_path: Path) -> tuple[Path, Path]:
     cert, key = tmp_path / "s3.crt", tmp_path / "s3.key"
     subprocess.run(
         [
@@ -40,6 +42,12 @@ def test_a_stalled_tls_handshake_does_not_hang_the_server(tmp_path: Path) -> Non
         check=True,
         capture_output=True,
     )
+    return cert, key
+
+
+@pytest.mark.allow_hosts(["127.0.0.1"])
+def test_a_stalled_tls_handshake_does_not_hang_the_server(tmp_path: Path) -> None:
+    cert, key = _certificate(tmp_path)
     moto = start_moto_s3(tmp_path / "moto.log", tls=(cert, key), socket_timeout_s=2)
     try:
         where = urlsplit(moto.endpoint_url)
@@ -51,3 +59,43 @@ def test_a_stalled_tls_handshake_does_not_hang_the_server(tmp_path: Path) -> Non
             assert stalled.recv(1) == b""  # the server dropped the silent connection
     finally:
         moto.stop()
+
+
+def test_only_the_statements_whose_condition_holds_apply() -> None:
+    policy = json.loads(tls_only_policy("b"))
+    over_http = json.loads(applicable_policy(json.dumps(policy), {"aws:SecureTransport": "false"}))
+    over_tls = json.loads(applicable_policy(json.dumps(policy), {"aws:SecureTransport": "true"}))
+    assert [st["Sid"] for st in over_http["Statement"]] == ["DenyInsecureTransport"]
+    assert "Condition" not in over_http["Statement"][0]
+    assert over_tls["Statement"] == []
+
+
+@pytest.mark.allow_hosts(["127.0.0.1"])
+def test_the_tls_only_policy_refuses_plain_http_and_lets_https_through(tmp_path: Path) -> None:
+    """The bucket's DenyInsecureTransport, as the provider sets it, against moto over each transport:
+    stock moto refused both (it does not evaluate the Bool condition)."""
+    cert, key = _certificate(tmp_path)
+    plain = start_moto_s3(tmp_path / "plain.log")
+    tls = start_moto_s3(tmp_path / "tls.log", tls=(cert, key))
+    try:
+        for moto, verify, allowed in ((plain, True, False), (tls, str(cert), True)):
+            s3 = boto3.client(
+                "s3",
+                endpoint_url=moto.endpoint_url,
+                region_name="us-east-1",
+                aws_access_key_id="testing",
+                aws_secret_access_key="testing",
+                verify=verify,
+            )
+            s3.create_bucket(Bucket="ckpt")
+            s3.put_bucket_policy(Bucket="ckpt", Policy=tls_only_policy("ckpt"))
+            if allowed:
+                s3.put_object(Bucket="ckpt", Key="step-1.pt", Body=b"w")
+                assert s3.get_object(Bucket="ckpt", Key="step-1.pt")["Body"].read() == b"w"
+            else:
+                with pytest.raises(ClientError) as denied:
+                    s3.put_object(Bucket="ckpt", Key="step-1.pt", Body=b"w")
+                assert denied.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
+    finally:
+        plain.stop()
+        tls.stop()

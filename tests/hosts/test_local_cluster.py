@@ -71,11 +71,10 @@ class Cluster:
     def config(self, key: str, value: str, path: bool = False) -> None:
         self.cli.run("config", "set", *(["--path"] if path else []), "--stack", STACK, key, value)
 
-    def allow_moto_uploads(self) -> None:
-        """moto applies a bucket policy's Deny without evaluating its Condition (moto/s3/models.py
-        `get_permission`), so the TLS-only statement denies every object PUT/GET even over HTTPS. Only the
-        test's moto loses the policy; the provider still sets it (and sets it again on the next up)."""
-        self.s3.delete_bucket_policy(Bucket=BUCKET)
+    def tls_only_policy_kept(self) -> None:
+        """The bucket keeps the provider's TLS-only policy: the nodes' HTTPS uploads pass it, as on AWS
+        (harness/moto_server.py evaluates its condition; stock moto denied every object request)."""
+        assert "aws:SecureTransport" in self.s3.get_bucket_policy(Bucket=BUCKET)["Policy"]
 
     def up(self, *extra: str) -> str:
         policy = [
@@ -189,7 +188,7 @@ def test_cluster_trains_survives_a_lost_node_and_cleans_up(
 
 def _lifecycle(cluster: Cluster, env: HostsEnv, nodes: int) -> None:
     cluster.up()
-    cluster.allow_moto_uploads()
+    cluster.tls_only_policy_kept()
     first = cluster.outputs()["nodes"]
     assert [n["rank"] for n in first] == list(range(nodes))
     assert len(namespaces(env)) == nodes
@@ -251,7 +250,7 @@ def _lifecycle(cluster: Cluster, env: HostsEnv, nodes: int) -> None:
 
     cluster.cli.run("refresh", "--yes", "--stack", STACK)
     cluster.up()
-    cluster.allow_moto_uploads()
+    cluster.tls_only_policy_kept()
     repaired = cluster.outputs()["nodes"]
     assert len(repaired) == nodes and last["pod_id"] not in {n["pod_id"] for n in repaired}
     log0 = poll(

@@ -81,7 +81,8 @@ def test_run_over_budget_is_refused() -> None:
     cost = fc["run_cost_usd"]
     assert cost > 100
     assert f"the forecast run costs ${cost:,.2f}" in message
-    assert f"{fc['hours']:.1f} h x $31.92/h on-demand" in message
+    # the one hourly price: 8 GPUs at $3.99 and the container disk spread over the month
+    assert f"{fc['hours']:.1f} h x $31.93/h on-demand" in message
     assert "over the budget of $100" in message
 
 

@@ -171,3 +171,36 @@ def test_text_helpers() -> None:
         "0%",
         "n/a",
     )
+
+
+def test_headline_run_cost_follows_the_forecast_a_tokens_x10_change_shows_x10() -> None:
+    """prod with 10 x the tokens: the same resources and $/h, the forecast's hours x 10, so the headline's
+    run cost (the stack output cost_per_run) x 10, not $/h x max_run_hours twice."""
+    import yaml
+
+    from forecast.stack import stack_forecast
+    from stackconfig.config import load_stack_config
+
+    raw = yaml.safe_load((Path(__file__).resolve().parents[2] / "stacks/Pulumi.prod.yaml").read_text())[
+        "config"
+    ]
+    before_fc = stack_forecast(load_stack_config(raw))
+    model = raw["trainstack:training"]["model"]
+    model["tokens"] = float(model["tokens"]) * 10
+    after_fc = stack_forecast(load_stack_config(raw))
+    assert before_fc is not None and after_fc is not None
+    from facts.money import SNAPSHOT
+
+    disks, volume = SNAPSHOT.container_disk_monthly(8 * 100), SNAPSHOT.volume_monthly(2000)
+    resources = (cost("prod-cluster", 255.36, disks, 24), cost("prod-volume", 0.0, volume))
+    # no resource changes (the model is not a resource input): each carries over from the state
+    preview = Preview((), (), (), (), 24, False, forecast=after_fc.to_output())
+    report = build("prod", preview, resources, before_forecast=before_fc.to_output())
+    b, a = report.before_totals, report.after_totals
+    assert (b.run_basis, a.run_basis) == ("forecast", "forecast")
+    assert a.per_hour == b.per_hour
+    assert a.per_run == pytest.approx(10 * (b.per_run or 0), rel=1e-3)
+    # the forecast's own run cost, the figure its section shows (to the output's rounding of $/h to cents)
+    assert b.per_run == pytest.approx(before_fc.cost.run_usd, abs=0.5)
+    headline = render_markdown([report]).splitlines()[5]
+    assert headline.startswith("| `prod` |") and f"{usd(b.per_run)} → {usd(a.per_run)}" in headline

@@ -381,8 +381,10 @@ def test_bid_above_on_demand_is_refused() -> None:
 def test_budget_counts_the_dearer_of_bid_and_on_demand() -> None:
     raw = _with("cluster.topology", "pods")
     raw["trainstack:cluster"].update(capacity="auto", nodes=4, bid_per_gpu=2.49, volume_gb=0, data_centers=[])
-    assert cost_per_hour(load_stack_config(raw)) == pytest.approx(4 * 8 * 3.99)
     cfg = load_stack_config(raw)
+    # the GPUs at on-demand (the dearer), plus every pod's container disk at $0.10/GB-month over 730 h
+    disks = 4 * cfg.cluster.container_disk_gb * 0.10 / 730
+    assert cost_per_hour(cfg) == pytest.approx(round(4 * 8 * 3.99 + disks, 2))
     dear = cfg.model_copy(update={"cluster": cfg.cluster.model_copy(update={"bid_per_gpu": 4.60})})
     assert gpu_hour_price(dear) == pytest.approx(4.60)
 

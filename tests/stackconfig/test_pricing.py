@@ -70,7 +70,9 @@ def _compare(config: StackConfig, costs: list[tuple[str, float, float]]) -> None
     assert pricing.compute_per_hour(config) == pytest.approx(compute, abs=1e-9)
     assert pricing.storage_per_month(config) == pytest.approx(storage, abs=1e-9)
     assert pricing.volume_per_month(config) == pytest.approx(volume, abs=1e-9)
-    assert pricing.cost_per_hour(config) == pytest.approx(compute + volume / HOURS_PER_MONTH, abs=1e-9)
+    assert pricing.cost_per_hour(config) == pytest.approx(
+        round(compute + storage / HOURS_PER_MONTH, 2), abs=1e-9
+    )
     assert pricing.burn_per_hour(config) == pytest.approx(compute + storage / HOURS_PER_MONTH, abs=1e-9)
 
 

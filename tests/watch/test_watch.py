@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 
 import httpx
@@ -163,9 +164,101 @@ def test_collect_reads_the_runpod_logs_of_a_node_0_out_of_reach(monkeypatch: pyt
     monkeypatch.setattr(sources, "aggregator_state", out_of_reach)
     monkeypatch.setattr(sources, "billed_usd", lambda outputs: 1.0)
     monkeypatch.setattr(sources, "pod_logs", logs)
+    monkeypatch.setattr(sources, "training_log_tails", lambda stack, outputs, pods: {})  # SSH fails too
     snap = cli.collect("search", Path("."), outputs_of=lambda cwd, stack: OUTPUTS)
     assert asked == [["pod-a"]] and snap.critical
     assert snap.nodes[0].log_tail == ("sshd: no hostkeys available",) and snap.nodes[1].log_tail == ()
+    assert snap.nodes[0].log_source == "RunPod log"
+
+
+def test_an_unreachable_agent_shows_the_training_log_not_the_containers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Node 0's agent is down but SSH answers: the start script's log is read, RunPod's (sshd's) is not."""
+    from pathlib import Path
+
+    from watch import cli
+
+    commands: list[tuple[str, str]] = []
+
+    def ssh(target: object, command: str) -> str:
+        commands.append((str(getattr(target, "alias", "")), command))
+        return "step 1350 loss 0.0398\n[trainstack 09:26 node 0] checkpoint synced\n"
+
+    state = dict(
+        STATE, nodes=[{"node": "rank-0", "ok": False, "error": "agent unreachable"}, STATE["nodes"][0]]
+    )
+    monkeypatch.setattr(sources, "aggregator_state", lambda stack, outputs: state)
+    monkeypatch.setattr(sources, "billed_usd", lambda outputs: 1.0)
+    monkeypatch.setattr(sources, "pod_logs", lambda pods: pytest.fail(f"RunPod logs read for {pods}"))
+    real = sources.training_log_tails
+    monkeypatch.setattr(
+        sources, "training_log_tails", lambda stack, outputs, pods: real(stack, outputs, pods, run=ssh)
+    )
+    outputs = dict(OUTPUTS, workdir="/workspace/trainstack")
+    snap = cli.collect("search", Path("."), outputs_of=lambda cwd, stack: outputs)
+    assert commands and commands[0][0] == "pod-a"
+    assert "/workspace/trainstack/logs/start-node-0.pod-a.log" in commands[0][1]
+    assert snap.nodes[0].log_tail == ("step 1350 loss 0.0398", "[trainstack 09:26 node 0] checkpoint synced")
+    assert snap.nodes[0].log_source == "training log"
+    console = Console(width=200, record=True, file=open(os.devnull, "w"))  # noqa: SIM115
+    console.print(render(snap))
+    text = console.export_text()
+    assert "rank 0 training log | step 1350 loss 0.0398" in text
+
+
+@pytest.mark.slow  # runs scripts/watch (a subprocess of the real entry point)
+def test_a_stack_that_is_not_up_is_one_line_and_exit_3(tmp_path: object) -> None:
+    import subprocess
+    from pathlib import Path
+
+    from harness.pulumi_cli import REPO
+
+    proc = subprocess.run(
+        [str(REPO / "scripts/watch"), "search", "--once"],
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "TRAINSTACK_LOCAL": "1",
+             "RUNPOD_API_URL": "http://127.0.0.1:9", "TRAINSTACK_LOCAL_WORKSPACES": str(Path(str(tmp_path)))},
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 3, proc.stderr
+    assert proc.stdout == "" and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "stack 'search' is not up here" in proc.stderr and "scripts/up search" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_q_leaves_the_live_view(tmp_path: object) -> None:
+    """The live view on a terminal: `q` (no Enter) ends it with exit 0, instead of being echoed."""
+    import os
+    import pty
+    import subprocess
+    import sys
+    import time as _time
+
+    driver = (
+        "import sys\n"
+        "from watch import cli, snapshot\n"
+        "snap = snapshot.build(stack='s', now=0.0, outputs={'nodes': []}, aggregator=None, billed_usd=None,"
+        " forecast_usd=None, logs={})\n"
+        "cli.collect = lambda stack, cwd: snap\n"
+        "sys.exit(cli.main(['s', '--cwd', '.', '--every', '3600']))\n"
+    )
+    main_fd, node_fd = pty.openpty()
+    from harness.pulumi_cli import REPO
+
+    proc = subprocess.Popen(
+        [sys.executable, "-c", driver], cwd=REPO, stdin=node_fd, stdout=node_fd, stderr=node_fd
+    )
+    os.close(node_fd)
+    seen = b""
+    deadline = _time.monotonic() + 60
+    while b"money" not in seen and _time.monotonic() < deadline:  # the first frame is drawn
+        seen += os.read(main_fd, 4096)
+    os.write(main_fd, b"q")
+    try:
+        assert proc.wait(timeout=60) == 0
+    finally:
+        proc.kill()
+        os.close(main_fd)
 
 
 def test_the_table_shows_every_column_the_operator_needs() -> None:

@@ -372,6 +372,12 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--bind", action="append", default=[], help="address to serve on (repeatable)")
     p.add_argument("--interface", default="", help="also serve on this interface's IPv4 address")
+    p.add_argument(
+        "--own-address",
+        default="",
+        help="also serve on this address when it is one of this host's (the node's hostfile address, which "
+        "the aggregator scrapes: a pool pod's private address is on no fabric interface)",
+    )
     p.add_argument("--interval-s", type=float, default=5.0)
     p.add_argument("--checkpoint-dir", type=Path)
     p.add_argument("--progress-file", type=Path)
@@ -430,10 +436,17 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"[trainstack agent] {args.interface} has no IPv4 address: not serving on it", file=sys.stderr
             )
-    for addr in addresses or ["127.0.0.1"]:
+    addresses = list(dict.fromkeys(addresses or ["127.0.0.1"]))
+    for addr in addresses:
         serve_metrics(registry, args.port, addr)  # bounded threads, a deadline per request
+    if args.own_address and args.own_address not in addresses:
+        try:
+            serve_metrics(registry, args.port, args.own_address)
+            addresses.append(args.own_address)
+        except OSError as exc:  # not an address of this host (behind NAT): the aggregator cannot scrape it
+            print(f"[trainstack agent] not serving on {args.own_address}: {exc.strerror}", file=sys.stderr)
     print(
-        f"[trainstack agent] serving http://{{{','.join(addresses or ['127.0.0.1'])}}}:{args.port}/metrics "
+        f"[trainstack agent] serving http://{{{','.join(addresses)}}}:{args.port}/metrics "
         f"every {args.interval_s:g} s",
         file=sys.stderr,
         flush=True,

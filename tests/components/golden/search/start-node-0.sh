@@ -324,6 +324,10 @@ start_agent() {
     --jsonl "$METRICS_DIR/agent-node-$TRAINSTACK_POD_INDEX.$NODE_ID.jsonl" --node "$NODE_ID"
     --rank "$NODE_RANK" --device "$TRAINSTACK_DEVICE")
   if [[ -n "${NCCL_SOCKET_IFNAME:-}" ]]; then args+=(--interface "$NCCL_SOCKET_IFNAME"); fi
+  # The aggregator scrapes the hostfile's addresses: this node's own line too (a pool pod's private address).
+  local own
+  own=$(awk -v n=$((TRAINSTACK_POD_INDEX + 1)) 'NR == n {print $1}' "$TRAINSTACK_WORKDIR/hostfile" 2>/dev/null) || own=""
+  if [[ -n "$own" ]]; then args+=(--own-address "$own"); fi
   # exec: $! is then the agent itself, so stop_background's TERM reaches it (not a subshell around it).
   (exec env PYTHONPATH="$TRAINSTACK_WORKDIR${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" -m train.node.agent "${args[@]}") &
   BACKGROUND_PIDS+=("$!")

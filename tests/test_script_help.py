@@ -1,0 +1,53 @@
+"""`--help` and `-h` on every script print its usage and do nothing else (issue #33).
+
+"Nothing else" is checked where it can be seen: no file appears or changes in the repo's .state/, out/ or
+.venv/ (bootstrap, up, the local RunPod and the benchmarks all write there), nothing is printed to stderr,
+and it exits 0 within seconds. scripts/test's --help belongs to the test lanes (issue #31)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+# Sourced, not run (env.sh, target.sh, help.sh); run by python by path (*.py); scripts/test: issue #31.
+SKIPPED = {"env.sh", "target.sh", "help.sh", "test", "__init__.py"}
+SCRIPTS = sorted(
+    p.name
+    for p in (REPO / "scripts").iterdir()
+    if p.is_file() and p.name not in SKIPPED and p.suffix != ".py"
+)
+WATCHED = (".state", "out", ".venv/bin")
+
+
+def _tree() -> dict[str, float]:
+    seen: dict[str, float] = {}
+    for top in WATCHED:
+        root = REPO / top
+        if root.is_dir():
+            for p in root.rglob("*"):
+                try:
+                    seen[str(p)] = p.lstat().st_mtime
+                except OSError:
+                    continue
+    return seen
+
+
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_help_prints_usage_and_does_nothing_else(script: str, flag: str) -> None:
+    before = _tree()
+    # No local RunPod address and no key: a script that went on would start the local RunPod (writing .state).
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RUNPOD_", "AWS_"))}
+    proc = subprocess.run(
+        ["bash", str(REPO / "scripts" / script), flag],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stderr == "", proc.stderr
+    assert "usage" in proc.stdout.lower() or f"scripts/{script}" in proc.stdout, proc.stdout
+    assert len(proc.stdout.splitlines()) >= 1
+    assert _tree() == before, f"scripts/{script} {flag} changed files under {WATCHED}"

@@ -29,6 +29,7 @@ from components.cluster import (  # noqa: E402 - after the early provider start,
 from components.config import ConfigError  # noqa: E402
 from components.config_rules import unverified_spend_limit_notice  # noqa: E402
 from components.guards import check_before_registering  # noqa: E402
+from components.supervisor_config import cap_notice  # noqa: E402
 
 REPO = Path(__file__).resolve().parent
 OUT_DIR = Path(os.environ.get("TRAINSTACK_OUT_DIR", REPO / "out"))
@@ -49,6 +50,9 @@ def main() -> None:
     alerts_notice = webhook_notice(config)
     if alerts_notice:  # alerts that reach no chat are worth one line at every preview
         pulumi.log.warn(alerts_notice)
+    renamed_cap = cap_notice(config)
+    if renamed_cap:
+        pulumi.log.warn(renamed_cap)
     notice = unverified_spend_limit_notice(config)
     if notice:  # on preview and up alike: the one thing about money no check here can confirm
         pulumi.log.warn(notice)

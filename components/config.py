@@ -7,6 +7,8 @@ Keys (see stacks/Pulumi.*.yaml for worked examples):
     trainstack:training                    object  TrainingConfig  what the nodes run
     trainstack:training.model              object  ModelConfig     what is trained, for the forecast
     trainstack:alerts                      object  AlertsConfig    when the run's watcher alerts (optional)
+    trainstack:supervisor                  object  SupervisorConfig  when scripts/supervise releases compute
+    trainstack:run                         object  RunConfig       the run's phase and its one cost cap
     trainstack:runpod_spend_limit_per_hour number  the account's RunPod spend limit, USD/h (default 80)
     trainstack:delivery_enabled            bool    copy artifacts to the nodes over SSH and start them
     trainstack:protect                     bool    Pulumi `protect` on the volume, bucket and compute
@@ -40,6 +42,7 @@ from components.config_rules import RUNPOD_DEFAULT_SPEND_LIMIT, cross_field_prob
 from components.credentials import credential_kind, mask
 from components.image_ref import image_reference_problem
 from components.model_config import ModelConfig
+from components.supervisor_config import RunConfig, SupervisorConfig
 from facts.gpus import GPUS
 from facts.s3 import bucket_name_problem
 from providers.errors import TrainstackError
@@ -353,6 +356,8 @@ class StackConfig(_Model):
     bucket: BucketConfig | None = None
     training: TrainingConfig = TrainingConfig()
     alerts: AlertsConfig = AlertsConfig()
+    supervisor: SupervisorConfig = SupervisorConfig()  # components/supervisor_config.py
+    run: RunConfig = RunConfig()
     runpod_spend_limit_per_hour: float = RUNPOD_DEFAULT_SPEND_LIMIT  # raised only by RunPod on request
     delivery_enabled: bool = False
     # Pulumi's `protect` on what is stateful or expensive (network volume, checkpoint bucket, cluster or
@@ -369,7 +374,7 @@ class StackConfig(_Model):
         return v
 
 
-_OBJECT_KEYS = frozenset({"cluster", "bucket", "training", "alerts"})
+_OBJECT_KEYS = frozenset({"cluster", "bucket", "training", "alerts", "supervisor", "run"})
 # Renamed fields: (object key, old name) -> new name. The old name still works, with a deprecation message.
 # nccl_min_busbw_gbps read as gigabits per second, but the floor is in gigabytes per second (GB/s), the unit
 # nccl-tests reports bus bandwidth in.

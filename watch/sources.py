@@ -31,8 +31,10 @@ class NoStateError(WatchError):
     """Node 0 answered over SSH but holds no aggregator state: alerts are off, or no round has ended yet."""
 
 
-def stack_outputs(cwd: Path, stack: str) -> dict[str, Any]:
-    """`pulumi stack output --json` of the stack, run in its workspace (scripts/watch picks it)."""
+def stack_outputs(cwd: Path, stack: str, require_nodes: bool = True) -> dict[str, Any]:
+    """`pulumi stack output --json` of the stack, run in its workspace (scripts/watch picks it).
+
+    `require_nodes=False` (scripts/supervise): a stack whose compute is released has no nodes, and says so."""
     proc = subprocess.run(
         ["pulumi", "stack", "output", "--json", "--stack", stack, "--non-interactive"],
         cwd=cwd,
@@ -50,7 +52,9 @@ def stack_outputs(cwd: Path, stack: str) -> dict[str, Any]:
         data = json.loads(proc.stdout or "{}")
     except ValueError:
         raise WatchError(f"pulumi printed no JSON for the outputs of '{stack}'") from None
-    if not isinstance(data, dict) or not data.get("nodes"):
+    if not isinstance(data, dict):
+        raise WatchError(f"pulumi printed no JSON object for the outputs of '{stack}'")
+    if require_nodes and not data.get("nodes"):
         raise WatchError(f"stack '{stack}' has no nodes in its outputs; run scripts/up {stack} first")
     return data
 

@@ -1,4 +1,4 @@
-"""`trainstack:supervisor` and `trainstack:run`: refused with key paths, the one run cap, the released phase."""
+"""`trainstack:supervisor` and `trainstack:run`: key-path errors, the one run cap, the released phase."""
 
 from __future__ import annotations
 

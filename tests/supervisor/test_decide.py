@@ -69,7 +69,14 @@ ROWS = [
         ("release",),
         "finishing",
     ),
-    Row("releasing (protect lifted) left half-way", obs(phase="releasing"), (), "releasing", ("release",), "remain"),
+    Row(
+        "releasing (protect lifted) left half-way",
+        obs(phase="releasing"),
+        (),
+        "releasing",
+        ("release",),
+        "remain",
+    ),
     Row("finished and verified", obs(runs=(FINISHED,)), (), "finished", ("release", "summary"), "verifies"),
     Row(
         "one of two jobs finished",
@@ -79,7 +86,9 @@ ROWS = [
         (),
         "training runs",
     ),
-    Row("forged run state: alert, never release", obs(runs=(FORGED,)), (), "unverified", ("notify",), "sha256"),
+    Row(
+        "forged run state: alert, never release", obs(runs=(FORGED,)), (), "unverified", ("notify",), "sha256"
+    ),
     Row(
         "forged, already alerted",
         obs(5, runs=(FORGED,)),
@@ -108,7 +117,14 @@ ROWS = [
     ),
     Row("no cap: never over budget", obs(spent_usd=99_999.0), (), "none", (), "training", Policy(cap_usd=0)),
     Row("idle for 10 min: not yet", obs(10, **IDLE), tuple(idle_rounds(10)), "idle", (), "acts at 30"),
-    Row("idle for 30 min: warn", obs(30, **IDLE), tuple(idle_rounds(30)), "idle", ("notify",), "released in 15"),
+    Row(
+        "idle for 30 min: warn",
+        obs(30, **IDLE),
+        tuple(idle_rounds(30)),
+        "idle",
+        ("notify",),
+        "released in 15",
+    ),
     Row(
         "idle, warned 5 min ago",
         obs(35, **IDLE),
@@ -120,7 +136,11 @@ ROWS = [
     Row(
         "idle, warned 15 min ago: sync and release",
         obs(45, **IDLE),
-        (*idle_rounds(30), past(obs(30, **IDLE), "idle", ("notify",)), *[past(obs(m, **IDLE)) for m in (35, 40)]),
+        (
+            *idle_rounds(30),
+            past(obs(30, **IDLE), "idle", ("notify",)),
+            *[past(obs(m, **IDLE)) for m in (35, 40)],
+        ),
         "idle",
         ("sync", "release", "summary"),
         "releasing",
@@ -136,7 +156,11 @@ ROWS = [
     Row(
         "a warning of an earlier idle episode does not count",
         obs(100, **IDLE),
-        (past(obs(10, **IDLE), "idle", ("notify",)), past(obs(50)), *[past(obs(m, **IDLE)) for m in range(70, 100, 5)]),
+        (
+            past(obs(10, **IDLE), "idle", ("notify",)),
+            past(obs(50)),
+            *[past(obs(m, **IDLE)) for m in range(70, 100, 5)],
+        ),
         "idle",
         ("notify",),
         "released in 15",
@@ -150,7 +174,9 @@ ROWS = [
         ("notify",),
         "aggregator",
     ),
-    Row("blind for 5 min", obs(5, node0_reachable=False, spent_usd=None), (), "blind", (), "not acting blind"),
+    Row(
+        "blind for 5 min", obs(5, node0_reachable=False, spent_usd=None), (), "blind", (), "not acting blind"
+    ),
     Row(
         "blind for 15 min: one alert, no action",
         obs(15, node0_reachable=False, spent_usd=None),

@@ -1,5 +1,5 @@
-"""The supervisor's bucket side against a moto S3 server: the lease (two at once -> exactly one), the run state
-written by the node tool and verified (a forged checksum never verifies), and the audit lines."""
+"""The supervisor's bucket side against a moto S3 server: the lease (two at once -> exactly one), the run
+state written by the node tool and verified (a forged checksum never verifies), and the audit lines."""
 
 from __future__ import annotations
 
@@ -39,18 +39,24 @@ class Clock:
         return self.t
 
 
+def _take(
+    s3: Any, bucket: str, stack: str, holder: str, barrier: threading.Barrier, won: dict[str, bool]
+) -> None:
+    lease = store.Lease(s3, bucket, stack, holder)
+    barrier.wait(timeout=30)
+    won[holder] = lease.acquire()
+
+
 def test_two_supervisors_at_once_exactly_one_holds_the_lease(s3: Any, bucket: str) -> None:
     for attempt in range(10):
         stack = f"race{attempt}"
         barrier = threading.Barrier(2)
         won: dict[str, bool] = {}
 
-        def take(holder: str, stack: str = stack, barrier: threading.Barrier = barrier) -> None:
-            lease = store.Lease(s3, bucket, stack, holder)
-            barrier.wait(timeout=30)
-            won[holder] = lease.acquire()
-
-        threads = [threading.Thread(target=take, args=(h,)) for h in ("laptop", "ci")]
+        threads = [
+            threading.Thread(target=_take, args=(s3, bucket, stack, h, barrier, won))
+            for h in ("laptop", "ci")
+        ]
         for t in threads:
             t.start()
         for t in threads:
@@ -90,7 +96,9 @@ def _upload_run(s3: Any, bucket: str, tmp_path: Path, nodes: int = 1) -> dict[st
     }
 
 
-def test_node_writes_the_run_state_and_the_supervisor_verifies_it(s3: Any, bucket: str, tmp_path: Path) -> None:
+def test_node_writes_the_run_state_and_the_supervisor_verifies_it(
+    s3: Any, bucket: str, tmp_path: Path
+) -> None:
     env = _upload_run(s3, bucket, tmp_path)
     lines = node_bucket.finish(s3, bucket, "trainstack/dev-pod-0/", 0, env)
     assert "finished at step 20" in lines[0]

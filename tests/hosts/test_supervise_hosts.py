@@ -1,0 +1,151 @@
+"""The run that stops costing money by itself (issue #28), on the local RunPod with emulated hosts: a one-pod
+stack trains to the end, writes its run state, and one `scripts/supervise --once` round releases its compute
+through a Pulumi update: the pod is gone, its billing stops, `pulumi preview` shows no changes, the volume and
+the bucket with the verified final checkpoint stay, and the summary reached a local webhook receiver."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.pulumi_cli import REPO
+from tests.hosts.conftest import BRIDGE_IP, HostsEnv
+from tests.hosts.test_local_cluster import BUCKET, STACK, STEPS, Cluster
+from tests.polling import poll
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.root,
+    pytest.mark.allow_hosts(["127.0.0.1", "::1", "localhost", BRIDGE_IP]),
+]
+
+
+class Receiver:
+    """A Slack-style incoming webhook on loopback that keeps every message's text."""
+
+    def __init__(self) -> None:
+        texts: list[str] = []
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                texts.append(json.loads(body)["text"])
+                self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, *_args: Any) -> None:
+                return
+
+        self.texts = texts
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}/hook"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    r = Receiver()
+    yield r
+    r.close()
+
+
+def pod_billed(env: HostsEnv, pod_id: str) -> float:
+    with env.runpod.client() as api:
+        records = api.get("/v2/billing/pods", params={"bucketSize": "day"}).json()["records"]
+    return round(sum(r.get("totalAmount") or 0 for r in records if r.get("podId") == pod_id), 6)
+
+
+def supervise(
+    cluster: Cluster, tmp: Path, receiver: Receiver, *args: str
+) -> subprocess.CompletedProcess[str]:
+    env = cluster.cli.env() | {
+        "TRAINSTACK_LOCAL_WORKSPACES": str(tmp / "ws"),
+        "ALERT_WEBHOOK_URL": receiver.url,
+    }
+    return subprocess.run(
+        [str(REPO / "scripts" / "supervise"), STACK, *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+
+
+def test_finished_run_releases_its_compute_in_one_round(
+    hosts_env: HostsEnv, tmp_path: Path, receiver: Receiver
+) -> None:
+    cluster = Cluster(hosts_env, tmp_path, nodes=1)
+    cluster.config("trainstack:cluster.topology", "pods", path=True)
+    cluster.config("trainstack:delivery_enabled", "true")  # explicit: the test must not lean on a default
+    try:
+        _finish_and_release(cluster, hosts_env, tmp_path, receiver)
+    finally:
+        if cluster.s3.list_buckets()["Buckets"]:
+            cluster.empty_bucket()
+        cluster.cli.run("destroy", "--yes", "--stack", STACK, check=False)
+
+
+def _finish_and_release(cluster: Cluster, env: HostsEnv, tmp: Path, receiver: Receiver) -> None:
+    cluster.up()
+    cluster.allow_moto_uploads()
+    node = cluster.outputs()["nodes"][0]
+    run_id = f"{STACK}-pod-0.{node['pod_id']}"
+    log = poll(
+        lambda: "run state finished" in (text := cluster.log(0, node["pod_id"])) and text,
+        "training to the end and the run state written",
+        180,
+        log=cluster.logs,
+    )
+    assert "training exited with status 0" in log
+    state = json.loads(cluster.s3.get_object(Bucket=BUCKET, Key=f"run/{run_id}/state.json")["Body"].read())
+    assert state["status"] == "finished" and state["last_step"] == STEPS, state
+
+    dry = supervise(cluster, tmp, receiver, "--once", "--dry-run", "--json")
+    assert dry.returncode == 0, dry.stderr
+    assert json.loads(dry.stdout)["decision"] == "finished" and json.loads(dry.stdout)["actions"] == []
+    assert len(env.runpod.admin.live()["pods"]) == 1
+
+    billed_before = pod_billed(env, node["pod_id"])
+    done = supervise(cluster, tmp, receiver, "--once", "--json")
+    assert done.returncode == 0, done.stderr[-4000:]
+    round_ = json.loads(done.stdout)
+    assert (round_["decision"], round_["actions"]) == ("finished", ["release", "summary"]), round_
+
+    live = env.runpod.admin.live()
+    assert live["pods"] == [] and len(live["volumes"]) == 1 and len(live["secrets"]) == 2
+    assert cluster.outputs()["nodes"] == []
+    # The pod's meter is closed: an hour later on the emulator's clock it has billed nothing more.
+    billed_after = pod_billed(env, node["pod_id"])
+    env.runpod.admin.advance(3600)
+    assert pod_billed(env, node["pod_id"]) == billed_after >= billed_before
+    # State is the truth: a preview of the released stack has nothing to do.
+    preview = cluster.cli.run("preview", "--expect-no-changes", "--stack", STACK, check=False)
+    assert preview.returncode == 0, preview.stdout[-3000:] + preview.stderr[-3000:]
+    # The checkpoint the state names is still there, and verifies.
+    head = cluster.s3.head_object(Bucket=BUCKET, Key=state["checkpoint"]["key"])
+    assert head["ContentLength"] == state["checkpoint"]["size"]
+
+    summaries = [t for t in receiver.texts if "run ended" in t]
+    assert len(summaries) == 1 and f"steps: {STEPS}" in summaries[0], receiver.texts
+    assert all("testing" not in t for t in receiver.texts)  # no secret value in any message
+
+    # The next round has nothing to do, and says so; the audit log shows both acting rounds' lines.
+    again = supervise(cluster, tmp, receiver, "--once", "--json")
+    assert json.loads(again.stdout)["decision"] == "none", again.stdout
+    audit = supervise(cluster, tmp, receiver, "--log")
+    kinds = [json.loads(line)["decision"]["kind"] for line in audit.stdout.splitlines()]
+    assert kinds == ["finished", "finished", "none"], audit.stdout
+    print(f"released: billed ${billed_after:.4f} for the pod; messages: {receiver.texts}")

@@ -1,7 +1,8 @@
 """The run that stops costing money by itself (issue #28), on the local RunPod with emulated hosts: a one-pod
-stack trains to the end, writes its run state, and one `scripts/supervise --once` round releases its compute
-through a Pulumi update: the pod is gone, its billing stops, `pulumi preview` shows no changes, the volume and
-the bucket with the verified final checkpoint stay, and the summary reached a local webhook receiver."""
+stack (protected, as prod is) trains to the end, writes its run state, and one `scripts/supervise --once`
+round releases its compute through a Pulumi update: the pod is gone, its billing stops, `pulumi preview` shows
+no changes, the volume and the bucket with the verified final checkpoint stay, and the summary reached a local
+webhook receiver. Phase back to active and an up then resume training from that checkpoint."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import pytest
 
 from harness.pulumi_cli import REPO
 from tests.hosts.conftest import BRIDGE_IP, HostsEnv
-from tests.hosts.test_local_cluster import BUCKET, STACK, STEPS, Cluster
+from tests.hosts.test_local_cluster import BUCKET, STACK, STEPS, Cluster, first_step
 from tests.polling import poll
 
 pytestmark = [
@@ -34,7 +35,7 @@ class Receiver:
         texts: list[str] = []
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+            def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 texts.append(json.loads(body)["text"])
                 self.send_response(200)
@@ -90,9 +91,14 @@ def test_finished_run_releases_its_compute_in_one_round(
     cluster = Cluster(hosts_env, tmp_path, nodes=1)
     cluster.config("trainstack:cluster.topology", "pods", path=True)
     cluster.config("trainstack:delivery_enabled", "true")  # explicit: the test must not lean on a default
+    # Protected, as prod is: the release must still remove the compute (phase releasing lifts it first).
+    cluster.config("trainstack:protect", "true")
     try:
         _finish_and_release(cluster, hosts_env, tmp_path, receiver)
+        _resume(cluster)
     finally:
+        cluster.config("trainstack:protect", "false")
+        cluster.cli.run("up", "--yes", "--stack", STACK, check=False)  # records protect off
         if cluster.s3.list_buckets()["Buckets"]:
             cluster.empty_bucket()
         cluster.cli.run("destroy", "--yes", "--stack", STACK, check=False)
@@ -149,3 +155,19 @@ def _finish_and_release(cluster: Cluster, env: HostsEnv, tmp: Path, receiver: Re
     kinds = [json.loads(line)["decision"]["kind"] for line in audit.stdout.splitlines()]
     assert kinds == ["finished", "finished", "none"], audit.stdout
     print(f"released: billed ${billed_after:.4f} for the pod; messages: {receiver.texts}")
+
+
+def _resume(cluster: Cluster) -> None:
+    """Phase back to active and an up: a new pod, which resumes from the final checkpoint in the bucket."""
+    cluster.config("trainstack:run.phase", "active", path=True)
+    cluster.up()
+    cluster.allow_moto_uploads()
+    node = cluster.outputs()["nodes"][0]
+    log = poll(
+        lambda: ("training exited with status 0" in (text := cluster.log(0, node["pod_id"])) and text),
+        "the resumed run",
+        180,
+        log=cluster.logs,
+    )
+    # The volume kept the local copy (it says so against the bucket's); without a volume it is fetched.
+    assert first_step(log) == STEPS and ("fetched step-" in log or "as new as the bucket's" in log), log

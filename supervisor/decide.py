@@ -117,10 +117,18 @@ def _idle_now(obs: Observation, policy: Policy) -> str | None:
         return f"training exited with status {failed[0].exit_status} ({failed[0].run_id})"
     if obs.nodes == 0 or obs.node0_reachable is not True:
         return None
+    # A step to compare across rounds, and GPUs that are not busy: low, or unknown (no NVML on the node).
+    # GPUs reading busy are never idle, even at a stalled step (a run this supervisor cannot judge).
+    if obs.step is not None and obs.gpu_util_max is None:
+        return "GPU utilisation unknown (no GPU metrics)"
+    if (
+        obs.step is not None
+        and obs.gpu_util_max is not None
+        and obs.gpu_util_max * 100 < policy.idle_util_pct
+    ):
+        return f"GPU utilisation at most {obs.gpu_util_max:.0%} (under {policy.idle_util_pct:g}%)"
     if obs.aggregator_age_s is not None and obs.aggregator_age_s >= policy.idle_for_min * 60:
         return f"node 0 answers but its aggregator's last round is {_min(obs.aggregator_age_s)} old"
-    if obs.gpu_util_max is not None and obs.gpu_util_max * 100 < policy.idle_util_pct:
-        return f"GPU utilisation at most {obs.gpu_util_max:.0%} (under {policy.idle_util_pct:g}%)"
     return None
 
 

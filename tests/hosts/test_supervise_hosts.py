@@ -2,13 +2,17 @@
 stack (protected, as prod is) trains to the end, writes its run state, and one `scripts/supervise --once`
 round releases its compute through a Pulumi update: the pod is gone, its billing stops, `pulumi preview` shows
 no changes, the volume and the bucket with the verified final checkpoint stay, and the summary reached a local
-webhook receiver. Phase back to active and an up then resume training from that checkpoint."""
+webhook receiver. Phase back to active and an up then resume training from that checkpoint. And a job stopped
+with SIGSTOP: one warning, then after the grace (on the emulator's clock) a last sync and the release."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -17,8 +21,18 @@ from typing import Any
 import pytest
 
 from harness.pulumi_cli import REPO
+from supervisor.cli import Round
 from tests.hosts.conftest import BRIDGE_IP, HostsEnv
-from tests.hosts.test_local_cluster import BUCKET, STACK, STEPS, Cluster, first_step
+from tests.hosts.test_local_cluster import (
+    BUCKET,
+    STACK,
+    STEPS,
+    Cluster,
+    first_step,
+    namespaces,
+    netns_inodes,
+    processes_in,
+)
 from tests.polling import poll
 
 pytestmark = [
@@ -164,10 +178,104 @@ def _resume(cluster: Cluster) -> None:
     cluster.allow_moto_uploads()
     node = cluster.outputs()["nodes"][0]
     log = poll(
-        lambda: ("training exited with status 0" in (text := cluster.log(0, node["pod_id"])) and text),
+        lambda: "training exited with status 0" in (text := cluster.log(0, node["pod_id"])) and text,
         "the resumed run",
         180,
         log=cluster.logs,
     )
     # The volume kept the local copy (it says so against the bucket's); without a volume it is fetched.
     assert first_step(log) == STEPS and ("fetched step-" in log or "as new as the bucket's" in log), log
+
+
+def _stop_training(env: HostsEnv) -> list[int]:
+    """SIGSTOP every node's torchrun and worker, found by id inside the nodes' own network namespaces."""
+    inodes = netns_inodes(namespaces(env))
+    stopped = []
+    for pid in processes_in(inodes):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if "train/train.py" in cmdline:
+            os.kill(pid, signal.SIGSTOP)
+            stopped.append(pid)
+    return stopped
+
+
+def test_stopped_job_warns_once_then_releases_after_the_grace_on_the_emulators_clock(
+    hosts_env: HostsEnv, tmp_path: Path, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A 2-node Instant Cluster: its agents serve on the fabric, where node 0's aggregator scrapes them (a
+    # pool pod's agent listens on loopback only, so its aggregator has no step to show; docs/SUPERVISOR.md).
+    cluster = Cluster(hosts_env, tmp_path, nodes=2)
+    cluster.config("trainstack:delivery_enabled", "true")
+    # An aggregator round every 3 s; idle after 10 min, released 5 min after the warning (as JSON: `--path`
+    # would store 0.05 as text).
+    cluster.config("trainstack:alerts", json.dumps({"interval_min": 0.05}))
+    cluster.config("trainstack:supervisor", json.dumps({"idle_for_min": 10, "idle_grace_min": 5}))
+    try:
+        _idle_then_release(cluster, hosts_env, receiver, monkeypatch)
+    finally:
+        if cluster.s3.list_buckets()["Buckets"]:
+            cluster.empty_bucket()
+        cluster.cli.run("destroy", "--yes", "--stack", STACK, check=False)
+
+
+def _idle_then_release(
+    cluster: Cluster, env: HostsEnv, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cluster.up()
+    cluster.allow_moto_uploads()
+    nodes = cluster.outputs()["nodes"]
+    node = nodes[0]
+    metrics = cluster.volume_dir() / "trainstack" / "metrics"
+    progress = metrics / f"progress-node-0.{node['pod_id']}.jsonl"
+
+    def diagnose() -> str:
+        found = sorted(p.name for p in metrics.iterdir()) if metrics.is_dir() else []
+        agg = metrics / "aggregator.log"
+        return f"metrics/: {found}\n{agg.read_text()[-2000:] if agg.exists() else ''}\n{cluster.logs()}"
+
+    poll(lambda: progress.exists() and progress.read_text().strip(), "a progress line", 120, 0.2, diagnose)
+    stopped = _stop_training(env)
+    assert stopped, "no training process found in the node's namespace"
+    state_file = metrics / "aggregator.json"
+    after = time.time() + 4
+
+    def settled() -> float | None:
+        try:
+            state = json.loads(state_file.read_text())
+        except (OSError, ValueError):
+            return None
+        rows = state.get("nodes") or []
+        step = rows[0].get("step") if rows else None
+        return float(step) if step is not None and state.get("time", 0) > after else None
+
+    step = poll(settled, "the aggregator seeing the stopped job's last step", 60, 0.5, diagnose)
+    assert step < STEPS
+
+    for name, value in cluster.cli.env().items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("ALERT_WEBHOOK_URL", receiver.url)
+    sup = Round(STACK, cluster.cli.project, s3=cluster.s3, clock=env.runpod.admin.now)
+    kinds = []
+    for _ in range(4):  # rounds 5 min apart on the emulator's clock: idle 0, 5, 10 (warn), then grace over
+        record = sup.run_once()
+        kinds.append((record.decision.kind, record.done))
+        if "release" in record.done:
+            break
+        env.runpod.admin.advance(300)
+    assert kinds == [
+        ("idle", ()),
+        ("idle", ()),
+        ("idle", ("notify",)),
+        ("idle", ("sync", "release", "summary")),
+    ], kinds
+    warnings = [t for t in receiver.texts if "released in 5 min" in t]
+    assert len(warnings) == 1 and f"step {step:g}" in warnings[0], receiver.texts
+    assert any("run ended" in t for t in receiver.texts)
+    live = env.runpod.admin.live()
+    assert live["pods"] == [] and live["clusters"] == [] and len(live["volumes"]) == 1
+    # The last sync: SIGTERM reached each start script, whose own path uploads the newest checkpoint.
+    for n in nodes:
+        assert "SIGTERM: stopping training" in cluster.log(n["rank"], n["pod_id"]), cluster.logs()

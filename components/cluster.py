@@ -31,6 +31,7 @@ from components.config import (
 )
 from components.delivery import deliver_to_nodes
 from components.render import Artifacts, Node, render_artifacts
+from components.supervisor_config import run_cost_cap
 from facts import secrets
 from facts.gpus import GPUS
 from facts.money import HOURS_PER_MONTH
@@ -149,6 +150,7 @@ class H100Cluster(pulumi.ComponentResource):
         registry = self._registry(name, cfg, args.registry_password, child)
         # What RunPod bills under its own id (scripts/watch reads the bill); members bill under their cluster.
         billed: dict[str, Any] = {"cluster_id": None, "volume_id": volume.volume_id if volume else None}
+        nodes: pulumi.Output[list[Node]]
         if phase == "released":  # compute released: volume, bucket and secrets stay
             nodes = pulumi.Output.from_input([])
         elif cfg.cluster.topology == "cluster":
@@ -201,6 +203,8 @@ class H100Cluster(pulumi.ComponentResource):
                 "cost_per_run": self.cost_per_run,
                 "forecast": self.forecast,
                 "billed_ids": self.billed_ids,
+                # The run's one cost cap (trainstack:run.max_cost_usd; 0: none): the policy pack reads it.
+                "run_cost_cap_usd": run_cost_cap(cfg),
             }
         )
 

@@ -78,7 +78,9 @@ def test_old_run_cap_keys_still_pass_with_a_notice_naming_the_one_cap(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     old = tmp_path / "old.json"
-    old.write_text('{"run-cost-limit": {"max_run_usd": 10}, "run-cost-within-budget": {"max_run_cost_usd": 5}}')
+    old.write_text(
+        '{"run-cost-limit": {"max_run_usd": 10}, "run-cost-within-budget": {"max_run_cost_usd": 5}}'
+    )
     assert main([str(old)]) == 0
     err = capsys.readouterr().err
     assert err.count("trainstack:run.max_cost_usd") == 2

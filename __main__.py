@@ -30,6 +30,7 @@ from components.guards import check_before_registering, forecast_problems  # noq
 from stackconfig.alerts import webhook_notice  # noqa: E402
 from stackconfig.config import ConfigError  # noqa: E402
 from stackconfig.rules import unverified_spend_limit_notice  # noqa: E402
+from stackconfig.supervisor import cap_notice  # noqa: E402
 
 REPO = Path(__file__).resolve().parent
 OUT_DIR = Path(os.environ.get("TRAINSTACK_OUT_DIR", REPO / "out"))
@@ -57,6 +58,9 @@ def main() -> None:
     alerts_notice = webhook_notice(config)
     if alerts_notice:  # alerts that reach no chat are worth one line at every preview
         warn(alerts_notice)
+    renamed_cap = cap_notice(config)
+    if renamed_cap:
+        warn(renamed_cap)
     notice = unverified_spend_limit_notice(config)
     if notice:  # on preview and up alike: the one thing about money no check here can confirm
         warn(notice)

@@ -8,6 +8,7 @@ from forecast.stack import stack_forecast
 from stackconfig.alerts import alert_rules
 from stackconfig.config import StackConfig
 from stackconfig.pricing import stack_price
+from stackconfig.supervisor import run_cost_cap
 from train.monitor.rules import AlertRules
 
 
@@ -23,4 +24,5 @@ def stack_alert_rules(config: StackConfig) -> AlertRules:
         planned_hours=hours,  # the whole run, every segment: what the budget is for
         min_busbw_gb_per_s=t.nccl_min_busbw_gb_per_s,
         gpu_memory_bytes=gpu.memory_gb * 1e9,
+        budget_usd=run_cost_cap(config),  # the run's one cap (trainstack:run.max_cost_usd)
     )

@@ -52,6 +52,7 @@ from stackconfig.config import (
     load_stack_config,
     secret_config_key,
 )
+from stackconfig.supervisor import run_cost_cap
 
 __all__ = ["H100Cluster", "H100ClusterArgs", "read_secret_values", "read_stack_config", "write_artifacts"]
 
@@ -120,14 +121,22 @@ class H100Cluster(pulumi.ComponentResource):
             for env in cfg.training.secrets
         ]
         props = _container_fields(name, cfg, volume)
+        # trainstack:run.phase (stackconfig/supervisor.py): `releasing` lifts protect from the compute
+        # alone, so that `released`, which declares none, can remove it even on a protected stack.
+        phase = cfg.run.phase
         after = pulumi.ResourceOptions(
-            parent=self, depends_on=[*secrets, *([bucket] if bucket else [])], protect=cfg.protect
+            parent=self,
+            depends_on=[*secrets, *([bucket] if bucket else [])],
+            protect=cfg.protect and phase == "active",
         )
         priced: list[Any] = [*secrets, *([volume] if volume else [])]
         registry = self._registry(name, cfg, args.registry_password, child)
         # What RunPod bills under its own id (scripts/watch reads the bill); members bill under their cluster.
         billed: dict[str, Any] = {"cluster_id": None, "volume_id": volume.volume_id if volume else None}
-        if cfg.cluster.topology == "cluster":
+        nodes: pulumi.Output[list[Node]]
+        if phase == "released":  # compute released: volume, bucket and secrets stay
+            nodes = pulumi.Output.from_input([])
+        elif cfg.cluster.topology == "cluster":
             cluster = InstantCluster(f"{name}-cluster", _cluster_inputs(name, cfg, props), after)
             priced.append(cluster)
             billed["cluster_id"] = cluster.cluster_id
@@ -142,12 +151,16 @@ class H100Cluster(pulumi.ComponentResource):
                 *[pulumi.Output.all(p.private_ip, p.pod_id, p.ssh_host, p.ssh_port) for p in pods]
             ).apply(_pod_nodes)
 
-        self.artifacts = nodes.apply(lambda ns: render_artifacts(name, cfg, ns, args.s3_endpoint_url))
+        self.artifacts = nodes.apply(
+            lambda ns: render_artifacts(name, cfg, ns, args.s3_endpoint_url) if ns else Artifacts("", "")
+        )
         self.nodes = nodes.apply(lambda ns: [_node_output(n) for n in ns])
         self.billed_ids = pulumi.Output.from_input(billed)
         # Copies each node's files over SSH and starts its script, when trainstack:delivery_enabled is true.
-        self.deliveries = deliver_to_nodes(
-            name, cfg, nodes, self.artifacts, pulumi.ResourceOptions(parent=self)
+        self.deliveries = (
+            []
+            if phase == "released"
+            else deliver_to_nodes(name, cfg, nodes, self.artifacts, pulumi.ResourceOptions(parent=self))
         )
         self.hostfile = self.artifacts.apply(lambda a: a.hostfile)
         self.hosts = self.artifacts.apply(lambda a: a.hosts)
@@ -178,6 +191,8 @@ class H100Cluster(pulumi.ComponentResource):
                 "cost_per_run_basis": self.cost_per_run_basis,
                 "forecast": self.forecast,
                 "billed_ids": self.billed_ids,
+                # The run's one cost cap (trainstack:run.max_cost_usd; 0: none): the policy pack reads it.
+                "run_cost_cap_usd": run_cost_cap(cfg),
             }
         )
 

@@ -68,6 +68,26 @@ class _Job:
     master_addr: str
     shard_by_node: bool  # cluster: each node reads its own data shard; pods: every trial reads all data
     index: int  # the node's rank in the stack's node list (cluster rank or pool index)
+    primary_pod_id: str = ""  # the pod of the job's rank 0
+
+    @property
+    def run_id(self) -> str:
+        return run_id(self.name, self.primary_pod_id)
+
+
+def run_id(job_name: str, primary_pod_id: str) -> str:
+    """One rental of a job's compute: the job and the pod of its rank 0, so the next `up` after a release
+    (new pods) starts a new run. The run's record is `run/<run id>/state.json` in the bucket."""
+    return f"{job_name}.{primary_pod_id}"
+
+
+def stack_run_ids(stack: str, topology: str, pod_ids: Sequence[str]) -> list[str]:
+    """The run ids of a stack's jobs, from its nodes' pod ids in rank order (what scripts/supervise reads)."""
+    if not pod_ids:
+        return []
+    if topology == "cluster":
+        return [run_id(stack, pod_ids[0])]
+    return [run_id(f"{stack}-pod-{rank}", pod_id) for rank, pod_id in enumerate(pod_ids)]
 
 
 def render_hostfile(nodes: Sequence[Node], gpus_per_node: int) -> str:
@@ -151,6 +171,7 @@ def _assignments(
         "TRAINSTACK_METRICS_INTERVAL_S": f"{t.metrics_interval_s:g}",
         "TRAINSTACK_SHARD_BY_NODE": int(job.shard_by_node),
         "TRAINSTACK_POD_INDEX": job.index,
+        "TRAINSTACK_RUN_ID": job.run_id,
     }
     lines = [
         "# Identity of this node; RunPod's injected variables take precedence (see section 1 below).",
@@ -186,9 +207,9 @@ def _job(stack: str, config: StackConfig, nodes: Sequence[Node], rank: int) -> _
     if node is None:
         raise ValueError(f"no node with rank {rank} among ranks {[n.rank for n in nodes]}")
     if config.cluster.topology == "cluster":
-        return _Job(stack, rank, len(nodes), nodes[0].ip, shard_by_node=True, index=rank)
+        return _Job(stack, rank, len(nodes), nodes[0].ip, True, rank, nodes[0].pod_id)
     # A pod of the pool is a single-node job of its own, so it is its own primary.
-    return _Job(f"{stack}-pod-{rank}", 0, 1, "127.0.0.1", shard_by_node=False, index=rank)
+    return _Job(f"{stack}-pod-{rank}", 0, 1, "127.0.0.1", False, rank, node.pod_id)
 
 
 def _checked(nodes: Sequence[Node]) -> list[Node]:

@@ -90,6 +90,11 @@ class Admin:
         result: dict[str, Any] = self._call("PATCH", "/limits", changes)
         return result
 
+    def now(self) -> float:
+        """The emulator's clock (scaled wall time plus every `advance`)."""
+        now: float = self._call("GET", "/clock")["now"]
+        return now
+
     def advance(self, seconds: float) -> float:
         now: float = self._call("POST", "/clock/advance", {"seconds": seconds})["now"]
         return now

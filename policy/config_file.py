@@ -176,6 +176,24 @@ def problems_in(text: str, allow_unenforced_budget: bool = False) -> list[str]:
     return out
 
 
+# The run's cap under its old names: still read (unless the stack sets the one cap), with a notice.
+DEPRECATED_CAPS = {("run-cost-limit", "max_run_usd"), ("run-cost-within-budget", "max_run_cost_usd")}
+RUN_CAP_KEY = "trainstack:run.max_cost_usd"
+
+
+def deprecation_notices(text: str) -> list[str]:
+    """A line per old run-cap key in the file, naming the one cap that replaces it."""
+    doc, problems = _parse(text)
+    if problems or not isinstance(doc, Mapping):
+        return []
+    return [
+        f"{policy}.{key}: deprecated; the run's one cost cap is {RUN_CAP_KEY} in the stack config (read by "
+        "the policy pack, the alerts and scripts/supervise); until it is set this value still applies"
+        for policy, key in sorted(DEPRECATED_CAPS)
+        if isinstance(doc.get(policy), Mapping) and key in doc[policy]
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     files = list(sys.argv[1:] if argv is None else argv)
     allow = os.environ.get(OVERRIDE_ENV) == "1"
@@ -186,7 +204,10 @@ def main(argv: list[str] | None = None) -> int:
     for name in files:
         path = Path(name)
         try:
-            problems = problems_in(path.read_text(), allow_unenforced_budget=allow)
+            text = path.read_text()
+            problems = problems_in(text, allow_unenforced_budget=allow)
+            for notice in deprecation_notices(text):
+                print(f"{name}: warning: {notice}", file=sys.stderr)
         except OSError as exc:
             problems = [f"(file): cannot be read ({exc.strerror}); check the path"]
         for problem in problems:

@@ -9,7 +9,7 @@
       temperature_max_c: 85
       stalled_after_min: 15         # no new training step: critical
       keep_firing_for_min: 5        # resolve only after the condition is false this long (no flapping)
-      budget_usd: 5000              # projected run cost above this: critical (0: no rule)
+      budget_usd: 5000              # deprecated: trainstack:run.max_cost_usd is the run's one cap
 
 Defaults follow the source article's golden metrics (healthy GPU utilisation 75-95 %, NVMe under 100 us);
 the all-reduce floor is `training.nccl_min_busbw_gb_per_s`, the cost per hour the stack's own. The same values
@@ -78,6 +78,7 @@ def alert_rules(
     planned_hours: float,
     min_busbw_gb_per_s: float,
     gpu_memory_bytes: float,
+    budget_usd: float | None = None,
 ) -> AlertRules:
     """The record the aggregator applies: the config's units turned into seconds and ratios."""
     return AlertRules(
@@ -95,7 +96,7 @@ def alert_rules(
         startup_grace_s=alerts.startup_grace_min * 60,
         unreachable_after=alerts.unreachable_after_rounds,
         keep_firing_for_s=alerts.keep_firing_for_min * 60,
-        budget_usd=alerts.budget_usd,
+        budget_usd=alerts.budget_usd if budget_usd is None else budget_usd,
         cost_per_hour_usd=cost_per_hour_usd,
         planned_hours=planned_hours,
         gpu_memory_bytes=gpu_memory_bytes,

@@ -36,8 +36,10 @@ class NoStateError(WatchError):
     """Node 0 answered over SSH but holds no aggregator state: alerts are off, or no round has ended yet."""
 
 
-def stack_outputs(cwd: Path, stack: str) -> dict[str, Any]:
-    """`pulumi stack output --json` of the stack, run in its workspace (scripts/watch picks it)."""
+def stack_outputs(cwd: Path, stack: str, require_nodes: bool = True) -> dict[str, Any]:
+    """`pulumi stack output --json` of the stack, run in its workspace (scripts/watch picks it).
+
+    `require_nodes=False` (scripts/supervise): a stack whose compute is released has no nodes, and says so."""
     if not (cwd / "Pulumi.yaml").is_file():
         raise NotUpError(f"stack '{stack}' is not up here (no workspace at {cwd}); run scripts/up {stack}")
     proc = subprocess.run(
@@ -59,7 +61,9 @@ def stack_outputs(cwd: Path, stack: str) -> dict[str, Any]:
         data = json.loads(proc.stdout or "{}")
     except ValueError:
         raise WatchError(f"pulumi printed no JSON for the outputs of '{stack}'") from None
-    if not isinstance(data, dict) or not data.get("nodes"):
+    if not isinstance(data, dict):
+        raise WatchError(f"pulumi printed no JSON object for the outputs of '{stack}'")
+    if require_nodes and not data.get("nodes"):
         raise NotUpError(f"stack '{stack}' has no nodes in its outputs; run scripts/up {stack} first")
     return data
 

@@ -10,6 +10,7 @@ from pydantic import Field
 
 from facts.money import burn_per_hour
 from policy.rules.common import (
+    RUN_CAP_KEY,
     RUNPOD_TYPES,
     PolicyConfig,
     Resource,
@@ -18,6 +19,7 @@ from policy.rules.common import (
     load_config,
     number,
     read,
+    stack_run_cap,
     usd,
 )
 
@@ -132,15 +134,19 @@ def check_run_cost(args: StackValidationArgs, report: ReportViolation) -> None:
     longest = max(declared, default=cfg.default_run_hours)
     parts = [(c, c.run_hours if c.run_hours is not None else longest) for c in items]
     total = round(sum(c.burn * hours for c, hours in parts), 2)
-    if total <= cfg.max_run_usd:
+    # The stack's one run cap wins over this policy's own (deprecated) key when the stack sets it.
+    stack_cap = stack_run_cap(args.resources)
+    cap, key = (
+        (stack_cap, RUN_CAP_KEY) if stack_cap else (cfg.max_run_usd, "`max_run_usd` in the policy config")
+    )
+    if total <= cap:
         return
     ranked = sorted(parts, key=lambda part: part[0].burn * part[1], reverse=True)
     shown = listing([f"{c.name}: {usd(round(c.burn, 2))}/h x {h:g} h" for c, h in ranked if c.burn > 0])
     assumed = "" if declared else f" (no training.max_run_hours set: assumed {longest:g} h)"
     report(
-        f"one run costs {usd(total)} ({shown}){assumed}, {usd(round(total - cfg.max_run_usd, 2))} over the "
-        f"configured cap of {usd(cfg.max_run_usd)}. Shorten training.max_run_hours, use fewer GPUs, or "
-        "raise `max_run_usd` in the policy config.",
+        f"one run costs {usd(total)} ({shown}){assumed}, {usd(round(total - cap, 2))} over the "
+        f"configured cap of {usd(cap)}. Shorten training.max_run_hours, use fewer GPUs, or raise {key}.",
         None,
     )
 

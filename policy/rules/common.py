@@ -229,3 +229,18 @@ def load_config(model: type[ConfigT], given: Mapping[str, Any], report: ReportVi
             None,
         )
         return None
+
+
+RUN_CAP_KEY: Final = "trainstack:run.max_cost_usd"
+STACK_COMPONENT: Final = "trainstack:index:H100Cluster"
+
+
+def stack_run_cap(resources: Sequence[Resource]) -> float | None:
+    """The run's one cost cap from the stack config (`trainstack:run.max_cost_usd`, the H100Cluster's
+    `run_cost_cap_usd` output), or None when the stack sets none: the policy config's own key then stands."""
+    for res in resources:
+        if res.resource_type == STACK_COMPONENT:
+            cap = number(read(res.props, "run_cost_cap_usd"))
+            if cap:
+                return cap
+    return None

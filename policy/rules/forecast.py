@@ -15,12 +15,14 @@ from pulumi_policy import EnforcementLevel, ReportViolation, StackValidationArgs
 from pydantic import Field
 
 from policy.rules.common import (
+    RUN_CAP_KEY,
     PolicyConfig,
     Resource,
     config_schema,
     load_config,
     number,
     read,
+    stack_run_cap,
     usd,
 )
 
@@ -91,9 +93,13 @@ def check_run_cost(args: StackValidationArgs, report: ReportViolation) -> None:
     cfg = load_config(BudgetConfig, args.get_config(), report)
     if cfg is None:
         return
+    # The stack's one run cap wins over this policy's own (deprecated) key when the stack sets it.
+    stack_cap = stack_run_cap(args.resources)
+    cap = stack_cap or cfg.max_run_cost_usd
+    key = RUN_CAP_KEY if stack_cap else "`max_run_cost_usd` in the policy config"
     for res, fc in forecasts(args.resources):
         cost, hours, per_hour = (number(read(fc, k)) for k in ("run_cost_usd", "hours", "usd_per_hour"))
-        if fc is None or cost is None or cost <= cfg.max_run_cost_usd:
+        if fc is None or cost is None or cost <= cap:
             continue
         spot = number(read(fc, "spot_run_cost_usd"))
         spot_note = f" (at the spot bid: {usd(round(spot, 2))})" if spot is not None else ""
@@ -101,9 +107,9 @@ def check_run_cost(args: StackValidationArgs, report: ReportViolation) -> None:
         report(
             f"stack '{res.name}': the forecast run costs {usd(round(cost, 2))}{spot_note}, "
             f"{hours or 0:.1f} h x {usd(per_hour or 0)}/h on-demand for {flops:.3g} FLOPs at MFU "
-            f"{mfu:.2f}: {usd(round(cost - cfg.max_run_cost_usd, 2))} over the "
-            f"budget of {usd(cfg.max_run_cost_usd)}. Train on fewer tokens, use LoRA, or raise "
-            "`max_run_cost_usd` in the policy config if the budget allows it.",
+            f"{mfu:.2f}: {usd(round(cost - cap, 2))} over the "
+            f"budget of {usd(cap)}. Train on fewer tokens, use LoRA, or raise "
+            f"{key} if the budget allows it.",
             None,
         )
 

@@ -40,7 +40,9 @@ def _as_rank(node0: str, stack: str, rank: int) -> str:
     text = "".join(lines).replace("TRAINSTACK_POD_INDEX:-0}", f"TRAINSTACK_POD_INDEX:-{rank}}}", 1)
     if "(topology cluster" in lines[1]:
         return text.replace("RENDERED_NODE_RANK=0\n", f"RENDERED_NODE_RANK={rank}\n", 1)
-    return text.replace(f"{stack}-pod-0", f"{stack}-pod-{rank}")
+    text = text.replace(f"{stack}-pod-0", f"{stack}-pod-{rank}")
+    # its run id names its own pod (tests/components/conftest.py's fake pod ids); a cluster's names node 0's
+    return text.replace(f"-pod-{rank}.pod000}}", f"-pod-{rank}.pod{rank:03d}}}", 1)
 
 
 @pytest.mark.parametrize("stack", STACKS)

@@ -109,4 +109,22 @@ def test_cli_names_the_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert main([str(good)]) == 0
     assert main([str(good), str(bad)]) == 2
     err = capsys.readouterr().err
-    assert f"{bad}: hourly-burn-limit.max_hourly_usd:" in err and str(good) not in err
+    assert f"{bad}: hourly-burn-limit.max_hourly_usd:" in err
+    # the good file gets only the old run-cap keys' notices (#28), never a problem
+    assert all(": warning: " in line for line in err.splitlines() if line.startswith(str(good)))
+
+
+def test_old_run_cap_keys_still_pass_with_a_notice_naming_the_one_cap(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    old = tmp_path / "old.json"
+    old.write_text(
+        '{"run-cost-limit": {"max_run_usd": 10}, "run-cost-within-budget": {"max_run_cost_usd": 5}}'
+    )
+    assert main([str(old)]) == 0
+    err = capsys.readouterr().err
+    assert err.count("trainstack:run.max_cost_usd") == 2
+    assert "run-cost-limit.max_run_usd: deprecated" in err
+    new = tmp_path / "new.json"
+    new.write_text('{"run-cost-limit": {"default_run_hours": 8}}')
+    assert main([str(new)]) == 0 and capsys.readouterr().err == ""

@@ -191,6 +191,7 @@ HOSTILE_LINES = [
 ]
 
 
+@pytest.mark.services  # starts the agent (python -m train.node.agent) and reads it over HTTP
 def test_hostile_progress_lines_are_refused_and_the_agent_goes_on_over_http(tmp_path: Path) -> None:
     port = _free_port()
     progress = tmp_path / "progress.jsonl"

@@ -1,19 +1,28 @@
 """Checkpoint transfer between the node and the S3 bucket; checkpoints are immutable files named step-<n>.pt.
 
     python -m train.node.bucket resume|sync|newest
+    python -m train.node.bucket finish STATUS
 
 resume: fetch the bucket's newest checkpoint unless a local one is as new. sync: upload every local
 checkpoint the bucket lacks. newest: upload only the newest local one, without listing the bucket (it runs
-inside a spot pod's 5 s notice, and a re-upload is harmless). Reads TRAINSTACK_CHECKPOINT_BUCKET,
-TRAINSTACK_CHECKPOINT_PREFIX and TRAINSTACK_CHECKPOINT_DIR; boto3 finds the credentials itself.
+inside a spot pod's 5 s notice, and a re-upload is harmless). finish (after the final sync, STATUS is
+training's exit status): every node marks `run/<run id>/synced/<rank>`; the job's rank 0 waits for every
+node's mark, then writes the run's own record `run/<run id>/state.json` (status, last step, the newest
+checkpoint's key, size and sha256 as it is in the bucket), which scripts/supervise verifies before it calls
+the run finished (docs/SUPERVISOR.md). Reads TRAINSTACK_CHECKPOINT_BUCKET, TRAINSTACK_CHECKPOINT_PREFIX,
+TRAINSTACK_CHECKPOINT_DIR (finish: TRAINSTACK_RUN_ID, NODE_RANK, NUM_NODES, TRAINSTACK_PROGRESS_FILE,
+TRAINSTACK_STARTED_AT, TRAINSTACK_FINISH_WAIT_S); boto3 finds the credentials itself.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 import sys
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 NAME_RE = re.compile(r"^step-(\d+)\.pt$")
@@ -60,10 +69,87 @@ def run(mode: str, s3: Any, bucket: str, prefix: str, local: str) -> list[str]:
     return done
 
 
+def state_key(run_id: str) -> str:
+    """Where a run's own record lives in the bucket (scripts/supervise reads the same key)."""
+    return f"run/{run_id}/state.json"
+
+
+def object_sha256(s3: Any, bucket: str, key: str, chunk: int = 8 << 20) -> tuple[int, str]:
+    """Size and sha256 of an object as the bucket holds it, streamed (never whole in memory)."""
+    body = s3.get_object(Bucket=bucket, Key=key)["Body"]
+    digest, size = hashlib.sha256(), 0
+    for part in iter(lambda: body.read(chunk), b""):
+        digest.update(part)
+        size += len(part)
+    return size, digest.hexdigest()
+
+
+def _last_progress(path: str) -> dict[str, Any]:
+    """The newest line of the training-progress file (docs/NODE-HEALTH.md), or {} without one."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = [line for line in f.read().splitlines() if line.strip()]
+        last = json.loads(lines[-1]) if lines else {}
+    except (OSError, ValueError):
+        return {}
+    return last if isinstance(last, dict) else {}
+
+
+def finish(
+    s3: Any,
+    bucket: str,
+    prefix: str,
+    status: int,
+    env: Mapping[str, str],
+    clock: Callable[[], float] = time.time,
+    sleep: Callable[[float], None] = time.sleep,
+) -> list[str]:
+    """Mark this node synced; on the job's rank 0, wait for every node, then write the run's record."""
+    run_id, rank, nodes = env["TRAINSTACK_RUN_ID"], int(env["NODE_RANK"]), int(env["NUM_NODES"])
+    marks = f"run/{run_id}/synced/"
+    s3.put_object(Bucket=bucket, Key=f"{marks}{rank}", Body=json.dumps({"status": status}).encode())
+    if rank != 0:
+        return [f"marked node {rank} synced"]
+    deadline = clock() + float(env.get("TRAINSTACK_FINISH_WAIT_S") or 600)
+    seen: set[str] = set()
+    while True:
+        pages = s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=marks)
+        seen = {o["Key"][len(marks) :] for page in pages for o in page.get("Contents", [])}
+        if len(seen) >= nodes or clock() >= deadline:
+            break
+        sleep(5)
+    missing = sorted(set(map(str, range(nodes))) - seen)
+    there = remote(s3, bucket, prefix)
+    record: dict[str, Any] = {
+        "version": 1,
+        "run_id": run_id,
+        "status": "finished" if status == 0 and not missing else "failed",
+        "exit_status": status,
+        "nodes_synced": nodes - len(missing),
+        "nodes": nodes,
+        "last_step": step_of(there[-1]) if there else None,
+        "checkpoint": None,
+        "final_loss": _last_progress(env.get("TRAINSTACK_PROGRESS_FILE", "")).get("loss"),
+        "started_at": float(env["TRAINSTACK_STARTED_AT"]) if env.get("TRAINSTACK_STARTED_AT") else None,
+        "finished_at": clock(),
+    }
+    if there:
+        size, sha = object_sha256(s3, bucket, prefix + there[-1])
+        record["checkpoint"] = {"key": prefix + there[-1], "size": size, "sha256": sha}
+    body = json.dumps(record, sort_keys=True).encode()
+    s3.put_object(Bucket=bucket, Key=state_key(run_id), Body=body, ContentType="application/json")
+    lost = f" (no sync mark from nodes {', '.join(missing)})" if missing else ""
+    return [f"run state {record['status']} at step {record['last_step']}{lost}: {state_key(run_id)}"]
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1 or args[0] not in ("resume", "sync", "newest"):
-        print("usage: python -m train.node.bucket resume|sync|newest", file=sys.stderr)
+    usage = "usage: python -m train.node.bucket resume|sync|newest | finish STATUS"
+    if not args or args[0] not in ("resume", "sync", "newest", "finish"):
+        print(usage, file=sys.stderr)
+        return 2
+    if (args[0] == "finish") != (len(args) == 2) or (len(args) == 2 and not args[1].isdigit()):
+        print(usage, file=sys.stderr)
         return 2
     import boto3  # on the node only when a bucket is configured
 
@@ -71,6 +157,10 @@ def main(argv: list[str] | None = None) -> int:
     s3 = boto3.client("s3", endpoint_url=os.environ.get("AWS_ENDPOINT_URL_S3") or None)
     prefix = os.environ["TRAINSTACK_CHECKPOINT_PREFIX"].rstrip("/") + "/"
     bucket, local = os.environ["TRAINSTACK_CHECKPOINT_BUCKET"], os.environ["TRAINSTACK_CHECKPOINT_DIR"]
+    if args[0] == "finish":
+        for line in finish(s3, bucket, prefix, int(args[1]), os.environ):
+            print(line, flush=True)
+        return 0
     for line in run(args[0], s3, bucket, prefix, local):
         print(line, flush=True)
     return 0

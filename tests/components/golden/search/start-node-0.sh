@@ -36,6 +36,7 @@ TRAINSTACK_METRICS_PORT=${TRAINSTACK_METRICS_PORT:-9400}
 TRAINSTACK_METRICS_INTERVAL_S=${TRAINSTACK_METRICS_INTERVAL_S:-5}
 TRAINSTACK_SHARD_BY_NODE=${TRAINSTACK_SHARD_BY_NODE:-0}
 TRAINSTACK_POD_INDEX=${TRAINSTACK_POD_INDEX:-0}
+TRAINSTACK_RUN_ID=${TRAINSTACK_RUN_ID:-search-pod-0.pod000}
 AWS_ENDPOINT_URL_S3=${AWS_ENDPOINT_URL_S3:-http://127.0.0.1:9000}
 export AWS_ENDPOINT_URL_S3
 
@@ -266,7 +267,12 @@ bucket() {
     log "dry run: bucket $1 s3://$TRAINSTACK_CHECKPOINT_BUCKET/$TRAINSTACK_CHECKPOINT_PREFIX/ <-> $TRAINSTACK_CHECKPOINT_DIR"
     return 0
   fi
-  export TRAINSTACK_CHECKPOINT_BUCKET TRAINSTACK_CHECKPOINT_PREFIX
+  export TRAINSTACK_CHECKPOINT_BUCKET TRAINSTACK_CHECKPOINT_PREFIX TRAINSTACK_RUN_ID TRAINSTACK_STARTED_AT
+  if [[ $1 == finish ]]; then
+    # train/node/bucket.py finish STATUS: waits for every node's sync mark on the job's rank 0.
+    env PYTHONPATH="$TRAINSTACK_WORKDIR${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" -m train.node.bucket finish "$2"
+    return
+  fi
   # train/node/bucket.py; `timeout` needs a command, not a shell function, hence env.
   timeout "${2:-0}" env PYTHONPATH="$TRAINSTACK_WORKDIR${PYTHONPATH:+:$PYTHONPATH}" \
     "$PYTHON" -m train.node.bucket "$1"
@@ -374,6 +380,7 @@ on_term() {
 # --- 8. main ----------------------------------------------------------------------------------------
 main() {
   local status=0
+  TRAINSTACK_STARTED_AT=$(date +%s)
   trap on_term TERM INT
   setup_network
   update_hosts
@@ -402,6 +409,9 @@ main() {
   bucket sync || status=1
   if [[ -e "$TRAINSTACK_STOP_FILE" ]]; then log "stopped at the max run time"; fi
   log "training exited with status $status"
+  # The run's own record (run/<run id>/state.json, written by the job's rank 0 once every node has marked
+  # its final sync): what scripts/supervise verifies before it releases the compute.
+  bucket finish "$status" || log "run state not written to the bucket; scripts/supervise will not call it finished"
   exit "$status"
 }
 

@@ -1,0 +1,81 @@
+"""`trainstack:supervisor` and `trainstack:run`: when compute is released, and the run's phase and cost cap.
+
+    trainstack:supervisor:
+      enabled: true                 # scripts/supervise acts on this stack (on for the shipped stacks)
+      dry_run: false                # decide and report, never act
+      interval_min: 5               # a round this often when scripts/supervise loops (CI runs --once)
+      idle_util_pct: 10             # GPU utilisation under this ...
+      idle_for_min: 30              # ... for this long with no new step: the run is idle
+      idle_grace_min: 15            # after the idle warning, release when still idle this much later
+      warn_at: 0.8                  # warn when the run has spent this share of run.max_cost_usd
+      blind_for_min: 15             # no SSH to node 0 and no billing this long: alert (never act blind)
+      sync_grace_s: 60              # a last checkpoint sync on each answering node gets this long
+      release_mode: delete          # what release does to loose pods (docs/SUPERVISOR.md)
+    trainstack:run:
+      phase: active                 # active | releasing | released (the supervisor writes it)
+      max_cost_usd: 0               # the run's one cost cap (0: none): alerts, policy pack, supervisor
+
+`run.phase` is what the program declares: `active` every resource; `releasing` the same, with the compute
+(pods or cluster) unprotected so the next step may remove it even with `trainstack:protect` on; `released` no
+pods and no cluster, the volume, bucket and secrets kept. docs/SUPERVISOR.md explains each decision.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:
+    from stackconfig.config import StackConfig
+
+Phase = Literal["active", "releasing", "released"]
+RUN_CAP_KEY = "trainstack:run.max_cost_usd"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
+
+
+class SupervisorConfig(_Section):
+    """The supervisor's thresholds (minutes, percent, a share of the cap)."""
+
+    enabled: bool = True
+    dry_run: bool = False
+    interval_min: float = Field(5.0, gt=0, le=1440)
+    idle_util_pct: float = Field(10.0, ge=0, le=100)
+    idle_for_min: float = Field(30.0, gt=0)
+    idle_grace_min: float = Field(15.0, ge=0)
+    warn_at: float = Field(0.8, gt=0, le=1)
+    blind_for_min: float = Field(15.0, gt=0)
+    sync_grace_s: float = Field(60.0, ge=0, le=600)
+    # Only delete for now: the Pod provider has no stopped state to declare, and a stop outside Pulumi would
+    # leave the state saying RUNNING (docs/SUPERVISOR.md, "Not yet").
+    release_mode: Literal["delete"] = "delete"
+
+
+class RunConfig(_Section):
+    """The run's phase (written by the supervisor) and its one cost cap."""
+
+    phase: Phase = "active"
+    max_cost_usd: float = Field(0.0, ge=0)
+
+
+def run_cost_cap(config: StackConfig) -> float:
+    """USD the run may cost (0: no cap): `run.max_cost_usd`, else the deprecated `alerts.budget_usd`."""
+    return config.run.max_cost_usd or config.alerts.budget_usd
+
+
+def cap_notice(config: StackConfig) -> str | None:
+    """A preview warning while the cap is still set under its old name."""
+    if config.alerts.budget_usd and not config.run.max_cost_usd:
+        return (
+            f"trainstack:alerts.budget_usd is deprecated: the run's one cost cap is {RUN_CAP_KEY} (read by "
+            "alerts, the policy pack and the supervisor); move the value there"
+        )
+    if config.alerts.budget_usd and config.run.max_cost_usd != config.alerts.budget_usd:
+        return (
+            f"trainstack:alerts.budget_usd ({config.alerts.budget_usd:g}) is ignored: {RUN_CAP_KEY} "
+            f"({config.run.max_cost_usd:g}) is the run's cost cap; remove the old key"
+        )
+    return None

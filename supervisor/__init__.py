@@ -1,0 +1,1 @@
+"""scripts/supervise: observe a running stack, decide purely, release its compute through Pulumi, record."""

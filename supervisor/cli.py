@@ -1,0 +1,240 @@
+"""`scripts/supervise STACK [--once] [--dry-run] [--json] [--log]`: release a run's compute when it is done,
+idle or over budget (docs/SUPERVISOR.md).
+
+scripts/supervise prod             # a round every trainstack:supervisor.interval_min (5), until Ctrl-C
+scripts/supervise prod --once      # one round, then exit (what .github/workflows/supervise.yml runs)
+scripts/supervise prod --dry-run   # decide and print, change nothing (no message, no sync, no release)
+scripts/supervise prod --json      # one JSON object per round
+scripts/supervise prod --log       # the audit lines of past rounds, from the bucket, then exit
+
+Exit 0 after the rounds; 2 when the stack's outputs or config cannot be read (it never acts on such a stack)
+or on bad use; 1 when an action failed (the next round tries again).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import sys
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from stackconfig.config import ConfigError, StackConfig
+from stackconfig.supervisor import run_cost_cap
+from supervisor import store
+from supervisor.act import Actuator, ReleaseError, summary_text
+from supervisor.decide import Policy, decide
+from supervisor.model import Decision, Observation, RoundRecord
+from supervisor.observe import Sources, StackUnreadable, observe, read_stack, stack_config
+
+EXIT_FAILED = 1
+EXIT_UNREADABLE = 2
+WEBHOOK_ENV = "ALERT_WEBHOOK_URL"
+LEASE_LOST = "lease held by another supervisor"
+
+
+def make_s3(config: StackConfig) -> Any:
+    """A boto3 client for the stack's bucket (endpoint: trainstack:s3EndpointUrl, else the AWS env)."""
+    import boto3
+
+    endpoint = config.s3_endpoint_url or os.environ.get("AWS_ENDPOINT_URL_S3") or None
+    region = config.bucket.region if config.bucket else None
+    return boto3.client("s3", region_name=region, endpoint_url=endpoint)
+
+
+def history_window_s(config: StackConfig) -> float:
+    """How far back a decision looks: the longest episode a rule counts, plus two rounds."""
+    s = config.supervisor
+    return (max(s.idle_for_min + s.idle_grace_min, s.blind_for_min) + 2 * s.interval_min) * 60
+
+
+@dataclass
+class Round:
+    """One supervisor process for one stack; `run_once` is a whole round (observe, decide, act, record)."""
+
+    stack: str
+    workspace: Path
+    dry_run: bool = False
+    holder: str = field(
+        default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    )
+    clock: Callable[[], float] = time.time
+    log: Callable[[str], None] = lambda line: print(line, file=sys.stderr)
+    s3: Any = None  # injected in tests; else built from the stack's config
+    sources: Sources | None = None
+    actuator: Actuator | None = None
+    read: Callable[[Path, str], tuple[dict[str, Any], dict[str, Any]]] = read_stack
+
+    def run_once(self) -> RoundRecord:
+        outputs, raw = self.read(self.workspace, self.stack)
+        try:
+            config = stack_config(raw, warn=self.log)
+        except ConfigError as exc:
+            raise StackUnreadable(f"stacks/Pulumi.{self.stack}.yaml: {exc}") from None
+        now = self.clock()
+        dry = self.dry_run or config.supervisor.dry_run
+        bucket = config.bucket.name if config.bucket else None
+        s3 = self.s3 if self.s3 is not None else (make_s3(config) if bucket else None)
+        src = self.sources or Sources(s3=s3)
+        history = (
+            store.read_audit(s3, bucket, self.stack, since=now - history_window_s(config)) if bucket else []
+        )
+        obs = observe(self.stack, config, outputs, now, src)
+        policy = Policy.of(config.supervisor, run_cost_cap(config))
+        if config.supervisor.enabled:
+            decision = decide(obs, history, policy)
+        else:  # observed and recorded, never acted on
+            decision = Decision(
+                "none",
+                f"trainstack:supervisor.enabled is false; {decide(obs, history, policy, rules=()).reason}",
+            )
+        done: list[str] = []
+        errors: list[str] = []
+        if decision.actions and not dry:
+            self._act(
+                config,
+                outputs,
+                obs,
+                decision.actions,
+                decision.message,
+                decision.reason,
+                s3,
+                bucket,
+                done,
+                errors,
+            )
+        record = RoundRecord(self.stack, obs, decision, tuple(done), self.holder, dry, tuple(errors))
+        if bucket and s3 is not None:
+            store.write_audit(s3, bucket, record)
+        return record
+
+    def _act(
+        self,
+        config: StackConfig,
+        outputs: dict[str, Any],
+        obs: Observation,
+        actions: Sequence[str],
+        message: str,
+        reason: str,
+        s3: Any,
+        bucket: str | None,
+        done: list[str],
+        errors: list[str],
+    ) -> None:
+        lease = store.Lease(s3, bucket, self.stack, self.holder, clock=self.clock) if bucket else None
+        if lease is not None and not lease.acquire():
+            self.log(f"lease held by {lease.held_by}: another supervisor acts on {self.stack}; not acting")
+            errors.append(LEASE_LOST)
+            return
+        actor = self.actuator or Actuator(
+            self.stack,
+            self.workspace,
+            protect=config.protect,
+            webhook_url=os.environ.get(WEBHOOK_ENV) or None,
+            log=self.log,
+            sync_grace_s=config.supervisor.sync_grace_s,
+        )
+        try:
+            for action in actions:
+                if action == "notify":
+                    self.log(actor.notify(message))
+                elif action == "sync":
+                    actor.sync(outputs)
+                elif action == "release":
+                    self.log(actor.release())
+                    actor.notify(f"released compute: {reason}")
+                elif action == "summary":
+                    actor.notify(summary_text(obs, config.training.max_run_hours, reason))
+                done.append(action)
+        except ReleaseError as exc:
+            errors.append(str(exc))
+        finally:
+            if lease is not None:
+                lease.give_back()
+
+
+def line_of(record: RoundRecord) -> dict[str, Any]:
+    """The object `--json` prints for a round."""
+    o, d = record.observation, record.decision
+    return {
+        "stack": record.stack,
+        "round_at": o.at,
+        "state": {
+            "phase": o.phase,
+            "nodes": o.nodes,
+            "step": o.step,
+            "node0_reachable": o.node0_reachable,
+            "runs": [r.__dict__ for r in o.runs],
+            "problems": list(o.problems),
+        },
+        "decision": d.kind,
+        "reason": d.reason,
+        "actions": list(record.done),
+        "planned": list(d.actions),
+        "errors": list(record.errors),
+        "dry_run": record.dry_run,
+        "spent_usd": o.spent_usd,
+        "usd_per_hour": o.usd_per_hour,
+    }
+
+
+def _print(record: RoundRecord, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(line_of(record), default=str), flush=True)
+        return
+    o, d = record.observation, record.decision
+    when = time.strftime("%H:%M:%S", time.gmtime(o.at))
+    acted = ", ".join(record.done) or ("none (dry run)" if record.dry_run and d.actions else "none")
+    print(f"{when} {record.stack}: {d.kind}: {d.reason} [actions: {acted}]", flush=True)
+    for err in record.errors:
+        print(f"  error: {err}", flush=True)
+
+
+def show_log(stack: str, workspace: Path) -> int:
+    _outputs, raw = read_stack(workspace, stack)
+    config = stack_config(raw)
+    if config.bucket is None:
+        print(f"scripts/supervise: stack '{stack}' has no bucket, so no audit lines", file=sys.stderr)
+        return EXIT_UNREADABLE
+    for record in store.read_audit(make_s3(config), config.bucket.name, stack):
+        print(json.dumps(record.to_json(), sort_keys=True, default=str))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="scripts/supervise", description=__doc__.splitlines()[0])
+    p.add_argument("stack")
+    p.add_argument(
+        "--cwd", type=Path, required=True, help="the stack's Pulumi workspace (scripts/supervise sets it)"
+    )
+    p.add_argument("--once", action="store_true", help="one round, then exit")
+    p.add_argument("--dry-run", action="store_true", help="decide and print; change nothing")
+    p.add_argument("--json", action="store_true", help="one JSON object per round")
+    p.add_argument("--log", action="store_true", help="print the audit lines of past rounds and exit")
+    args = p.parse_args(argv)
+    try:
+        if args.log:
+            return show_log(args.stack, args.cwd)
+        sup = Round(args.stack, args.cwd, dry_run=args.dry_run)
+        while True:
+            record = sup.run_once()
+            _print(record, args.json)
+            if args.once:
+                return EXIT_FAILED if any(e != LEASE_LOST for e in record.errors) else 0
+            interval = stack_config(read_stack(args.cwd, args.stack)[1]).supervisor.interval_min
+            time.sleep(interval * 60)
+    except StackUnreadable as exc:
+        print(f"scripts/supervise: not acting on '{args.stack}': {exc}", file=sys.stderr)
+        return EXIT_UNREADABLE
+    except KeyboardInterrupt:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

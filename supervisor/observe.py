@@ -1,0 +1,133 @@
+"""A round's observation: the stack's config and outputs, node 0's aggregator, RunPod billing, the bucket.
+
+Node 0 and billing are read with scripts/watch's own sources (watch/sources.py) and joined by its snapshot
+(watch/snapshot.py), so the supervisor sees a node exactly as `scripts/watch` shows it. Every source but the
+stack's outputs and config may fail on its own; a failure is one line of `problems`, and the decision then
+knows what it does not know (blind).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from components.render import stack_run_ids
+from stackconfig.config import StackConfig, load_stack_config
+from supervisor.model import Observation, RunState
+from supervisor.store import verify_run
+from watch import snapshot, sources
+
+SECRET_CONFIG_PREFIX = "trainstack:secrets."  # noqa: S105 (a key prefix; these values are never read)
+
+
+class StackUnreadable(sources.WatchError):
+    """The stack's outputs or config cannot be read: the supervisor never acts on such a stack (exit 2)."""
+
+
+@dataclass(frozen=True)
+class Sources:
+    """The seams a round reads through; tests pass fakes, `scripts/supervise` the defaults."""
+
+    aggregator: Callable[[str, Mapping[str, Any]], dict[str, Any]] = sources.aggregator_state
+    billing: Callable[[Mapping[str, Any]], float] = sources.billed_usd
+    s3: Any = None  # a boto3 S3 client; None: the run states are not read (no bucket)
+
+
+def stack_config(raw: Mapping[str, Any], warn: Callable[[str], None] = lambda _msg: None) -> StackConfig:
+    """The `trainstack:*` config from `pulumi config --json` shaped values ({key: {"value": ...}})."""
+    values = {
+        key: (entry.get("value") if isinstance(entry, Mapping) else entry)
+        for key, entry in raw.items()
+        if key.startswith("trainstack:") and not key.startswith(SECRET_CONFIG_PREFIX)
+    }
+    return load_stack_config({k: v for k, v in values.items() if v is not None}, warn=warn)
+
+
+def _num(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def observe(
+    stack: str, config: StackConfig, outputs: Mapping[str, Any], now: float, src: Sources
+) -> Observation:
+    """Read node 0, billing and the run states once; join them the way scripts/watch does."""
+    problems: list[str] = []
+    nodes = [n for n in outputs.get("nodes") or [] if isinstance(n, Mapping)]
+    state: dict[str, Any] | None = None
+    answered = False
+    if nodes:
+        try:
+            state = src.aggregator(stack, outputs)
+            answered = True
+        except sources.NoStateError as exc:
+            answered = True
+            problems.append(f"aggregator: {exc}")
+        except sources.WatchError as exc:
+            problems.append(f"aggregator: {exc}")
+    billed: float | None = None
+    try:
+        billed = src.billing(outputs)
+    except Exception as exc:  # any failure of billing is a problem line, never the round's end
+        problems.append(f"billing: {type(exc).__name__}: {exc}")
+    forecast = outputs.get("forecast") if isinstance(outputs.get("forecast"), Mapping) else {}
+    snap = snapshot.build(
+        stack=stack,
+        now=now,
+        outputs=outputs,
+        aggregator=state,
+        billed_usd=billed,
+        forecast_usd=_num((forecast or {}).get("run_cost_usd")),
+        logs={},
+        problems=problems,
+        node0_answered=answered,
+    )
+    utils = [n.gpu_util_mean for n in snap.nodes if n.gpu_util_mean is not None]
+    steps = [n.step for n in snap.nodes if n.step is not None]
+    runs: tuple[RunState, ...] = ()
+    if src.s3 is not None and config.bucket is not None and nodes:
+        pod_ids = [str(n.get("pod_id")) for n in nodes]
+        ids = stack_run_ids(stack, config.cluster.topology, pod_ids)
+        runs = tuple(verify_run(src.s3, config.bucket.name, run_id) for run_id in ids)
+    return Observation(
+        at=now,
+        phase=config.run.phase,
+        nodes=len(nodes),
+        node0_reachable=answered if nodes else None,
+        aggregator_age_s=snap.aggregator_age_s,
+        gpu_util_max=max(utils) if utils else None,
+        step=max(steps) if steps else None,
+        spent_usd=billed,
+        usd_per_hour=snap.money.cost_per_hour_usd,
+        forecast_usd=snap.money.forecast_usd,
+        runs=runs,
+        problems=tuple(problems),
+    )
+
+
+def read_stack(workspace: Path, stack: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(outputs, raw config) of the stack, or StackUnreadable naming what could not be read."""
+    import json
+    import subprocess
+
+    try:
+        outputs = sources.stack_outputs(workspace, stack, require_nodes=False)
+    except sources.WatchError as exc:
+        raise StackUnreadable(str(exc)) from None
+    proc = subprocess.run(
+        ["pulumi", "config", "--json", "--stack", stack, "--non-interactive"],
+        cwd=workspace,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise StackUnreadable(f"cannot read the config of stack '{stack}' in {workspace}: {last}")
+    try:
+        raw = json.loads(proc.stdout or "{}")
+    except ValueError:
+        raise StackUnreadable(f"pulumi printed no JSON for the config of '{stack}'") from None
+    return outputs, raw

@@ -1,0 +1,178 @@
+"""The supervisor's side of the checkpoint bucket: the lease, the audit lines, and verifying a run's state.
+
+Keys (docs/SUPERVISOR.md):
+
+    run/<run id>/state.json                 the run's own record, by the job's rank 0 (train/node/bucket.py)
+    supervisor/<stack>/lease.json           who may act now: {holder, expires_at}; conditional writes only
+    supervisor/<stack>/audit/<time>-<holder>.json   one JSON line per round
+
+The lease is taken with S3 conditional writes: `If-None-Match: *` creates it only where there is none, and
+`If-Match: <etag>` takes over an expired one only if nobody changed it since it was read; of two
+supervisors racing, S3 lets exactly one write succeed (PreconditionFailed or ConditionalRequestConflict
+for the other). It is never deleted: giving it back writes it expired. Nothing here deletes anything.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from supervisor.model import RoundRecord, RunState
+from train.node.bucket import object_sha256, state_key
+
+LEASE_TTL_S = 600.0  # a holder killed mid-action blocks others this long at most
+_LOST = {"PreconditionFailed", "ConditionalRequestConflict", "412", "409"}
+
+
+def lease_key(stack: str) -> str:
+    return f"supervisor/{stack}/lease.json"
+
+
+def audit_prefix(stack: str) -> str:
+    return f"supervisor/{stack}/audit/"
+
+
+def _code(exc: Exception) -> str:
+    response = getattr(exc, "response", None) or {}
+    return str(response.get("Error", {}).get("Code", ""))
+
+
+def _missing(exc: Exception) -> bool:
+    return _code(exc) in {"NoSuchKey", "404", "NotFound"}
+
+
+@dataclass
+class Lease:
+    """The right to act on one stack for `ttl_s`; `acquire` says whether this holder has it now."""
+
+    s3: Any
+    bucket: str
+    stack: str
+    holder: str
+    ttl_s: float = LEASE_TTL_S
+    clock: Callable[[], float] = time.time
+    etag: str | None = None
+    held_by: str = ""  # after a lost acquire: who holds it
+
+    def _put(self, body: dict[str, Any], **condition: str) -> bool:
+        try:
+            answer = self.s3.put_object(
+                Bucket=self.bucket, Key=lease_key(self.stack), Body=json.dumps(body).encode(), **condition
+            )
+        except Exception as exc:
+            if _code(exc) in _LOST:
+                return False
+            raise
+        self.etag = answer.get("ETag")
+        return True
+
+    def acquire(self) -> bool:
+        now = self.clock()
+        mine = {"holder": self.holder, "expires_at": now + self.ttl_s, "taken_at": now}
+        try:
+            current = self.s3.get_object(Bucket=self.bucket, Key=lease_key(self.stack))
+        except Exception as exc:
+            if not _missing(exc):
+                raise
+            return self._put(mine, IfNoneMatch="*")
+        data = json.loads(current["Body"].read() or b"{}")
+        if data.get("holder") != self.holder and float(data.get("expires_at") or 0) > now:
+            self.held_by = str(data.get("holder"))
+            return False
+        return self._put(mine, IfMatch=current["ETag"])
+
+    def give_back(self) -> None:
+        """Mark it expired (never a delete), only if it is still ours."""
+        if self.etag is not None:
+            self._put(
+                {"holder": self.holder, "expires_at": 0, "given_back_at": self.clock()}, IfMatch=self.etag
+            )
+            self.etag = None
+
+
+def _stamp(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y%m%dT%H%M%S.%fZ")
+
+
+def write_audit(s3: Any, bucket: str, record: RoundRecord) -> str:
+    """One object per round, named by its time so a listing is in time order."""
+    holder = "".join(c if c.isalnum() or c in "-_." else "-" for c in record.holder)[:60]
+    key = f"{audit_prefix(record.stack)}{_stamp(record.observation.at)}-{holder}.json"
+    line = json.dumps(record.to_json(), sort_keys=True, default=str)
+    s3.put_object(Bucket=bucket, Key=key, Body=(line + "\n").encode(), ContentType="application/x-ndjson")
+    return key
+
+
+def read_audit(s3: Any, bucket: str, stack: str, since: float | None = None) -> list[RoundRecord]:
+    """The rounds recorded since `since` (all of them with None), oldest first."""
+    prefix = audit_prefix(stack)
+    kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix}
+    if since is not None:
+        kwargs["StartAfter"] = prefix + _stamp(since)
+    out = []
+    for page in s3.get_paginator("list_objects_v2").paginate(**kwargs):
+        for obj in page.get("Contents", []):
+            body = s3.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read()
+            try:
+                out.append(RoundRecord.from_json(json.loads(body)))
+            except (ValueError, KeyError, TypeError):
+                continue  # a line of another version: history is advice, not a contract
+    return sorted(out, key=lambda r: r.observation.at)
+
+
+def verify_run(s3: Any, bucket: str, run_id: str) -> RunState:
+    """The run's state as the bucket holds it; `verified` only when the checkpoint it names is there with the
+    same size and sha256. Never trusts the record's own figures."""
+    try:
+        raw = s3.get_object(Bucket=bucket, Key=state_key(run_id))["Body"].read()
+    except Exception as exc:
+        if _missing(exc):
+            return RunState(run_id, "absent")
+        return RunState(
+            run_id, "unreadable", why=f"cannot read {state_key(run_id)} ({_code(exc) or type(exc).__name__})"
+        )
+    try:
+        data = json.loads(raw)
+        status = data["status"]
+        if status not in ("finished", "failed"):
+            raise ValueError(status)
+    except (ValueError, KeyError, TypeError):
+        return RunState(run_id, "unreadable", why=f"{state_key(run_id)} is not a run state")
+    ckpt = data.get("checkpoint") if isinstance(data.get("checkpoint"), dict) else None
+    state = RunState(
+        run_id,
+        status,
+        exit_status=data.get("exit_status"),
+        last_step=data.get("last_step"),
+        final_loss=data.get("final_loss"),
+        started_at=data.get("started_at"),
+        finished_at=data.get("finished_at"),
+        checkpoint_key=ckpt.get("key") if ckpt else None,
+    )
+    if status != "finished":
+        return state
+    why = _checkpoint_problem(s3, bucket, ckpt)
+    return RunState(**{**state.__dict__, "verified": why is None, "why": why or ""})
+
+
+def _checkpoint_problem(s3: Any, bucket: str, ckpt: dict[str, Any] | None) -> str | None:
+    if not ckpt or not ckpt.get("key"):
+        return "it names no checkpoint"
+    key = str(ckpt["key"])
+    try:
+        head = s3.head_object(Bucket=bucket, Key=key)
+    except Exception as exc:
+        if _missing(exc):
+            return f"its checkpoint {key} is not in the bucket"
+        raise
+    if head["ContentLength"] != ckpt.get("size"):
+        held, said = head["ContentLength"], ckpt.get("size")
+        return f"its checkpoint {key} is {held} bytes in the bucket, the state says {said}"
+    size, sha = object_sha256(s3, bucket, key)
+    if sha != ckpt.get("sha256") or size != ckpt.get("size"):
+        return f"the sha256 of {key} in the bucket is not the one the state records"
+    return None

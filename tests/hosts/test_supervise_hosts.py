@@ -1,0 +1,281 @@
+"""The run that stops costing money by itself (issue #28), on the local RunPod with emulated hosts: a one-pod
+stack (protected, as prod is) trains to the end, writes its run state, and one `scripts/supervise --once`
+round releases its compute through a Pulumi update: the pod is gone, its billing stops, `pulumi preview` shows
+no changes, the volume and the bucket with the verified final checkpoint stay, and the summary reached a local
+webhook receiver. Phase back to active and an up then resume training from that checkpoint. And a job stopped
+with SIGSTOP: one warning, then after the grace (on the emulator's clock) a last sync and the release."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.pulumi_cli import REPO
+from supervisor.cli import Round
+from tests.hosts.conftest import BRIDGE_IP, HostsEnv
+from tests.hosts.test_local_cluster import (
+    BUCKET,
+    STACK,
+    STEPS,
+    Cluster,
+    first_step,
+    namespaces,
+    netns_inodes,
+    processes_in,
+)
+from tests.polling import poll
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.root,
+    pytest.mark.allow_hosts(["127.0.0.1", "::1", "localhost", BRIDGE_IP]),
+]
+
+
+class Receiver:
+    """A Slack-style incoming webhook on loopback that keeps every message's text."""
+
+    def __init__(self) -> None:
+        texts: list[str] = []
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                texts.append(json.loads(body)["text"])
+                self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, *_args: Any) -> None:
+                return
+
+        self.texts = texts
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}/hook"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    r = Receiver()
+    yield r
+    r.close()
+
+
+def pod_billed(env: HostsEnv, pod_id: str) -> float:
+    with env.runpod.client() as api:
+        records = api.get("/v2/billing/pods", params={"bucketSize": "day"}).json()["records"]
+    return round(sum(r.get("totalAmount") or 0 for r in records if r.get("podId") == pod_id), 6)
+
+
+def supervise(
+    cluster: Cluster, tmp: Path, receiver: Receiver, *args: str
+) -> subprocess.CompletedProcess[str]:
+    env = cluster.cli.env() | {
+        "TRAINSTACK_LOCAL_WORKSPACES": str(tmp / "ws"),
+        "ALERT_WEBHOOK_URL": receiver.url,
+    }
+    return subprocess.run(
+        [str(REPO / "scripts" / "supervise"), STACK, *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+
+
+def test_finished_run_releases_its_compute_in_one_round(
+    hosts_env: HostsEnv, tmp_path: Path, receiver: Receiver
+) -> None:
+    cluster = Cluster(hosts_env, tmp_path, nodes=1)
+    cluster.config("trainstack:cluster.topology", "pods", path=True)
+    cluster.config("trainstack:delivery_enabled", "true")  # explicit: the test must not lean on a default
+    # Protected, as prod is: the release must still remove the compute (phase releasing lifts it first).
+    cluster.config("trainstack:protect", "true")
+    try:
+        _finish_and_release(cluster, hosts_env, tmp_path, receiver)
+        _resume(cluster)
+    finally:
+        cluster.config("trainstack:protect", "false")
+        cluster.cli.run("up", "--yes", "--stack", STACK, check=False)  # records protect off
+        if cluster.s3.list_buckets()["Buckets"]:
+            cluster.empty_bucket()
+        cluster.cli.run("destroy", "--yes", "--stack", STACK, check=False)
+
+
+def _finish_and_release(cluster: Cluster, env: HostsEnv, tmp: Path, receiver: Receiver) -> None:
+    cluster.up()
+    cluster.allow_moto_uploads()
+    node = cluster.outputs()["nodes"][0]
+    run_id = f"{STACK}-pod-0.{node['pod_id']}"
+    log = poll(
+        lambda: "run state finished" in (text := cluster.log(0, node["pod_id"])) and text,
+        "training to the end and the run state written",
+        180,
+        log=cluster.logs,
+    )
+    assert "training exited with status 0" in log
+    state = json.loads(cluster.s3.get_object(Bucket=BUCKET, Key=f"run/{run_id}/state.json")["Body"].read())
+    assert state["status"] == "finished" and state["last_step"] == STEPS, state
+
+    dry = supervise(cluster, tmp, receiver, "--once", "--dry-run", "--json")
+    assert dry.returncode == 0, dry.stderr
+    assert json.loads(dry.stdout)["decision"] == "finished" and json.loads(dry.stdout)["actions"] == []
+    assert len(env.runpod.admin.live()["pods"]) == 1
+
+    billed_before = pod_billed(env, node["pod_id"])
+    done = supervise(cluster, tmp, receiver, "--once", "--json")
+    assert done.returncode == 0, done.stderr[-4000:]
+    round_ = json.loads(done.stdout)
+    assert (round_["decision"], round_["actions"]) == ("finished", ["release", "summary"]), round_
+
+    live = env.runpod.admin.live()
+    assert live["pods"] == [] and len(live["volumes"]) == 1 and len(live["secrets"]) == 2
+    assert cluster.outputs()["nodes"] == []
+    # The pod's meter is closed: an hour later on the emulator's clock it has billed nothing more.
+    billed_after = pod_billed(env, node["pod_id"])
+    env.runpod.admin.advance(3600)
+    assert pod_billed(env, node["pod_id"]) == billed_after >= billed_before
+    # State is the truth: a preview of the released stack has nothing to do.
+    preview = cluster.cli.run("preview", "--expect-no-changes", "--stack", STACK, check=False)
+    assert preview.returncode == 0, preview.stdout[-3000:] + preview.stderr[-3000:]
+    # The checkpoint the state names is still there, and verifies.
+    head = cluster.s3.head_object(Bucket=BUCKET, Key=state["checkpoint"]["key"])
+    assert head["ContentLength"] == state["checkpoint"]["size"]
+
+    summaries = [t for t in receiver.texts if "run ended" in t]
+    assert len(summaries) == 1 and f"steps: {STEPS}" in summaries[0], receiver.texts
+    assert all("testing" not in t for t in receiver.texts)  # no secret value in any message
+
+    # The next round has nothing to do, and says so; the audit log shows both acting rounds' lines.
+    again = supervise(cluster, tmp, receiver, "--once", "--json")
+    assert json.loads(again.stdout)["decision"] == "none", again.stdout
+    audit = supervise(cluster, tmp, receiver, "--log")
+    kinds = [json.loads(line)["decision"]["kind"] for line in audit.stdout.splitlines()]
+    assert kinds == ["finished", "finished", "none"], audit.stdout
+    print(f"released: billed ${billed_after:.4f} for the pod; messages: {receiver.texts}")
+
+
+def _resume(cluster: Cluster) -> None:
+    """Phase back to active and an up: a new pod, which resumes from the final checkpoint in the bucket."""
+    cluster.config("trainstack:run.phase", "active", path=True)
+    cluster.up()
+    cluster.allow_moto_uploads()
+    node = cluster.outputs()["nodes"][0]
+    log = poll(
+        lambda: "training exited with status 0" in (text := cluster.log(0, node["pod_id"])) and text,
+        "the resumed run",
+        180,
+        log=cluster.logs,
+    )
+    # The volume kept the local copy (it says so against the bucket's); without a volume it is fetched.
+    assert first_step(log) == STEPS and ("fetched step-" in log or "as new as the bucket's" in log), log
+
+
+def _stop_training(env: HostsEnv) -> list[int]:
+    """SIGSTOP every node's torchrun and worker, found by id inside the nodes' own network namespaces."""
+    inodes = netns_inodes(namespaces(env))
+    stopped = []
+    for pid in processes_in(inodes):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if "train/train.py" in cmdline:
+            os.kill(pid, signal.SIGSTOP)
+            stopped.append(pid)
+    return stopped
+
+
+def test_stopped_job_warns_once_then_releases_after_the_grace_on_the_emulators_clock(
+    hosts_env: HostsEnv, tmp_path: Path, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A 2-node Instant Cluster: its agents serve on the fabric, where node 0's aggregator scrapes them (a
+    # pool pod's agent listens on loopback only, so its aggregator has no step to show; docs/SUPERVISOR.md).
+    cluster = Cluster(hosts_env, tmp_path, nodes=2)
+    cluster.config("trainstack:delivery_enabled", "true")
+    # An aggregator round every 3 s; idle after 10 min, released 5 min after the warning (as JSON: `--path`
+    # would store 0.05 as text).
+    cluster.config("trainstack:alerts", json.dumps({"interval_min": 0.05}))
+    cluster.config("trainstack:supervisor", json.dumps({"idle_for_min": 10, "idle_grace_min": 5}))
+    try:
+        _idle_then_release(cluster, hosts_env, receiver, monkeypatch)
+    finally:
+        if cluster.s3.list_buckets()["Buckets"]:
+            cluster.empty_bucket()
+        cluster.cli.run("destroy", "--yes", "--stack", STACK, check=False)
+
+
+def _idle_then_release(
+    cluster: Cluster, env: HostsEnv, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cluster.up()
+    cluster.allow_moto_uploads()
+    nodes = cluster.outputs()["nodes"]
+    node = nodes[0]
+    metrics = cluster.volume_dir() / "trainstack" / "metrics"
+    progress = metrics / f"progress-node-0.{node['pod_id']}.jsonl"
+
+    def diagnose() -> str:
+        found = sorted(p.name for p in metrics.iterdir()) if metrics.is_dir() else []
+        agg = metrics / "aggregator.log"
+        return f"metrics/: {found}\n{agg.read_text()[-2000:] if agg.exists() else ''}\n{cluster.logs()}"
+
+    poll(lambda: progress.exists() and progress.read_text().strip(), "a progress line", 120, 0.2, diagnose)
+    stopped = _stop_training(env)
+    assert stopped, "no training process found in the node's namespace"
+    state_file = metrics / "aggregator.json"
+    after = time.time() + 4
+
+    def settled() -> float | None:
+        try:
+            state = json.loads(state_file.read_text())
+        except (OSError, ValueError):
+            return None
+        rows = state.get("nodes") or []
+        step = rows[0].get("step") if rows else None
+        return float(step) if step is not None and state.get("time", 0) > after else None
+
+    step = poll(settled, "the aggregator seeing the stopped job's last step", 60, 0.5, diagnose)
+    assert step < STEPS
+
+    for name, value in cluster.cli.env().items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("ALERT_WEBHOOK_URL", receiver.url)
+    sup = Round(STACK, cluster.cli.project, s3=cluster.s3, clock=env.runpod.admin.now)
+    kinds = []
+    for _ in range(4):  # rounds 5 min apart on the emulator's clock: idle 0, 5, 10 (warn), then grace over
+        record = sup.run_once()
+        kinds.append((record.decision.kind, record.done))
+        if "release" in record.done:
+            break
+        env.runpod.admin.advance(300)
+    assert kinds == [
+        ("idle", ()),
+        ("idle", ()),
+        ("idle", ("notify",)),
+        ("idle", ("sync", "release", "summary")),
+    ], kinds
+    warnings = [t for t in receiver.texts if "released in 5 min" in t]
+    assert len(warnings) == 1 and f"step {step:g}" in warnings[0], receiver.texts
+    assert any("run ended" in t for t in receiver.texts)
+    live = env.runpod.admin.live()
+    assert live["pods"] == [] and live["clusters"] == [] and len(live["volumes"]) == 1
+    # The last sync: SIGTERM reached each start script, whose own path uploads the newest checkpoint.
+    for n in nodes:
+        assert "SIGTERM: stopping training" in cluster.log(n["rank"], n["pod_id"]), cluster.logs()

@@ -1,0 +1,113 @@
+"""`trainstack:supervisor` and `trainstack:run`: key-path errors, the one run cap, the released phase."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+import pytest
+
+from components.alerts import stack_alert_rules
+from components.cluster import H100Cluster, H100ClusterArgs
+from components.render import render_start_script, stack_run_ids
+from stackconfig.config import ConfigError, load_stack_config
+from stackconfig.supervisor import RunConfig, SupervisorConfig, cap_notice, run_cost_cap
+from tests.components.conftest import fake_nodes, stack_config
+from tests.components.test_cluster import BUCKET, CLUSTER, POD, SECRET, SECRET_VALUES, VOLUME, FakeProviders
+
+
+def test_defaults_are_the_issues() -> None:
+    s = load_stack_config({}).supervisor
+    assert (s.enabled, s.dry_run, s.interval_min, s.idle_util_pct, s.idle_for_min, s.idle_grace_min) == (
+        True, False, 5.0, 10.0, 30.0, 15.0,
+    )  # fmt: skip
+    assert (s.warn_at, s.blind_for_min, s.release_mode) == (0.8, 15.0, "delete")
+    assert load_stack_config({}).run == RunConfig(phase="active", max_cost_usd=0.0)
+
+
+@pytest.mark.parametrize(
+    ("raw", "path"),
+    [
+        ({"supervisor": {"interval_min": 0}}, "trainstack:supervisor.interval_min"),
+        ({"supervisor": {"idle_util_pct": 150}}, "trainstack:supervisor.idle_util_pct"),
+        ({"supervisor": {"warn_at": 1.5}}, "trainstack:supervisor.warn_at"),
+        ({"supervisor": {"enabled": "yes"}}, "trainstack:supervisor.enabled"),
+        ({"supervisor": {"release_mode": "stop"}}, "trainstack:supervisor.release_mode"),
+        ({"supervisor": {"idel_for_min": 3}}, "trainstack:supervisor.idel_for_min"),
+        ({"supervisor": '{"interval_min": '}, "trainstack:supervisor"),
+        ({"run": {"phase": "paused"}}, "trainstack:run.phase"),
+        ({"run": {"max_cost_usd": -1}}, "trainstack:run.max_cost_usd"),
+    ],
+)
+def test_bad_values_name_their_key_path(raw: dict[str, Any], path: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_stack_config(raw)
+    assert [p.path for p in err.value.problems] == [path]
+
+
+def test_one_run_cap_old_alerts_key_still_works_with_a_notice() -> None:
+    old = load_stack_config({"alerts": {"budget_usd": 900.0}})
+    assert run_cost_cap(old) == 900.0 and stack_alert_rules(old).budget_usd == 900.0
+    assert "trainstack:run.max_cost_usd" in (cap_notice(old) or "")
+    new = load_stack_config({"run": {"max_cost_usd": 500.0}, "alerts": {"budget_usd": 900.0}})
+    assert run_cost_cap(new) == 500.0 and stack_alert_rules(new).budget_usd == 500.0
+    assert "ignored" in (cap_notice(new) or "")
+    assert cap_notice(load_stack_config({"run": {"max_cost_usd": 500.0}})) is None
+
+
+@pytest.mark.parametrize("name", ["dev", "search", "prod"])
+def test_rendered_run_id_is_the_one_the_supervisor_looks_for(name: str) -> None:
+    config = stack_config(name)
+    nodes = fake_nodes(config)
+    ids = stack_run_ids(name, config.cluster.topology, [n.pod_id for n in nodes])
+    for n in nodes:
+        script = render_start_script(name, config, nodes, n.rank)
+        expected = ids[0] if config.cluster.topology == "cluster" else ids[n.rank]
+        assert f"TRAINSTACK_RUN_ID=${{TRAINSTACK_RUN_ID:-{expected}}}" in script
+
+
+def _with_phase(name: str, phase: str) -> H100Cluster:
+    config = stack_config(name)
+    config = config.model_copy(update={"run": RunConfig(phase=phase)})  # type: ignore[arg-type]
+    secrets = {k: pulumi.Output.secret(SECRET_VALUES[k]) for k in config.training.secrets}
+    return H100Cluster(name, H100ClusterArgs(config, secrets, "http://127.0.0.1:9000"))
+
+
+@pytest.fixture
+def fake() -> FakeProviders:
+    mocks = FakeProviders()
+    pulumi.runtime.set_mocks(mocks, preview=False)
+    return mocks
+
+
+@pulumi.runtime.test
+def test_released_prod_declares_no_compute_but_keeps_volume_bucket_secrets(
+    fake: FakeProviders,
+) -> pulumi.Output[None]:
+    cluster = _with_phase("prod", "released")
+
+    def check(out: list[Any]) -> None:
+        nodes, hostfile, _per_hour = out
+        kinds = {r.typ for r in fake.resources}
+        assert CLUSTER not in kinds and POD not in kinds
+        assert {VOLUME, BUCKET, SECRET} <= kinds
+        assert nodes == [] and hostfile == ""
+
+    # cost_per_hour waits for the volume and the secrets, so every child is registered by then
+    return pulumi.Output.all(cluster.nodes, cluster.hostfile, cluster.cost_per_hour).apply(check)
+
+
+@pulumi.runtime.test
+def test_releasing_still_declares_the_compute(fake: FakeProviders) -> pulumi.Output[None]:
+    cluster = _with_phase("dev", "releasing")
+
+    def check(nodes: list[Any]) -> None:
+        assert [r.name for r in fake.resources if r.typ == POD] == ["dev-pod-0"]
+        assert len(nodes) == 1
+
+    return cluster.nodes.apply(check)
+
+
+def test_supervisor_section_model_is_strict() -> None:
+    with pytest.raises(ValueError):
+        SupervisorConfig.model_validate({"interval_min": "5"})

@@ -1,0 +1,205 @@
+"""Whole rounds (observe -> decide -> act -> record) against a moto bucket, with the stack's outputs, node 0
+and billing faked and an actuator that records instead of running Pulumi: two supervisors at once act once,
+a forged run state alerts and never releases, a dry run changes nothing, an unreadable stack is left alone."""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+
+from supervisor.act import Actuator
+from supervisor.cli import LEASE_LOST, Round, line_of, main
+from supervisor.model import RoundRecord
+from supervisor.observe import Sources, StackUnreadable
+from tests.polling import poll
+from train.node import bucket as node_bucket
+
+pytestmark = pytest.mark.services  # a moto S3 server beside the test
+
+OUTPUTS = {
+    "nodes": [{"rank": 0, "ip": "10.1.0.2", "pod_id": "pod1", "ssh_endpoint": "127.0.0.1:2222"}],
+    "cost_per_hour": 31.92,
+    "workdir": "/workspace/trainstack",
+    "forecast": {"run_cost_usd": 64.0},
+}
+
+
+class Recorder(Actuator):
+    """The actuator with its three effects recorded; `release` waits on `gate` (the test opens it)."""
+
+    def __init__(self, gate: threading.Event | None = None) -> None:
+        super().__init__("dev", Path("."), protect=False, webhook_url=None, log=lambda _l: None)
+        self.calls: list[str] = []
+        self.gate = gate
+
+    def notify(self, text: str) -> str:
+        self.calls.append(f"notify: {text}")
+        return "notify: recorded"
+
+    def sync(self, outputs: Any) -> str:
+        self.calls.append("sync")
+        return "sync: recorded"
+
+    def release(self) -> str:
+        self.calls.append("release")
+        if self.gate is not None:
+            assert self.gate.wait(timeout=60)
+        return "release: recorded"
+
+
+@pytest.fixture
+def s3(moto_s3: str) -> Any:
+    return boto3.client("s3", endpoint_url=moto_s3, region_name="us-east-1")
+
+
+@pytest.fixture
+def bucket(s3: Any) -> str:
+    name = f"round-{uuid.uuid4().hex[:12]}"
+    s3.create_bucket(Bucket=name)
+    return name
+
+
+def config_of(bucket: str, **supervisor: Any) -> dict[str, Any]:
+    raw = {
+        "trainstack:bucket": {"value": json.dumps({"name": bucket, "region": "us-east-1"})},
+        "trainstack:training": {
+            "value": json.dumps({"secrets": ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"]})
+        },
+        "trainstack:secrets.ALERT_WEBHOOK_URL": {"value": "[secret]", "secret": True},
+        "runpod:apiKey": {"value": "[secret]", "secret": True},
+    }
+    if supervisor:
+        raw["trainstack:supervisor"] = {"value": json.dumps(supervisor)}
+    return raw
+
+
+def finished_run(s3: Any, bucket: str, tmp_path: Path) -> None:
+    s3.put_object(Bucket=bucket, Key="trainstack/dev-pod-0/step-50.pt", Body=b"w" * 4096)
+    env = {
+        "TRAINSTACK_RUN_ID": "dev-pod-0.pod1",
+        "NODE_RANK": "0",
+        "NUM_NODES": "1",
+        "TRAINSTACK_PROGRESS_FILE": str(tmp_path / "none.jsonl"),
+        "TRAINSTACK_FINISH_WAIT_S": "0",
+    }
+    node_bucket.finish(s3, bucket, "trainstack/dev-pod-0/", 0, env)
+
+
+def make_round(s3: Any, raw: dict[str, Any], actuator: Actuator, **kw: Any) -> Round:
+    state = {
+        "time": 1_800_000_000.0,
+        "nodes": [{"node": "pod1", "ok": True, "gpu_util_mean": 0.9, "step": 50}],
+    }
+    return Round(
+        "dev",
+        Path("."),
+        s3=s3,
+        sources=Sources(aggregator=lambda _s, _o: state, billing=lambda _o: 12.5, s3=s3),
+        actuator=actuator,
+        read=lambda _w, _s: (OUTPUTS, raw),
+        clock=lambda: 1_800_000_030.0,
+        log=lambda _l: None,
+        **kw,
+    )
+
+
+def test_finished_run_is_released_once_with_a_summary_and_an_audit_line(
+    s3: Any, bucket: str, tmp_path: Path
+) -> None:
+    finished_run(s3, bucket, tmp_path)
+    actor = Recorder()
+    record = make_round(s3, config_of(bucket), actor).run_once()
+    assert record.decision.kind == "finished" and record.done == ("release", "summary")
+    assert actor.calls[0] == "release"
+    assert actor.calls[1].startswith("notify: released compute")
+    assert "steps: 50" in actor.calls[2] and "spent $12.50 (forecast $64.00)" in actor.calls[2]
+    line = line_of(record)
+    assert set(line) >= {
+        "stack",
+        "round_at",
+        "state",
+        "decision",
+        "reason",
+        "actions",
+        "spent_usd",
+        "usd_per_hour",
+    }
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="supervisor/dev/audit/")["Contents"]]
+    assert len(keys) == 1
+    text = s3.get_object(Bucket=bucket, Key=keys[0])["Body"].read().decode()
+    assert "[secret]" not in text and "apiKey" not in text and "ALERT_WEBHOOK_URL" not in text
+
+
+def test_two_supervisors_at_once_exactly_one_acts(s3: Any, bucket: str, tmp_path: Path) -> None:
+    finished_run(s3, bucket, tmp_path)
+    gate = threading.Event()
+    actors = [Recorder(gate), Recorder(gate)]
+    records: list[RoundRecord] = []
+
+    def go(actor: Recorder) -> None:
+        records.append(make_round(s3, config_of(bucket), actor).run_once())
+
+    threads = [threading.Thread(target=go, args=(a,)) for a in actors]
+    for t in threads:
+        t.start()
+    # the loser returns while the winner still holds the lease inside its (gated) release
+    poll(
+        lambda: len(records) == 1,
+        "one supervisor done while the other releases",
+        timeout_s=60,
+        interval_s=0.05,
+    )
+    gate.set()
+    for t in threads:
+        t.join(timeout=60)
+    assert sum(a.calls.count("release") for a in actors) == 1
+    assert sorted(r.errors for r in records) == [(), (LEASE_LOST,)]
+
+
+def test_forged_run_state_alerts_and_never_releases(s3: Any, bucket: str, tmp_path: Path) -> None:
+    finished_run(s3, bucket, tmp_path)
+    key = "run/dev-pod-0.pod1/state.json"
+    state = json.loads(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+    state["checkpoint"]["sha256"] = "f" * 64
+    s3.put_object(Bucket=bucket, Key=key, Body=json.dumps(state).encode())
+    actor = Recorder()
+    first = make_round(s3, config_of(bucket), actor).run_once()
+    assert first.decision.kind == "unverified" and "release" not in actor.calls
+    assert actor.calls and actor.calls[0].startswith("notify: ALERT") and "sha256" in actor.calls[0]
+    again = make_round(s3, config_of(bucket), actor).run_once()  # alerted once, from the audit history
+    assert again.decision.actions == () and len(actor.calls) == 1
+
+
+def test_dry_run_decides_and_changes_nothing(s3: Any, bucket: str, tmp_path: Path) -> None:
+    finished_run(s3, bucket, tmp_path)
+    for raw, flag in ((config_of(bucket), True), (config_of(bucket, dry_run=True), False)):
+        actor = Recorder()
+        record = make_round(s3, raw, actor, dry_run=flag).run_once()
+        assert record.decision.kind == "finished" and record.dry_run and record.done == ()
+        assert actor.calls == []
+
+
+def test_disabled_supervisor_observes_but_never_acts(s3: Any, bucket: str, tmp_path: Path) -> None:
+    finished_run(s3, bucket, tmp_path)
+    actor = Recorder()
+    record = make_round(s3, config_of(bucket, enabled=False), actor).run_once()
+    assert record.decision.kind == "none" and "enabled is false" in record.decision.reason
+    assert actor.calls == []
+
+
+def test_unreadable_stack_exits_2_and_says_which(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # No Pulumi project here: pulumi cannot read the stack, so the supervisor must not act.
+    assert main(["nosuchstack", "--cwd", str(tmp_path), "--once"]) == 2
+    assert "not acting on 'nosuchstack'" in capsys.readouterr().err
+
+
+def test_bad_supervisor_config_is_unreadable(s3: Any, bucket: str) -> None:
+    bad = config_of(bucket, interval_min=-1)
+    with pytest.raises(StackUnreadable, match=r"trainstack:supervisor\.interval_min"):
+        make_round(s3, bad, Recorder()).run_once()

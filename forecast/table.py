@@ -30,10 +30,14 @@ def _memory(result: Forecast) -> Table:
     ):
         table.add_row(label, f"{value:.1f}")
     table.add_row("total", f"{m.total:.1f}", style="bold")
-    verdict = "fits" if m.fits else "DOES NOT FIT"
+    table.add_row("band (measured errors, docs/FORECAST.md)", f"{m.total_low:.1f}-{m.total_high:.1f}")
+    verdict = {"fits": "fits", "may not fit": "MAY NOT FIT", "does not fit": "DOES NOT FIT"}[m.verdict]
     table.add_row(f"GPU memory ({verdict})", f"{m.gpu_memory:g}")
-    table.add_row("headroom", f"{m.headroom:.1f}", style="green" if m.fits else "bold red")
+    table.add_row("headroom at the band's upper end", f"{m.gpu_memory - m.total_high:.1f}", style=_STYLE[m.verdict])
     return table
+
+
+_STYLE = {"fits": "green", "may not fit": "bold yellow", "does not fit": "bold red"}
 
 
 def _compute(result: Forecast) -> Table:
@@ -85,6 +89,12 @@ def render(
     for table in (_memory(result), _compute(result), _money_table(result)):
         out.print(table)
     if result.fixes:
-        out.print("[bold red]Does not fit.[/bold red] Changes that make it fit, cheapest first:")
+        m = result.memory
+        head = (
+            f"[bold yellow]May not fit[/bold yellow]: {m.total_low:.1f}-{m.total_high:.1f} GB of {m.gpu_memory:g}."
+            if m.verdict == "may not fit"
+            else "[bold red]Does not fit.[/bold red]"
+        )
+        out.print(f"{head} Changes that make it fit, cheapest first:")
         for fix in result.fixes:
             out.print(f"  - {fix}")

@@ -34,7 +34,7 @@ from components.render import Artifacts, Node, render_artifacts
 from facts import secrets
 from facts.gpus import GPUS
 from facts.money import HOURS_PER_MONTH
-from forecast.stack import stack_forecast
+from forecast.compare import stack_output
 from providers.runpod.cluster import InstantCluster
 from providers.runpod.inputs import (
     ClusterNode,
@@ -175,8 +175,8 @@ class H100Cluster(pulumi.ComponentResource):
         self.cost_per_run = self.cost_per_hour.apply(lambda c: round(c * cfg.training.max_run_hours, 2))
         # From the config alone, so it is known at preview, where the policy pack reads it from this
         # component's outputs; None when the stack declares no training.model.
-        prediction = stack_forecast(cfg)
-        self.forecast = None if prediction is None else prediction.to_output()
+        # `compare` holds the cheapest feasible GPU type, node count and sharding (forecast.compare).
+        self.forecast = stack_output(cfg)
         # The scripts themselves (~19 KB a node) stay out of the state: the engine rewrites the whole
         # checkpoint at every step, so 250 nodes' scripts made each write ~5 MB and a destroy quadratic.
         # Their digests still show in a preview diff which nodes' scripts a change touches.

@@ -3,6 +3,8 @@
 Reads `stacks/Pulumi.<STACK>.yaml`, applies each `--set` (a key path under `trainstack:`, e.g.
 `cluster.nodes=4`, `training.max_run_hours=48`; a bare model field such as `sharding=zero3` means
 `training.model.sharding`), parses it exactly as `pulumi preview` would, and prints the breakdown.
+`--compare [GPU,...]` prints instead every GPU type, node count and sharding RunPod rents for the run, cheapest
+run first, with the cheapest feasible one and its saving (forecast.compare).
 Exit status: 0 the model fits, 1 it does not (or the stack has no model section), 2 bad config or usage.
 """
 
@@ -20,8 +22,9 @@ import yaml
 
 from components.config import NAMESPACE, ConfigError, load_stack_config
 from components.model_config import ModelConfig
+from forecast.compare import CompareError, compare
 from forecast.stack import stack_forecast
-from forecast.table import render
+from forecast.table import render, render_compare
 
 REPO = Path(__file__).resolve().parents[1]
 EXIT_FITS, EXIT_DOES_NOT_FIT, EXIT_BAD_INPUT = 0, 1, 2
@@ -79,6 +82,15 @@ def _parser() -> argparse.ArgumentParser:
         help="change the config first, e.g. --set cluster.nodes=4 --set sharding=zero3 (repeatable)",
     )
     p.add_argument("--json", action="store_true", help="print the stack output `forecast` as JSON instead")
+    p.add_argument(
+        "--compare",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="GPU,...",
+        help="compare every GPU type, node count and sharding RunPod rents for this run (or only the GPU "
+        "types named, e.g. H100_SXM,H200_SXM), cheapest run first",
+    )
     p.add_argument("--stacks-dir", type=Path, default=REPO / "stacks", help=argparse.SUPPRESS)
     return p
 
@@ -101,6 +113,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_DOES_NOT_FIT
+    if args.compare is not None:
+        try:
+            comparison = compare(config, [g for g in args.compare.split(",") if g.strip()])
+        except CompareError as exc:
+            print(f"forecast: {exc}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        assert comparison is not None  # the stack has a model section (checked above)
+        if args.json:
+            print(json.dumps({"options": [o._asdict() for o in comparison.options], **comparison.to_output()}))
+        else:
+            render_compare(args.stack, comparison)
+        return EXIT_FITS if comparison.cheapest is not None else EXIT_DOES_NOT_FIT
     if args.json:
         print(json.dumps(result.to_output(), indent=2))
     else:

@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from components.config import StackConfig
+from forecast.compare import Comparison
 from forecast.model import Forecast
 
 
@@ -38,6 +39,8 @@ def _memory(result: Forecast) -> Table:
 
 
 _STYLE = {"fits": "green", "may not fit": "bold yellow", "does not fit": "bold red"}
+COMPARE_WIDTH = 104
+_SHORT = {"fits": "fits", "may not fit": "may not", "does not fit": "no"}
 
 
 def _compute(result: Forecast) -> Table:
@@ -98,3 +101,53 @@ def render(
         out.print(f"{head} Changes that make it fit, cheapest first:")
         for fix in result.fixes:
             out.print(f"  - {fix}")
+
+
+def render_compare(stack: str, comparison: Comparison, console: Console | None = None) -> None:
+    """Every candidate, cheapest run first: memory verdict, hours, $/h and run cost; the cheapest feasible
+    one marked, and what it saves against the stack as configured."""
+    out = console or Console()
+    out.width = max(out.width, COMPARE_WIDTH)  # eight columns; a pipe's default 80 would cut every cell
+    table = Table(
+        title=f"{stack}: each GPU type, node count and sharding RunPod rents, cheapest run first",
+        title_justify="left",
+    )
+    for name, justify in (
+        ("GPUs", "left"),
+        ("sharding", "left"),
+        ("GB/GPU (top)", "right"),
+        ("verdict", "left"),
+        ("hours", "right"),
+        ("$/h", "right"),
+        ("run cost", "right"),
+        ("", "left"),
+    ):
+        table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    best = comparison.cheapest
+    for o in comparison.options:
+        marks = [m for m, on in (("<- cheapest", o is best), ("configured", o.configured)) if on]
+        style = "bold green" if o is best else "bold" if o.configured else None if o.feasible else "dim"
+        table.add_row(
+            f"{o.nodes}x{o.gpus_per_node} {o.gpu}",
+            o.sharding,
+            f"{o.total_gb:.0f} ({o.total_high_gb:.0f})/{o.gpu_gb:g}",
+            _SHORT[o.verdict],
+            f"{o.hours:,.2f}",
+            f"{o.usd_per_hour:,.0f}",
+            _money(o.run_usd),
+            ", ".join(marks),
+            style=style,
+        )
+    out.print(table)
+    conf = comparison.configured
+    if best is None:
+        out.print(f"[bold red]Nothing fits[/bold red] among {len(comparison.options)} candidates.")
+        return
+    saving = comparison.saving_usd or 0.0
+    if best.configured:
+        out.print(f"cheapest feasible: {best.label} {_money(best.run_usd)}: the stack as configured")
+    else:
+        out.print(
+            f"cheapest feasible: {best.label} {_money(best.run_usd)} (-{_money(saving)} against "
+            f"{conf.label} {_money(conf.run_usd)}, as configured)"
+        )

@@ -2,7 +2,8 @@ import gc,json,os,sys,time,torch
 from transformers import LlamaConfig as C,LlamaForCausalLM as M
 from peft import LoraConfig,get_peft_model
 # LoRA and full fine-tunes of random-init Llama shapes on one GPU, for the forecast (issue #32).
-# Packed into one device call: python -m bench.gpu_lora_pack prints the command. Writes $OUT/lora.json.
+# One device call each: python -m bench.gpu_lora_pack [v] prints it (v: the validation set V). $OUT/lora.json.
+# The first call (list P, 2026-12-01) also recorded adapter_dtype (float32: peft's autocast_adapter_dtype).
 O=os.environ.get("OUT",".");cu="cuda";bf=torch.bfloat16
 S={"1b":(2048,16,32,8,8192,128256),"3b":(3072,28,24,8,8192,128256),
  "7b":(4096,32,32,32,11008,32000),"8b":(4096,32,32,8,14336,128256)}  # h L a kv ffn V
@@ -23,7 +24,7 @@ def run(n,mode,r,ck,b,s=2048,k=6):
   if mode=="frozen":
    m.requires_grad_(False);m.get_input_embeddings().register_forward_hook(lambda _,i,y:y.requires_grad_())
   m.train();T=[p for p in m.parameters() if p.requires_grad]
-  e["trainable"]=sum(p.numel() for p in T);e["adapter_dtype"]=str(T[0].dtype) if T else None
+  e["trainable"]=sum(p.numel() for p in T)
   o=torch.optim.AdamW(T,lr=1e-5,fused=True) if T else None
   x=torch.randint(0,V,(b,s),device=cu)
   gc.collect();torch.cuda.empty_cache();torch.cuda.reset_peak_memory_stats();t=[]
@@ -46,4 +47,6 @@ P=[("7b","lora",16,1,4),("7b","lora",64,1,4),("7b","lora",16,0,2),("7b","frozen"
  ("1b","lora",16,1,8),("1b","lora",16,0,4),("1b","lora",64,1,8),("1b","frozen",0,1,8),
  ("1b","full",0,1,8),("1b","full",0,0,4),("3b","lora",16,1,8),("3b","lora",16,0,4),("3b","full",0,1,4),
  ("8b","lora",16,1,4),("7b","full",0,1,1)]
-for p in P[int(sys.argv[1]) if len(sys.argv)>1 else 0:]:run(*p)
+V=[("8b","lora",16,0,2),("7b","lora",8,1,8),("3b","lora",32,1,4,4096),("1b","lora",16,1,2,8192),
+ ("8b","lora",16,1,8,4096),("3b","full",0,0,2),("7b","lora",16,0,8),("8b","full",0,1,1)]
+for p in V if os.environ.get("PLAN")=="v" else P:run(*p)

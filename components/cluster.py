@@ -24,7 +24,8 @@ from components.render import Artifacts, Node, render_artifacts
 from facts import secrets
 from facts.gpus import GPUS
 from facts.money import burn_per_hour
-from forecast.stack import run_cost, stack_forecast
+from forecast.compare import stack_output
+from forecast.stack import run_cost
 from providers.runpod.cluster import InstantCluster
 from providers.runpod.inputs import (
     ClusterNode,
@@ -101,8 +102,8 @@ class H100Cluster(pulumi.ComponentResource):
         # From the config alone, so it is known at preview, where the policy pack reads it from this
         # component's outputs; None when the stack declares no training.model. First, before any child:
         # a forecast that raises must stop the program before anything rents (components/guards.py).
-        prediction = stack_forecast(cfg)
-        self.forecast = None if prediction is None else prediction.to_output()
+        # `compare` holds the cheapest feasible GPU type, node count and sharding (forecast.compare).
+        self.forecast = stack_output(cfg)
         child = pulumi.ResourceOptions(parent=self)
         # Stateful or expensive: guarded against `destroy` and replaces where the stack asks (prod).
         guarded = pulumi.ResourceOptions(parent=self, protect=cfg.protect)
@@ -173,10 +174,6 @@ class H100Cluster(pulumi.ComponentResource):
         run = run_cost(cfg)
         self.cost_per_run = self.cost_per_hour.apply(lambda c: round(c * run.hours, 2))
         self.cost_per_run_basis = run.label
-        # From the config alone, so it is known at preview, where the policy pack reads it from this
-        # component's outputs; None when the stack declares no training.model.
-        prediction = stack_forecast(cfg)
-        self.forecast = None if prediction is None else prediction.to_output()
         # The scripts themselves (~19 KB a node) stay out of the state: the engine rewrites the whole
         # checkpoint at every step, so 250 nodes' scripts made each write ~5 MB and a destroy quadratic.
         # Their digests still show in a preview diff which nodes' scripts a change touches.

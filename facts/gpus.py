@@ -42,6 +42,7 @@ class GpuSpec:
     peak_tflops_bf16: float  # dense (no sparsity) BF16 tensor-core peak per GPU
     peak_tflops_fp8: float | None  # dense FP8 tensor-core peak per GPU; None: the GPU has no FP8 tensor cores
     perf_source: str  # where memory_gb and the peaks come from
+    memory_bandwidth_tbps: float = 3.35  # HBM bandwidth per GPU, TB/s (datasheet); the forecast's LoRA term
 
     @property
     def bf16_gemm_floor_tflops(self) -> float:
@@ -83,6 +84,23 @@ _H100_DATASHEET = (
     "{mem} GB, BF16 {bf16} and FP8 {fp8} TFLOPS with sparsity, halved for dense"
 )
 
+_H200_DATASHEET = (
+    "NVIDIA H200 Tensor Core GPU datasheet (https://www.nvidia.com/en-us/data-center/h200/), H200 SXM column: "
+    "141 GB HBM3e at 4.8 TB/s, BF16 1,979 and FP8 3,958 TFLOPS with sparsity, halved for dense"
+)
+_B200_DATASHEET = (
+    "NVIDIA HGX B200 specifications (https://www.nvidia.com/en-us/data-center/hgx/), 8-GPU board: 1.4 TB "
+    "HBM3e (RunPod lists 180 GB a GPU: https://docs.runpod.io/references/gpu-types) at 64 TB/s, FP16/BF16 36 "
+    "and FP8 72 PFLOPS with sparsity; per GPU and halved for dense: BF16 2,250, FP8 4,500 TFLOPS, 8 TB/s"
+)
+# RunPod's pricing page lists Instant Cluster rates for H100 SXM, H200 and B200 (transcribed 2026-10-07 from
+# https://www.runpod.io/pricing); FACTS.md's documented self-serve sizes are for H100: the same 2-8 nodes of 8
+# are assumed for the other two (an inference to verify before renting).
+_CLUSTER_WHY = (
+    "SXM boards hold 8 GPUs on one NVSwitch; self-serve Instant Clusters are 2-8 such nodes "
+    f"(16-64 GPUs) in one data center ({sources.INSTANT_CLUSTERS})"
+)
+
 _SPOT_WHY = (
     "spot exists only through the deprecated GraphQL podRentInterruptable mutation that RunPod is removing "
     f"(spot was dropped from {sources.PRICING} on 2026-05-06); REST v2 has no spot field "
@@ -101,14 +119,13 @@ GPUS: Final[dict[str, GpuSpec]] = {
             instant_cluster=True,
             spot=SpotAvailability.LEGACY,
             min_cuda_version="12.4",
-            why=(
-                "SXM boards hold 8 GPUs on one NVSwitch; self-serve Instant Clusters are 2-8 such nodes "
-                f"(16-64 GPUs) in one data center ({sources.INSTANT_CLUSTERS}); {_SPOT_WHY}"
-            ),
+            why=f"{_CLUSTER_WHY}; {_SPOT_WHY}",
             memory_gb=80,
             peak_tflops_bf16=989.4,
             peak_tflops_fp8=1979.0,
-            perf_source=_H100_DATASHEET.format(form="H100 SXM", mem=80, bf16="1,979", fp8="3,958"),
+            perf_source=_H100_DATASHEET.format(form="H100 SXM", mem=80, bf16="1,979", fp8="3,958")
+            + "; 3.35 TB/s",
+            memory_bandwidth_tbps=3.35,
         ),
         GpuSpec(
             key="H100_PCIE",
@@ -126,7 +143,9 @@ GPUS: Final[dict[str, GpuSpec]] = {
             memory_gb=80,
             peak_tflops_bf16=756.0,
             peak_tflops_fp8=1513.0,
-            perf_source=_H100_DATASHEET.format(form="H100 PCIe", mem=80, bf16="1,513", fp8="3,026"),
+            perf_source=_H100_DATASHEET.format(form="H100 PCIe", mem=80, bf16="1,513", fp8="3,026")
+            + "; 2 TB/s",
+            memory_bandwidth_tbps=2.0,
         ),
         GpuSpec(
             key="H100_NVL",
@@ -144,7 +163,44 @@ GPUS: Final[dict[str, GpuSpec]] = {
             memory_gb=94,
             peak_tflops_bf16=835.5,
             peak_tflops_fp8=1670.5,
-            perf_source=_H100_DATASHEET.format(form="H100 NVL", mem=94, bf16="1,671", fp8="3,341"),
+            perf_source=_H100_DATASHEET.format(form="H100 NVL", mem=94, bf16="1,671", fp8="3,341")
+            + "; 3.9 TB/s",
+            memory_bandwidth_tbps=3.9,
+        ),
+        GpuSpec(
+            key="H200_SXM",
+            api_id="NVIDIA H200",
+            gpus_per_node=8,
+            allowed_counts=(1, 2, 4, 8),
+            interconnect="NVLink 4 via NVSwitch in a node; cluster fabric in Instant Clusters",
+            instant_cluster=True,
+            spot=SpotAvailability.LEGACY,
+            min_cuda_version="12.4",
+            why=f"{_CLUSTER_WHY} (H200: rates on https://www.runpod.io/pricing, sizes inferred); {_SPOT_WHY}",
+            memory_gb=141,
+            peak_tflops_bf16=989.4,
+            peak_tflops_fp8=1979.0,
+            perf_source=_H200_DATASHEET,
+            memory_bandwidth_tbps=4.8,
+        ),
+        GpuSpec(
+            key="B200",
+            api_id="NVIDIA B200",
+            gpus_per_node=8,
+            allowed_counts=(1, 2, 4, 8),
+            interconnect="NVLink 5 via NVSwitch in a node; cluster fabric in Instant Clusters",
+            instant_cluster=True,
+            spot=SpotAvailability.LEGACY,
+            min_cuda_version="12.8",
+            why=(
+                f"{_CLUSTER_WHY} (B200: rates on https://www.runpod.io/pricing, sizes inferred); Blackwell "
+                f"needs CUDA 12.8 or newer; {_SPOT_WHY}"
+            ),
+            memory_gb=180,
+            peak_tflops_bf16=2250.0,
+            peak_tflops_fp8=4500.0,
+            perf_source=_B200_DATASHEET,
+            memory_bandwidth_tbps=8.0,
         ),
     )
 }

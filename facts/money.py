@@ -70,6 +70,11 @@ SNAPSHOT: Final = PriceSnapshot(
         "NVIDIA H100 80GB HBM3": GpuPrice(secure=3.99, community=2.69),
         "NVIDIA H100 PCIe": GpuPrice(secure=2.89, community=1.99),
         "NVIDIA H100 NVL": GpuPrice(secure=3.19, community=2.59),
+        # Not in the 2026-11-09 observation: RunPod's pricing page as transcribed on 2026-10-07
+        # (https://www.runpod.io/pricing, "Pods - H200 $4.59/hr", "Pods - B200 $6.79/hr"); no community rate
+        # was listed, so community is the secure rate.
+        "NVIDIA H200": GpuPrice(secure=4.59, community=4.59),
+        "NVIDIA B200": GpuPrice(secure=6.79, community=6.79),
     },
     storage=StorageRates(volume_first_tb=0.07, volume_beyond=0.05, container_disk=0.10),
 )

@@ -7,6 +7,8 @@ It ends with the run cap the run will be held to: `max_run_cost_usd` of the `run
 in `policy/config/<STACK>.json` (the policy's default when the file does not set it).
 Exit status: 0 the model fits and the run is within its cap, 1 it does not fit (or the stack has no model
 section), 2 bad config or usage, 3 it fits but the run costs more than its cap (the policy would refuse it).
+`--compare [GPU,...]` prints instead every GPU type, node count and sharding RunPod rents for the run, cheapest
+run first, with the cheapest feasible one and its saving (forecast.compare); its exit status is 0 when one fits.
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ from typing import Any
 import yaml
 
 from common.terminal import plain
+from forecast.compare import CompareError, compare
 from forecast.stack import stack_forecast
-from forecast.table import render
+from forecast.table import render, render_compare
 from stackconfig import files
 from stackconfig.config import NAMESPACE, ConfigError, load_stack_config
 from stackconfig.model import ModelConfig
@@ -90,6 +93,15 @@ def _parser() -> argparse.ArgumentParser:
         help="change the config first, e.g. --set cluster.nodes=4 --set sharding=zero3 (repeatable)",
     )
     p.add_argument("--json", action="store_true", help="print the stack output `forecast` as JSON instead")
+    p.add_argument(
+        "--compare",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="GPU,...",
+        help="compare every GPU type, node count and sharding RunPod rents for this run (or only the GPU "
+        "types named, e.g. H100_SXM,H200_SXM), cheapest run first",
+    )
     p.add_argument("--stacks-dir", type=Path, default=files.STACKS_DIR, help=argparse.SUPPRESS)
     p.add_argument(
         "--policy-dir", type=Path, default=files.REPO / "policy" / "config", help=argparse.SUPPRESS
@@ -115,6 +127,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_DOES_NOT_FIT
+    if args.compare is not None:
+        try:
+            comparison = compare(config, [g for g in args.compare.split(",") if g.strip()])
+        except CompareError as exc:
+            print(f"forecast: {exc}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        assert comparison is not None  # the stack has a model section (checked above)
+        if args.json:
+            print(
+                json.dumps({"options": [o._asdict() for o in comparison.options], **comparison.to_output()})
+            )
+        else:
+            render_compare(args.stack, comparison)
+        return EXIT_FITS if comparison.cheapest is not None else EXIT_DOES_NOT_FIT
     try:
         cap, where = run_cap(args.stack, args.policy_dir)
     except (OSError, ValueError) as exc:  # pydantic's ValidationError is a ValueError

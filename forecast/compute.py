@@ -18,27 +18,33 @@ https://arxiv.org/abs/2001.08361, §2.1: a forward pass costs 2Ψ per token, the
     Attention's own score FLOPs (6·L·s·h per token, Kaplan §2.1) are left out, as in the 6·N·T rule; at
     s = 4096 they add 4-8 % for 7B-70B models.
 
-Time: GPU-seconds = model FLOPs / (dense peak[precision] x MFU), the peak from the GPU table (NVIDIA's
-datasheets); wall clock = GPU-seconds / N x (1 + overhead), N the job's GPUs. MFU is model FLOPs per second
-over peak (Chowdhery et al. 2022, PaLM, https://arxiv.org/abs/2204.02311, §4.1 and Table 3: GPT-3 21.3 %,
-Gopher 32.5 %, Megatron-Turing NLG 30.2 %, PaLM 46.2 %). Unless the workload sets `mfu`, it is
+Time: seconds per token per GPU = executed FLOPs per token / (dense peak[precision] x U), the peak from
+the GPU table (NVIDIA's datasheets), plus LoRA's adapter term below; wall clock = tokens x that / N x
+(1 + overhead), N the job's GPUs. MFU, reported, is model FLOPs per second over peak (Chowdhery et al.
+2022, PaLM, https://arxiv.org/abs/2204.02311, §4.1 and Table 3: GPT-3 21.3 %, Gopher 32.5 %,
+Megatron-Turing NLG 30.2 %, PaLM 46.2 %). Unless the workload sets `mfu`, the utilisation of executed FLOPs is
 
-    DEFAULT_HARDWARE_UTILISATION[precision] x model FLOPs / executed FLOPs
+    U = DEFAULT_HARDWARE_UTILISATION[precision]
+        x min(1, h / 2048) ** 0.5                   (small hidden sizes)
+        x 1 / (1 + (1/3)·(1024/h)²·(16384/(s·b)))   under zero3 (FSDP full shard's per-layer cost)
 
-    x min(1, h / 4096) ** 0.25                      (small hidden sizes)
-    x 1 / (1 + (1/3)·(1024/h)²·(16384/(s·b)))         under zero3 (FSDP full shard's per-layer cost)
+so activation checkpointing's recompute (8 instead of 6 FLOPs per parameter-token) gives an MFU of
+0.45 x 6/8 = 0.34 for bf16. bf16: 0.45 of peak, measured on one H200 (docs/GPU-VALIDATION.md, "LoRA on
+H200", 2026-12-01, Hugging Face Llama shapes, s = 2048, s·b = 8192-16384): executed FLOPs ran at 0.46 of
+peak (7B frozen base, checkpointed), 0.47 (1.5B frozen base; 1.5B full fine-tune, checkpointed), 0.43 (3B
+full, checkpointed), 0.40 (1.5B full, not checkpointed: its optimizer step and weight casts are in the
+step); the 0.40 assumed before (inside PaLM's range) read every LoRA run 7-21 % slow once the adapter term
+below was added. fp8: 1.3x bf16's speed, an assumption (only the matmuls run in FP8): 0.45 x 1.3 / 2 of
+the FP8 peak; set `mfu` once a run is measured.
 
-so activation checkpointing's recompute (8 instead of 6 FLOPs per parameter-token) lowers it to 0.30 for
-bf16. bf16: 0.40 of peak, inside the range above. fp8: 0.26, an assumption: only the matmuls run in FP8,
-so we count on 1.3x bf16's speed rather than the 2x of the peaks; set `mfu` once a run is measured.
-
-Two corrections, from measured runs on H200 (docs/GPU-VALIDATION.md, "The transformer on H200", GPT-style
-decoders, s = 1024, b = 16, bf16; MFU by this module's 6·Ψ count):
+Corrections, from measured runs on H200 (docs/GPU-VALIDATION.md):
 - Small hidden sizes do not fill the tensor cores: a GEMM's arithmetic intensity grows with its dimensions
   and small ones are memory- or latency-bound (NVIDIA, "Matrix Multiplication Background User's Guide",
-  https://docs.nvidia.com/deeplearning/performance/dl-performance-matrix-multiplication/index.html). Measured:
-  h = 768 (124 M) 0.24, h = 1024 (350 M) 0.30-0.31 under DDP. The factor (h / 4096) ** 0.25 (0.66 and 0.71)
-  is fitted to those two points and leaves h >= 4096 (7B and up, where 0.40 came from) unchanged.
+  https://docs.nvidia.com/deeplearning/performance/dl-performance-matrix-multiplication/index.html). Measured
+  MFU: h = 768 (GPT-2 124 M) 0.24, h = 1024 (350 M) 0.30-0.31 under DDP ("The transformer on H200"), while
+  h = 2048 (the 1.5B Llama shape) already ran at the 7B's rate. (h / 2048) ** 0.5 (0.61 and 0.71 at 768
+  and 1024) holds all of them; it was (h / 4096) ** 0.25, fitted to the two GPT-2 points alone, which read
+  the 1.5B runs 1.2-1.4x slow.
 - zero3 gathers every layer's weights in the forward and again in the backward pass and reduce-scatters the
   gradients: 1.5x the data-parallel communication (Rajbhandari et al. 2020, ZeRO, §7.2.2), partly exposed
   in the step. Measured: 350 M on 2 GPUs (NVLink), FSDP full shard 104,762 tokens/s per GPU against DDP's
@@ -48,6 +54,22 @@ decoders, s = 1024, b = 16, bf16; MFU by this module's 6·Ψ count):
   grows as h²·s·b: the exposed share is (1/3)·(1024/h)²·(16384/(s·b)), 8 % for an 8B model (h = 4096) at
   s·b = 4096, 2 % at s·b = 16384. One measurement, an assumption beyond it; `overhead` still adds the
   run's other stops on top.
+- LoRA: the frozen base's backward still computes input gradients through every layer (the 4·Ψ above, and
+  the recompute under checkpointing), at the same U as a full fine-tune (measured: a frozen base with no
+  adapters ran its executed FLOPs at 0.46-0.47 of peak, as the full fine-tune did). The adapters add far
+  more time than their 6·Ψt FLOPs: each adapted projection runs two skinny GEMMs (inner dimension r), a
+  scaling, an add into the base's output and, backward, the matching passes and an add into the input
+  gradient, all bound by memory traffic over the projection's input and output width, not by the rank.
+  Measured: rank 16 and rank 64 ran at the same speed (7B: 8,249 and 8,228 tokens/s; 1.5B: 35,183 and
+  35,160), and the time LoRA adds to the frozen base is 60.8 (7B) and 60.7 (1.5B) bytes of HBM traffic per
+  token per element of adapted width, at the datasheet's 4.8 TB/s:
+
+      adapter seconds per token = 61 x L x W / HBM bandwidth,   W = (Ψ - 2·V·h) / (L·h) + 7·h
+
+  W is the summed input and output width of a Llama block's seven projections (q, k, v, o, gate, up,
+  down), all adapted (peft's "all-linear"): with P = Ψ/L per block, Σ(in + out) = P/h + 7h whatever the
+  key-value heads (78,080 for Llama-2-7B, 44,032 for the 1.5B shape: both exact). Adapters on fewer
+  projections cost less; the forecast then errs slow. Embeddings are taken as untied (2·V·h).
 A workload's own `mfu` replaces all of this (a measured MFU already holds its communication).
 
 Restarts: the watchdog stops a run after max_run_hours; segments = ceil(hours / max_run_hours), restarts =
@@ -65,9 +87,18 @@ from forecast.fixes import memory_fixes
 from forecast.memory import memory
 from forecast.model import ComputeForecast, CostForecast, Deployment, Forecast, ForecastInput, Workload
 
-DEFAULT_HARDWARE_UTILISATION: dict[str, float] = {"bf16": 0.40, "fp8": 0.26}
-FULL_UTILISATION_HIDDEN = 4096  # hidden size from which the default applies unscaled
-SMALL_HIDDEN_EXPONENT = 0.25  # fitted to H200 runs at h = 768 and 1024 (docs/GPU-VALIDATION.md)
+BF16_UTILISATION = 0.45  # executed FLOPs / peak, measured on H200 (docs/GPU-VALIDATION.md, "LoRA on H200")
+FP8_SPEEDUP = 1.3  # assumed: only the matmuls run in FP8
+DEFAULT_HARDWARE_UTILISATION: dict[str, float] = {
+    "bf16": BF16_UTILISATION,
+    "fp8": BF16_UTILISATION * FP8_SPEEDUP / 2,  # of the FP8 peak, twice the bf16 one
+}
+FULL_UTILISATION_HIDDEN = 2048  # hidden size from which the default applies unscaled
+SMALL_HIDDEN_EXPONENT = 0.5  # holds H200 runs at h = 768, 1024 and 2048 (docs/GPU-VALIDATION.md)
+# LoRA: HBM bytes per token per element of adapted width (docs/GPU-VALIDATION.md, "LoRA on H200": 60.8 at 7B,
+# 60.7 at 1.5B, rank 16 = rank 64) and the width of a Llama block's seven projections beyond P/h.
+ADAPTER_BYTES = 61.0
+ADAPTED_PROJECTIONS_EXTRA = 7
 # zero3: exposed per-layer cost / the layer's compute, measured 1/3 (FSDP full shard / DDP per-GPU rate 0.75)
 # for 350 M on 2 H200s (same document) at h = 1024, s·b = 16384; scaled by the layer's compute h²·s·b.
 ZERO3_EXPOSED_SHARE = 1.0 / 3.0
@@ -97,18 +128,46 @@ def executed_flops(w: Workload) -> float:
     return model_flops(w) + recompute
 
 
-def assumed_mfu(w: Workload) -> float:
-    """The workload's `mfu`, or the default for its precision, scaled for a small hidden size and zero3's
-    gathers and lowered by checkpointing's recompute."""
-    if w.mfu is not None:
-        return w.mfu
+def utilisation(w: Workload) -> float:
+    """U: the share of the dense peak executed FLOPs run at, scaled for a small hidden size and zero3."""
     size = math.pow(min(1.0, w.hidden_size / FULL_UTILISATION_HIDDEN), SMALL_HIDDEN_EXPONENT)
     sharding = 1.0
     if w.sharding == "zero3":
         layer = w.hidden_size**2 * w.sequence_length * w.micro_batch_per_gpu
         sharding = 1.0 / (1.0 + ZERO3_EXPOSED_SHARE * ZERO3_MEASURED_LAYER / layer)
-    base = DEFAULT_HARDWARE_UTILISATION[w.precision] * size * sharding
-    return base * model_flops(w) / executed_flops(w)
+    return DEFAULT_HARDWARE_UTILISATION[w.precision] * size * sharding
+
+
+def adapted_width(w: Workload) -> float:
+    """Σ(in + out) of a Llama block's seven projections: P/h + 7h with P = (Ψ - 2·V·h) / L."""
+    h = w.hidden_size
+    per_block = max(0.0, w.parameters - 2.0 * w.vocab_size * h) / w.layers
+    return per_block / h + ADAPTED_PROJECTIONS_EXTRA * h
+
+
+def adapter_seconds_per_token(w: Workload, bandwidth_tbps: float) -> float:
+    """LoRA's memory-bound adapter passes, per token per GPU; 0 for a full fine-tune."""
+    if w.method != "lora":
+        return 0.0
+    return ADAPTER_BYTES * w.layers * adapted_width(w) / (bandwidth_tbps * 1e12)
+
+
+def seconds_per_token(w: Workload, peak_tflops: float, bandwidth_tbps: float) -> float:
+    """One GPU's time per token: executed FLOPs at U plus LoRA's adapters; a given `mfu` replaces both."""
+    if w.mfu is not None:
+        return model_flops(w) / w.tokens / (peak_tflops * 1e12 * w.mfu)
+    flops = executed_flops(w) / w.tokens / (peak_tflops * 1e12 * utilisation(w))
+    return flops + adapter_seconds_per_token(w, bandwidth_tbps)
+
+
+def assumed_mfu(w: Workload, peak_tflops: float = 989.4, bandwidth_tbps: float = 3.35) -> float:
+    """The workload's `mfu`, or the MFU the default utilisation and LoRA's adapter term imply (which
+    depends on the GPU only for LoRA: its adapter passes are bound by HBM bandwidth, not the peak)."""
+    if w.mfu is not None:
+        return w.mfu
+    return (
+        model_flops(w) / w.tokens / seconds_per_token(w, peak_tflops, bandwidth_tbps) / (peak_tflops * 1e12)
+    )
 
 
 def compute(w: Workload, d: Deployment) -> ComputeForecast:
@@ -116,7 +175,7 @@ def compute(w: Workload, d: Deployment) -> ComputeForecast:
     if peak is None:
         supported = ", ".join(sorted(d.gpu.peak_tflops))
         raise ForecastError(f"{d.gpu.name} has no {w.precision} tensor cores; use one of: {supported}")
-    mfu = assumed_mfu(w)
+    mfu = assumed_mfu(w, peak, d.gpu.memory_bandwidth_tbps)
     flops = model_flops(w)
     rate = peak * 1e12 * mfu  # model FLOP/s per GPU
     gpu_hours = flops / rate / SECONDS_PER_HOUR

@@ -23,17 +23,17 @@ def memory_fixes(w: Workload, d: Deployment) -> tuple[str, ...]:
     return tuple(found) if found else (_combined(w, d),)
 
 
-def _total(w: Workload, d: Deployment, gpus: int | None = None) -> float | None:
-    """Per-GPU GB when it fits, else None."""
+def _total(w: Workload, d: Deployment, gpus: int | None = None) -> str | None:
+    """Per-GPU GB, the central estimate and the band's upper end, when that end fits; else None."""
     mem = memory(w, d.gpu, gpus or d.gpus_per_job)
-    return mem.total if mem.fits else None
+    return f"{mem.total:.1f} GB per GPU, at most {mem.total_high:.1f}" if mem.fits else None
 
 
 def _shard(w: Workload, d: Deployment) -> str | None:
     for mode in SHARDING_ORDER[SHARDING_ORDER.index(w.sharding) + 1 :]:
         total = _total(w._replace(sharding=mode), d)
         if total is not None:
-            return f"shard further: sharding {mode} ({total:.1f} GB per GPU)"
+            return f"shard further: sharding {mode} ({total})"
     return None
 
 
@@ -43,9 +43,7 @@ def _checkpoint(w: Workload, d: Deployment) -> str | None:
     total = _total(w._replace(activation_checkpointing=True), d)
     if total is None:
         return None
-    return (
-        f"checkpoint activations: activation_checkpointing true ({total:.1f} GB per GPU, ~33 % more compute)"
-    )
+    return f"checkpoint activations: activation_checkpointing true ({total}; ~33 % more compute)"
 
 
 def _micro_batch(w: Workload, d: Deployment) -> str | None:
@@ -54,7 +52,7 @@ def _micro_batch(w: Workload, d: Deployment) -> str | None:
         total = _total(w._replace(micro_batch_per_gpu=b), d)
         if total is not None:
             return (
-                f"smaller micro-batch: micro_batch_per_gpu {b} ({total:.1f} GB per GPU; keep the global "
+                f"smaller micro-batch: micro_batch_per_gpu {b} ({total}; keep the global "
                 "batch with gradient accumulation)"
             )
         b //= 2
@@ -68,7 +66,7 @@ def _more_gpus(w: Workload, d: Deployment) -> str | None:
     for gpus in range(step * 2, MAX_GPUS_PER_JOB + 1, step):
         total = _total(w, d, gpus)
         if total is not None:
-            return f"more GPUs: {gpus} in the job instead of {d.gpus_per_job} ({total:.1f} GB per GPU)"
+            return f"more GPUs: {gpus} in the job instead of {d.gpus_per_job} ({total})"
     return None
 
 
@@ -79,7 +77,7 @@ def _combined(w: Workload, d: Deployment) -> str:
         if total is not None:
             return (
                 f"no single change is enough; together: sharding zero3, activation_checkpointing true, "
-                f"micro_batch_per_gpu 1 on {gpus} GPUs in the job ({total:.1f} GB per GPU)"
+                f"micro_batch_per_gpu 1 on {gpus} GPUs in the job ({total})"
             )
     return (
         f"does not fit {d.gpu.name} ({d.gpu.memory_gb:g} GB) even with sharding zero3, activation "

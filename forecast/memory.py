@@ -22,21 +22,32 @@ https://arxiv.org/abs/2209.05433) casts the matmul inputs to FP8 and keeps the w
 higher precision, so the states above are unchanged by `precision`.
 
 Activations — Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models"
-(https://arxiv.org/abs/2205.05198), §4.1 (16-bit activations, no tensor parallelism):
+(https://arxiv.org/abs/2205.05198), §4.1 (16-bit activations, no tensor parallelism), for the GPT block
+(`block: gpt`, LayerNorm and a GELU MLP of 4h, with dropout):
 
-    per layer            s·b·h·(34 + 5·a·s/h)
-    with FlashAttention  s·b·h·34   (the a·s² score, softmax and dropout terms are never stored; Dao et al.
-                                      2022, https://arxiv.org/abs/2205.14135 — the same saving as the
-                                      paper's selective recomputation)
-    full checkpointing   2·s·b·h per layer (each block's input) + one layer's full activations, rebuilt
-                         during its backward (§4.2: "full activation recomputation ... 2sbhL")
-    output layer         4·s·b·h + 10·s·b·V: the final norm's and output layer's inputs (4·s·b·h, §4.3)
-                         and the logits. §4.3 counts one fp32 copy (4·s·b·V); a loss computed as
+    per layer            s·b·h·(K + 5·a·s/h), K = 34
+    with FlashAttention  s·b·h·K   (the a·s² score, softmax and dropout terms are never stored; Dao et al.
+                                    2022, https://arxiv.org/abs/2205.14135 — the same saving as the
+                                    paper's selective recomputation)
+    full checkpointing   2·s·b·h per layer (each block's input, §4.2: "full activation recomputation ...
+                         2sbhL") + the larger of one layer's full activations (rebuilt during its backward)
+                         and the output layer's (whose backward runs first, before any layer is rebuilt)
+    output layer         4·s·b·h + 12·s·b·V: the final norm's and output layer's inputs (4·s·b·h, §4.3) and
+                         the logits. §4.3 counts one fp32 copy (4·s·b·V); a loss computed as
                          cross_entropy(logits.float()) holds at its peak the 16-bit logits (2), their fp32
-                         copy (4) and the fp32 log-softmax kept for the backward pass (4), whose gradient
-                         then takes the copy's place (PyTorch's log_softmax saves its output). Measured on
-                         H200 (docs/GPU-VALIDATION.md): with 4·s·b·V the forecast was 1.31x short of
-                         max_memory_allocated at 124 M parameters, where V = 50304 dwarfs h = 768.
+                         copy (4), the fp32 log-softmax kept for the backward pass (4) and part of its
+                         gradient.
+
+Measured on one H200 (docs/GPU-VALIDATION.md, "LoRA on H200", 2026-12-01: Hugging Face Llama shapes of
+1.5B-8B, s = 2048, bf16 autocast, SDPA; activations = max_memory_allocated less the model states):
+- the Llama block (`block: llama`, RMSNorm computed in fp32, SwiGLU MLP, no dropout) keeps K = 50, not 34:
+  without checkpointing 49.6 (7B, LoRA), 46.8 (3B, LoRA), 57.3 (1.5B, LoRA) bytes per s·b·h per layer;
+- at V = 128256 the logits take 12 bytes each (checkpointed 1.5B/3B/8B LoRA runs: what is left beside
+  12·s·b·V is 2.0-2.4 bytes per s·b·h per layer, the 2 checkpointing keeps); 10 was fitted to GPT-2 runs;
+- checkpointed, the peak is the loss's, not loss plus a rebuilt layer (7B, V = 32000: 5.3 GB measured, 5.4
+  forecast, 6.6 with the sum).
+Over all 14 runs (LoRA, frozen base and full fine-tunes), measured ÷ forecast activations lie in 0.90-1.12.
+The GPT-2 runs of train/gpt_config.py (same document, "The transformer on H200") keep `block: gpt`.
 
 Activations are per micro-batch and are not divided by N (every data-parallel rank holds its own).
 
@@ -44,8 +55,17 @@ Buffers — zero3 gathers each layer's full 16-bit weights before using it and p
 al. 2023, "PyTorch FSDP", https://arxiv.org/abs/2304.11277, §3.3.2): 2 layers x 12·h² parameters x 2 bytes
 (a transformer block holds ≈ 12·h² parameters: Kaplan et al. 2020, https://arxiv.org/abs/2001.08361, §2.1).
 
-Allowance (a stated assumption, not a measurement): 2 GB for the CUDA context, cuBLAS/NCCL workspaces and
-communication buckets, plus 10 % of everything else for the caching allocator's fragmentation.
+Allowance — 2 GB fixed: the CUDA context measured 0.80-0.81 GB (mem_get_info less memory_reserved, H200,
+torch 2.11, CUDA 13), the rest an assumption for NCCL's and cuBLAS's buffers on multi-GPU jobs; plus the
+caching allocator's reserve beyond what tensors use: measured max_memory_reserved - max_memory_allocated
+6-23 % of the allocated peak (6-9 % without checkpointing, 11-23 % with it, the most where large logits
+come and go), central 12 %.
+
+Uncertainty band (docs/FORECAST.md) — the parts' measured errors set each end: model states are counted
+exactly, except that the lower end leaves out the gradients (freed between steps by zero_grad(set_to_none),
+they are not alive at the activation peak: the checkpointed 1.5B and 3B full fine-tunes peaked 1.0 and 3.7
+GB under the band's end with them); activations ×0.90 to ×1.15 (measured 0.90-1.12); the fixed part 0.8 GB (the
+context alone) to 2 GB; the allocator's reserve 6 % to 25 % of the rest. `fits` means the upper end fits.
 """
 
 from __future__ import annotations
@@ -55,10 +75,14 @@ from forecast.model import Hardware, MemoryForecast, Workload
 GB = 1e9
 WEIGHT_BYTES = 2  # bf16/fp16 weights and gradients
 OPTIMIZER_BYTES: dict[str, float] = {"adamw": 12, "adamw_8bit": 6, "sgd": 8}  # K, bytes per trainable param
-FIXED_ALLOWANCE_GB = 2.0
-FRAGMENTATION = 0.10
-LOGITS_BYTES = 10.0  # per logit: 16-bit logits 2 + fp32 copy 4 + fp32 log-softmax 4 (see above)
+LAYER_BYTES: dict[str, float] = {"gpt": 34.0, "llama": 50.0}  # K per s·b·h per layer (see above)
+LOGITS_BYTES = 12.0  # per logit (see above)
 PREFETCHED_LAYERS = 2  # zero3: the layer computing and the one gathered ahead of it
+FIXED_ALLOWANCE_GB = 2.0
+CUDA_CONTEXT_GB = 0.8  # measured; the band's lower end of the fixed part
+RESERVE = 0.12  # allocator reserve / allocated, central
+BAND_ACTIVATIONS = (0.90, 1.15)
+BAND_RESERVE = (0.06, 0.25)
 
 
 def model_states(w: Workload, gpus: int) -> tuple[float, float, float]:
@@ -80,7 +104,8 @@ def model_states(w: Workload, gpus: int) -> tuple[float, float, float]:
 def layer_activations(w: Workload) -> float:
     """Bytes one transformer layer keeps for its backward pass (Korthikanti et al. 2022, §4.1)."""
     s, b, h, a = w.sequence_length, w.micro_batch_per_gpu, w.hidden_size, w.attention_heads
-    per_token_hidden = 34.0 if w.flash_attention else 34.0 + 5.0 * a * s / h
+    kept = LAYER_BYTES[w.block]
+    per_token_hidden = kept if w.flash_attention else kept + 5.0 * a * s / h
     return s * b * h * per_token_hidden
 
 
@@ -89,7 +114,7 @@ def activations(w: Workload) -> float:
     s, b, h = w.sequence_length, w.micro_batch_per_gpu, w.hidden_size
     output_layer = 4.0 * s * b * h + LOGITS_BYTES * s * b * w.vocab_size
     if w.activation_checkpointing:
-        return w.layers * 2.0 * s * b * h + layer_activations(w) + output_layer
+        return w.layers * 2.0 * s * b * h + max(layer_activations(w), output_layer)
     return w.layers * layer_activations(w) + output_layer
 
 
@@ -105,9 +130,14 @@ def memory(w: Workload, gpu: Hardware, gpus: int) -> MemoryForecast:
     weights, gradients, optimizer = (x / GB for x in model_states(w, gpus))
     acts = activations(w) / GB
     buffers = gather_buffers(w) / GB
-    subtotal = weights + gradients + optimizer + acts + buffers
-    allowance = FIXED_ALLOWANCE_GB + FRAGMENTATION * subtotal
+    states = weights + gradients + optimizer + buffers
+    subtotal = states + acts
+    allowance = FIXED_ALLOWANCE_GB + RESERVE * subtotal
     total = subtotal + allowance
+    low = states - gradients + BAND_ACTIVATIONS[0] * acts  # gradients freed between steps (set_to_none)
+    low += CUDA_CONTEXT_GB + BAND_RESERVE[0] * low
+    high = states + BAND_ACTIVATIONS[1] * acts
+    high += FIXED_ALLOWANCE_GB + BAND_RESERVE[1] * high
     return MemoryForecast(
         weights=weights,
         gradients=gradients,
@@ -118,4 +148,6 @@ def memory(w: Workload, gpu: Hardware, gpus: int) -> MemoryForecast:
         total=total,
         gpu_memory=gpu.memory_gb,
         headroom=gpu.memory_gb - total,
+        total_low=low,
+        total_high=high,
     )

@@ -17,6 +17,10 @@ Method = Literal["full", "lora"]
 Precision = Literal["bf16", "fp8"]
 Optimizer = Literal["adamw", "adamw_8bit", "sgd"]
 Sharding = Literal["ddp", "zero1", "zero2", "zero3"]
+Block = Literal[
+    "llama", "gpt"
+]  # llama: RMSNorm + SwiGLU (the stacks' shapes); gpt: LayerNorm + GELU MLP of 4h
+Verdict = Literal["fits", "may not fit", "does not fit"]
 
 # Sharding modes from least to most sharded (the order fixes are tried in).
 SHARDING_ORDER: tuple[Sharding, ...] = ("ddp", "zero1", "zero2", "zero3")
@@ -30,6 +34,9 @@ class Hardware(NamedTuple):
     peak_tflops: Mapping[
         str, float
     ]  # precision ("bf16", "fp8") -> dense peak TFLOPS per GPU; absent: unsupported
+    memory_bandwidth_tbps: float = (
+        3.35  # HBM TB/s per GPU (datasheet): what LoRA's adapter passes are bound by
+    )
 
 
 class Workload(NamedTuple):
@@ -52,6 +59,7 @@ class Workload(NamedTuple):
     flash_attention: bool  # attention that never stores the s x s score matrix (FlashAttention, SDPA)
     mfu: float | None  # model-FLOPs utilisation assumed; None: the documented default (forecast.compute)
     overhead: float  # wall-clock fraction added for communication, checkpoint saves and restarts
+    block: Block = "llama"  # the transformer block, for its activations (forecast.memory)
 
 
 class Deployment(NamedTuple):
@@ -80,13 +88,22 @@ class MemoryForecast(NamedTuple):
     activations: float
     gather_buffers: float  # zero3 only: unsharded weights of the layer computing and the one prefetched
     allowance: float  # CUDA context, NCCL and library workspaces, allocator fragmentation
-    total: float
+    total: float  # the central estimate
     gpu_memory: float
-    headroom: float  # gpu_memory - total; negative when it does not fit
+    headroom: float  # gpu_memory - total; negative when the central estimate does not fit
+    total_low: float  # the uncertainty band's ends (forecast.memory, docs/FORECAST.md "Uncertainty band")
+    total_high: float
 
     @property
     def fits(self) -> bool:
-        return self.headroom >= 0
+        """The band's upper end fits: no measured run peaked above it."""
+        return self.total_high <= self.gpu_memory
+
+    @property
+    def verdict(self) -> Verdict:
+        if self.fits:
+            return "fits"
+        return "may not fit" if self.total_low <= self.gpu_memory else "does not fit"
 
 
 class ComputeForecast(NamedTuple):
@@ -135,10 +152,13 @@ class Forecast(NamedTuple):
                 "gather_buffers": _r(m.gather_buffers),
                 "allowance": _r(m.allowance),
                 "total": _r(m.total),
+                "total_low": _r(m.total_low),
+                "total_high": _r(m.total_high),
                 "gpu": _r(m.gpu_memory),
                 "headroom": _r(m.headroom),
             },
             "fits": m.fits,
+            "verdict": m.verdict,
             "fixes": list(self.fixes),
             "flops": float(f"{c.model_flops:.4g}"),
             "mfu": round(c.mfu, 4),

@@ -22,7 +22,12 @@ def hardware(gpu: GpuSpec) -> Hardware:
     peaks = {"bf16": gpu.peak_tflops_bf16}
     if gpu.peak_tflops_fp8 is not None:
         peaks["fp8"] = gpu.peak_tflops_fp8
-    return Hardware(name=gpu.key, memory_gb=gpu.memory_gb, peak_tflops=peaks)
+    return Hardware(
+        name=gpu.key,
+        memory_gb=gpu.memory_gb,
+        peak_tflops=peaks,
+        memory_bandwidth_tbps=gpu.memory_bandwidth_tbps,
+    )
 
 
 def forecast_input(config: StackConfig) -> ForecastInput | None:

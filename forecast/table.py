@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from common.terminal import for_rich
+from forecast.compare import Comparison
 from forecast.model import Forecast
 from stackconfig.config import StackConfig
 
@@ -31,10 +32,18 @@ def _memory(result: Forecast) -> Table:
     ):
         table.add_row(label, f"{value:.1f}")
     table.add_row("total", f"{m.total:.1f}", style="bold")
-    verdict = "fits" if m.fits else "DOES NOT FIT"
+    table.add_row("band (measured errors, docs/FORECAST.md)", f"{m.total_low:.1f}-{m.total_high:.1f}")
+    verdict = {"fits": "fits", "may not fit": "MAY NOT FIT", "does not fit": "DOES NOT FIT"}[m.verdict]
     table.add_row(f"GPU memory ({verdict})", f"{m.gpu_memory:g}")
-    table.add_row("headroom", f"{m.headroom:.1f}", style="green" if m.fits else "bold red")
+    table.add_row(
+        "headroom at the band's upper end", f"{m.gpu_memory - m.total_high:.1f}", style=_STYLE[m.verdict]
+    )
     return table
+
+
+_STYLE = {"fits": "green", "may not fit": "bold yellow", "does not fit": "bold red"}
+COMPARE_WIDTH = 104
+_SHORT = {"fits": "fits", "may not fit": "may not", "does not fit": "no"}
 
 
 def _compute(result: Forecast) -> Table:
@@ -86,6 +95,62 @@ def render(
     for table in (_memory(result), _compute(result), _money_table(result)):
         out.print(table)
     if result.fixes:
-        out.print("[bold red]Does not fit.[/bold red] Changes that make it fit, cheapest first:")
+        m = result.memory
+        head = (
+            f"[bold yellow]May not fit[/bold yellow]: {m.total_low:.1f}-{m.total_high:.1f} GB of {m.gpu_memory:g}."
+            if m.verdict == "may not fit"
+            else "[bold red]Does not fit.[/bold red]"
+        )
+        out.print(f"{head} Changes that make it fit, cheapest first:")
         for fix in result.fixes:
             out.print(f"  - {for_rich(fix)}")
+
+
+def render_compare(stack: str, comparison: Comparison, console: Console | None = None) -> None:
+    """Every candidate, cheapest run first: memory verdict, hours, $/h and run cost; the cheapest feasible
+    one marked, and what it saves against the stack as configured."""
+    out = console or Console()
+    out.width = max(out.width, COMPARE_WIDTH)  # eight columns; a pipe's default 80 would cut every cell
+    table = Table(
+        title=f"{stack}: each GPU type, node count and sharding RunPod rents, cheapest run first",
+        title_justify="left",
+    )
+    for name, justify in (
+        ("GPUs", "left"),
+        ("sharding", "left"),
+        ("GB/GPU (top)", "right"),
+        ("verdict", "left"),
+        ("hours", "right"),
+        ("$/h", "right"),
+        ("run cost", "right"),
+        ("", "left"),
+    ):
+        table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    best = comparison.cheapest
+    for o in comparison.options:
+        marks = [m for m, on in (("<- cheapest", o is best), ("configured", o.configured)) if on]
+        style = "bold green" if o is best else "bold" if o.configured else None if o.feasible else "dim"
+        table.add_row(
+            f"{o.nodes}x{o.gpus_per_node} {o.gpu}",
+            o.sharding,
+            f"{o.total_gb:.0f} ({o.total_high_gb:.0f})/{o.gpu_gb:g}",
+            _SHORT[o.verdict],
+            f"{o.hours:,.2f}",
+            f"{o.usd_per_hour:,.0f}",
+            _money(o.run_usd),
+            ", ".join(marks),
+            style=style,
+        )
+    out.print(table)
+    conf = comparison.configured
+    if best is None:
+        out.print(f"[bold red]Nothing fits[/bold red] among {len(comparison.options)} candidates.")
+        return
+    saving = comparison.saving_usd or 0.0
+    if best.configured:
+        out.print(f"cheapest feasible: {best.label} {_money(best.run_usd)}: the stack as configured")
+    else:
+        out.print(
+            f"cheapest feasible: {best.label} {_money(best.run_usd)} (-{_money(saving)} against "
+            f"{conf.label} {_money(conf.run_usd)}, as configured)"
+        )

@@ -1,7 +1,10 @@
 """The report's forecast section: memory per GPU, hours and run cost before → after. Pure.
 
 Both sides are the stack output `forecast` (forecast.model.Forecast.to_output): before from the state,
-after from the preview, so a change that doubles `tokens` reads as the run going from $X to $2X.
+after from the preview, so a change that doubles `tokens` reads as the run going from $X to $2X. The memory
+row shows the verdict on the forecast's uncertainty band ("may not fit: X-Y GB"), and a last line the
+cheapest feasible GPU type, node count and sharding of the preview (forecast.compare), with its saving.
+A forecast recorded before the band or the comparison existed shows without them.
 """
 
 from __future__ import annotations
@@ -40,9 +43,34 @@ def _fits(fc: Mapping[str, Any] | None) -> str:
     if fc is None:
         return "n/a"
     mem = fc.get("memory_gb_per_gpu")
-    gpu = _num(mem.get("gpu")) if isinstance(mem, Mapping) else None
+    mem = mem if isinstance(mem, Mapping) else {}
+    gpu, low, high = (_num(mem.get(k)) for k in ("gpu", "total_low", "total_high"))
     of = f" of {gpu:g} GB" if gpu is not None else ""
-    return ("yes" if fc.get("fits") else "**no**") + of
+    band = f" ({low:,.1f}-{high:,.1f} GB)" if low is not None and high is not None else ""
+    verdict = fc.get("verdict")
+    if verdict == "may not fit":
+        return f"**may not fit**{band}{of}"
+    if verdict == "does not fit" or not fc.get("fits"):
+        return f"**no**{band}{of}"
+    return f"yes{band}{of}"
+
+
+def cheapest_line(fc: Mapping[str, Any] | None) -> str | None:
+    """`cheapest feasible: 8 x 8 B200, zero1 $3,112.54 (-$1,134.62)`; None without a comparison."""
+    summary = fc.get("compare") if fc is not None else None
+    if not isinstance(summary, Mapping):
+        return None
+    best = summary.get("cheapest_feasible")
+    if not isinstance(best, Mapping):
+        return "cheapest feasible: none of the GPU types, node counts and shardings RunPod rents fits"
+    cost, saving = _num(best.get("run_cost_usd")), _num(summary.get("saving_usd"))
+    if cost is None:
+        return None
+    shape = f"{best.get('nodes')} x {best.get('gpus_per_node')} {best.get('gpu')}, {best.get('sharding')}"
+    if best.get("is_configured"):
+        return f"cheapest feasible: {shape} ${cost:,.2f} (the stack as configured)"
+    tail = f" (-${saving:,.2f})" if saving is not None else ""
+    return f"cheapest feasible: {shape} ${cost:,.2f}{tail} (`scripts/forecast <stack> --compare`)"
 
 
 def _cell(fmt: str, value: float | None) -> str:
@@ -78,6 +106,9 @@ def forecast_table(before: Mapping[str, Any] | None, after: Mapping[str, Any] | 
             continue
         delta, change = _delta(fmt, b, a)
         rows.append(f"| {label} | {_cell(fmt, b)} | {_cell(fmt, a)} | {delta} | {change} |")
+    line = cheapest_line(after)
+    if line is not None:
+        rows += ["", line]
     return rows
 
 

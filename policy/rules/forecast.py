@@ -1,5 +1,10 @@
 """Forecast policies: the model fits its GPUs' memory, the run fits the budget and `max_run_hours`.
 
+Memory is judged on the forecast's uncertainty band (docs/FORECAST.md): `model-fits-gpu-memory` (mandatory)
+refuses a stack whose band's lower end is over the GPU (it cannot fit); `model-may-not-fit-gpu-memory`
+(advisory) warns when only the upper end is ("may not fit: X-Y GB of Z"). A forecast recorded before the
+band existed has only `total`, which then stands for both ends.
+
 They read the `forecast` output of the stack's H100Cluster component (forecast.model.Forecast.to_output,
 computed from the stack config, so known at preview); the figures and the fixes are the forecast's own, so
 the message here and `scripts/forecast` agree. A stack with no `training.model` has no forecast: the
@@ -58,28 +63,65 @@ class MemoryConfig(PolicyConfig):
     )
 
 
+def band(fc: Mapping[str, Any]) -> tuple[float, float, float, float] | None:
+    """(total, low, high, gpu) GB per GPU; low and high are `total` for a forecast without the band."""
+    mem = read(fc, "memory_gb_per_gpu")
+    total, gpu = number(read(mem, "total")), number(read(mem, "gpu"))
+    if total is None or gpu is None:
+        return None
+    low, high = number(read(mem, "total_low")), number(read(mem, "total_high"))
+    return total, total if low is None else low, total if high is None else high, gpu
+
+
+def _fixes(fc: Mapping[str, Any]) -> str:
+    fixes = [str(f) for f in read(fc, "fixes") or [] if isinstance(f, str)]
+    cheapest = f" Cheapest fix: {fixes[0]}." if fixes else ""
+    others = f" Also: {'; '.join(fixes[1:])}." if len(fixes) > 1 else ""
+    return cheapest + others
+
+
 def check_model_fits(args: StackValidationArgs, report: ReportViolation) -> None:
-    """The forecast per-GPU memory (model states, activations, buffers, allowance) fits the GPU's memory."""
+    """Even the lower end of the forecast per-GPU memory band is over the GPU's memory: it cannot fit."""
     cfg = load_config(MemoryConfig, args.get_config(), report)
     if cfg is None:
         return
     for res, fc in forecasts(args.resources):
-        if fc is None:
+        figures = None if fc is None else band(fc)
+        if fc is None or figures is None:
             continue
-        mem = read(fc, "memory_gb_per_gpu")
-        total, gpu, headroom = (number(read(mem, k)) for k in ("total", "gpu", "headroom"))
-        if total is None or gpu is None or headroom is None or headroom >= cfg.min_headroom_gb:
+        total, low, high, gpu = figures
+        if low <= gpu - cfg.min_headroom_gb:
             continue
-        fixes = [str(f) for f in read(fc, "fixes") or [] if isinstance(f, str)]
-        cheapest = f" Cheapest fix: {fixes[0]}." if fixes else ""
-        others = f" Also: {'; '.join(fixes[1:])}." if len(fixes) > 1 else ""
-        over = -headroom + cfg.min_headroom_gb
         kept = f" with {cfg.min_headroom_gb:g} GB kept free" if cfg.min_headroom_gb else ""
         report(
-            f"stack '{res.name}': the model needs {total:.1f} GB per GPU ({memory_breakdown(fc)}) but each "
-            f"{read(fc, 'gpu')} has {gpu:g} GB: {over:.1f} GB over{kept}."
-            f"{cheapest}{others} Change training.model in stacks/Pulumi.<stack>.yaml; try it first with "
+            f"stack '{res.name}': the model needs {total:.1f} GB per GPU ({low:.1f}-{high:.1f} GB with the "
+            f"forecast's measured errors; {memory_breakdown(fc)}) but each {read(fc, 'gpu')} has {gpu:g} GB: "
+            f"even the lower end is {low - gpu + cfg.min_headroom_gb:.1f} GB over{kept}.{_fixes(fc)} Change "
+            "training.model in stacks/Pulumi.<stack>.yaml; try it first with "
             "`scripts/forecast <stack> --set key=value`.",
+            None,
+        )
+
+
+def check_model_may_not_fit(args: StackValidationArgs, report: ReportViolation) -> None:
+    """The band's upper end is over the GPU's memory while its lower end fits: the run may not fit."""
+    cfg = load_config(MemoryConfig, args.get_config(), report)
+    if cfg is None:
+        return
+    for res, fc in forecasts(args.resources):
+        figures = None if fc is None else band(fc)
+        if fc is None or figures is None:
+            continue
+        total, low, high, gpu = figures
+        room = gpu - cfg.min_headroom_gb
+        if high <= room or low > room:
+            continue
+        kept = f" with {cfg.min_headroom_gb:g} GB kept free" if cfg.min_headroom_gb else ""
+        report(
+            f"stack '{res.name}': may not fit: {low:.1f}-{high:.1f} GB per GPU of {gpu:g} on each "
+            f"{read(fc, 'gpu')}{kept} (forecast {total:.1f} GB; the band holds every run measured, "
+            f"docs/FORECAST.md). An out-of-memory error costs a cluster's boot, burn-in and first steps.{_fixes(fc)} "
+            "Check with `scripts/forecast <stack> --set key=value`.",
             None,
         )
 
@@ -150,13 +192,24 @@ def check_run_hours(args: StackValidationArgs, report: ReportViolation) -> None:
 
 MODEL_FITS = StackValidationPolicy(
     name="model-fits-gpu-memory",
-    description="The forecast per-GPU memory of training.model fits the GPU's memory.",
+    description="The lower end of the forecast per-GPU memory of training.model fits the GPU's memory.",
     validate=check_model_fits,
     enforcement_level=EnforcementLevel.MANDATORY,
     config_schema=config_schema(MemoryConfig),
     remediation_steps=(
         "Shard further (sharding zero3), checkpoint activations, lower micro_batch_per_gpu, or add GPUs; "
         "`scripts/forecast <stack> --set ...` shows the effect of each."
+    ),
+)
+
+MODEL_MAY_NOT_FIT = StackValidationPolicy(
+    name="model-may-not-fit-gpu-memory",
+    description="The upper end of the forecast per-GPU memory band of training.model fits the GPU's memory.",
+    validate=check_model_may_not_fit,
+    enforcement_level=EnforcementLevel.ADVISORY,
+    config_schema=config_schema(MemoryConfig),
+    remediation_steps=(
+        "Take the first fix listed, or measure the run's peak memory on one GPU before renting the cluster."
     ),
 )
 
@@ -178,4 +231,4 @@ RUN_HOURS = StackValidationPolicy(
     remediation_steps="Raise training.max_run_hours, add GPUs, or accept restarts with `max_restarts`.",
 )
 
-POLICIES = (MODEL_FITS, RUN_COST, RUN_HOURS)
+POLICIES = (MODEL_FITS, MODEL_MAY_NOT_FIT, RUN_COST, RUN_HOURS)

@@ -6,10 +6,10 @@ from typing import Any
 
 from forecast import Deployment, ForecastInput, Hardware, Workload
 
-# NVIDIA A100 datasheet (https://www.nvidia.com/en-us/data-center/a100/): 80 GB, BF16 312 TFLOPS dense; no
-# FP8 tensor cores. The source article's worked figures are on this GPU.
-A100 = Hardware("A100_80GB", 80.0, {"bf16": 312.0})
-H100 = Hardware("H100_SXM", 80.0, {"bf16": 989.4, "fp8": 1979.0})
+# NVIDIA A100 datasheet (https://www.nvidia.com/en-us/data-center/a100/): 80 GB, BF16 312 TFLOPS dense, 2.0 TB/s
+# (SXM 80 GB: 2,039 GB/s); no FP8 tensor cores. The source article's worked figures are on this GPU.
+A100 = Hardware("A100_80GB", 80.0, {"bf16": 312.0}, 2.039)
+H100 = Hardware("H100_SXM", 80.0, {"bf16": 989.4, "fp8": 1979.0}, 3.35)
 
 # Llama-2-7B's shapes (https://huggingface.co/meta-llama/Llama-2-7b-hf, config.json).
 SEVEN_B = Workload(

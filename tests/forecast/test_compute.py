@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 
 from forecast import ForecastError, forecast
-from forecast.compute import assumed_mfu, executed_flops, model_flops
+from forecast.compute import (
+    adapted_width,
+    adapter_seconds_per_token,
+    assumed_mfu,
+    executed_flops,
+    model_flops,
+)
 from tests.forecast.factories import A100, H100, SEVEN_B, deployment, inp
 
 ARTICLE_MFU = 100 / 312  # "100 TFLOPS effective on one A100 (312 peak)"
@@ -36,9 +42,9 @@ def test_lora_flops_by_hand() -> None:
 
 
 def test_default_mfu_counts_the_recompute() -> None:
-    assert assumed_mfu(SEVEN_B) == pytest.approx(0.40)
-    assert assumed_mfu(SEVEN_B._replace(activation_checkpointing=True)) == pytest.approx(0.30)  # 0.4 x 6/8
-    assert assumed_mfu(SEVEN_B._replace(precision="fp8")) == pytest.approx(0.26)
+    assert assumed_mfu(SEVEN_B) == pytest.approx(0.45)
+    assert assumed_mfu(SEVEN_B._replace(activation_checkpointing=True)) == pytest.approx(0.3375)  # 0.45 x 6/8
+    assert assumed_mfu(SEVEN_B._replace(precision="fp8")) == pytest.approx(0.45 * 1.3 / 2)
     assert assumed_mfu(SEVEN_B._replace(mfu=0.5, activation_checkpointing=True)) == 0.5
 
 
@@ -83,14 +89,14 @@ def test_fp8_on_a_gpu_without_fp8_is_an_error() -> None:
 
 def test_fixes_cheapest_first() -> None:
     """A model that any one change makes fit: sharding, then checkpointing, micro-batch, more GPUs."""
-    w = SEVEN_B._replace(sharding="zero1", micro_batch_per_gpu=4)  # 87.5 GB per GPU on 8 x 80 GB
+    w = SEVEN_B._replace(sharding="zero1", micro_batch_per_gpu=2)  # 77.0 GB, at most 91.1, on 8 x 80 GB
     result = forecast(inp(w, deployment(A100, gpus=8)))
     assert not result.memory.fits
     kinds = [fix.split(":")[0] for fix in result.fixes]
     assert kinds == ["shard further", "checkpoint activations", "smaller micro-batch", "more GPUs"]
-    assert result.fixes[0] == "shard further: sharding zero2 (74.1 GB per GPU)"
-    assert "micro_batch_per_gpu 2 " in result.fixes[2]
-    assert "24 in the job instead of 8" in result.fixes[3]
+    assert result.fixes[0] == "shard further: sharding zero2 (63.3 GB per GPU, at most 75.8)"
+    assert "micro_batch_per_gpu 1 " in result.fixes[2]
+    assert "56 in the job instead of 8" in result.fixes[3]
 
 
 def test_fix_when_nothing_alone_is_enough() -> None:
@@ -103,9 +109,32 @@ def test_fix_when_nothing_alone_is_enough() -> None:
 
 
 def test_default_mfu_scales_for_small_hidden_sizes_and_zero3() -> None:
-    """docs/FORECAST.md: x min(1, h/4096)^0.25; zero3 x 1/(1 + (1/3)(1024/h)²(16384/(s·b)))."""
-    assert assumed_mfu(SEVEN_B._replace(hidden_size=8192)) == pytest.approx(0.40)  # large: unchanged
-    assert assumed_mfu(SEVEN_B._replace(hidden_size=1024)) == pytest.approx(0.40 * 0.25**0.25)
+    """docs/FORECAST.md: x min(1, h/2048)^0.5; zero3 x 1/(1 + (1/3)(1024/h)²(16384/(s·b)))."""
+    assert assumed_mfu(SEVEN_B._replace(hidden_size=8192)) == pytest.approx(0.45)  # large: unchanged
+    assert assumed_mfu(SEVEN_B._replace(hidden_size=2048)) == pytest.approx(0.45)
+    assert assumed_mfu(SEVEN_B._replace(hidden_size=1024)) == pytest.approx(0.45 * 0.5**0.5)
     # 7B shapes, s·b = 2048: exposed share (1/3)·(1/16)·8 = 1/6.
-    assert assumed_mfu(SEVEN_B._replace(sharding="zero3")) == pytest.approx(0.40 / (1 + 1 / 6))
+    assert assumed_mfu(SEVEN_B._replace(sharding="zero3")) == pytest.approx(0.45 / (1 + 1 / 6))
     assert assumed_mfu(SEVEN_B._replace(sharding="zero3", mfu=0.5)) == 0.5  # a measured MFU holds it all
+
+
+def test_lora_adapter_width_is_exact_for_llama_2_7b() -> None:
+    """Llama-2-7B: 6,738,415,616 parameters, V = 32000, L = 32, h = 4096, FFN 11008, 32 KV heads:
+    Σ(in + out) of q, k, v, o, gate, up, down = 4·8192 + 3·15104 = 78,080 (P/h + 7h)."""
+    w = SEVEN_B._replace(parameters=6_738_415_616.0, method="lora", trainable_fraction=0.006)
+    assert adapted_width(w) == pytest.approx(78_080, abs=3)  # the norms (2 a block) are not counted
+    assert adapted_width(w._replace(method="full")) == adapted_width(w)  # a shape property
+
+
+def test_lora_adds_memory_bound_adapter_time_by_hand() -> None:
+    """61 bytes x L x W per token over the HBM bandwidth; none for a full fine-tune; not set by the rank."""
+    w = SEVEN_B._replace(parameters=6_738_415_616.0, method="lora", trainable_fraction=0.006)
+    expected = 61.0 * 32 * adapted_width(w) / 3.35e12
+    assert adapter_seconds_per_token(w, 3.35) == pytest.approx(expected)
+    assert adapter_seconds_per_token(w._replace(trainable_fraction=0.024), 3.35) == pytest.approx(expected)
+    assert adapter_seconds_per_token(w._replace(method="full"), 3.35) == 0.0
+    c = forecast(inp(w, deployment(H100, gpus=1))).compute
+    base = executed_flops(w) / w.tokens / (989.4e12 * 0.45)  # the frozen base's work at the default U
+    assert 1 / c.tokens_per_gpu_second == pytest.approx(base + expected)
+    assert c.mfu == pytest.approx(model_flops(w) / w.tokens * c.tokens_per_gpu_second / 989.4e12)
+    assert forecast(inp(w, deployment(H100, gpus=1), mfu=0.3)).compute.mfu == 0.3  # a measured MFU holds it

@@ -19,6 +19,21 @@ def test_the_docs_table_matches_the_shipped_stacks(stack: str) -> None:
         if line.startswith(f"| `{stack}` |")
     )
     mem = out["memory_gb_per_gpu"]
-    assert f"{mem['total']:.1f} of {mem['gpu']:g} GB per GPU" in row
+    assert (
+        f"{mem['total']:.1f} of {mem['gpu']:g} GB per GPU (band {mem['total_low']:.1f}-{mem['total_high']:.1f})"
+        in row
+    )
     assert f"{out['hours']:.2f} h (max_run_hours {out['max_run_hours']:g}: {out['restarts']} restarts)" in row
     assert f"${out['run_cost_usd']:,.2f} a run" in row
+
+
+def test_the_docs_cheapest_feasible_figures_match_the_shipped_stacks() -> None:
+    from forecast.compare import compare
+
+    text = (REPO / "docs/FORECAST.md").read_text().replace("\n", " ")
+    for stack in ("prod", "search", "dev"):
+        result = compare(stack_config(stack))
+        assert result is not None and result.cheapest is not None
+        best = result.cheapest
+        shape = f"{best.nodes} x {best.gpus_per_node} {best.gpu}, {best.sharding}"
+        assert f"`{shape} ${best.run_usd:,.2f} (-${result.saving_usd:,.2f})`" in text, stack

@@ -43,6 +43,7 @@ def _forecast(preset: str, gpus: int, sharding: Sharding) -> Forecast:
         vocab_size=cfg.vocab_size,
         sequence_length=cfg.seq_len,
         micro_batch_per_gpu=16,
+        block="gpt",
     )
     return forecast(inp(workload, deployment(H200, gpus=gpus)))
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from forecast.stack import stack_forecast
-from policy.rules.forecast import COMPONENT, MODEL_FITS, RUN_COST, RUN_HOURS
+from policy.rules.forecast import COMPONENT, MODEL_FITS, MODEL_MAY_NOT_FIT, RUN_COST, RUN_HOURS
 from stackconfig.config import load_stack_config
 from tests.components.conftest import stack_config
 from tests.policy.factories import POD, check_stack, pod, stack_resource
@@ -51,13 +51,14 @@ def component(fc: dict[str, Any] | None, name: str = "dev") -> Any:
 
 def test_a_model_that_fits_passes_all_three() -> None:
     resources = [component(forecast_of()), stack_resource(POD, "dev-pod-0", pod())]
-    for policy in (MODEL_FITS, RUN_COST, RUN_HOURS):
+    for policy in (MODEL_FITS, MODEL_MAY_NOT_FIT, RUN_COST, RUN_HOURS):
         assert check_stack(policy, resources, {}).messages == []
 
 
 def test_model_that_does_not_fit_is_refused_with_breakdown_and_cheapest_fix() -> None:
     fc = forecast_of(sharding="ddp", activation_checkpointing=False)
-    assert not fc["fits"]
+    assert not fc["fits"] and fc["verdict"] == "does not fit"
+    assert check_stack(MODEL_MAY_NOT_FIT, [component(fc)], {}).messages == []
     (message,) = check_stack(MODEL_FITS, [component(fc)], {}).messages
     total = fc["memory_gb_per_gpu"]["total"]
     assert f"the model needs {total:.1f} GB per GPU" in message
@@ -69,10 +70,35 @@ def test_model_that_does_not_fit_is_refused_with_breakdown_and_cheapest_fix() ->
 
 def test_headroom_is_configurable() -> None:
     fc = forecast_of()
-    headroom = fc["memory_gb_per_gpu"]["headroom"]
-    assert check_stack(MODEL_FITS, [component(fc)], {"min_headroom_gb": headroom - 1}).messages == []
-    (message,) = check_stack(MODEL_FITS, [component(fc)], {"min_headroom_gb": headroom + 1}).messages
-    assert "1.0 GB over with " in message and "GB kept free" in message
+    mem = fc["memory_gb_per_gpu"]
+    spare = mem["gpu"] - mem["total_low"]  # what the band's lower end leaves free
+    assert check_stack(MODEL_FITS, [component(fc)], {"min_headroom_gb": spare - 1}).messages == []
+    (message,) = check_stack(MODEL_FITS, [component(fc)], {"min_headroom_gb": spare + 1}).messages
+    assert "even the lower end is 1.0 GB over with " in message and "GB kept free" in message
+
+
+def test_a_band_that_straddles_the_gpu_is_advised_not_refused() -> None:
+    """Micro-batch 6: the central estimate and the lower end fit 80 GB, the upper end does not."""
+    fc = forecast_of(micro_batch_per_gpu=6)
+    mem = fc["memory_gb_per_gpu"]
+    assert mem["total_low"] <= 80 < mem["total_high"] and fc["verdict"] == "may not fit" and not fc["fits"]
+    assert check_stack(MODEL_FITS, [component(fc)], {}).messages == []
+    (message,) = check_stack(MODEL_MAY_NOT_FIT, [component(fc)], {}).messages
+    assert (
+        f"may not fit: {mem['total_low']:.1f}-{mem['total_high']:.1f} GB per GPU of 80 on each H100_SXM"
+        in message
+    )
+    assert f"Cheapest fix: {fc['fixes'][0]}." in message
+    assert MODEL_MAY_NOT_FIT.enforcement_level.value == "advisory"
+
+
+def test_a_forecast_recorded_before_the_band_is_judged_on_its_total() -> None:
+    fc = forecast_of(sharding="ddp", activation_checkpointing=False)
+    old = {**fc, "memory_gb_per_gpu": {k: v for k, v in fc["memory_gb_per_gpu"].items() if "_" not in k}}
+    (message,) = check_stack(MODEL_FITS, [component(old)], {}).messages
+    total = old["memory_gb_per_gpu"]["total"]
+    assert f"the model needs {total:.1f} GB per GPU ({total:.1f}-{total:.1f} GB" in message
+    assert check_stack(MODEL_MAY_NOT_FIT, [component(old)], {}).messages == []
 
 
 def test_run_over_budget_is_refused() -> None:
@@ -104,7 +130,7 @@ def test_a_stack_without_a_model_passes_with_an_advisory_note() -> None:
 
 
 def test_resources_without_the_component_are_not_the_forecast_policies_business() -> None:
-    for policy in (MODEL_FITS, RUN_COST, RUN_HOURS):
+    for policy in (MODEL_FITS, MODEL_MAY_NOT_FIT, RUN_COST, RUN_HOURS):
         assert check_stack(policy, [stack_resource(POD, "p", pod())], {}).messages == []
 
 
@@ -117,5 +143,5 @@ def test_shipped_stacks_pass_their_own_policy_config(stack: str) -> None:
     result = stack_forecast(stack_config(stack))
     assert result is not None
     resources = [component(result.to_output(), stack)]
-    for policy in (MODEL_FITS, RUN_COST, RUN_HOURS):
+    for policy in (MODEL_FITS, MODEL_MAY_NOT_FIT, RUN_COST, RUN_HOURS):
         assert check_stack(policy, resources, settings[policy.name]).messages == [], policy.name

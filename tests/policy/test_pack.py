@@ -22,7 +22,8 @@ from tests.policy.factories import CLUSTER, POD, Reports, cluster, pod, resource
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = sorted((ROOT / "policy" / "config").glob("*.json"))
-ADVISORY = {"run-fits-max-hours"}  # a run longer than max_run_hours resumes from its checkpoint
+# a run longer than max_run_hours resumes from its checkpoint; a memory band straddling the GPU asks for a check
+ADVISORY = {"run-fits-max-hours", "model-may-not-fit-gpu-memory"}
 
 
 def test_every_policy_is_documented_mandatory_and_configurable() -> None:

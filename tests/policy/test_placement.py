@@ -89,8 +89,8 @@ class TestAllowedGpuTypes:
         assert check_resource(ALLOWED_GPU_TYPES, CLUSTER, cluster()).calls == []
 
     def test_other_gpu_fails(self) -> None:
-        reports = check_resource(ALLOWED_GPU_TYPES, POD, pod(gpu_type_id="NVIDIA B200"), name="p")
-        assert "pod 'p' asks for GPU type 'NVIDIA B200'" in reports.text
+        reports = check_resource(ALLOWED_GPU_TYPES, POD, pod(gpu_type_id="NVIDIA A100-SXM4-80GB"), name="p")
+        assert "pod 'p' asks for GPU type 'NVIDIA A100-SXM4-80GB'" in reports.text
         assert "allowed_gpu_types" in reports.text
 
     def test_list_comes_from_config(self) -> None:

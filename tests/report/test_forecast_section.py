@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from forecast.stack import stack_forecast
+from forecast.compare import stack_output
 from report.forecast import forecast_json, forecast_table
 from report.groups import group_changes, index_range
 from report.parse import PropertyChange, ResourceChange
@@ -59,11 +59,11 @@ def _dev_forecast(tokens: float) -> dict[str, object]:
     config = stack_config("dev")
     assert config.training.model is not None
     model = config.training.model.model_copy(update={"tokens": tokens})
-    result = stack_forecast(
+    result = stack_output(
         config.model_copy(update={"training": config.training.model_copy(update={"model": model})})
     )
     assert result is not None
-    return result.to_output()
+    return result
 
 
 def test_doubling_tokens_shows_the_run_cost_doubling() -> None:
@@ -75,13 +75,51 @@ def test_doubling_tokens_shows_the_run_cost_doubling() -> None:
     assert change == pytest.approx(100.0, abs=0.5)
     assert f"| run cost, on-demand | ${b:,.2f} | ${a:,.2f} | +${a - b:,.2f} | {change:+.1f}% |" in rows
     assert "| hours |" in rows and "+100.0% |" in rows
-    assert "| fits the GPU's memory | yes of 80 GB | yes of 80 GB | | |" in rows
+    mem = after["memory_gb_per_gpu"]
+    band = f"({mem['total_low']:,.1f}-{mem['total_high']:,.1f} GB)"
+    assert f"| fits the GPU's memory | yes {band} of 80 GB | yes {band} of 80 GB | | |" in rows
     assert forecast_json(before, after)["delta_run_cost_usd"] == round(a - b, 2)
 
 
 def test_a_new_forecast_and_none_at_all() -> None:
     after = _dev_forecast(2.0e7)
     rows = "\n".join(forecast_table(None, after))
-    assert "| fits the GPU's memory | n/a | yes of 80 GB | | |" in rows
+    assert "| fits the GPU's memory | n/a | yes (" in rows
     assert forecast_table(None, None) == []
     assert load_stack_config({}).training.model is None
+
+
+def test_the_cheapest_feasible_line_and_its_saving() -> None:
+    after = _dev_forecast(2.0e7)
+    summary = after["compare"]
+    assert isinstance(summary, dict)
+    best = summary["cheapest_feasible"]
+    rows = forecast_table(None, after)
+    shape = f"{best['nodes']} x {best['gpus_per_node']} {best['gpu']}, {best['sharding']}"
+    assert rows[-1] == (
+        f"cheapest feasible: {shape} ${best['run_cost_usd']:,.2f} (-${summary['saving_usd']:,.2f}) "
+        "(`scripts/forecast <stack> --compare`)"
+    )
+    assert summary["saving_usd"] > 0  # dev's 8 x H100 pod is not the cheapest way to run its 2e7 tokens
+    configured = {**after, "compare": {**summary, "cheapest_feasible": {**best, "is_configured": True}}}
+    assert forecast_table(None, configured)[-1].endswith("(the stack as configured)")
+    nothing = {**after, "compare": {**summary, "cheapest_feasible": None}}
+    assert "none of the GPU types" in forecast_table(None, nothing)[-1]
+
+
+def test_a_band_that_straddles_the_gpu_reads_may_not_fit() -> None:
+    after = _dev_forecast(2.0e7)
+    mem = {**after["memory_gb_per_gpu"], "total_low": 70.0, "total_high": 90.0}  # type: ignore[dict-item]
+    rows = "\n".join(
+        forecast_table(None, {**after, "memory_gb_per_gpu": mem, "verdict": "may not fit", "fits": False})
+    )
+    assert "| fits the GPU's memory | n/a | **may not fit** (70.0-90.0 GB) of 80 GB | | |" in rows
+
+
+def test_a_forecast_recorded_before_the_band_shows_without_it() -> None:
+    after = _dev_forecast(2.0e7)
+    old = {k: v for k, v in after.items() if k not in ("compare", "verdict")}
+    old["memory_gb_per_gpu"] = {k: v for k, v in after["memory_gb_per_gpu"].items() if "_" not in k}  # type: ignore[union-attr]
+    rows = forecast_table(None, old)
+    assert "| fits the GPU's memory | n/a | yes of 80 GB | | |" in rows
+    assert not any(r.startswith("cheapest feasible") for r in rows)

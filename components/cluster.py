@@ -18,6 +18,7 @@ from typing import Any
 import pulumi
 
 from components import names
+from components.alerts import stack_alert_rules
 from components.artifacts import write_artifacts
 from components.delivery import deliver_to_nodes
 from components.render import Artifacts, Node, render_artifacts
@@ -136,7 +137,14 @@ class H100Cluster(pulumi.ComponentResource):
                 *[pulumi.Output.all(p.private_ip, p.pod_id, p.ssh_host, p.ssh_port) for p in pods]
             ).apply(_pod_nodes)
 
-        self.artifacts = nodes.apply(lambda ns: render_artifacts(name, cfg, ns, args.s3_endpoint_url))
+        # From the config alone, so it is known at preview, where the policy pack reads it from this
+        # component's outputs; None when the stack declares no training.model.
+        prediction = stack_forecast(cfg)
+        self.forecast = None if prediction is None else prediction.to_output()
+        # The thresholds node 0's aggregator applies (and the stack exports), from this forecast's hours.
+        self.alert_rules = stack_alert_rules(cfg, prediction)
+        rules = self.alert_rules
+        self.artifacts = nodes.apply(lambda ns: render_artifacts(name, cfg, ns, args.s3_endpoint_url, rules))
         self.nodes = nodes.apply(lambda ns: [_node_output(n) for n in ns])
         self.billed_ids = pulumi.Output.from_input(billed)
         # Copies each node's files over SSH and starts its script, when trainstack:delivery_enabled is true.
@@ -150,10 +158,6 @@ class H100Cluster(pulumi.ComponentResource):
             *[r.cost_per_hour for r in priced], *[r.storage_cost_per_month for r in priced]
         ).apply(lambda costs: _hourly(costs, len(priced)))
         self.cost_per_run = self.cost_per_hour.apply(lambda c: round(c * cfg.training.max_run_hours, 2))
-        # From the config alone, so it is known at preview, where the policy pack reads it from this
-        # component's outputs; None when the stack declares no training.model.
-        prediction = stack_forecast(cfg)
-        self.forecast = None if prediction is None else prediction.to_output()
         # The scripts themselves (~19 KB a node) stay out of the state: the engine rewrites the whole
         # checkpoint at every step, so 250 nodes' scripts made each write ~5 MB and a destroy quadratic.
         # Their digests still show in a preview diff which nodes' scripts a change touches.

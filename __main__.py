@@ -17,7 +17,6 @@ from providers.preload import request_preload
 # component code have run (providers/preload.py explains; ~0.3 s of every preview and up).
 request_preload()
 
-from components.alerts import stack_alert_rules  # noqa: E402
 from components.cluster import (  # noqa: E402 - after the early provider start, on purpose
     H100Cluster,
     H100ClusterArgs,
@@ -75,7 +74,7 @@ def main() -> None:
     pulumi.export("cost_per_run", cluster.cost_per_run)
     pulumi.export("cost_per_run_basis", cluster.cost_per_run_basis)
     pulumi.export("forecast", cluster.forecast)
-    pulumi.export("alerts", stack_alert_rules(config).as_output())  # thresholds, for the PR report's diff
+    pulumi.export("alerts", cluster.alert_rules.as_output())  # thresholds, for the PR report's diff
     pulumi.export("artifacts_dir", str(OUT_DIR / stack))
     pulumi.export("cluster_id", cluster.billed_ids.apply(lambda ids: ids["cluster_id"]))  # for scripts/watch
     pulumi.export("volume_id", cluster.billed_ids.apply(lambda ids: ids["volume_id"]))

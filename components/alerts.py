@@ -4,7 +4,7 @@ price, the forecast's hours, its all-reduce floor, its GPU's memory)."""
 from __future__ import annotations
 
 from facts.gpus import gpu_spec
-from forecast.stack import stack_forecast
+from forecast.model import Forecast
 from stackconfig.alerts import alert_rules
 from stackconfig.config import StackConfig
 from stackconfig.pricing import stack_price
@@ -12,11 +12,11 @@ from stackconfig.supervisor import run_cost_cap
 from train.monitor.rules import AlertRules
 
 
-def stack_alert_rules(config: StackConfig) -> AlertRules:
-    """The stack's rules: its alerts section, price, forecast hours (else max_run_hours) and busbw floor."""
+def stack_alert_rules(config: StackConfig, fc: Forecast | None) -> AlertRules:
+    """The stack's rules: its alerts section, price, busbw floor and the hours of its forecast `fc` (the
+    component's own, `forecast.stack.stack_forecast`), else max_run_hours."""
     c, t = config.cluster, config.training
     gpu = gpu_spec(c.gpu_type)
-    fc = stack_forecast(config)
     hours = fc.compute.hours if fc is not None else t.max_run_hours
     return alert_rules(
         config.alerts,

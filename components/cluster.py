@@ -18,6 +18,7 @@ from typing import Any
 import pulumi
 
 from components import names
+from components.alerts import stack_alert_rules
 from components.artifacts import write_artifacts
 from components.delivery import deliver_to_nodes
 from components.render import Artifacts, Node, render_artifacts
@@ -25,7 +26,7 @@ from facts import secrets
 from facts.gpus import GPUS
 from facts.money import burn_per_hour
 from forecast.compare import stack_output
-from forecast.stack import run_cost
+from forecast.stack import run_cost, stack_forecast
 from providers.runpod.cluster import InstantCluster
 from providers.runpod.inputs import (
     ClusterNode,
@@ -103,7 +104,8 @@ class H100Cluster(pulumi.ComponentResource):
         # component's outputs; None when the stack declares no training.model. First, before any child:
         # a forecast that raises must stop the program before anything rents (components/guards.py).
         # `compare` holds the cheapest feasible GPU type, node count and sharding (forecast.compare).
-        self.forecast = stack_output(cfg)
+        prediction = stack_forecast(cfg)
+        self.forecast = stack_output(cfg, prediction)
         child = pulumi.ResourceOptions(parent=self)
         # Stateful or expensive: guarded against `destroy` and replaces where the stack asks (prod).
         guarded = pulumi.ResourceOptions(parent=self, protect=cfg.protect)
@@ -152,8 +154,13 @@ class H100Cluster(pulumi.ComponentResource):
                 *[pulumi.Output.all(p.private_ip, p.pod_id, p.ssh_host, p.ssh_port) for p in pods]
             ).apply(_pod_nodes)
 
+        # The thresholds node 0's aggregator applies (and the stack exports), from this forecast's hours.
+        self.alert_rules = stack_alert_rules(cfg, prediction)
+        rules = self.alert_rules
         self.artifacts = nodes.apply(
-            lambda ns: render_artifacts(name, cfg, ns, args.s3_endpoint_url) if ns else Artifacts("", "")
+            lambda ns: (
+                render_artifacts(name, cfg, ns, args.s3_endpoint_url, rules) if ns else Artifacts("", "")
+            )
         )
         self.nodes = nodes.apply(lambda ns: [_node_output(n) for n in ns])
         self.billed_ids = pulumi.Output.from_input(billed)

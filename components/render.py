@@ -11,8 +11,10 @@ from pathlib import Path
 
 from components.alerts import stack_alert_rules
 from facts.gpus import GPUS
+from forecast.stack import stack_forecast
 from stackconfig.alerts import prometheus_rules
 from stackconfig.config import StackConfig
+from train.monitor.rules import AlertRules
 
 # The static part of every start script; the rendered header above it sets the variables it reads.
 _BODY = (Path(__file__).parent / "templates" / "start-node.body.bash").read_text(encoding="utf-8")
@@ -101,11 +103,16 @@ def render_hosts(nodes: Sequence[Node]) -> str:
 
 
 def render_artifacts(
-    stack: str, config: StackConfig, nodes: Sequence[Node], s3_endpoint_url: str | None = None
+    stack: str,
+    config: StackConfig,
+    nodes: Sequence[Node],
+    s3_endpoint_url: str | None = None,
+    rules: AlertRules | None = None,
 ) -> Artifacts:
-    """All artifacts for the stack; `s3_endpoint_url` (if any) becomes the nodes' default S3 endpoint."""
+    """All artifacts for the stack; `s3_endpoint_url` (if any) becomes the nodes' default S3 endpoint.
+    `rules`: the component's alert rules (else built here from the config and its forecast)."""
     nodes = _checked(nodes)
-    rules = stack_alert_rules(config)
+    rules = rules if rules is not None else stack_alert_rules(config, stack_forecast(config))
     return Artifacts(
         hostfile=render_hostfile(nodes, config.cluster.gpus_per_node),
         hosts=render_hosts(nodes),

@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 from facts.gpus import GPUS, GpuSpec
 from forecast.compute import compute, cost
 from forecast.memory import memory
-from forecast.model import SHARDING_ORDER, ForecastInput, Sharding, Verdict
+from forecast.model import SHARDING_ORDER, Forecast, ForecastInput, Sharding, Verdict
 from forecast.stack import forecast_input, hardware, stack_forecast
 from stackconfig.config import StackConfig
 
@@ -187,9 +187,10 @@ def compare(config: StackConfig, gpu_names: Sequence[str] = ()) -> Comparison | 
     return Comparison(options=tuple(options), configured=configured, cheapest=cheapest)
 
 
-def stack_output(config: StackConfig) -> dict[str, Any] | None:
-    """The stack output `forecast` (Forecast.to_output) with the comparison's summary under `compare`."""
-    result = stack_forecast(config)
+def stack_output(config: StackConfig, result: Forecast | None = None) -> dict[str, Any] | None:
+    """The stack output `forecast` (Forecast.to_output) with the comparison's summary under `compare`;
+    `result` is the stack's forecast when the caller has it already."""
+    result = stack_forecast(config) if result is None else result
     if result is None:
         return None
     comparison = compare(config)

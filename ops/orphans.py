@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None, ask: Callable[[str], str] = input) -> in
     args = parser.parse_args(argv)
 
     from providers.runpod.client import RunPodClient
-    from providers.runpod.errors import ConfigError as NoCredentials
+    from providers.runpod.errors import RunPodSettingsError
 
     known = state_ids(export_state(args.stack, args.cwd))
     try:
@@ -161,7 +161,7 @@ def main(argv: list[str] | None = None, ask: Callable[[str], str] = input) -> in
         return NOT_CHECKED
     try:
         client_ctx = RunPodClient.from_env()
-    except NoCredentials as exc:  # no RunPod credentials here: nothing to compare the state with
+    except RunPodSettingsError as exc:  # no RunPod credentials here: nothing to compare the state with
         print(f"orphans: not checked: {exc}", file=sys.stderr)
         return NOT_CHECKED
     with client_ctx as client:

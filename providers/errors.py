@@ -9,7 +9,7 @@
     ├── DeliveryError                providers.delivery.ssh: a delivery step failed for good
     │   └── UnreachableError         ssh could not connect until the deadline passed
     └── RunPodError                  providers.runpod.errors: every RunPod call
-        ├── ConfigError              no API key / bad URL (also a SettingsError)
+        ├── RunPodSettingsError      no API key / bad URL (also a SettingsError)
         ├── TransportError           connection failed or timed out after retries (no HTTP status)
         │   └── UncertainRequestError    a POST was sent but its outcome is unknown
         ├── DeadlineExceeded         a wait (retry loop, readiness poll) ran past its total deadline

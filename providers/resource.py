@@ -1,4 +1,5 @@
-"""The one resource base: typed inputs in, outputs declared once, the provider built per resource.
+"""The one resource base: typed inputs in, outputs declared once, the provider built per resource; and the
+one provider base (`CheckedProvider`): check and diff written once for RunPod, S3 and delivery.
 
 Components build a frozen `*Inputs` dataclass (mypy checks every field, as in Pulumi's generated SDKs) and
 hand it to the resource class; only `to_props()` turns it into the string-keyed map the engine stores, so no
@@ -8,16 +9,17 @@ out, so the defaults stay written once, on the provider's input model.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import fields, is_dataclass
 from typing import Any, ClassVar
 
 import pulumi
-from pulumi.dynamic import Resource, ResourceProvider
+from pulumi.dynamic import CheckFailure, CheckResult, DiffResult, Resource, ResourceProvider
 
 from common.contract import COST_KEYS
+from providers.common import PROVIDER_KEY, InputModel, contains_unknown, validate_inputs
 
-__all__ = ["COST_KEYS", "ResourceInputs", "TypedResource"]
+__all__ = ["COST_KEYS", "CheckedProvider", "ResourceInputs", "TypedResource"]
 
 
 class ResourceInputs:
@@ -52,3 +54,72 @@ class TypedResource(Resource):
     def props_of(self, inputs: ResourceInputs) -> dict[str, Any]:
         """The engine-facing inputs; a subclass may wrap some (e.g. as Pulumi secrets)."""
         return inputs.to_props()
+
+
+class CheckedProvider(ResourceProvider):
+    """Check and diff as every trainstack provider does them; subclasses declare the class attributes and
+    implement the verbs.
+
+    - `check` validates the inputs with `args_model` (unknowns tolerated at preview, each failure naming its
+      field and never echoing the value), then asks `transition_failures` (rules against the previous
+      inputs) and `known_failures` (rules that need a lookup); on success it adds `computed(values)`.
+    - `diff` compares inputs only (never `output_keys`, `computed_keys` or the pickled provider), with
+      `same` deciding equality; a change of one of `replace_keys` replaces the resource, deleting first
+      when `delete_before_replace` says so.
+    """
+
+    args_model: ClassVar[type[InputModel]]
+    replace_keys: ClassVar[frozenset[str]] = frozenset()  # changing these forces a replacement
+    output_keys: ClassVar[frozenset[str]] = frozenset()  # computed by create/read; ignored by diff
+    computed_keys: ClassVar[frozenset[str]] = frozenset()  # added by check (e.g. COST_KEYS); not inputs
+    delete_before_replace: ClassVar[bool] = False
+
+    def ignored_keys(self) -> frozenset[str]:
+        return frozenset({*self.output_keys, *self.computed_keys, PROVIDER_KEY})
+
+    def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
+        model, values, failures = validate_inputs(self.args_model, news, self.ignored_keys())
+        if model is not None:
+            failures += self.transition_failures(olds, model)
+        if not failures:
+            failures = self.known_failures(values)
+        if failures:
+            return CheckResult(values, failures)
+        return CheckResult({**values, **self.computed(values)}, [])
+
+    def transition_failures(self, olds: Mapping[str, Any], new: InputModel) -> list[CheckFailure]:
+        """Failures that depend on the previous inputs (e.g. a volume that would shrink)."""
+        return []
+
+    def known_failures(self, values: Mapping[str, Any]) -> list[CheckFailure]:
+        """Failures found by a lookup once the inputs are valid (e.g. RunPod's catalog)."""
+        return []
+
+    def computed(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        """Values check adds to valid inputs (`computed_keys`)."""
+        return {}
+
+    def diff_keys(self, olds: Mapping[str, Any], news: Mapping[str, Any]) -> set[str]:
+        """The keys diff compares: every input of either side."""
+        return (set(olds) | set(news)) - self.ignored_keys()
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        changed = {
+            k
+            for k in self.diff_keys(olds, news)
+            if contains_unknown(news.get(k)) or not self.same(k, olds.get(k), news.get(k))
+        }
+        replaces = sorted(changed & self.replace_keys)
+        self.planned(changed, replaces)
+        return DiffResult(
+            changes=bool(changed),
+            replaces=replaces,
+            delete_before_replace=self.delete_before_replace if replaces else None,
+        )
+
+    def same(self, key: str, old: Any, new: Any) -> bool:
+        """Whether an input is unchanged; subclasses relax this for inputs that outputs fill in."""
+        return bool(old == new)
+
+    def planned(self, changed: set[str], replaces: list[str]) -> None:
+        """Told what diff decided (e.g. to warn about an in-place update); nothing by default."""

@@ -70,7 +70,12 @@ def _lint_probe(tmp_path: Path, imports: dict[str, str]) -> subprocess.Completed
 
 
 def test_the_repositorys_own_contracts_allow_what_the_layers_allow(tmp_path: Path) -> None:
-    allowed = {"report": "import ops\n", "components": "import forecast\n", "stackconfig": "import train\n"}
+    allowed = {
+        "report": "import ops\n",
+        "components": "import forecast\n",
+        "forecast": "import stackconfig\n",
+        "stackconfig": "import train\n",
+    }
     run = _lint_probe(tmp_path, allowed)  # siblings joined by ':', a layer below, the bottom layer
     assert run.returncode == 0 and "0 broken" in run.stdout, run.stdout[-3000:]
 
@@ -84,6 +89,7 @@ def test_the_repositorys_own_contracts_allow_what_the_layers_allow(tmp_path: Pat
         ({"facts": "import common\n"}, "the layers of docs/ARCHITECTURE.md"),
         ({"ops": "import tests\n"}, "no package imports tests/"),
         ({"policy": "import common\n"}, "policy/ imports only facts/"),
+        ({"forecast": "import providers\n"}, "forecast/ imports only facts/, stackconfig/ and common/"),
     ],
 )
 def test_the_repositorys_own_contracts_catch_a_wrong_import(

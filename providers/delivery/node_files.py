@@ -24,18 +24,15 @@ from typing import Any
 
 import pulumi
 from pulumi.dynamic import (
-    CheckResult,
     CreateResult,
-    DiffResult,
     ReadResult,
-    ResourceProvider,
     UpdateResult,
 )
 from pydantic import field_validator
 
-from providers.common import PROVIDER_KEY, InputModel, args_of, is_unknown, validate_inputs
+from providers.common import InputModel, args_of
 from providers.delivery.ssh import Runner, Ssh, SshTarget, run_process
-from providers.resource import ResourceInputs, TypedResource
+from providers.resource import CheckedProvider, ResourceInputs, TypedResource
 
 _OUTPUTS = frozenset({"digest", "delivered_at"})
 STOP_GRACE_S = 30  # the old script's SIGTERM path uploads the newest checkpoint within a few seconds
@@ -146,8 +143,12 @@ def deliver(args: NodeFilesArgs, ssh: Ssh | None = None) -> str:
     return ssh.run("bash -s -- " + " ".join(shlex.quote(a) for a in argv), _INSTALL.encode()).strip()
 
 
-class NodeFilesProvider(ResourceProvider):
-    """Lifecycle of `delivery:NodeFiles`; holds no state of its own (it is pickled into the stack)."""
+class NodeFilesProvider(CheckedProvider):
+    """Lifecycle of `delivery:NodeFiles`; holds no state of its own (it is pickled into the stack). Every
+    change is an update: delivery has nothing to replace."""
+
+    args_model = NodeFilesArgs
+    output_keys = _OUTPUTS
 
     def __init__(self, runner: Runner | None = None) -> None:
         super().__init__()
@@ -157,14 +158,8 @@ class NodeFilesProvider(ResourceProvider):
     def _deliver(self, args: NodeFilesArgs) -> None:
         deliver(args, ssh_for(args, self._runner))
 
-    def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
-        _model, values, failures = validate_inputs(NodeFilesArgs, news, _OUTPUTS | {PROVIDER_KEY})
-        return CheckResult(values, failures)
-
-    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        keys = NodeFilesArgs.model_fields
-        changed = [k for k in keys if is_unknown(news.get(k)) or olds.get(k) != news.get(k)]
-        return DiffResult(changes=bool(changed), replaces=[], delete_before_replace=False)
+    def diff_keys(self, olds: Mapping[str, Any], news: Mapping[str, Any]) -> set[str]:
+        return set(NodeFilesArgs.model_fields)  # what an older state holds beyond them is not an input
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         args = args_of(NodeFilesArgs, props)

@@ -1,4 +1,5 @@
-"""What every RunPod dynamic provider shares: check/diff scaffolding, client construction, bounded polling.
+"""What every RunPod dynamic provider shares: the cost keys and catalog checks on top of the one provider base
+(`providers.resource.CheckedProvider`), client construction, bounded polling.
 
 The contract each subclass keeps (see providers/README.md):
 - `check` validates inputs and adds `cost_per_hour`, `storage_cost_per_month`, `price_source`, so
@@ -16,19 +17,16 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import pulumi
-from pulumi.dynamic import CheckFailure, CheckResult, ConfigureRequest, DiffResult, ResourceProvider
+from pulumi.dynamic import CheckFailure, ConfigureRequest
 
 from providers import settings
 from providers.common import (
     PROVIDER_KEY,
     UNKNOWN,
-    InputModel,
     args_of,
-    contains_unknown,
     is_unknown,
-    validate_inputs,
 )
-from providers.resource import COST_KEYS
+from providers.resource import COST_KEYS, CheckedProvider
 from providers.runpod import errors
 
 if TYPE_CHECKING:  # the client (and httpx) load only where a verb runs, not in the Pulumi program
@@ -92,13 +90,11 @@ def is_blank(value: Any) -> bool:
     return value is None or value == "" or value == [] or value == {}
 
 
-class RunPodProvider(ResourceProvider):
-    """Base of the RunPod providers: subclasses set the class attributes and implement the verbs."""
+class RunPodProvider(CheckedProvider):
+    """Base of the RunPod providers: subclasses set the class attributes and implement the verbs; check adds
+    the cost keys (`costs`) and refuses what RunPod's catalog refutes."""
 
-    args_model: ClassVar[type[InputModel]]
-    replace_keys: ClassVar[frozenset[str]] = frozenset()  # changing these forces a replacement
-    output_keys: ClassVar[frozenset[str]] = frozenset()  # computed by create/read; ignored by diff
-    delete_before_replace: ClassVar[bool] = False
+    computed_keys: ClassVar[frozenset[str]] = frozenset(COST_KEYS)
     update_warning: ClassVar[str | None] = None  # shown by diff when an in-place update is planned
 
     def __init__(self, client_factory: Callable[[], RunPodClient] | None = None) -> None:
@@ -118,16 +114,11 @@ class RunPodProvider(ResourceProvider):
 
     # ---- preview ----------------------------------------------------------------------------------
 
-    def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
-        skip = {*COST_KEYS, *self.output_keys, PROVIDER_KEY}  # outputs are declared as None inputs
-        model, values, failures = validate_inputs(self.args_model, news, skip)
-        if model is not None:
-            failures += self.transition_failures(olds, model)
-        if not failures:
-            failures = self.catalog_failures(values)
-        if failures:
-            return CheckResult(values, failures)
-        return CheckResult({**values, **self.costs(values)}, [])
+    def known_failures(self, values: Mapping[str, Any]) -> list[CheckFailure]:
+        return self.catalog_failures(values)
+
+    def computed(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        return self.costs(values)
 
     def costs(self, values: Mapping[str, Any]) -> dict[str, Any]:
         """`cost_per_hour`, `storage_cost_per_month`, `price_source` from checked values (may be unknown)."""
@@ -163,24 +154,9 @@ class RunPodProvider(ResourceProvider):
             if (unknown := [i for i in ids if i not in known])
         ]
 
-    def transition_failures(self, olds: Mapping[str, Any], new: InputModel) -> list[CheckFailure]:
-        """Failures that depend on the previous inputs (e.g. a volume that would shrink)."""
-        return []
-
-    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        ignored = {*self.output_keys, *COST_KEYS, PROVIDER_KEY}
-        keys = (set(olds) | set(news)) - ignored
-        changed = {
-            k for k in keys if contains_unknown(news.get(k)) or not self.same(k, olds.get(k), news.get(k))
-        }
-        replaces = sorted(changed & self.replace_keys)
+    def planned(self, changed: set[str], replaces: list[str]) -> None:
         if changed and not replaces and self.update_warning:
             pulumi.log.warn(f"{self.update_warning} (changing: {', '.join(sorted(changed))})")
-        return DiffResult(
-            changes=bool(changed),
-            replaces=replaces,
-            delete_before_replace=self.delete_before_replace if replaces else None,
-        )
 
     def same(self, key: str, old: Any, new: Any) -> bool:
         """Whether an input is unchanged; subclasses relax this for inputs that outputs fill in.

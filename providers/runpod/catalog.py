@@ -89,7 +89,7 @@ def shared_file(ttl: float | None = None) -> Path | None:
         return None
     try:
         url, _key = credentials.resolve_credentials()
-    except errors.ConfigError:
+    except errors.RunPodSettingsError:
         return None  # no key: _fetch falls back to the snapshot and says why
     return settings.current().cache_dir / "catalog" / f"{hashlib.sha256(url.encode()).hexdigest()[:16]}.json"
 
@@ -134,7 +134,7 @@ def _fetch(client_factory: Callable[[], RunPodClient]) -> PriceBook:
     try:
         with client_factory() as client:
             gpus = client.list_gpu_types(deadline_s=CATALOG_DEADLINE_S)
-    except errors.ConfigError:
+    except errors.RunPodSettingsError:
         return snapshot("no RunPod API key in the provider environment")
     except errors.RunPodError as exc:
         return snapshot(f"catalog unavailable: {type(exc).__name__}")

@@ -17,7 +17,7 @@ class RunPodError(TrainstackError):
     """Base class of every error raised by `providers.runpod`."""
 
 
-class ConfigError(RunPodError, SettingsError):
+class RunPodSettingsError(RunPodError, SettingsError):
     """The provider cannot run: credentials or endpoint are missing or malformed."""
 
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from facts.limits import RATE_PER_DAY, RATE_PER_HOUR, RATE_PER_MINUTE
 from providers import settings
-from providers.runpod.errors import ConfigError
+from providers.runpod.errors import RunPodSettingsError
 
 Clock = Callable[[], float]
 Sleep = Callable[[float], None]
@@ -65,7 +65,7 @@ class TokenBucket:
     ) -> None:
         for name, value in ((RATE_ENV, rate_per_min), (HOUR_ENV, per_hour), (DAY_ENV, per_day)):
             if value is not None and value < 1:
-                raise ConfigError(f"{name} must be a positive integer")
+                raise RunPodSettingsError(f"{name} must be a positive integer")
         self._clock = clock
         self._sleep = sleep
         now = clock()

@@ -33,9 +33,11 @@ def resolve_credentials() -> tuple[str, str]:
     key = knobs.runpod_api_key or _process_config.get("api_key") or ""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise errors.ConfigError(f"{URL_ENV} / runpod:apiUrl must be an http(s) URL like {DEFAULT_API_URL}")
+        raise errors.RunPodSettingsError(
+            f"{URL_ENV} / runpod:apiUrl must be an http(s) URL like {DEFAULT_API_URL}"
+        )
     if not key:
-        raise errors.ConfigError(
+        raise errors.RunPodSettingsError(
             f"no RunPod API key: export {KEY_ENV} or run `pulumi config set --secret runpod:apiKey <key>`"
         )
     return url.rstrip("/"), key

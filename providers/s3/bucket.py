@@ -25,17 +25,14 @@ from typing import Any
 
 import pulumi
 from pulumi.dynamic import (
-    CheckResult,
     CreateResult,
-    DiffResult,
     ReadResult,
-    ResourceProvider,
     UpdateResult,
 )
 
 from providers import settings
-from providers.common import PROVIDER_KEY, contains_unknown, validate_inputs
-from providers.resource import TypedResource
+from providers.common import PROVIDER_KEY
+from providers.resource import CheckedProvider, TypedResource
 from providers.s3 import client as s3c
 from providers.s3.errors import BucketError, s3_errors
 from providers.s3.inputs import CheckpointBucketInputs
@@ -58,8 +55,12 @@ def _same(key: str, old: Any, new: Any) -> bool:
     return (key == "endpoint_url" and new is None) or old == new
 
 
-class CheckpointBucketProvider(ResourceProvider):
+class CheckpointBucketProvider(CheckedProvider):
     """Lifecycle of `s3:CheckpointBucket` (boto3; clients built per call, nothing stored on self)."""
+
+    args_model = BucketArgs
+    output_keys = _OUTPUTS
+    replace_keys = _REPLACE
 
     def __init__(self, client_factory: Callable[[BucketArgs], Any] | None = None) -> None:
         super().__init__()
@@ -68,15 +69,8 @@ class CheckpointBucketProvider(ResourceProvider):
     def _s3(self, args: BucketArgs) -> Any:
         return (self._client_factory or s3c.make_client)(args)
 
-    def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
-        _model, values, failures = validate_inputs(BucketArgs, news, _OUTPUTS | {PROVIDER_KEY})
-        return CheckResult(values, failures)
-
-    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        keys = (set(olds) | set(news)) - _OUTPUTS - {PROVIDER_KEY}
-        changed = {k for k in keys if contains_unknown(news.get(k)) or not _same(k, olds.get(k), news.get(k))}
-        replaces = sorted(changed & _REPLACE)
-        return DiffResult(changes=bool(changed), replaces=replaces)
+    def same(self, key: str, old: Any, new: Any) -> bool:
+        return _same(key, old, new)
 
     @s3_errors("create")
     def create(self, props: dict[str, Any]) -> CreateResult:

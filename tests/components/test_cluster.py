@@ -268,3 +268,18 @@ def test_a_named_registry_without_its_password_is_refused(fake: FakeProviders) -
     config = config.model_copy(update={"cluster": config.cluster.model_copy(update={"registry_auth": auth})})
     with pytest.raises(ValueError, match=r"trainstack:secrets\.REGISTRY_PASSWORD"):
         H100Cluster("dev", H100ClusterArgs(config, {}, None))
+
+
+@pulumi.runtime.test
+def test_node_0_gets_the_alert_rules_of_the_components_own_forecast(
+    fake: FakeProviders,
+) -> pulumi.Output[None]:
+    cluster = _declare("prod")
+    assert cluster.forecast is not None
+    hours = cluster.alert_rules.planned_hours
+    assert hours == pytest.approx(cluster.forecast["hours"], abs=0.05) and hours != 24  # not max_run_hours
+
+    def check(alerts_json: str) -> None:
+        assert alerts_json == cluster.alert_rules.to_json()
+
+    return cluster.artifacts.apply(lambda a: check(a.alerts_json))

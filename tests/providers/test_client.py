@@ -173,7 +173,7 @@ def test_graphql_error_text_does_not_leak_the_message() -> None:
 
 def test_missing_key_says_how_to_set_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("RUNPOD_API_KEY", raising=False)
-    with pytest.raises(errors.ConfigError, match="pulumi config set --secret runpod:apiKey"):
+    with pytest.raises(errors.RunPodSettingsError, match="pulumi config set --secret runpod:apiKey"):
         RunPodClient.from_env()
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from components.alerts import stack_alert_rules
+from forecast.stack import stack_forecast
 from report.alerts import alert_changes, alerts_json, alerts_table
 from report.parse import parse_events
 from report.render import build, render_markdown
@@ -15,7 +16,7 @@ from tests.components.conftest import stack_config
 def _rules(**alerts: object) -> dict[str, object]:
     config = stack_config("prod")
     config = config.model_copy(update={"alerts": AlertsConfig.model_validate(alerts)})
-    return stack_alert_rules(config).as_output()
+    return stack_alert_rules(config, stack_forecast(config)).as_output()
 
 
 def test_only_changed_thresholds_are_rows_in_the_configs_units() -> None:

@@ -10,6 +10,7 @@ import yaml
 
 from common.cachedir import cache_dir
 from components.alerts import stack_alert_rules
+from forecast.stack import stack_forecast
 from stackconfig.alerts import AlertsConfig, alert_rules, prometheus_rules
 from stackconfig.config import ConfigError, load_stack_config
 from train.monitor.rules import AlertRules
@@ -87,7 +88,7 @@ def test_promtool_accepts_each_shipped_stacks_rules(stack: str, tmp_path: Path) 
     raw = yaml.safe_load((REPO / f"stacks/Pulumi.{stack}.yaml").read_text())["config"]
     config = load_stack_config({k: v for k, v in raw.items() if not k.startswith("trainstack:secrets.")})
     path = tmp_path / "alerts.rules.yml"
-    path.write_text(prometheus_rules(stack_alert_rules(config), stack))
+    path.write_text(prometheus_rules(stack_alert_rules(config, stack_forecast(config)), stack))
     proc = subprocess.run(
         [str(promtool()), "check", "rules", str(path)], capture_output=True, text=True, check=False
     )

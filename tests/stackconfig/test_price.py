@@ -73,7 +73,7 @@ def test_the_forecast_and_the_alerts_use_the_one_price(stack: str) -> None:
 
     cfg = _config(stack)
     price = stack_price(cfg)
-    assert stack_alert_rules(cfg).cost_per_hour_usd == price.usd_per_hour
+    assert stack_alert_rules(cfg, stack_forecast(cfg)).cost_per_hour_usd == price.usd_per_hour
     fc = stack_forecast(cfg)
     if fc is not None:
         assert round(fc.cost.usd_per_hour, 2) == price.usd_per_hour

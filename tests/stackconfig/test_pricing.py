@@ -29,7 +29,7 @@ PROVIDERS: dict[str, type[ResourceProvider]] = {
 
 
 def _no_key() -> Any:
-    raise errors.ConfigError("no RunPod API key (this test prices at the snapshot)")
+    raise errors.RunPodSettingsError("no RunPod API key (this test prices at the snapshot)")
 
 
 @pytest.fixture(autouse=True)

@@ -10,6 +10,7 @@ import pytest
 from components.alerts import stack_alert_rules
 from components.cluster import H100Cluster, H100ClusterArgs
 from components.render import render_start_script, stack_run_ids
+from forecast.stack import stack_forecast
 from stackconfig.config import ConfigError, load_stack_config
 from stackconfig.supervisor import RunConfig, SupervisorConfig, cap_notice, run_cost_cap
 from tests.components.conftest import fake_nodes, stack_config
@@ -47,10 +48,10 @@ def test_bad_values_name_their_key_path(raw: dict[str, Any], path: str) -> None:
 
 def test_one_run_cap_old_alerts_key_still_works_with_a_notice() -> None:
     old = load_stack_config({"alerts": {"budget_usd": 900.0}})
-    assert run_cost_cap(old) == 900.0 and stack_alert_rules(old).budget_usd == 900.0
+    assert run_cost_cap(old) == 900.0 and stack_alert_rules(old, stack_forecast(old)).budget_usd == 900.0
     assert "trainstack:run.max_cost_usd" in (cap_notice(old) or "")
     new = load_stack_config({"run": {"max_cost_usd": 500.0}, "alerts": {"budget_usd": 900.0}})
-    assert run_cost_cap(new) == 500.0 and stack_alert_rules(new).budget_usd == 500.0
+    assert run_cost_cap(new) == 500.0 and stack_alert_rules(new, stack_forecast(new)).budget_usd == 500.0
     assert "ignored" in (cap_notice(new) or "")
     assert cap_notice(load_stack_config({"run": {"max_cost_usd": 500.0}})) is None
 

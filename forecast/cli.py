@@ -3,8 +3,8 @@
 Reads `stacks/Pulumi.<STACK>.yaml`, applies each `--set` (a key path under `trainstack:`, e.g.
 `cluster.nodes=4`, `training.max_run_hours=48`; a bare model field such as `sharding=zero3` means
 `training.model.sharding`), parses it exactly as `pulumi preview` would, and prints the breakdown.
-`--compare [GPU,...]` prints instead every GPU type, node count and sharding RunPod rents for the run, cheapest
-run first, with the cheapest feasible one and its saving (forecast.compare).
+`--compare [GPU,...]` prints instead every GPU type, node count and sharding RunPod rents for the run,
+cheapest run first, with the cheapest feasible one and its saving (forecast.compare).
 Exit status: 0 the model fits, 1 it does not (or the stack has no model section), 2 bad config or usage.
 """
 
@@ -121,7 +121,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_BAD_INPUT
         assert comparison is not None  # the stack has a model section (checked above)
         if args.json:
-            print(json.dumps({"options": [o._asdict() for o in comparison.options], **comparison.to_output()}))
+            print(
+                json.dumps({"options": [o._asdict() for o in comparison.options], **comparison.to_output()})
+            )
         else:
             render_compare(args.stack, comparison)
         return EXIT_FITS if comparison.cheapest is not None else EXIT_DOES_NOT_FIT

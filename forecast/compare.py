@@ -28,7 +28,9 @@ from forecast.memory import memory
 from forecast.model import SHARDING_ORDER, ForecastInput, Sharding, Verdict
 from forecast.stack import forecast_input, hardware, stack_forecast
 
-CLUSTER_NODES = range(2, 9)  # self-serve Instant Clusters: 2-8 nodes (facts/gpus.py, sources.INSTANT_CLUSTERS)
+CLUSTER_NODES = range(
+    2, 9
+)  # self-serve Instant Clusters: 2-8 nodes (facts/gpus.py, sources.INSTANT_CLUSTERS)
 
 
 class CompareError(ValueError):

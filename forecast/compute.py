@@ -164,7 +164,9 @@ def assumed_mfu(w: Workload, peak_tflops: float = 989.4, bandwidth_tbps: float =
     depends on the GPU only for LoRA: its adapter passes are bound by HBM bandwidth, not the peak)."""
     if w.mfu is not None:
         return w.mfu
-    return model_flops(w) / w.tokens / seconds_per_token(w, peak_tflops, bandwidth_tbps) / (peak_tflops * 1e12)
+    return (
+        model_flops(w) / w.tokens / seconds_per_token(w, peak_tflops, bandwidth_tbps) / (peak_tflops * 1e12)
+    )
 
 
 def compute(w: Workload, d: Deployment) -> ComputeForecast:

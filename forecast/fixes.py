@@ -43,9 +43,7 @@ def _checkpoint(w: Workload, d: Deployment) -> str | None:
     total = _total(w._replace(activation_checkpointing=True), d)
     if total is None:
         return None
-    return (
-        f"checkpoint activations: activation_checkpointing true ({total}; ~33 % more compute)"
-    )
+    return f"checkpoint activations: activation_checkpointing true ({total}; ~33 % more compute)"
 
 
 def _micro_batch(w: Workload, d: Deployment) -> str | None:

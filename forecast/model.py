@@ -17,7 +17,9 @@ Method = Literal["full", "lora"]
 Precision = Literal["bf16", "fp8"]
 Optimizer = Literal["adamw", "adamw_8bit", "sgd"]
 Sharding = Literal["ddp", "zero1", "zero2", "zero3"]
-Block = Literal["llama", "gpt"]  # llama: RMSNorm + SwiGLU (the stacks' shapes); gpt: LayerNorm + GELU MLP of 4h
+Block = Literal[
+    "llama", "gpt"
+]  # llama: RMSNorm + SwiGLU (the stacks' shapes); gpt: LayerNorm + GELU MLP of 4h
 Verdict = Literal["fits", "may not fit", "does not fit"]
 
 # Sharding modes from least to most sharded (the order fixes are tried in).
@@ -32,7 +34,9 @@ class Hardware(NamedTuple):
     peak_tflops: Mapping[
         str, float
     ]  # precision ("bf16", "fp8") -> dense peak TFLOPS per GPU; absent: unsupported
-    memory_bandwidth_tbps: float = 3.35  # HBM TB/s per GPU (datasheet): what LoRA's adapter passes are bound by
+    memory_bandwidth_tbps: float = (
+        3.35  # HBM TB/s per GPU (datasheet): what LoRA's adapter passes are bound by
+    )
 
 
 class Workload(NamedTuple):

@@ -34,7 +34,9 @@ def _memory(result: Forecast) -> Table:
     table.add_row("band (measured errors, docs/FORECAST.md)", f"{m.total_low:.1f}-{m.total_high:.1f}")
     verdict = {"fits": "fits", "may not fit": "MAY NOT FIT", "does not fit": "DOES NOT FIT"}[m.verdict]
     table.add_row(f"GPU memory ({verdict})", f"{m.gpu_memory:g}")
-    table.add_row("headroom at the band's upper end", f"{m.gpu_memory - m.total_high:.1f}", style=_STYLE[m.verdict])
+    table.add_row(
+        "headroom at the band's upper end", f"{m.gpu_memory - m.total_high:.1f}", style=_STYLE[m.verdict]
+    )
     return table
 
 
@@ -94,7 +96,8 @@ def render(
     if result.fixes:
         m = result.memory
         head = (
-            f"[bold yellow]May not fit[/bold yellow]: {m.total_low:.1f}-{m.total_high:.1f} GB of {m.gpu_memory:g}."
+            f"[bold yellow]May not fit[/bold yellow]: {m.total_low:.1f}-{m.total_high:.1f} GB of "
+            f"{m.gpu_memory:g}."
             if m.verdict == "may not fit"
             else "[bold red]Does not fit.[/bold red]"
         )

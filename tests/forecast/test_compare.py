@@ -64,7 +64,9 @@ def test_narrowing_to_named_gpus_and_bad_names() -> None:
     assert narrowed.configured.gpu == "H100_SXM"  # still the saving's reference
     with pytest.raises(CompareError, match=r"no GPU type 'A100'.*choices: H100_SXM, H200_SXM, B200"):
         compare(cfg, ["A100"])
-    with pytest.raises(CompareError, match=r"no Instant Cluster of H100_PCIE \(cluster.topology is 'cluster'"):
+    with pytest.raises(
+        CompareError, match=r"no Instant Cluster of H100_PCIE \(cluster.topology is 'cluster'"
+    ):
         compare(cfg, ["H100_PCIE"])
     assert [g.key for g in rented_gpus("cluster")] == ["H100_SXM", "H200_SXM", "B200"]
 

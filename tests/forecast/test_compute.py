@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 
 from forecast import ForecastError, forecast
-from forecast.compute import adapted_width, adapter_seconds_per_token, assumed_mfu, executed_flops, model_flops
+from forecast.compute import (
+    adapted_width,
+    adapter_seconds_per_token,
+    assumed_mfu,
+    executed_flops,
+    model_flops,
+)
 from tests.forecast.factories import A100, H100, SEVEN_B, deployment, inp
 
 ARTICLE_MFU = 100 / 312  # "100 TFLOPS effective on one A100 (312 peak)"

@@ -84,7 +84,10 @@ def test_a_band_that_straddles_the_gpu_is_advised_not_refused() -> None:
     assert mem["total_low"] <= 80 < mem["total_high"] and fc["verdict"] == "may not fit" and not fc["fits"]
     assert check_stack(MODEL_FITS, [component(fc)], {}).messages == []
     (message,) = check_stack(MODEL_MAY_NOT_FIT, [component(fc)], {}).messages
-    assert f"may not fit: {mem['total_low']:.1f}-{mem['total_high']:.1f} GB per GPU of 80 on each H100_SXM" in message
+    assert (
+        f"may not fit: {mem['total_low']:.1f}-{mem['total_high']:.1f} GB per GPU of 80 on each H100_SXM"
+        in message
+    )
     assert f"Cheapest fix: {fc['fixes'][0]}." in message
     assert MODEL_MAY_NOT_FIT.enforcement_level.value == "advisory"
 

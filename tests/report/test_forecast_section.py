@@ -110,7 +110,9 @@ def test_the_cheapest_feasible_line_and_its_saving() -> None:
 def test_a_band_that_straddles_the_gpu_reads_may_not_fit() -> None:
     after = _dev_forecast(2.0e7)
     mem = {**after["memory_gb_per_gpu"], "total_low": 70.0, "total_high": 90.0}  # type: ignore[dict-item]
-    rows = "\n".join(forecast_table(None, {**after, "memory_gb_per_gpu": mem, "verdict": "may not fit", "fits": False}))
+    rows = "\n".join(
+        forecast_table(None, {**after, "memory_gb_per_gpu": mem, "verdict": "may not fit", "fits": False})
+    )
     assert "| fits the GPU's memory | n/a | **may not fit** (70.0-90.0 GB) of 80 GB | | |" in rows
 
 

@@ -55,7 +55,7 @@ class ModelConfig(BaseModel):
     flash_attention: bool = (
         True  # PyTorch's scaled_dot_product_attention and FlashAttention never store s x s
     )
-    mfu: float | None = None  # model-FLOPs utilisation; None: 0.40 of peak for bf16 (forecast.compute)
+    mfu: float | None = None  # model-FLOPs utilisation; None: the measured default (forecast.compute)
     overhead: float = 0.3  # wall clock added for communication, checkpoint saves and restarts
 
     @field_validator(

@@ -68,7 +68,8 @@ component = types.SimpleNamespace(resource_type=COMPONENT, props={"forecast": ou
 for policy in POLICIES:
     policy.validate(StackValidationArgs([component], {}), lambda message, urn=None: None)
 t2 = T()
-print(json.dumps({"parse": parse_added, "forecast_call": tc - t0, "compare_call": t1 - tc, "policy_calls": t2 - t1}))
+print(json.dumps({"parse": parse_added, "forecast_call": tc - t0, "compare_call": t1 - tc,
+                  "policy_calls": t2 - t1}))
 print(json.dumps({"load_1min": os.getloadavg()[0]}))
 """
 

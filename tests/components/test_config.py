@@ -43,7 +43,12 @@ def _with(path: str, value: Any) -> dict[str, Any]:
 
 # (case id, raw config, key path in the message, words of the fix that must appear)
 INVALID = [
-    ("unknown-gpu", _with("cluster.gpu_type", "A100"), "trainstack:cluster.gpu_type", "use one of B200, H100_NVL"),
+    (
+        "unknown-gpu",
+        _with("cluster.gpu_type", "A100"),
+        "trainstack:cluster.gpu_type",
+        "use one of B200, H100_NVL",
+    ),
     (
         "cluster-1-node",
         _with("cluster.nodes", 1),

@@ -19,13 +19,18 @@ LIMIT = 2000
 
 
 def command(plan: str = "") -> str:
-    lines = [re.sub(r"  # .*$", "", line) for line in SCRIPT.read_text().splitlines() if not line.startswith("#")]
+    lines = [
+        re.sub(r"  # .*$", "", line) for line in SCRIPT.read_text().splitlines() if not line.startswith("#")
+    ]
     packed = base64.b85encode(zlib.compress("\n".join(lines).encode(), 9)).decode()
     machine = "PLAN=v " if plan == "v" else "nvidia-smi >$OUT/smi.txt;"
     return (
-        "export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1;"
-        + machine +
-        "python3 - <<'E'\nimport base64,zlib;exec(zlib.decompress(base64.b85decode('" + packed + "')))\nE\n"
+        "export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 "
+        "NVSHMEM_DISABLE_NVLS=1;"
+        + machine
+        + "python3 - <<'E'\nimport base64,zlib;exec(zlib.decompress(base64.b85decode('"
+        + packed
+        + "')))\nE\n"
     )
 
 

@@ -85,8 +85,8 @@ _H100_DATASHEET = (
 )
 
 _H200_DATASHEET = (
-    "NVIDIA H200 Tensor Core GPU datasheet (https://www.nvidia.com/en-us/data-center/h200/), H200 SXM column: "
-    "141 GB HBM3e at 4.8 TB/s, BF16 1,979 and FP8 3,958 TFLOPS with sparsity, halved for dense"
+    "NVIDIA H200 Tensor Core GPU datasheet (https://www.nvidia.com/en-us/data-center/h200/), H200 SXM "
+    "column: 141 GB HBM3e at 4.8 TB/s, BF16 1,979 and FP8 3,958 TFLOPS with sparsity, halved for dense"
 )
 _B200_DATASHEET = (
     "NVIDIA HGX B200 specifications (https://www.nvidia.com/en-us/data-center/hgx/), 8-GPU board: 1.4 TB "

@@ -7,8 +7,8 @@ It ends with the run cap the run will be held to: `max_run_cost_usd` of the `run
 in `policy/config/<STACK>.json` (the policy's default when the file does not set it).
 Exit status: 0 the model fits and the run is within its cap, 1 it does not fit (or the stack has no model
 section), 2 bad config or usage, 3 it fits but the run costs more than its cap (the policy would refuse it).
-`--compare [GPU,...]` prints instead every GPU type, node count and sharding RunPod rents for the run, cheapest
-run first, with the cheapest feasible one and its saving (forecast.compare); its exit status is 0 when one fits.
+`--compare [GPU,...]` prints instead every GPU type, node count and sharding RunPod rents for the run,
+cheapest run first, with the cheapest feasible one and its saving (forecast.compare); exit 0 when one fits.
 """
 
 from __future__ import annotations

@@ -62,10 +62,11 @@ caching allocator's reserve beyond what tensors use: measured max_memory_reserve
 come and go), central 12 %.
 
 Uncertainty band (docs/FORECAST.md) — the parts' measured errors set each end: model states are counted
-exactly, except that the lower end leaves out the gradients (freed between steps by zero_grad(set_to_none),
-they are not alive at the activation peak: the checkpointed 1.5B and 3B full fine-tunes peaked 1.0 and 3.7
-GB under the band's end with them); activations ×0.90 to ×1.15 (measured 0.90-1.12); the fixed part 0.8 GB (the
-context alone) to 2 GB; the allocator's reserve 6 % to 25 % of the rest. `fits` means the upper end fits.
+exactly, except that the lower end leaves out the gradients (freed between steps by
+zero_grad(set_to_none), they are not alive at the activation peak: the checkpointed 1.5B and 3B full
+fine-tunes peaked 1.0 and 3.7 GB under the band's end with them); activations x0.90 to x1.15 (measured
+0.90-1.12); the fixed part 0.8 GB (the context alone) to 2 GB; the allocator's reserve 6 % to 25 % of the
+rest. `fits` means the upper end fits.
 """
 
 from __future__ import annotations

@@ -97,7 +97,8 @@ def render(
     if result.fixes:
         m = result.memory
         head = (
-            f"[bold yellow]May not fit[/bold yellow]: {m.total_low:.1f}-{m.total_high:.1f} GB of {m.gpu_memory:g}."
+            f"[bold yellow]May not fit[/bold yellow]: {m.total_low:.1f}-{m.total_high:.1f} GB of "
+            f"{m.gpu_memory:g}."
             if m.verdict == "may not fit"
             else "[bold red]Does not fit.[/bold red]"
         )

@@ -79,7 +79,7 @@ class ModelConfig(BaseModel):
     # true: an `mfu` above BEST_PUBLISHED_MFU is meant (a measured run of your own beat it); before `mfu`,
     # so that mfu's check sees it
     mfu_beyond_published: bool = False
-    mfu: Number | None = None  # model-FLOPs utilisation; None: 0.40 of peak for bf16 (forecast.compute)
+    mfu: Number | None = None  # model-FLOPs utilisation; None: the measured default (forecast.compute)
     overhead: Number = 0.3  # wall clock added for communication, checkpoint saves and restarts
 
     @field_validator(*_RANGES)

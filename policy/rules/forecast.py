@@ -120,7 +120,8 @@ def check_model_may_not_fit(args: StackValidationArgs, report: ReportViolation) 
         report(
             f"stack '{res.name}': may not fit: {low:.1f}-{high:.1f} GB per GPU of {gpu:g} on each "
             f"{read(fc, 'gpu')}{kept} (forecast {total:.1f} GB; the band holds every run measured, "
-            f"docs/FORECAST.md). An out-of-memory error costs a cluster's boot, burn-in and first steps.{_fixes(fc)} "
+            "docs/FORECAST.md). An out-of-memory error costs a cluster's boot, burn-in and first steps."
+            f"{_fixes(fc)} "
             "Check with `scripts/forecast <stack> --set key=value`.",
             None,
         )

@@ -6,8 +6,9 @@ from typing import Any
 
 from forecast import Deployment, ForecastInput, Hardware, Workload
 
-# NVIDIA A100 datasheet (https://www.nvidia.com/en-us/data-center/a100/): 80 GB, BF16 312 TFLOPS dense, 2.0 TB/s
-# (SXM 80 GB: 2,039 GB/s); no FP8 tensor cores. The source article's worked figures are on this GPU.
+# NVIDIA A100 datasheet (https://www.nvidia.com/en-us/data-center/a100/): 80 GB, BF16 312 TFLOPS dense,
+# 2,039 GB/s (SXM 80 GB); no FP8 tensor cores. The source article's worked figures are on this
+# GPU.
 A100 = Hardware("A100_80GB", 80.0, {"bf16": 312.0}, 2.039)
 H100 = Hardware("H100_SXM", 80.0, {"bf16": 989.4, "fp8": 1979.0}, 3.35)
 

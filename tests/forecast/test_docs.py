@@ -20,8 +20,8 @@ def test_the_docs_table_matches_the_shipped_stacks(stack: str) -> None:
     )
     mem = out["memory_gb_per_gpu"]
     assert (
-        f"{mem['total']:.1f} of {mem['gpu']:g} GB per GPU (band {mem['total_low']:.1f}-{mem['total_high']:.1f})"
-        in row
+        f"{mem['total']:.1f} of {mem['gpu']:g} GB per GPU "
+        f"(band {mem['total_low']:.1f}-{mem['total_high']:.1f})" in row
     )
     assert f"{out['hours']:.2f} h (max_run_hours {out['max_run_hours']:g}: {out['restarts']} restarts)" in row
     assert f"${out['run_cost_usd']:,.2f} a run" in row

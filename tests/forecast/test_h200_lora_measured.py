@@ -1,4 +1,4 @@
-"""The forecast against the LoRA and full fine-tunes measured on one H200 (docs/GPU-VALIDATION.md, "LoRA on H200").
+"""The forecast against LoRA and full fine-tunes measured on one H200 (docs/GPU-VALIDATION.md, LoRA on H200).
 
 The runs (bench/gpu_lora.py, 2026-12-01) are read from their own records: the runs the corrections were
 drawn from (docs/gpu-validation/2026-12-01-h200-lora/lora.json) and a validation set run after them on
@@ -123,3 +123,33 @@ def test_no_run_that_overflows_a_gpu_reads_fits_on_it(key: str) -> None:
         assert _forecast(run, gpu).memory.verdict != "fits", f"{_id(run)} on {key}"
     if gpu.memory_gb < 150:
         assert overflowing  # 145.1 GB (7B LoRA) is over every GPU but the B200; 118.6 GB (7B full) over 80-94
+
+
+def test_scripts_forecast_dev_as_lora_lands_within_15_percent(capsys: pytest.CaptureFixture[str]) -> None:
+    """The issue's check, through the CLI: the dev stack turned into the measured 7B LoRA run on one H200."""
+    from forecast.cli import EXIT_FITS, main
+
+    (run,) = [r for r in FITTED if _id(r) == "7b-lora-r16-ckpt-b4"]
+    sets = {
+        "method": "lora",
+        "trainable_fraction": run["trainable"] / run["params"],
+        "parameters": run["params"],
+        "layers": 32,
+        "hidden_size": 4096,
+        "attention_heads": 32,
+        "vocab_size": 32000,
+        "sequence_length": 2048,
+        "micro_batch_per_gpu": 4,
+        "activation_checkpointing": "true",
+        "sharding": "ddp",
+        "cluster.gpu_type": "H200_SXM",
+        "cluster.gpus_per_node": 1,
+    }
+    argv = ["dev", "--json"] + [a for k, v in sets.items() for a in ("--set", f"{k}={v}")]
+    assert main(argv) == EXIT_FITS
+    out = json.loads(capsys.readouterr().out)
+    assert out["verdict"] == "fits" and out["gpu"] == "H200_SXM"
+    assert 0.85 <= _peak_gb(run) / out["memory_gb_per_gpu"]["total"] <= 1.15
+    # tokens/s per GPU = MFU x peak / model FLOPs per token ((4Ψ + 6Ψt), forecast/compute.py)
+    tokens_per_gpu_second = out["mfu"] * 989.4e12 / (4 * run["params"] + 6 * run["trainable"])
+    assert 0.85 <= run["tok_s"] / tokens_per_gpu_second <= 1.15

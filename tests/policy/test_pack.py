@@ -22,7 +22,8 @@ from tests.policy.factories import CLUSTER, POD, Reports, cluster, pod, resource
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = sorted((ROOT / "policy" / "config").glob("*.json"))
-# a run longer than max_run_hours resumes from its checkpoint; a memory band straddling the GPU asks for a check
+# a run longer than max_run_hours resumes from its checkpoint; a memory band straddling the GPU asks for a
+# check
 ADVISORY = {"run-fits-max-hours", "model-may-not-fit-gpu-memory"}
 
 

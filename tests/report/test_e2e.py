@@ -139,7 +139,16 @@ def test_real_prod_twice_the_tokens_shows_the_run_cost_doubling(
         assert after["hours"] == pytest.approx(2 * before["hours"], abs=0.01)
         b, a = before["run_cost_usd"], after["run_cost_usd"]
         assert f"| run cost, on-demand | ${b:,.2f} | ${a:,.2f} | +${a - b:,.2f} | +100.0% |" in proc.stdout
-        assert "| fits the GPU's memory | yes of 80 GB | yes of 80 GB | | |" in proc.stdout
+        bands = [
+            f"({m['total_low']:,.1f}-{m['total_high']:,.1f} GB)"
+            for m in (before["memory_gb_per_gpu"], after["memory_gb_per_gpu"])
+        ]
+        assert (
+            f"| fits the GPU's memory | yes {bands[0]} of 80 GB | yes {bands[1]} of 80 GB | | |"
+            in proc.stdout
+        )
+        best = after["compare"]["cheapest_feasible"]
+        assert f"cheapest feasible: {best['nodes']} x {best['gpus_per_node']} {best['gpu']}, " in proc.stdout
     finally:
         set_path_config(run, {NODES: "8", "trainstack:training.model.tokens": "2.0e10"})
 

@@ -133,8 +133,13 @@ class LatencyFile:
     def probe(self) -> None:
         try:
             raw = json.loads(self.path.read_text(encoding="utf-8"))
-            us = [float(raw[name]) for name in ("write_p50_us", "write_p99_us", "read_p50_us", "read_p99_us")]
-            self._latest = Latency(*us, window_ops=int(raw["window_ops"]))
+            self._latest = Latency(
+                write_p50_us=float(raw["write_p50_us"]),
+                write_p99_us=float(raw["write_p99_us"]),
+                read_p50_us=float(raw["read_p50_us"]),
+                read_p99_us=float(raw["read_p99_us"]),
+                window_ops=int(raw["window_ops"]),
+            )
         except (ValueError, TypeError, KeyError) as exc:
             raise OSError(f"{self.path}: not a latency record ({type(exc).__name__}: {exc})") from None
 

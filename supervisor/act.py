@@ -11,7 +11,9 @@ Nothing here deletes outside Pulumi, and nothing deletes the volume, the bucket 
 
 from __future__ import annotations
 
+import re
 import shlex
+import socket
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -117,13 +119,28 @@ class Actuator:
             # `released` plan, so a run over its cap is never kept up by the cost policies themselves.
             policy = self._policy() if phase == "released" else {}
             try:
-                result = stack.up(on_output=self._pulumi_line, color="never", **policy)
+                result = self._up(stack, policy)
             except auto.errors.CommandError as exc:
                 last = [line for line in str(exc).splitlines() if line.strip()][-3:]
                 raise ReleaseError(f"pulumi up with {PHASE_KEY}={phase} failed: {' | '.join(last)}") from None
             changes = dict(result.summary.resource_changes or {})
             self.log(f"release: phase {phase} applied ({changes})")
         return "release: compute released (phase released)"
+
+    def _up(self, stack: Any, policy: dict[str, Any]) -> Any:
+        """`pulumi up`; once, after clearing a lock that a killed process of this machine left (a supervisor
+        killed mid-release leaves the file backend's lock behind, and no later round could finish)."""
+        from pulumi import automation as auto
+
+        try:
+            return stack.up(on_output=self._pulumi_line, color="never", **policy)
+        except auto.errors.CommandError as exc:
+            holder = stale_lock_holder(str(exc))
+            if holder is None:
+                raise
+            self.log(f"release: the stack's lock was left by {holder}, which no longer runs: pulumi cancel")
+            stack.cancel()
+            return stack.up(on_output=self._pulumi_line, color="never", **policy)
 
     def _policy(self) -> dict[str, Any]:
         if self.policy_pack is None:
@@ -137,6 +154,28 @@ class Actuator:
     def _pulumi_line(self, line: str) -> None:
         if line.strip():
             self.log(f"  pulumi: {line.rstrip()}")
+
+
+_LOCK_RE = re.compile(
+    r"currently locked.*?created by (?P<user>[^@\s]+)@(?P<host>\S+) \(pid (?P<pid>\d+)\)", re.S
+)
+
+
+def stale_lock_holder(message: str, host: str | None = None) -> str | None:
+    """`user@host (pid N)` when Pulumi's error says the stack is locked by a process of this machine that
+    no longer runs (its pid gone, or reused by something other than pulumi); None otherwise: a lock held
+    elsewhere, or by a live `pulumi`, is never cleared here (scripts/recover does it by hand)."""
+    m = _LOCK_RE.search(message)
+    if m is None or m.group("host") != (host or socket.gethostname()):
+        return None
+    pid = int(m.group("pid"))
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        cmdline = b""
+    if b"pulumi" in cmdline:
+        return None
+    return f"{m.group('user')}@{m.group('host')} (pid {pid})"
 
 
 def summary_text(obs: Observation, max_run_hours: float, why: str) -> str:

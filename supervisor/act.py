@@ -11,8 +11,11 @@ Nothing here deletes outside Pulumi, and nothing deletes the volume, the bucket 
 
 from __future__ import annotations
 
+import re
 import shlex
+import socket
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -75,30 +78,33 @@ class Actuator:
     def sync(self, outputs: Mapping[str, Any]) -> str:
         """A last checkpoint sync on each node that answers; one that does not is reported, not waited for."""
         workdir = str(outputs.get("workdir") or "/workspace/trainstack")
-        results = []
-        for node in outputs.get("nodes") or []:
-            host, _, port = str(node.get("ssh_endpoint") or "").rpartition(":")
-            if not host or not port.isdigit():
-                results.append(f"node {node.get('rank')}: no SSH endpoint")
-                continue
-            target = SshTarget(
-                host, int(port), "root", str(node["pod_id"]), Path(known_hosts_file(self.stack))
-            )
-            script = f"bash -c {shlex.quote(_SYNC)} sync {shlex.quote(workdir)} {int(self.sync_grace_s)}"
-            try:
-                answer = self._run(target, script).strip()
-            except DeliveryError as exc:
-                answer = f"unreachable ({type(exc).__name__})"
-            results.append(f"node {node.get('rank')}: {answer.splitlines()[-1] if answer else 'done'}")
+        nodes = [n for n in outputs.get("nodes") or [] if isinstance(n, Mapping)]
+        # All nodes at once: each waits up to sync_grace_s for its script, prod's 8 in one grace.
+        with ThreadPoolExecutor(max_workers=max(1, min(16, len(nodes)))) as pool:
+            results = list(pool.map(lambda n: self._sync_node(n, workdir), nodes))
         line = "sync: " + ("; ".join(results) or "no nodes")
         self.log(line)
         return line
 
+    def _sync_node(self, node: Mapping[str, Any], workdir: str) -> str:
+        host, _, port = str(node.get("ssh_endpoint") or "").rpartition(":")
+        if not host or not port.isdigit():
+            return f"node {node.get('rank')}: no SSH endpoint"
+        target = SshTarget(host, int(port), "root", str(node["pod_id"]), Path(known_hosts_file(self.stack)))
+        script = f"bash -c {shlex.quote(_SYNC)} sync {shlex.quote(workdir)} {int(self.sync_grace_s)}"
+        try:
+            answer = self._run(target, script).strip()
+        except DeliveryError as exc:
+            answer = f"unreachable ({type(exc).__name__})"
+        return f"node {node.get('rank')}: {answer.splitlines()[-1] if answer else 'done'}"
+
     def _run(self, target: SshTarget, command: str) -> str:
         if self.ssh_run is not None:
             return self.ssh_run(target, command)
-        timeout = self.sync_grace_s + 30
-        return Ssh(target, connect_timeout_s=10, deadline_s=timeout, step_timeout_s=timeout).run(command)
+        # Connection failures are retried for 15 s only (a node that does not answer is not waited for);
+        # one answering node's command may take the whole grace.
+        step = self.sync_grace_s + 30
+        return Ssh(target, connect_timeout_s=10, deadline_s=15, step_timeout_s=step).run(command)
 
     def release(self) -> str:
         """Phase `releasing` (protected stacks), then `released`, each applied by a Pulumi update."""
@@ -109,14 +115,32 @@ class Actuator:
         for phase in phases:
             stack.set_config(PHASE_KEY, auto.ConfigValue(phase), path=True)
             self.log(f"release: {PHASE_KEY}={phase}, pulumi up")
+            # `releasing` changes nothing at RunPod (only protect in the state): the policy pack judges the
+            # `released` plan, so a run over its cap is never kept up by the cost policies themselves.
+            policy = self._policy() if phase == "released" else {}
             try:
-                result = stack.up(on_output=self._pulumi_line, color="never", **self._policy())
+                result = self._up(stack, policy)
             except auto.errors.CommandError as exc:
                 last = [line for line in str(exc).splitlines() if line.strip()][-3:]
                 raise ReleaseError(f"pulumi up with {PHASE_KEY}={phase} failed: {' | '.join(last)}") from None
             changes = dict(result.summary.resource_changes or {})
             self.log(f"release: phase {phase} applied ({changes})")
         return "release: compute released (phase released)"
+
+    def _up(self, stack: Any, policy: dict[str, Any]) -> Any:
+        """`pulumi up`; once, after clearing a lock that a killed process of this machine left (a supervisor
+        killed mid-release leaves the file backend's lock behind, and no later round could finish)."""
+        from pulumi import automation as auto
+
+        try:
+            return stack.up(on_output=self._pulumi_line, color="never", **policy)
+        except auto.errors.CommandError as exc:
+            holder = stale_lock_holder(str(exc))
+            if holder is None:
+                raise
+            self.log(f"release: the stack's lock was left by {holder}, which no longer runs: pulumi cancel")
+            stack.cancel()
+            return stack.up(on_output=self._pulumi_line, color="never", **policy)
 
     def _policy(self) -> dict[str, Any]:
         if self.policy_pack is None:
@@ -130,6 +154,28 @@ class Actuator:
     def _pulumi_line(self, line: str) -> None:
         if line.strip():
             self.log(f"  pulumi: {line.rstrip()}")
+
+
+_LOCK_RE = re.compile(
+    r"currently locked.*?created by (?P<user>[^@\s]+)@(?P<host>\S+) \(pid (?P<pid>\d+)\)", re.S
+)
+
+
+def stale_lock_holder(message: str, host: str | None = None) -> str | None:
+    """`user@host (pid N)` when Pulumi's error says the stack is locked by a process of this machine that
+    no longer runs (its pid gone, or reused by something other than pulumi); None otherwise: a lock held
+    elsewhere, or by a live `pulumi`, is never cleared here (scripts/recover does it by hand)."""
+    m = _LOCK_RE.search(message)
+    if m is None or m.group("host") != (host or socket.gethostname()):
+        return None
+    pid = int(m.group("pid"))
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        cmdline = b""
+    if b"pulumi" in cmdline:
+        return None
+    return f"{m.group('user')}@{m.group('host')} (pid {pid})"
 
 
 def summary_text(obs: Observation, max_run_hours: float, why: str) -> str:

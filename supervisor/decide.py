@@ -69,7 +69,7 @@ def releasing(obs: Observation, _history: Sequence[RoundRecord], _policy: Policy
         return Decision(
             "releasing",
             f"trainstack:run.phase is {obs.phase} but {obs.nodes} node(s) remain: finishing that release",
-            ("release",),
+            ("release", "summary"),
         )
     return None
 

@@ -113,16 +113,18 @@ def read_stack(workspace: Path, stack: str) -> tuple[dict[str, Any], dict[str, A
 
     try:
         outputs = sources.stack_outputs(workspace, stack, require_nodes=False)
+        proc = subprocess.run(
+            ["pulumi", "config", "--json", "--stack", stack, "--non-interactive"],
+            cwd=workspace,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
     except sources.WatchError as exc:
         raise StackUnreadable(str(exc)) from None
-    proc = subprocess.run(
-        ["pulumi", "config", "--json", "--stack", stack, "--non-interactive"],
-        cwd=workspace,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    except OSError as exc:  # no pulumi on PATH, or no such workspace
+        raise StackUnreadable(f"cannot run pulumi in {workspace} ({exc}); . scripts/env.sh first") from None
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         raise StackUnreadable(f"cannot read the config of stack '{stack}' in {workspace}: {last}")

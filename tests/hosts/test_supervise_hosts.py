@@ -3,7 +3,8 @@ stack (protected, as prod is) trains to the end, writes its run state, and one `
 round releases its compute through a Pulumi update: the pod is gone, its billing stops, `pulumi preview` shows
 no changes, the volume and the bucket with the verified final checkpoint stay, and the summary reached a local
 webhook receiver. Phase back to active and an up then resume training from that checkpoint. And a job stopped
-with SIGSTOP: one warning, then after the grace (on the emulator's clock) a last sync and the release."""
+with SIGSTOP: one warning, then after the grace (on the emulator's clock) a last sync and the release. A
+supervisor SIGKILLed during its Pulumi update: the next round finishes the release, with no orphan."""
 
 from __future__ import annotations
 
@@ -20,8 +21,10 @@ from typing import Any
 
 import pytest
 
-from harness.pulumi_cli import REPO
+from harness.pulumi_cli import REPO, descendants, kill_tree
 from supervisor.cli import Round
+from supervisor.store import LEASE_TTL_S
+from tests.e2e.reliability import duplicates, live_ids
 from tests.hosts.conftest import BRIDGE_IP, HostsEnv
 from tests.hosts.test_local_cluster import (
     BUCKET,
@@ -279,3 +282,92 @@ def _idle_then_release(
     # The last sync: SIGTERM reached each start script, whose own path uploads the newest checkpoint.
     for n in nodes:
         assert "SIGTERM: stopping training" in cluster.log(n["rank"], n["pod_id"]), cluster.logs()
+
+
+def _requests(env: HostsEnv) -> int:
+    endpoints = env.runpod.admin.counters()["endpoints"]
+    return sum(sum(by_status.values()) for by_status in endpoints.values())
+
+
+def _updating(root: int) -> bool:
+    """A `pulumi up` runs under the supervisor (the Automation API's child)."""
+    for pid in descendants(root):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if argv and argv[0].endswith(b"pulumi") and b"up" in argv:
+            return True
+    return False
+
+
+def test_supervisor_killed_during_its_release_is_finished_by_the_next_round(
+    hosts_env: HostsEnv, tmp_path: Path, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cluster = Cluster(hosts_env, tmp_path, nodes=1)
+    cluster.config("trainstack:cluster.topology", "pods", path=True)
+    cluster.config("trainstack:delivery_enabled", "true")
+    try:
+        _killed_then_converged(cluster, hosts_env, tmp_path, receiver, monkeypatch)
+    finally:
+        if cluster.s3.list_buckets()["Buckets"]:
+            cluster.empty_bucket()
+        cluster.cli.run("destroy", "--yes", "--stack", STACK, check=False)
+
+
+def _killed_then_converged(
+    cluster: Cluster, env: HostsEnv, tmp: Path, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cluster.up()
+    cluster.allow_moto_uploads()
+    node = cluster.outputs()["nodes"][0]
+    poll(
+        lambda: "run state finished" in cluster.log(0, node["pod_id"]), "the run's end", 180, log=cluster.logs
+    )
+
+    # SIGKILL to the supervisor and every process under it (pulumi, its language host, the providers) while
+    # its release update talks to RunPod: each answer is slowed to 1.5 s so the kill lands inside the update.
+    env_vars = cluster.cli.env() | {
+        "TRAINSTACK_LOCAL_WORKSPACES": str(tmp / "ws"),
+        "ALERT_WEBHOOK_URL": receiver.url,
+    }
+    proc = subprocess.Popen(
+        [str(REPO / "scripts" / "supervise"), STACK, "--once"],
+        cwd=REPO, env=env_vars, start_new_session=True,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        poll(lambda: proc.poll() is not None or _updating(proc.pid), "the release's pulumi up", 300, 0.05)
+        env.runpod.admin.faults(latencyMs=1500)
+        served = _requests(env)
+        poll(
+            lambda: proc.poll() is not None or _requests(env) > served, "a RunPod answer to the up", 120, 0.05
+        )
+    finally:
+        if proc.poll() is None:
+            kill_tree(proc.pid)
+        proc.wait()
+        env.runpod.admin.faults(latencyMs=0)
+    assert proc.returncode != 0, "the supervisor finished before it could be killed"
+    assert cluster.outputs()["nodes"], "the release finished before the kill"
+
+    # The next round, once the killed holder's lease has expired: it finishes the release, and nothing else.
+    for name, value in cluster.cli.env().items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("ALERT_WEBHOOK_URL", receiver.url)
+    later = Round(STACK, cluster.cli.project, s3=cluster.s3, clock=lambda: time.time() + LEASE_TTL_S + 1)
+    record = later.run_once()
+    assert (record.decision.kind, record.done) == ("releasing", ("release", "summary")), record
+    live = env.runpod.admin.live()
+    assert live["pods"] == [] and len(live["volumes"]) == 1 and len(live["secrets"]) == 2
+    known = {r.get("id") for r in _resources(cluster)}
+    orphaned = [rid for rid in live_ids(env.runpod) if rid not in known]
+    assert orphaned == [] and not [r for r in _resources(cluster) if r["type"].endswith("runpod:Pod")]
+    assert duplicates(env.runpod) == []
+    assert sum("run ended" in t for t in receiver.texts) == 1, receiver.texts
+    again = later.run_once()
+    assert (again.decision.kind, again.done) == ("none", ()), again
+
+
+def _resources(cluster: Cluster) -> list[dict[str, Any]]:
+    return cluster.cli.resources()

@@ -66,7 +66,7 @@ ROWS = [
         obs(phase="released", nodes=1),
         (),
         "releasing",
-        ("release",),
+        ("release", "summary"),
         "finishing",
     ),
     Row(
@@ -74,7 +74,7 @@ ROWS = [
         obs(phase="releasing"),
         (),
         "releasing",
-        ("release",),
+        ("release", "summary"),
         "remain",
     ),
     Row("finished and verified", obs(runs=(FINISHED,)), (), "finished", ("release", "summary"), "verifies"),

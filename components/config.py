@@ -9,6 +9,7 @@ Keys (see stacks/Pulumi.*.yaml for worked examples):
     trainstack:alerts                      object  AlertsConfig    when the run's watcher alerts (optional)
     trainstack:supervisor                  object  SupervisorConfig  when scripts/supervise releases compute
     trainstack:run                         object  RunConfig       the run's phase and its one cost cap
+    trainstack:recovery                    object  RecoveryConfig  when scripts/supervise recovers a run
     trainstack:runpod_spend_limit_per_hour number  the account's RunPod spend limit, USD/h (default 80)
     trainstack:delivery_enabled            bool    copy artifacts to the nodes over SSH and start them
     trainstack:protect                     bool    Pulumi `protect` on the volume, bucket and compute
@@ -42,7 +43,7 @@ from components.config_rules import RUNPOD_DEFAULT_SPEND_LIMIT, cross_field_prob
 from components.credentials import credential_kind, mask
 from components.image_ref import image_reference_problem
 from components.model_config import ModelConfig
-from components.supervisor_config import RunConfig, SupervisorConfig
+from components.supervisor_config import RecoveryConfig, RunConfig, SupervisorConfig
 from facts.gpus import GPUS
 from facts.s3 import bucket_name_problem
 from providers.errors import TrainstackError
@@ -358,6 +359,7 @@ class StackConfig(_Model):
     alerts: AlertsConfig = AlertsConfig()
     supervisor: SupervisorConfig = SupervisorConfig()  # components/supervisor_config.py
     run: RunConfig = RunConfig()
+    recovery: RecoveryConfig = RecoveryConfig()  # components/supervisor_config.py, issue #29
     runpod_spend_limit_per_hour: float = RUNPOD_DEFAULT_SPEND_LIMIT  # raised only by RunPod on request
     delivery_enabled: bool = False
     # Pulumi's `protect` on what is stateful or expensive (network volume, checkpoint bucket, cluster or
@@ -374,7 +376,7 @@ class StackConfig(_Model):
         return v
 
 
-_OBJECT_KEYS = frozenset({"cluster", "bucket", "training", "alerts", "supervisor", "run"})
+_OBJECT_KEYS = frozenset({"cluster", "bucket", "training", "alerts", "supervisor", "run", "recovery"})
 # Renamed fields: (object key, old name) -> new name. The old name still works, with a deprecation message.
 # nccl_min_busbw_gbps read as gigabits per second, but the floor is in gigabytes per second (GB/s), the unit
 # nccl-tests reports bus bandwidth in.

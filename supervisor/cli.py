@@ -32,6 +32,8 @@ from supervisor.act import Actuator, ReleaseError, summary_text
 from supervisor.decide import Policy, decide
 from supervisor.model import Decision, Observation, RoundRecord
 from supervisor.observe import Sources, StackUnreadable, observe, read_stack, stack_config
+from supervisor.recover import Plan, assess
+from supervisor.recover_act import RecoveryError, recover_with
 
 EXIT_FAILED = 1
 EXIT_UNREADABLE = 2
@@ -70,6 +72,7 @@ class Round:
     sources: Sources | None = None
     actuator: Actuator | None = None
     read: Callable[[Path, str], tuple[dict[str, Any], dict[str, Any]]] = read_stack
+    recoverer: Any = None  # issue #29: a supervisor.recover_act.Recoverer (tests inject a recording one)
 
     def run_once(self) -> RoundRecord:
         outputs, raw = self.read(self.workspace, self.stack)
@@ -86,7 +89,7 @@ class Round:
             store.read_audit(s3, bucket, self.stack, since=now - history_window_s(config)) if bucket else []
         )
         obs = observe(self.stack, config, outputs, now, src)
-        policy = Policy.of(config.supervisor, run_cost_cap(config))
+        policy = Policy.of(config.supervisor, run_cost_cap(config), config.recovery)
         if config.supervisor.enabled:
             decision = decide(obs, history, policy)
         else:  # observed and recorded, never acted on
@@ -108,6 +111,7 @@ class Round:
                 bucket,
                 done,
                 errors,
+                plan=assess(obs, history, policy) if "recover" in decision.actions else None,
             )
         record = RoundRecord(self.stack, obs, decision, tuple(done), self.holder, dry, tuple(errors))
         if bucket and s3 is not None:
@@ -126,6 +130,7 @@ class Round:
         bucket: str | None,
         done: list[str],
         errors: list[str],
+        plan: Plan | None = None,
     ) -> None:
         lease = store.Lease(s3, bucket, self.stack, self.holder, clock=self.clock) if bucket else None
         if lease is not None and not lease.acquire():
@@ -151,8 +156,12 @@ class Round:
                     actor.notify(f"released compute: {reason}")
                 elif action == "summary":
                     actor.notify(summary_text(obs, config.training.max_run_hours, reason))
+                elif action == "recover" and plan is not None:  # issue #29: supervisor/recover_act.py
+                    line = recover_with(self, config, outputs, obs, plan, s3, bucket, actor)
+                    self.log(line)
+                    actor.notify(f"{message or reason} -> {line}")
                 done.append(action)
-        except ReleaseError as exc:
+        except (ReleaseError, RecoveryError) as exc:
             errors.append(str(exc))
         finally:
             if lease is not None:

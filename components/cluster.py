@@ -30,6 +30,7 @@ from components.config import (
     secret_config_key,
 )
 from components.delivery import deliver_to_nodes
+from components.supervisor_config import data_center_order
 from components.render import Artifacts, Node, render_artifacts
 from facts import secrets
 from facts.gpus import GPUS
@@ -309,7 +310,8 @@ def _pod_inputs(
         name=f"trainstack-{name}-pod-{index}",  # unique: the provider reconciles lost creates by name
         gpu_count=c.gpus_per_node,
         cloud=c.cloud,
-        data_center_ids=list(c.data_centers),
+        # A data center that failed twice this run is tried last (trainstack:recovery, issue #29).
+        data_center_ids=list(data_center_order(c.data_centers, cfg.recovery.avoid_data_centers)),
         capacity=c.capacity,
         bid_per_gpu=c.bid_per_gpu,
         # Gives each pod a private IP for the hosts file (100 Mbps: never for NCCL; see the Instant Clusters

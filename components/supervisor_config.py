@@ -22,6 +22,7 @@ pods and no cluster, the volume, bucket and secrets kept. docs/SUPERVISOR.md exp
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -95,6 +96,7 @@ class RecoveryConfig(_Section):
       backoff_min: 10               # the wait after a recovery before the next one, doubled each time
       straggler_tolerance_pct: 20   # a node this much slower than the others' median step time ...
       straggler_for_min: 10         # ... for this long is a straggler (unhealthy)
+      avoid_data_centers: []        # the supervisor writes it: data centers tried last for new pods
     """
 
     enabled: bool = True
@@ -104,3 +106,10 @@ class RecoveryConfig(_Section):
     backoff_min: float = Field(10.0, ge=0)
     straggler_tolerance_pct: float = Field(20.0, gt=0, le=100)
     straggler_for_min: float = Field(10.0, gt=0)
+    # Written by the supervisor: data centers that failed twice this run, tried last for new pods.
+    avoid_data_centers: tuple[str, ...] = Field((), strict=False)  # a YAML list
+
+
+def data_center_order(candidates: Sequence[str], avoided: Sequence[str]) -> tuple[str, ...]:
+    """The stack's candidates with the avoided ones moved last (their own order kept)."""
+    return tuple([dc for dc in candidates if dc not in avoided] + [dc for dc in candidates if dc in avoided])

@@ -32,6 +32,7 @@ class NodeFacts:
     alerts: tuple[str, ...] = ()  # aggregator rules firing on this node
     status: str | None = None  # RunPod's status of the pod where read (RUNNING, EXITED, ERROR, ...)
     spot: bool = False  # rented as spot (auto may have got either): EXITED then means taken back
+    data_center: str | None = None  # where RunPod placed the pod, where read
 
 
 @dataclass(frozen=True)
@@ -87,7 +88,7 @@ def fleet_of(
     topology: Literal["cluster", "pods"],
     data_centers: Sequence[str],
     views: Sequence[Any],
-    statuses: Mapping[str, str] | None = None,
+    statuses: Mapping[str, tuple[str, str | None]] | None = None,
     spot: bool = False,
     attempts: Sequence[Attempt] = (),
 ) -> Fleet:
@@ -101,8 +102,9 @@ def fleet_of(
             step=v.step,
             step_time_s=v.step_time_s,
             alerts=tuple(v.alerts),
-            status=statuses.get(v.pod_id),
+            status=statuses.get(v.pod_id, (None, None))[0],
             spot=spot,
+            data_center=statuses.get(v.pod_id, (None, None))[1],
         )
         for v in views
     )
@@ -116,10 +118,10 @@ def current_runs(runs: Sequence[Any], attempts: Sequence[Attempt]) -> tuple[Any,
     return tuple(r for r in runs if not (r.status == "failed" and (r.finished_at or 0.0) <= since))
 
 
-def pod_statuses(pod_ids: Sequence[str]) -> dict[str, str]:
-    """RunPod's status of each pod in one listing (a pod the listing lacks is gone: TERMINATED)."""
+def pod_statuses(pod_ids: Sequence[str]) -> dict[str, tuple[str, str | None]]:
+    """RunPod's (status, data center) of each pod in one listing (one the listing lacks is gone)."""
     from providers.runpod.client import RunPodClient  # the RunPod records load only when asked
 
     with RunPodClient.from_env() as client:
-        listed = {p.id: p.status for p in client.list_pods()}
-    return {pod_id: listed.get(pod_id, "TERMINATED") for pod_id in pod_ids}
+        listed = {p.id: (p.status, p.data_center_id) for p in client.list_pods()}
+    return {pod_id: listed.get(pod_id, ("TERMINATED", None)) for pod_id in pod_ids}

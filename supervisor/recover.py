@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from components.supervisor_config import data_center_order
 from supervisor.faults import HALTED, HARDWARE_ALERTS, STRAGGLER_ALERT, Attempt, Fleet, NodeFacts
 from supervisor.model import Decision, Observation, RoundRecord, newest_first
 from train.monitor.straggler import Sample, stragglers
@@ -201,11 +202,6 @@ def find_fault(obs: Observation, history: Sequence[RoundRecord], policy: Policy)
     return _job_failed(obs) or _node_fault(obs, history, policy) or _stalled(obs, history, policy)
 
 
-def data_center_order(candidates: Sequence[str], avoided: Sequence[str]) -> tuple[str, ...]:
-    """The stack's candidates with those that failed twice moved last (their own order kept)."""
-    return tuple([dc for dc in candidates if dc not in avoided] + [dc for dc in candidates if dc in avoided])
-
-
 def _failed_twice(fleet: Fleet, current: str | None) -> tuple[str, ...]:
     counts: dict[str, int] = {}
     for dc in [a.data_center for a in fleet.attempts if a.kind in NODE_FAULTS] + [current]:
@@ -248,7 +244,8 @@ def assess(obs: Observation, history: Sequence[RoundRecord], policy: Policy) -> 
                 "recovering", "the recovered nodes answer: trainstack:run.phase back to active", "finish"
             )
         return None
-    dc = fleet.data_centers[0] if len(fleet.data_centers) == 1 else None
+    placed = [n.data_center for n in fault.nodes if n.data_center]
+    dc = placed[0] if placed else fleet.data_centers[0] if len(fleet.data_centers) == 1 else None
     if fault.retry == "never":
         why = WHY_NEVER.get(fault.cause or "", "not a transient fault")
         text = f"gave up, here is why: {fault.reason}; never retried: {why}"

@@ -30,6 +30,7 @@ from supervisor.faults import Attempt
 from supervisor.recover import Plan
 
 PHASE_KEY = "trainstack:run.phase"
+AVOID_KEY = "trainstack:recovery.avoid_data_centers"
 CLUSTER_TYPE = "pulumi-python:dynamic/runpod:InstantCluster"
 POD_TYPE = "pulumi-python:dynamic/runpod:Pod"
 FILES_TYPE = "pulumi-python:dynamic/delivery:NodeFiles"
@@ -179,6 +180,15 @@ class Recoverer:
         self.log(line)
         return line
 
+    def _avoid(self, stack: Any, avoided: Sequence[str]) -> None:
+        """The data centers that failed twice go last in the new pods' candidates (components/cluster.py reads
+        trainstack:recovery.avoid_data_centers; placed pods are not replaced for the order)."""
+        from pulumi import automation as auto
+
+        for i, dc in enumerate(avoided):
+            stack.set_config(f"{AVOID_KEY}[{i}]", auto.ConfigValue(dc), path=True)
+        self.log(f"recover: {AVOID_KEY} = {list(avoided)} (tried last)")
+
     def carry_out(self, plan: Plan, now: float, pending: Attempt | None = None) -> str:
         """Do the plan; returns what was done in one line (the audit line and the message say it)."""
         if plan.act not in ("restart", "replace", "finish"):
@@ -204,6 +214,8 @@ class Recoverer:
         if not urns:
             self._up(stack, "refresh: nothing left to replace", refresh=True)
             return "recover: nothing left to replace; refreshed"
+        if plan.avoided and self.topology == "pods":
+            self._avoid(stack, plan.avoided)
         if self.protect:
             self._phase(stack, "recovering")
         what = "restarting the job on every node" if plan.act == "restart" else f"replacing {len(urns)}"

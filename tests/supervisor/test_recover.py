@@ -12,7 +12,8 @@ from components.supervisor_config import RecoveryConfig
 from supervisor.decide import Policy, decide
 from supervisor.faults import Attempt, Fleet, NodeFacts, current_runs
 from supervisor.model import Decision, Observation, RoundRecord, RunState
-from supervisor.recover import assess, data_center_order
+from components.supervisor_config import data_center_order
+from supervisor.recover import assess
 
 T0 = 1_800_000_000.0
 MIN = 60.0

@@ -30,8 +30,8 @@ from components.config import (
     secret_config_key,
 )
 from components.delivery import deliver_to_nodes
-from components.supervisor_config import data_center_order
 from components.render import Artifacts, Node, render_artifacts
+from components.supervisor_config import data_center_order
 from facts import secrets
 from facts.gpus import GPUS
 from facts.money import HOURS_PER_MONTH

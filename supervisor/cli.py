@@ -6,6 +6,7 @@ scripts/supervise prod --once      # one round, then exit (what .github/workflow
 scripts/supervise prod --dry-run   # decide and print, change nothing (no message, no sync, no release)
 scripts/supervise prod --json      # one JSON object per round
 scripts/supervise prod --log       # the audit lines of past rounds, from the bucket, then exit
+scripts/supervise prod --report    # the run's goodput ledger: where the GPU-hours went (--png FILE: a plot)
 
 Exit 0 after the rounds; 2 when the stack's outputs or config cannot be read (it never acts on such a stack)
 or on bad use; 1 when an action failed (the next round tries again).
@@ -226,10 +227,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--dry-run", action="store_true", help="decide and print; change nothing")
     p.add_argument("--json", action="store_true", help="one JSON object per round")
     p.add_argument("--log", action="store_true", help="print the audit lines of past rounds and exit")
+    p.add_argument(
+        "--report", action="store_true", help="print the run's goodput ledger (where the GPU-hours went)"
+    )
+    p.add_argument("--png", type=Path, help="with --report: also write the run's timeline to this PNG file")
     args = p.parse_args(argv)
     try:
         if args.log:
             return show_log(args.stack, args.cwd)
+        if args.report or args.png:  # issue #29: supervisor/report.py
+            from supervisor.report import show_report
+
+            return show_report(args.stack, args.cwd, args.png)
         sup = Round(args.stack, args.cwd, dry_run=args.dry_run)
         while True:
             record = sup.run_once()

@@ -8,11 +8,10 @@ from dataclasses import dataclass, replace
 
 import pytest
 
-from components.supervisor_config import RecoveryConfig
+from components.supervisor_config import RecoveryConfig, data_center_order
 from supervisor.decide import Policy, decide
 from supervisor.faults import Attempt, Fleet, NodeFacts, current_runs
 from supervisor.model import Decision, Observation, RoundRecord, RunState
-from components.supervisor_config import data_center_order
 from supervisor.recover import assess
 
 T0 = 1_800_000_000.0

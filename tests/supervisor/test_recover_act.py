@@ -153,7 +153,7 @@ def test_an_attempt_record_holds_no_secret_and_round_trips(s3: Any, bucket: str)
 
 
 def test_two_whole_rounds_find_a_lost_pod_recreate_it_through_pulumi_and_say_so(s3: Any, bucket: str) -> None:
-    """observe -> decide -> act -> record twice: the second unreachable round replaces the pod, one message."""
+    """Two whole rounds: the second unreachable one replaces the pod, with one message."""
     from supervisor.act import Actuator
     from supervisor.cli import Round
     from supervisor.observe import Sources

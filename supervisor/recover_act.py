@@ -91,9 +91,14 @@ def replace_urns(resources: Sequence[Mapping[str, Any]], plan: Plan, topology: s
     return [str(r["urn"]) for r in of(POD_TYPE) if str((r.get("outputs") or {}).get("pod_id")) in wanted]
 
 
+# Runs on a node: $1 workdir, $2 bucket, $3 stamp. The SSH session lacks the start script's environment, so
+# the tool reads what it needs from the start script's own (the pid file the delivery keeps).
 _DIAGNOSE = r"""dir=$1 bucket=$2 stamp=$3
-cd "$dir" && PYTHONPATH="$dir" exec "${TRAINSTACK_PYTHON:-python3}" -m train.node.diagnostics collect \
-  --bucket "$bucket" --stamp "$stamp"
+pidfile="$dir/.run/${RUNPOD_POD_ID:-$(hostname)}.pid"
+python=$(tr '\0' '\n' <"/proc/$(cat "$pidfile" 2>/dev/null || echo self)/environ" 2>/dev/null |
+  sed -n 's/^TRAINSTACK_PYTHON=//p')
+cd "$dir" && PYTHONPATH="$dir" exec "${python:-python3}" -m train.node.diagnostics collect \
+  --bucket "$bucket" --stamp "$stamp" --env-of "$pidfile"
 """
 
 

@@ -319,6 +319,33 @@ on_term() {
   exit 143
 }
 
+# --- 7b. a hang says where it hangs (issue #29, train/node/diagnostics.py) ----------------------------
+# PyTorch's NCCL flight recorder: every rank keeps its last collectives in a ring buffer and, when the
+# watchdog times a collective out, dumps it to $TORCH_NCCL_DEBUG_INFO_TEMP_FILE<rank> on the workdir's
+# volume, where scripts/supervise's diagnostics collect it with every rank's py-spy stack. Then the
+# heartbeat: every 30 s, each training rank's process state on this node ($TRAINSTACK_HEARTBEAT_DIR).
+start_heartbeat() {
+  export TORCH_NCCL_TRACE_BUFFER_SIZE=${TORCH_NCCL_TRACE_BUFFER_SIZE:-2000}
+  export TORCH_NCCL_DUMP_ON_TIMEOUT=${TORCH_NCCL_DUMP_ON_TIMEOUT:-1}
+  local trace="$TRAINSTACK_WORKDIR/diagnostics/nccl-trace-$NODE_ID-rank"
+  export TORCH_NCCL_DEBUG_INFO_TEMP_FILE=${TORCH_NCCL_DEBUG_INFO_TEMP_FILE:-$trace}
+  export TRAINSTACK_HEARTBEAT_DIR=${TRAINSTACK_HEARTBEAT_DIR:-$TRAINSTACK_WORKDIR/.run/heartbeat}
+  mkdir -p "$(dirname "$TORCH_NCCL_DEBUG_INFO_TEMP_FILE")"
+  (exec env PYTHONPATH="$TRAINSTACK_WORKDIR${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" -m train.node.diagnostics \
+    heartbeat --every-s 30 2>>"$METRICS_DIR/heartbeat.log") &
+  BACKGROUND_PIDS+=("$!")
+}
+
+# A failed job's cause from this script's own log (nccl_timeout | oom | config | empty), for the run state:
+# scripts/supervise retries an NCCL timeout and never an out-of-memory or config failure.
+failure_cause() {
+  local log
+  log=$(readlink "/proc/$$/fd/1" 2>/dev/null) || return 0
+  [[ -f $log ]] || return 0
+  env PYTHONPATH="$TRAINSTACK_WORKDIR${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" -m train.node.diagnostics classify "$log" ||
+    true
+}
+
 # --- 8. main ----------------------------------------------------------------------------------------
 main() {
   local status=0
@@ -337,6 +364,7 @@ main() {
   cd "$TRAINSTACK_WORKDIR"
   start_agent
   start_aggregator
+  start_heartbeat
   set_rdzv_args "$MASTER_PORT" "$TRAINSTACK_JOB"
   log "torchrun: $NUM_NODES node(s) x $NPROC_PER_NODE, rank $NODE_RANK, shard $TRAINSTACK_SHARD_INDEX/$TRAINSTACK_NUM_SHARDS"
   torchrun "${RDZV_ARGS[@]}" --max-restarts="$TRAINSTACK_MAX_RESTARTS" "${TRAIN_COMMAND[@]}" &
@@ -351,6 +379,11 @@ main() {
   bucket sync || status=1
   if [[ -e "$TRAINSTACK_STOP_FILE" ]]; then log "stopped at the max run time"; fi
   log "training exited with status $status"
+  if ((status != 0)); then
+    TRAINSTACK_FAILURE=$(failure_cause)
+    export TRAINSTACK_FAILURE
+    log "failure cause: ${TRAINSTACK_FAILURE:-not recognised}"
+  fi
   # The run's own record (run/<run id>/state.json, written by the job's rank 0 once every node has marked
   # its final sync): what scripts/supervise verifies before it releases the compute.
   bucket finish "$status" || log "run state not written to the bucket; scripts/supervise will not call it finished"

@@ -35,6 +35,7 @@ from supervisor.model import Decision, Observation, RoundRecord
 from supervisor.observe import Sources, StackUnreadable, observe, read_stack, stack_config
 from supervisor.recover import Plan, assess
 from supervisor.recover_act import RecoveryError, recover_with
+from supervisor.report import ledger_note
 
 EXIT_FAILED = 1
 EXIT_UNREADABLE = 2
@@ -156,7 +157,8 @@ class Round:
                     self.log(actor.release())
                     actor.notify(f"released compute: {reason}")
                 elif action == "summary":
-                    actor.notify(summary_text(obs, config.training.max_run_hours, reason))
+                    text = summary_text(obs, config.training.max_run_hours, reason)
+                    actor.notify(text + ledger_note(s3, bucket, self.stack, config, obs))  # issue #29
                 elif action == "recover" and plan is not None:  # issue #29: supervisor/recover_act.py
                     line = recover_with(self, config, outputs, obs, plan, s3, bucket, actor)
                     self.log(line)

@@ -13,6 +13,7 @@ from typing import Any
 
 from supervisor import store
 from supervisor.ledger import build, inputs_from_rounds, plot_png, table
+from supervisor.model import Decision, Observation, RoundRecord
 from supervisor.observe import read_stack, stack_config
 from supervisor.recover_act import read_attempts
 
@@ -52,3 +53,15 @@ def show_report(
         plot_png(inputs, ledger, str(png), stack)
         print(f"timeline: {png}")
     return 0
+
+
+def ledger_note(s3: Any, bucket: str | None, stack: str, config: Any, obs: Observation) -> str:
+    """'; goodput ...' for the run summary message: the ledger of every round so far and this one."""
+    if s3 is None or not bucket:
+        return ""
+    try:
+        rounds = [*store.read_audit(s3, bucket, stack), RoundRecord(stack, obs, Decision("none", "now"))]
+        attempts = read_attempts(s3, bucket, stack, since=0.0)
+    except Exception as exc:  # the summary goes out without the ledger rather than not at all
+        return f"; no ledger ({type(exc).__name__})"
+    return "; " + build(inputs_from_rounds(rounds, attempts, config.cluster.gpus_per_node)).line()

@@ -139,3 +139,10 @@ def test_report_reads_the_bucket_and_prints_the_table(
     out = capsys.readouterr().out
     assert "goodput ledger of search (5 rounds, 1 recoveries)" in out and "recovery stalled" in out
     assert "productive" in out and "RunPod billing $" in out and png.is_file()
+    from types import SimpleNamespace
+
+    from supervisor.report import ledger_note
+
+    config = SimpleNamespace(cluster=SimpleNamespace(gpus_per_node=8))
+    note = ledger_note(s3, bucket, "search", config, rec(2.5, 4, 250).observation)
+    assert note.startswith("; goodput 40.0% of 80.0 GPU-h")  # 2.5 h x 32 GPUs, up to this round

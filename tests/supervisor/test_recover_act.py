@@ -221,7 +221,9 @@ def test_two_whole_rounds_find_a_lost_pod_recreate_it_through_pulumi_and_say_so(
     assert attempt.outcome == "done" and attempt.targets == ("p1",) and attempt.data_center == "US-TX-3"
 
 
-def test_the_failure_cause_travels_from_the_node_to_the_decision(s3: Any, bucket: str, tmp_path: Path) -> None:
+def test_the_failure_cause_travels_from_the_node_to_the_decision(
+    s3: Any, bucket: str, tmp_path: Path
+) -> None:
     """bucket.py finish writes the cause the start script classified; the supervisor reads it back."""
     from supervisor.store import verify_run
     from train.node import bucket as node_bucket
@@ -237,3 +239,51 @@ def test_the_failure_cause_travels_from_the_node_to_the_decision(s3: Any, bucket
     node_bucket.finish(s3, bucket, "trainstack/prod/", 1, env)
     state = verify_run(s3, bucket, "prod.p0")
     assert (state.status, state.exit_status, state.failure) == ("failed", 1, "oom")
+
+
+def test_stalled_collects_every_nodes_bundle_first_and_the_message_names_the_stopped_rank(
+    s3: Any, bucket: str
+) -> None:
+    from supervisor.faults import Fleet
+    from supervisor.model import Observation
+    from supervisor.recover_act import recover_with
+
+    outputs = {
+        "workdir": "/workspace/trainstack",
+        "nodes": [
+            {"rank": 0, "pod_id": "p0", "ssh_endpoint": "127.0.0.1:2222"},
+            {"rank": 1, "pod_id": "p1", "ssh_endpoint": "127.0.0.1:2223"},
+        ],
+    }
+    answers = {
+        "p0": "node p0: 8 rank(s), none stopped: see their stacks; 9 file(s) to s3://b/run/x/diagnostics/t/p0/",
+        "p1": "node p1: rank 11 (pid 4242) stopped (state T); the other 7 rank(s) wait on it; 9 file(s)",
+    }
+    seen: list[str] = []
+
+    def ssh(target: Any, command: str) -> str:
+        seen.append(command)
+        return answers[target.alias]
+
+    stack = FakeStack()
+    rec = Recoverer(
+        "prod",
+        Path("."),
+        False,
+        "cluster",
+        s3,
+        bucket,
+        log=lambda _l: None,
+        select=lambda *_a: stack,
+        ssh_run=ssh,
+    )
+    round_ = SimpleNamespace(recoverer=rec, stack="prod", workspace=Path("."), log=lambda _l: None)
+    config = SimpleNamespace(protect=False, cluster=SimpleNamespace(topology="cluster"))
+    obs = Observation(at=T0, phase="active", nodes=2, node0_reachable=True, fleet=Fleet("cluster", (), ()))
+    line = recover_with(round_, config, outputs, obs, Plan("stalled", "no step", "restart"), s3, bucket, None)
+    assert len(seen) == 2 and all("train.node.diagnostics collect" in c and "--env-of" in c for c in seen)
+    assert "node 1: node p1: rank 11 (pid 4242) stopped" in line
+    assert line.index("diagnostics:") < line.index("recover: restart done")  # the bundle before the restart
+    assert stack.calls == [
+        ("up", {"replace": [r["urn"] for r in RESOURCES if r["type"] == FILES_TYPE], "refresh": False})
+    ]

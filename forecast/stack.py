@@ -57,6 +57,7 @@ def forecast_input(config: StackConfig) -> ForecastInput | None:
         spot_compute_usd_per_hour=gpus * (c.bid_per_gpu or 0.0) if spot else None,
         storage_usd_per_hour=SNAPSHOT.volume_monthly(c.volume_gb) / HOURS_PER_MONTH,
         max_run_hours=config.training.max_run_hours,
+        burn_in_hours=config.training.burn_in_min / 60,
     )
     return ForecastInput(workload, deployment)
 

@@ -169,7 +169,13 @@ set_rdzv_args() {
 # all-reduce sweep against the floor, then the burn-in when training.burn_in_min is set. Its figures go into
 # the health record; a failure ends it with one `TRAINSTACK_FAIL <reason>` line.
 preflight_torchrun() {
-  local out status=0 busbw fail floor=$TRAINSTACK_NCCL_MIN_BUSBW_GB_PER_S
+  local out status=0 busbw fail floor=$TRAINSTACK_NCCL_MIN_BUSBW_GB_PER_S burn_in_s=$TRAINSTACK_BURN_IN_S
+  # Burn-in is for new hardware: a node that passed it in this run (the same pod, restarted) skips it.
+  local burned="$TRAINSTACK_WORKDIR/.run/burned-in.$NODE_ID"
+  if [[ $burn_in_s != 0 && -f $burned ]]; then
+    log "burn-in skipped: this node passed it earlier in this run ($burned)"
+    burn_in_s=0
+  fi
   # A floor that is not a plain number ("nan", "", "fast") would compare as 0 and pass any fabric.
   [[ "$floor" =~ ^[0-9]+([.][0-9]+)?([eE][-+]?[0-9]+)?$ ]] ||
     die "TRAINSTACK_NCCL_MIN_BUSBW_GB_PER_S='$floor' is not a number of GB/s; set a floor such as 300 (0 only reports)"
@@ -179,7 +185,7 @@ preflight_torchrun() {
     torchrun "${RDZV_ARGS[@]}" --max-restarts=0 -m train.node.preflight --record "$HEALTH_RECORD" \
     --replace "$REPLACE" --gemm-floor-tflops "$TRAINSTACK_GEMM_FLOOR_TFLOPS" \
     --straggler-tolerance-pct "$TRAINSTACK_STRAGGLER_TOLERANCE_PCT" \
-    --busbw-floor-gb-per-s "$floor" --burn-in-s "$TRAINSTACK_BURN_IN_S" \
+    --busbw-floor-gb-per-s "$floor" --burn-in-s "$burn_in_s" \
     --burn-in-clock-drop-pct "$TRAINSTACK_BURN_IN_CLOCK_DROP_PCT" \
     --burn-in-busbw-drop-pct "$TRAINSTACK_BURN_IN_BUSBW_DROP_PCT") || status=$?
   while read -r tag fields; do
@@ -192,6 +198,7 @@ preflight_torchrun() {
   fail=$(sed -n 's/^TRAINSTACK_FAIL //p' <<<"$out" | head -n 1)
   if [[ -n "$fail" ]]; then die "preflight: $fail (record: $HEALTH_RECORD)"; fi
   ((status == 0)) || die "preflight failed (exit $status); see above"
+  if [[ $burn_in_s != 0 ]]; then mkdir -p "$(dirname "$burned")" && : >"$burned"; fi
   busbw=$(sed -n 's/^TRAINSTACK_BUSBW_GB_PER_S=//p' <<<"$out" | tail -n 1)
   [[ "$busbw" =~ ^[0-9]+([.][0-9]+)?$ ]] || die "all-reduce preflight printed no usable bandwidth ('$busbw')"
   if ((NUM_NODES * NPROC_PER_NODE < 2)); then

@@ -7,6 +7,8 @@ to say decides; a new decision (recovery, issue #29) is one more `Rule` in `RULE
     releasing    the phase says released but compute is still there: finish that release
     finished     every job's run state says finished and verifies against the bucket: release
     over_budget  at the cap: sync and release; past warn_at of it: one warning
+    recovery     (issue #29, supervisor/recover.py, docs/RECOVERY.md) a failed job, a lost, unhealthy or
+                 preempted node, a stall: restart or replace through Pulumi, bounded; or gave up: release
     idle         GPUs idle with no new step (or the job exited non-zero) for idle_for_min: one warning,
                  then after idle_grace_min a last sync and release
     unverified   a run state says finished but does not verify (forged or torn): one alert, no release

@@ -141,8 +141,9 @@ class Recoverer:
         try:
             result = stack.up(color="never", on_output=self._line, **kwargs, **(self.up_options or {}))
         except auto.errors.CommandError as exc:
-            last = [line for line in str(exc).splitlines() if line.strip()][-3:]
-            raise RecoveryError(f"pulumi up ({what}) failed: {' | '.join(last)}") from None
+            lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+            said = [line for line in lines if "error" in line.lower()][-3:] or lines[-3:]
+            raise RecoveryError(f"pulumi up ({what}) failed: {' | '.join(said)}") from None
         self.log(f"recover: {what} applied ({dict(result.summary.resource_changes or {})})")
 
     def _line(self, line: str) -> None:

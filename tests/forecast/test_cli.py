@@ -44,7 +44,9 @@ def test_what_if_twice_the_tokens_doubles_the_run_cost(capsys: pytest.CaptureFix
     base = as_json(capsys, "prod")
     double = as_json(capsys, "prod", "--set", "tokens=4.0e10")
     burn_in_usd = 10 / 60 * base["usd_per_hour"]  # prod's burn-in, once on new nodes: not per token
-    assert double["run_cost_usd"] - burn_in_usd == pytest.approx(2 * (base["run_cost_usd"] - burn_in_usd), rel=1e-3)
+    assert double["run_cost_usd"] - burn_in_usd == pytest.approx(
+        2 * (base["run_cost_usd"] - burn_in_usd), rel=1e-3
+    )
 
 
 def test_a_change_that_does_not_fit_exits_1_with_the_fixes(capsys: pytest.CaptureFixture[str]) -> None:

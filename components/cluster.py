@@ -54,7 +54,7 @@ from stackconfig.config import (
     load_stack_config,
     secret_config_key,
 )
-from stackconfig.supervisor import run_cost_cap
+from stackconfig.supervisor import data_center_order, run_cost_cap
 
 __all__ = ["H100Cluster", "H100ClusterArgs", "read_secret_values", "read_stack_config", "write_artifacts"]
 
@@ -308,7 +308,8 @@ def _pod_inputs(
         name=names.pod_name(name, index),
         gpu_count=c.gpus_per_node,
         cloud=c.cloud,
-        data_center_ids=list(c.data_centers),
+        # A data center that failed twice this run is tried last (trainstack:recovery, issue #29).
+        data_center_ids=list(data_center_order(c.data_centers, cfg.recovery.avoid_data_centers)),
         capacity=c.capacity,
         bid_per_gpu=c.bid_per_gpu,
         # Gives each pod a private IP for the hosts file (100 Mbps: never for NCCL; see the Instant Clusters

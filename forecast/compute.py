@@ -180,7 +180,8 @@ def compute(w: Workload, d: Deployment) -> ComputeForecast:
     rate = peak * 1e12 * mfu  # model FLOP/s per GPU
     gpu_hours = flops / rate / SECONDS_PER_HOUR
     ideal = gpu_hours / d.gpus_per_job
-    hours = ideal * (1 + w.overhead)
+    # Burn-in runs once on new nodes (the start script skips it for nodes that passed it in this run).
+    hours = ideal * (1 + w.overhead) + d.burn_in_hours
     segments = max(1, math.ceil(round(hours / d.max_run_hours, 9)))
     return ComputeForecast(
         model_flops=flops,

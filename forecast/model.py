@@ -72,6 +72,7 @@ class Deployment(NamedTuple):
     spot_compute_usd_per_hour: float | None  # every GPU at the spot bid; None when the stack is on-demand
     storage_usd_per_hour: float  # volumes, billed hourly from their monthly price
     max_run_hours: float  # the watchdog stops a run after this long; it resumes from its checkpoint
+    burn_in_hours: float = 0.0  # training.burn_in_min: new nodes' stress test before training (issue #29)
 
 
 class ForecastInput(NamedTuple):
@@ -116,7 +117,7 @@ class ComputeForecast(NamedTuple):
     tokens_per_gpu_second: float  # the throughput this implies, to compare with a measured run
     gpu_hours: float  # model_flops / effective rate: GPU-hours of one job at that rate, no overhead
     ideal_hours: float  # gpu_hours spread over the job's GPUs
-    hours: float  # ideal_hours x (1 + overhead): the forecast wall clock
+    hours: float  # ideal_hours x (1 + overhead) + the burn-in of new nodes: the forecast wall clock
     segments: int  # runs of at most max_run_hours the job needs
     restarts: int  # segments - 1: times the watchdog stops the run and someone resumes it
 

@@ -66,6 +66,7 @@ def forecast_input(config: StackConfig) -> ForecastInput | None:
         spot_compute_usd_per_hour=price.spot_compute_usd_per_hour,
         storage_usd_per_hour=price.storage_usd_per_month / HOURS_PER_MONTH,
         max_run_hours=config.training.max_run_hours,
+        burn_in_hours=config.training.burn_in_min / 60,
     )
     return ForecastInput(workload, deployment)
 

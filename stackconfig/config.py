@@ -9,6 +9,7 @@ Keys (see stacks/Pulumi.*.yaml for worked examples):
     trainstack:alerts                      object  AlertsConfig    when the run's watcher alerts (optional)
     trainstack:supervisor                  object  SupervisorConfig  when scripts/supervise releases compute
     trainstack:run                         object  RunConfig       the run's phase and its one cost cap
+    trainstack:recovery                    object  RecoveryConfig  when scripts/supervise recovers a run
     trainstack:runpod_spend_limit_per_hour number  the account's RunPod spend limit, USD/h (default 80)
     trainstack:delivery_enabled            bool    copy artifacts to the nodes over SSH and start them
     trainstack:protect                     bool    Pulumi `protect` on the volume, bucket and compute
@@ -45,7 +46,7 @@ from stackconfig.image_ref import image_reference_problem
 from stackconfig.model import ModelConfig
 from stackconfig.numbers import Number, in_range  # Number: never a boolean; numeric text is read
 from stackconfig.rules import RUNPOD_DEFAULT_SPEND_LIMIT, cross_field_problems
-from stackconfig.supervisor import RunConfig, SupervisorConfig
+from stackconfig.supervisor import RecoveryConfig, RunConfig, SupervisorConfig
 
 NAMESPACE = "trainstack"
 SECRETS_KEY = "secrets"  # values live under trainstack:secrets.<ENV_NAME>; this module never reads them
@@ -350,6 +351,7 @@ class StackConfig(_Model):
     alerts: AlertsConfig = AlertsConfig()
     supervisor: SupervisorConfig = SupervisorConfig()  # stackconfig/supervisor.py
     run: RunConfig = RunConfig()
+    recovery: RecoveryConfig = RecoveryConfig()  # stackconfig/supervisor.py, issue #29
     runpod_spend_limit_per_hour: Number = RUNPOD_DEFAULT_SPEND_LIMIT  # raised only by RunPod on request
     # Copy the artifacts to every node over SSH and start its script: on for every shipped stack, so an `up`
     # trains; false only renders them (out/<stack>/), for a stack that starts its nodes some other way.
@@ -366,7 +368,7 @@ class StackConfig(_Model):
         return in_range(v, 0, 1_000_000, "RunPod's default account limit is 80", low_open=True)
 
 
-_OBJECT_KEYS = frozenset({"cluster", "bucket", "training", "alerts", "supervisor", "run"})
+_OBJECT_KEYS = frozenset({"cluster", "bucket", "training", "alerts", "supervisor", "run", "recovery"})
 # Renamed fields: (object key, old name) -> new name. The old name still works, with a deprecation message.
 # nccl_min_busbw_gbps read as gigabits per second, but the floor is in gigabytes per second (GB/s), the unit
 # nccl-tests reports bus bandwidth in.

@@ -22,6 +22,7 @@ pods and no cluster, the volume, bucket and secrets kept. docs/SUPERVISOR.md exp
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -29,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 if TYPE_CHECKING:
     from stackconfig.config import StackConfig
 
-Phase = Literal["active", "releasing", "released"]
+Phase = Literal["active", "releasing", "released", "recovering"]  # recovering: #29
 RUN_CAP_KEY = "trainstack:run.max_cost_usd"
 
 
@@ -79,3 +80,36 @@ def cap_notice(config: StackConfig) -> str | None:
             f"({config.run.max_cost_usd:g}) is the run's cost cap; remove the old key"
         )
     return None
+
+
+# ---- trainstack:recovery (issue #29): when the supervisor brings a broken run back ---------------------
+
+
+class RecoveryConfig(_Section):
+    """`trainstack:recovery`: the supervisor's recovery thresholds and bounds (docs/RECOVERY.md).
+
+    trainstack:recovery:
+      enabled: true                 # recover stalled, lost, unhealthy and preempted runs
+      stalled_after_min: 20         # no new step this long while every node answers: stalled
+      unreachable_rounds: 2         # a node unreachable this many rounds in a row: lost
+      max_recoveries: 3             # per run; past it compute is released ("gave up")
+      backoff_min: 10               # the wait after a recovery before the next one, doubled each time
+      straggler_tolerance_pct: 20   # a node this much slower than the others' median step time ...
+      straggler_for_min: 10         # ... for this long is a straggler (unhealthy)
+      avoid_data_centers: []        # the supervisor writes it: data centers tried last for new pods
+    """
+
+    enabled: bool = True
+    stalled_after_min: float = Field(20.0, gt=0)
+    unreachable_rounds: int = Field(2, ge=1, le=100)
+    max_recoveries: int = Field(3, ge=0, le=50)
+    backoff_min: float = Field(10.0, ge=0)
+    straggler_tolerance_pct: float = Field(20.0, gt=0, le=100)
+    straggler_for_min: float = Field(10.0, gt=0)
+    # Written by the supervisor: data centers that failed twice this run, tried last for new pods.
+    avoid_data_centers: tuple[str, ...] = Field((), strict=False)  # a YAML list
+
+
+def data_center_order(candidates: Sequence[str], avoided: Sequence[str]) -> tuple[str, ...]:
+    """The stack's candidates with the avoided ones moved last (their own order kept)."""
+    return tuple([dc for dc in candidates if dc not in avoided] + [dc for dc in candidates if dc in avoided])

@@ -6,6 +6,7 @@ scripts/supervise prod --once      # one round, then exit (what .github/workflow
 scripts/supervise prod --dry-run   # decide and print, change nothing (no message, no sync, no release)
 scripts/supervise prod --json      # one JSON object per round
 scripts/supervise prod --log       # the audit lines of past rounds, from the bucket, then exit
+scripts/supervise prod --report    # the run's goodput ledger: where the GPU-hours went (--png FILE: a plot)
 
 Exit 0 after the rounds; 2 when the stack's outputs or config cannot be read (it never acts on such a stack)
 or on bad use; 1 when an action failed (the next round tries again).
@@ -32,6 +33,9 @@ from supervisor.act import Actuator, ReleaseError, summary_text
 from supervisor.decide import Policy, decide
 from supervisor.model import Decision, Observation, RoundRecord
 from supervisor.observe import Sources, StackUnreadable, observe, read_stack, stack_config
+from supervisor.recover import Plan, assess
+from supervisor.recover_act import RecoveryError, recover_with
+from supervisor.report import ledger_note
 
 EXIT_FAILED = 1
 EXIT_UNREADABLE = 2
@@ -70,6 +74,7 @@ class Round:
     sources: Sources | None = None
     actuator: Actuator | None = None
     read: Callable[[Path, str], tuple[dict[str, Any], dict[str, Any]]] = read_stack
+    recoverer: Any = None  # issue #29: a supervisor.recover_act.Recoverer (tests inject a recording one)
 
     def run_once(self) -> RoundRecord:
         outputs, raw = self.read(self.workspace, self.stack)
@@ -86,7 +91,7 @@ class Round:
             store.read_audit(s3, bucket, self.stack, since=now - history_window_s(config)) if bucket else []
         )
         obs = observe(self.stack, config, outputs, now, src)
-        policy = Policy.of(config.supervisor, run_cost_cap(config))
+        policy = Policy.of(config.supervisor, run_cost_cap(config), config.recovery)
         if config.supervisor.enabled:
             decision = decide(obs, history, policy)
         else:  # observed and recorded, never acted on
@@ -108,6 +113,7 @@ class Round:
                 bucket,
                 done,
                 errors,
+                plan=assess(obs, history, policy) if "recover" in decision.actions else None,
             )
         record = RoundRecord(self.stack, obs, decision, tuple(done), self.holder, dry, tuple(errors))
         if bucket and s3 is not None:
@@ -126,6 +132,7 @@ class Round:
         bucket: str | None,
         done: list[str],
         errors: list[str],
+        plan: Plan | None = None,
     ) -> None:
         lease = store.Lease(s3, bucket, self.stack, self.holder, clock=self.clock) if bucket else None
         if lease is not None and not lease.acquire():
@@ -150,9 +157,14 @@ class Round:
                     self.log(actor.release())
                     actor.notify(f"released compute: {reason}")
                 elif action == "summary":
-                    actor.notify(summary_text(obs, config.training.max_run_hours, reason))
+                    text = summary_text(obs, config.training.max_run_hours, reason)
+                    actor.notify(text + ledger_note(s3, bucket, self.stack, config, obs))  # issue #29
+                elif action == "recover" and plan is not None:  # issue #29: supervisor/recover_act.py
+                    line = recover_with(self, config, outputs, obs, plan, s3, bucket, actor)
+                    self.log(line)
+                    actor.notify(f"{message or reason} -> {line}")
                 done.append(action)
-        except ReleaseError as exc:
+        except (ReleaseError, RecoveryError) as exc:
             errors.append(str(exc))
         finally:
             if lease is not None:
@@ -217,10 +229,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--dry-run", action="store_true", help="decide and print; change nothing")
     p.add_argument("--json", action="store_true", help="one JSON object per round")
     p.add_argument("--log", action="store_true", help="print the audit lines of past rounds and exit")
+    p.add_argument(
+        "--report", action="store_true", help="print the run's goodput ledger (where the GPU-hours went)"
+    )
+    p.add_argument("--png", type=Path, help="with --report: also write the run's timeline to this PNG file")
     args = p.parse_args(argv)
     try:
         if args.log:
             return show_log(args.stack, args.cwd)
+        if args.report or args.png:  # issue #29: supervisor/report.py
+            from supervisor.report import show_report
+
+            return show_report(args.stack, args.cwd, args.png)
         sup = Round(args.stack, args.cwd, dry_run=args.dry_run)
         while True:
             record = sup.run_once()

@@ -7,6 +7,8 @@ to say decides; a new decision (recovery, issue #29) is one more `Rule` in `RULE
     releasing    the phase says released but compute is still there: finish that release
     finished     every job's run state says finished and verifies against the bucket: release
     over_budget  at the cap: sync and release; past warn_at of it: one warning
+    recovery     (issue #29, supervisor/recover.py, docs/RECOVERY.md) a failed job, a lost, unhealthy or
+                 preempted node, a stall: restart or replace through Pulumi, bounded; or gave up: release
     idle         GPUs idle with no new step (or the job exited non-zero) for idle_for_min: one warning,
                  then after idle_grace_min a last sync and release
     unverified   a run state says finished but does not verify (forged or torn): one alert, no release
@@ -16,9 +18,9 @@ to say decides; a new decision (recovery, issue #29) is one more `Rule` in `RULE
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from stackconfig.supervisor import SupervisorConfig
+from stackconfig.supervisor import RecoveryConfig, SupervisorConfig
 from supervisor.model import Decision, Kind, Observation, RoundRecord, newest_first
 
 
@@ -33,9 +35,11 @@ class Policy:
     warn_at: float = 0.8
     blind_for_min: float = 15.0
     cap_usd: float = 0.0
+    # issue #29: off unless given; scripts/supervise passes the stack's trainstack:recovery
+    recovery: RecoveryConfig = field(default_factory=lambda: RecoveryConfig(enabled=False))
 
     @classmethod
-    def of(cls, config: SupervisorConfig, cap_usd: float) -> Policy:
+    def of(cls, config: SupervisorConfig, cap_usd: float, recovery: RecoveryConfig | None = None) -> Policy:
         return cls(
             interval_min=config.interval_min,
             idle_util_pct=config.idle_util_pct,
@@ -44,6 +48,7 @@ class Policy:
             warn_at=config.warn_at,
             blind_for_min=config.blind_for_min,
             cap_usd=cap_usd,
+            recovery=recovery or RecoveryConfig(enabled=False),
         )
 
 
@@ -65,7 +70,7 @@ def _notified(history: Sequence[RoundRecord], kind: Kind, since: float) -> float
 
 
 def releasing(obs: Observation, _history: Sequence[RoundRecord], _policy: Policy) -> Decision | None:
-    if obs.phase != "active" and obs.nodes > 0:
+    if obs.phase not in ("active", "recovering") and obs.nodes > 0:  # recovering: supervisor/recover.py
         return Decision(
             "releasing",
             f"trainstack:run.phase is {obs.phase} but {obs.nodes} node(s) remain: finishing that release",
@@ -187,7 +192,13 @@ def blind(obs: Observation, history: Sequence[RoundRecord], policy: Policy) -> D
     return Decision("blind", reason, ("notify",), f"ALERT: {reason}; look at the stack by hand")
 
 
-RULES: tuple[Rule, ...] = (releasing, finished, over_budget, idle, unverified, blind)
+def _recovery(obs: Observation, history: Sequence[RoundRecord], policy: Policy) -> Decision | None:
+    from supervisor.recover import recovery  # issue #29: its own module (it imports this one's Policy)
+
+    return recovery(obs, history, policy)
+
+
+RULES: tuple[Rule, ...] = (releasing, finished, over_budget, _recovery, idle, unverified, blind)
 
 
 def decide(

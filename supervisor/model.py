@@ -10,10 +10,28 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-Kind = Literal["none", "finished", "idle", "over_budget", "blind", "unverified", "releasing"]
+from supervisor.faults import Fleet
+
+Kind = Literal[
+    "none",
+    "finished",
+    "idle",
+    "over_budget",
+    "blind",
+    "unverified",
+    "releasing",
+    # issue #29 (supervisor/recover.py)
+    "job_failed",
+    "preempted",
+    "node_lost",
+    "node_unhealthy",
+    "stalled",
+    "recovering",
+    "gave_up",
+]
 # notify: one webhook message; sync: a last checkpoint sync on each node that answers; release: the Pulumi
 # update that removes the compute; summary: the run's summary message once the release is done.
-Action = Literal["notify", "sync", "release", "summary"]
+Action = Literal["notify", "sync", "release", "summary", "recover"]  # recover: supervisor/recover_act.py
 
 
 @dataclass(frozen=True)
@@ -30,6 +48,7 @@ class RunState:
     started_at: float | None = None
     finished_at: float | None = None
     checkpoint_key: str | None = None
+    failure: str | None = None  # a failed job's cause from its log (train/node/diagnostics.py), issue #29
 
 
 @dataclass(frozen=True)
@@ -48,6 +67,7 @@ class Observation:
     forecast_usd: float | None = None  # the forecast's cost of the whole run
     runs: tuple[RunState, ...] = ()
     problems: tuple[str, ...] = ()
+    fleet: Fleet | None = None  # per node, and the run's recoveries (supervisor/faults.py, issue #29)
 
     @property
     def blind(self) -> bool:
@@ -85,6 +105,7 @@ class RoundRecord:
         obs = dict(data["observation"])
         obs["runs"] = tuple(RunState(**r) for r in obs.get("runs") or ())
         obs["problems"] = tuple(obs.get("problems") or ())
+        obs["fleet"] = Fleet.from_json(obs["fleet"]) if obs.get("fleet") else None
         dec = dict(data["decision"])
         dec["actions"] = tuple(dec.get("actions") or ())
         return cls(

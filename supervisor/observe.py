@@ -8,13 +8,14 @@ knows what it does not know (blind).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from components.render import stack_run_ids
 from stackconfig.config import StackConfig, load_stack_config
+from supervisor import faults
 from supervisor.model import Observation, RunState
 from supervisor.store import verify_run
 from watch import snapshot, sources
@@ -33,6 +34,7 @@ class Sources:
     aggregator: Callable[[str, Mapping[str, Any]], dict[str, Any]] = sources.aggregator_state
     billing: Callable[[Mapping[str, Any]], float] = sources.billed_usd
     s3: Any = None  # a boto3 S3 client; None: the run states are not read (no bucket)
+    pod_statuses: Callable[[Sequence[str]], Mapping[str, tuple[str, str | None]]] = faults.pod_statuses
 
 
 def stack_config(raw: Mapping[str, Any], warn: Callable[[str], None] = lambda _msg: None) -> StackConfig:
@@ -90,6 +92,7 @@ def observe(
         pod_ids = [str(n.get("pod_id")) for n in nodes]
         ids = stack_run_ids(stack, config.cluster.topology, pod_ids)
         runs = tuple(verify_run(src.s3, config.bucket.name, run_id) for run_id in ids)
+    fleet, runs = _fleet(stack, config, snap, nodes, runs, now, src, problems)
     return Observation(
         at=now,
         phase=config.run.phase,
@@ -103,7 +106,39 @@ def observe(
         forecast_usd=snap.money.forecast_usd,
         runs=runs,
         problems=tuple(problems),
+        fleet=fleet,
     )
+
+
+def _fleet(
+    stack: str,
+    config: StackConfig,
+    snap: snapshot.WatchSnapshot,
+    nodes: Sequence[Mapping[str, Any]],
+    runs: tuple[RunState, ...],
+    now: float,
+    src: Sources,
+    problems: list[str],
+) -> tuple[faults.Fleet | None, tuple[RunState, ...]]:
+    """Issue #29: each node, its pod's status, the run's recoveries; run states a recovery answered drop."""
+    if not config.recovery.enabled or not nodes:
+        return None, runs
+    from supervisor.recover_act import read_attempts
+
+    statuses: Mapping[str, tuple[str, str | None]] = {}
+    try:
+        statuses = src.pod_statuses([str(n.get("pod_id")) for n in nodes])
+    except Exception as exc:  # a status is one more source; its failure is a problem line
+        problems.append(f"pod status: not read ({type(exc).__name__})")
+    attempts: list[faults.Attempt] = []
+    if src.s3 is not None and config.bucket is not None:
+        since = now - config.training.max_run_hours * 3600  # a run is never longer: older ones were another
+        attempts = read_attempts(src.s3, config.bucket.name, stack, since)
+    spot = config.cluster.capacity != "on_demand"
+    fleet = faults.fleet_of(
+        config.cluster.topology, config.cluster.data_centers, snap.nodes, statuses, spot, attempts
+    )
+    return fleet, faults.current_runs(runs, attempts)
 
 
 def read_stack(workspace: Path, stack: str) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -152,6 +152,7 @@ def verify_run(s3: Any, bucket: str, run_id: str) -> RunState:
         started_at=data.get("started_at"),
         finished_at=data.get("finished_at"),
         checkpoint_key=ckpt.get("key") if ckpt else None,
+        failure=data.get("failure") if isinstance(data.get("failure"), str) else None,  # issue #29
     )
     if status != "finished":
         return state

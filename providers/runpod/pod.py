@@ -180,6 +180,13 @@ class PodProvider(RunPodProvider):
             return DiffResult(changes=True, replaces=["status"], delete_before_replace=True)
         return result
 
+    def same(self, key: str, old: Any, new: Any) -> bool:
+        # The candidates' order only steers where a pod is created next (the supervisor moves a data center
+        # that failed twice last, issue #29): a placed pod is not replaced for it.
+        if key == "data_center_ids" and isinstance(old, list) and isinstance(new, list):
+            return sorted(map(str, old)) == sorted(map(str, new))
+        return super().same(key, old, new)
+
     def catalog_failures(self, values: Mapping[str, Any]) -> list[CheckFailure]:
         failures = super().catalog_failures(values)
         gpu, cloud, capacity, bid = (

@@ -385,3 +385,18 @@ def test_the_template_embeds_no_python() -> None:
     # Every Python the script runs is a module of train/node/ (node_py, torchrun -m, python -m).
     modules = {"gate", "preflight", "agent", "bucket"}
     assert all(f"train.node.{m}" in body or f"node_py {m}" in body for m in modules)
+
+
+def test_burn_in_runs_on_a_new_node_only_and_the_flight_recorder_is_on(prod3: Node) -> None:
+    """Issue #29: prod burns in for 10 min; the same node restarted skips it; the job gets the flight
+    recorder's dump path and the heartbeat's folder."""
+    code, out = prod3.run()
+    assert code == 0, out
+    first = next(c for c in prod3.torchrun_calls() if "train.node.preflight" in c)
+    assert "--burn-in-s 600" in first
+    env = prod3.train_env()
+    assert env["TRAINSTACK_HEARTBEAT_DIR"] == f"{prod3.dir}/.run/heartbeat"
+    code, out = prod3.run()
+    assert code == 0 and "burn-in skipped: this node passed it earlier in this run" in out
+    again = [c for c in prod3.torchrun_calls() if "train.node.preflight" in c][-1]
+    assert "--burn-in-s 0" in again

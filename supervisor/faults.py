@@ -1,0 +1,127 @@
+"""What recovery needs to know of a round beyond issue #28's observation: each node as scripts/watch saw it,
+the pods' RunPod status where it was read, and the recoveries already tried in this run.
+
+Plain frozen records that round-trip through JSON (they ride in the audit line's observation, `fleet`), so a
+later round on another machine decides from exactly what this one saw. Recovery attempts have their own small
+log in the bucket (`supervisor/<stack>/recoveries/<time>.json`, supervisor/recover_act.py): a round killed in
+the middle of a recovery still leaves its `begun` record, so the bound on retries counts it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+Outcome = Literal["begun", "done", "failed"]
+# XID and uncorrected-ECC alerts of the aggregator (train/monitor/evaluate.py): hardware the node cannot fix.
+HARDWARE_ALERTS = frozenset({"gpu_xid", "gpu_ecc_uncorrected"})
+STRAGGLER_ALERT = "straggler"
+HALTED = frozenset({"EXITED", "ERROR", "TERMINATED", "DEAD"})
+
+
+@dataclass(frozen=True)
+class NodeFacts:
+    """One node this round; None where no source said."""
+
+    rank: int
+    pod_id: str
+    reachable: bool | None  # the aggregator scraped its agent (node 0: answered over SSH)
+    step: float | None = None  # the newest step its agent reports
+    step_time_s: float | None = None  # its mean step time (the continuous straggler check reads it)
+    alerts: tuple[str, ...] = ()  # aggregator rules firing on this node
+    status: str | None = None  # RunPod's status of the pod where read (RUNNING, EXITED, ERROR, ...)
+    spot: bool = False  # rented as spot (auto may have got either): EXITED then means taken back
+    data_center: str | None = None  # where RunPod placed the pod, where read
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One recovery, as its record in the bucket says."""
+
+    at: float  # when it began
+    kind: str  # the decision kind it answered (stalled, node_lost, ...)
+    targets: tuple[str, ...]  # pod ids replaced or restarted (empty: the whole cluster)
+    data_center: str | None = None  # where the failed nodes ran
+    outcome: Outcome = "begun"
+    what: str = ""  # what was tried, one line (the audit says it too)
+    cause: str | None = None  # a failed job's classified cause (nccl_timeout, oom, config), else None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Attempt:
+        return cls(
+            at=float(data["at"]),
+            kind=str(data["kind"]),
+            targets=tuple(str(t) for t in data.get("targets") or ()),
+            data_center=data.get("data_center"),
+            outcome=data.get("outcome", "begun"),
+            what=str(data.get("what") or ""),
+            cause=data.get("cause"),
+        )
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """The nodes of the stack this round and the run's recoveries so far."""
+
+    topology: Literal["cluster", "pods"]
+    data_centers: tuple[str, ...]  # the stack's candidates, in order (a cluster has exactly one)
+    nodes: tuple[NodeFacts, ...]
+    attempts: tuple[Attempt, ...] = field(default=())  # oldest first
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Fleet:
+        return cls(
+            topology=data.get("topology", "pods"),
+            data_centers=tuple(data.get("data_centers") or ()),
+            nodes=tuple(
+                NodeFacts(**{**n, "alerts": tuple(n.get("alerts") or ())}) for n in data.get("nodes") or ()
+            ),
+            attempts=tuple(Attempt.from_json(a) for a in data.get("attempts") or ()),
+        )
+
+
+def fleet_of(
+    topology: Literal["cluster", "pods"],
+    data_centers: Sequence[str],
+    views: Sequence[Any],
+    statuses: Mapping[str, tuple[str, str | None]] | None = None,
+    spot: bool = False,
+    attempts: Sequence[Attempt] = (),
+) -> Fleet:
+    """The fleet from scripts/watch's rows (watch.snapshot.NodeView) and the pods' RunPod status."""
+    statuses = statuses or {}
+    nodes = tuple(
+        NodeFacts(
+            rank=v.rank,
+            pod_id=v.pod_id,
+            reachable=v.reachable,
+            step=v.step,
+            step_time_s=v.step_time_s,
+            alerts=tuple(v.alerts),
+            status=statuses.get(v.pod_id, (None, None))[0],
+            spot=spot,
+            data_center=statuses.get(v.pod_id, (None, None))[1],
+        )
+        for v in views
+    )
+    return Fleet(topology, tuple(data_centers), nodes, tuple(sorted(attempts, key=lambda a: a.at)))
+
+
+def current_runs(runs: Sequence[Any], attempts: Sequence[Attempt]) -> tuple[Any, ...]:
+    """The run states still news: a `failed` one written before the newest recovery began was answered by
+    it (the restarted job keeps its run id until it writes its state again), so no rule reads it again."""
+    since = max((a.at for a in attempts), default=0.0)
+    return tuple(r for r in runs if not (r.status == "failed" and (r.finished_at or 0.0) <= since))
+
+
+def pod_statuses(pod_ids: Sequence[str]) -> dict[str, tuple[str, str | None]]:
+    """RunPod's (status, data center) of each pod in one listing (one the listing lacks is gone)."""
+    from providers.runpod.client import RunPodClient  # the RunPod records load only when asked
+
+    with RunPodClient.from_env() as client:
+        listed = {p.id: (p.status, p.data_center_id) for p in client.list_pods()}
+    return {pod_id: listed.get(pod_id, ("TERMINATED", None)) for pod_id in pod_ids}

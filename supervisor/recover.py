@@ -1,0 +1,324 @@
+"""Recovery decisions (issue #29): a pure function of a round's observation, the rounds before, the policy.
+
+`assess` finds this round's fault, in this order (the first found is the one acted on):
+
+    job_failed      the job's run state says it exited non-zero after the last recovery. An NCCL timeout
+                    always retries; a config error or out of memory never does (the forecast and the preview
+                    should have caught it: the message says so) and compute is released
+    preempted       a spot pod RunPod stopped (EXITED): rent it again at the bid
+    node_lost       a pod EXITED / ERROR / gone, or a node unreachable `unreachable_rounds` rounds in a row
+    node_unhealthy  an XID or uncorrected-ECC alert, or a straggler `straggler_for_min` long (train/monitor/
+                    straggler.py): the hardware is replaced
+    stalled         every node answers but no new step for `stalled_after_min`: diagnostics, then the job is
+                    restarted on the same nodes
+
+and turns it into a `Plan`: what to replace (an Instant Cluster cannot lose or gain one member, so any node
+fault of a cluster replaces the whole cluster; a loose pod replaces only that pod) or restart, bounded by
+`max_recoveries` per run with a backoff that doubles after each, and the data centers to try last (one that
+failed twice in the run). Past the bound: `gave_up`, which releases compute and says why. A recovery begun
+by a round that was killed is finished by the next one before anything new is decided (level-triggered:
+decide again from what is seen, and the Pulumi update is the same one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from stackconfig.supervisor import data_center_order
+from supervisor.faults import HALTED, HARDWARE_ALERTS, STRAGGLER_ALERT, Attempt, Fleet, NodeFacts
+from supervisor.model import Decision, Observation, RoundRecord, newest_first
+from train.monitor.straggler import Sample, stragglers
+
+if TYPE_CHECKING:
+    from supervisor.decide import Policy
+
+FaultKind = Literal["job_failed", "preempted", "node_lost", "node_unhealthy", "stalled"]
+NODE_FAULTS = frozenset({"preempted", "node_lost", "node_unhealthy"})
+RECOVERY_KINDS = frozenset({"job_failed", "preempted", "node_lost", "node_unhealthy", "stalled"})
+
+# How a failed job's cause decides a retry (the run state's `failure`, classified on the node from the
+# training log by train/node/diagnostics.py). `always` does not count against max_recoveries.
+RETRY: dict[str | None, Literal["always", "never", "bounded"]] = {
+    "nccl_timeout": "always",  # a collective timed out: a transient fabric or peer problem
+    "oom": "never",  # the same job on the same GPUs runs out of memory again
+    "config": "never",  # the job's own arguments or files are wrong; a restart changes nothing
+    None: "bounded",
+}
+WHY_NEVER = {
+    "oom": "training ran out of GPU memory; the forecast (scripts/forecast) should have caught this: "
+    "lower micro_batch_per_gpu, shard more or checkpoint activations, then scripts/up",
+    "config": "training stopped on a configuration error; a restart would fail the same way: fix the "
+    "training command or its files, then scripts/up",
+}
+
+
+@dataclass(frozen=True)
+class Fault:
+    kind: FaultKind
+    reason: str
+    nodes: tuple[NodeFacts, ...] = ()  # the faulty nodes (empty: the job as a whole)
+    retry: Literal["always", "never", "bounded"] = "bounded"
+    cause: str | None = None  # a failed job's classified cause (RETRY's keys)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a recovery round does; `act` is what recover_act.py carries out."""
+
+    kind: str  # a fault kind, "gave_up" or "waiting"
+    reason: str
+    act: Literal["none", "restart", "replace", "release", "finish"]
+    targets: tuple[str, ...] = ()  # pod ids to replace; () with act replace on a cluster: the whole cluster
+    data_center: str | None = None  # where the faulty nodes run (recorded for the exclusion)
+    data_center_order: tuple[str, ...] = ()  # the candidates, those that failed twice last
+    avoided: tuple[str, ...] = ()  # the data centers that failed twice this run
+    message: str = ""
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min"
+
+
+def _nodes(obs: Observation) -> tuple[NodeFacts, ...]:
+    return obs.fleet.nodes if obs.fleet is not None else ()
+
+
+def _unreachable_rounds(rank: int, obs: Observation, history: Sequence[RoundRecord]) -> int:
+    """Rounds in a row, this one included, in which this node was unreachable."""
+    count = 0
+    for o in [obs, *(r.observation for r in newest_first(history) if r.observation.at < obs.at)]:
+        node = next((n for n in _nodes(o) if n.rank == rank), None)
+        if node is None or node.reachable is not False:
+            break
+        count += 1
+    return count
+
+
+def _since(obs: Observation) -> float:
+    """The newest recovery's start: faults and run states older than it were already answered."""
+    return max((a.at for a in obs.fleet.attempts), default=0.0) if obs.fleet else 0.0
+
+
+def _job_failed(obs: Observation) -> Fault | None:
+    since = _since(obs)
+    for run in obs.runs:
+        if run.status == "failed" and (run.finished_at or 0.0) > since:
+            failure = run.failure
+            retry = RETRY.get(failure, "bounded")
+            cause = f" ({failure})" if failure else ""
+            reason = f"training exited with status {run.exit_status}{cause} ({run.run_id})"
+            return Fault("job_failed", reason, (), retry, failure)
+    return None
+
+
+def _node_fault(obs: Observation, history: Sequence[RoundRecord], policy: Policy) -> Fault | None:
+    rc = policy.recovery
+    nodes = _nodes(obs)
+    spot_gone = [n for n in nodes if n.status in HALTED and n.spot]
+    if spot_gone:
+        names = ", ".join(f"node {n.rank} ({n.pod_id})" for n in spot_gone)
+        return Fault(
+            "preempted", f"RunPod took back spot capacity: {names} {spot_gone[0].status}", tuple(spot_gone)
+        )
+    halted = [n for n in nodes if n.status in HALTED]
+    lost = [
+        n
+        for n in nodes
+        if n not in halted and _unreachable_rounds(n.rank, obs, history) >= rc.unreachable_rounds
+    ]
+    if halted or lost:
+        parts = [f"node {n.rank} ({n.pod_id}) is {n.status}" for n in halted]
+        parts += [f"node {n.rank} ({n.pod_id}) unreachable {rc.unreachable_rounds}+ rounds" for n in lost]
+        return Fault("node_lost", "; ".join(parts), (*halted, *lost))
+    sick = [n for n in nodes if HARDWARE_ALERTS & set(n.alerts)]
+    if sick:
+        parts = [
+            f"node {n.rank} ({n.pod_id}): {', '.join(sorted(HARDWARE_ALERTS & set(n.alerts)))}" for n in sick
+        ]
+        return Fault("node_unhealthy", "; ".join(parts), tuple(sick))
+    slow = _stragglers(obs, history, policy)
+    if slow:
+        return Fault(
+            "node_unhealthy", "straggler: " + "; ".join(line for _, line in slow), tuple(n for n, _ in slow)
+        )
+    return None
+
+
+def _stragglers(
+    obs: Observation, history: Sequence[RoundRecord], policy: Policy
+) -> list[tuple[NodeFacts, str]]:
+    rc = policy.recovery
+    window = obs.at - rc.straggler_for_min * 60 - 2 * policy.interval_min * 60
+    samples = [
+        Sample(o.at, {n.rank: n.step_time_s for n in _nodes(o) if n.step_time_s})
+        for o in [obs, *(r.observation for r in history if window <= r.observation.at < obs.at)]
+    ]
+    found = stragglers(samples, rc.straggler_tolerance_pct, rc.straggler_for_min * 60)
+    by_rank = {n.rank: n for n in _nodes(obs)}
+    out = [
+        (by_rank[s.rank], f"{s.line()} for {rc.straggler_for_min:g}+ min") for s in found if s.rank in by_rank
+    ]
+    # The aggregator's own straggler alert, where it raises one, counts the same.
+    out += [
+        (n, f"node {n.rank}: {STRAGGLER_ALERT} alert")
+        for n in _nodes(obs)
+        if STRAGGLER_ALERT in n.alerts and n.rank not in {s.rank for s in found}
+    ]
+    return out
+
+
+def _stalled(obs: Observation, history: Sequence[RoundRecord], policy: Policy) -> Fault | None:
+    nodes = _nodes(obs)
+    if obs.step is None or obs.node0_reachable is not True or any(n.reachable is False for n in nodes):
+        return None
+    start = obs.at
+    for record in newest_first(history):
+        past = record.observation
+        if past.at >= obs.at:
+            continue
+        if past.step != obs.step or past.nodes == 0:
+            break
+        start = past.at
+    start = max(start, _since(obs))  # a restart's own boot and resume is not a stall
+    lasted = obs.at - start
+    if lasted < policy.recovery.stalled_after_min * 60:
+        return None
+    steps = [n.step for n in nodes if n.step is not None]
+    behind = [n for n in nodes if n.step is not None and n.step == min(steps)] if steps else []
+    who = (
+        ", ".join(f"node {n.rank} ({n.pod_id}) at step {n.step:g}" for n in behind)
+        if steps and min(steps) < max(steps)
+        else f"every node at step {obs.step:g}"
+    )
+    return Fault(
+        "stalled", f"no new step for {_minutes(lasted)} with every node answering: {who}", tuple(behind)
+    )
+
+
+def find_fault(obs: Observation, history: Sequence[RoundRecord], policy: Policy) -> Fault | None:
+    """This round's fault, the first of the order in the module docstring."""
+    return _job_failed(obs) or _node_fault(obs, history, policy) or _stalled(obs, history, policy)
+
+
+def _failed_twice(fleet: Fleet, current: str | None) -> tuple[str, ...]:
+    counts: dict[str, int] = {}
+    for dc in [a.data_center for a in fleet.attempts if a.kind in NODE_FAULTS] + [current]:
+        if dc:
+            counts[dc] = counts.get(dc, 0) + 1
+    return tuple(sorted(dc for dc, n in counts.items() if n >= 2))
+
+
+def _counted(fleet: Fleet) -> list[Attempt]:
+    """Attempts that count against max_recoveries (an always-retry NCCL timeout does not)."""
+    return [a for a in fleet.attempts if RETRY.get(a.cause) != "always"]
+
+
+def assess(obs: Observation, history: Sequence[RoundRecord], policy: Policy) -> Plan | None:
+    """The recovery plan of this round, or None when recovery has nothing to say."""
+    rc, fleet = policy.recovery, obs.fleet
+    if (
+        not rc.enabled
+        or fleet is None
+        or obs.nodes == 0
+        or obs.phase not in ("active", "recovering")
+        or obs.blind
+    ):
+        return None
+    if any(r.status == "finished" for r in obs.runs):
+        return None  # finished and unverified are issue #28's rules
+    pending = next((a for a in reversed(fleet.attempts) if a.outcome == "begun"), None)
+    if pending is not None:
+        return Plan(
+            pending.kind,
+            f"finishing the recovery begun at {pending.at:.0f} ({pending.what or pending.kind}), cut short",
+            "finish",
+            pending.targets,
+            pending.data_center,
+        )
+    fault = find_fault(obs, history, policy)
+    if fault is None:
+        if obs.phase == "recovering":
+            return Plan(
+                "recovering", "the recovered nodes answer: trainstack:run.phase back to active", "finish"
+            )
+        return None
+    placed = [n.data_center for n in fault.nodes if n.data_center]
+    dc = placed[0] if placed else fleet.data_centers[0] if len(fleet.data_centers) == 1 else None
+    if fault.retry == "never":
+        why = WHY_NEVER.get(fault.cause or "", "not a transient fault")
+        text = f"gave up, here is why: {fault.reason}; never retried: {why}"
+        return Plan("gave_up", text, "release", message=text)
+    counted = _counted(fleet)
+    if fault.retry == "bounded" and len(counted) >= rc.max_recoveries:
+        tried = ", ".join(f"{a.kind}" for a in counted) or "none allowed"
+        text = (
+            f"gave up, here is why: {fault.reason}, after {len(counted)} recoveries this run "
+            f"(max_recoveries {rc.max_recoveries}: {tried})"
+        )
+        return Plan("gave_up", text, "release", message=text)
+    if fleet.attempts:
+        wait = rc.backoff_min * 60 * 2 ** (len(fleet.attempts) - 1)
+        since = obs.at - fleet.attempts[-1].at
+        if since < wait:
+            return Plan(
+                fault.kind,
+                f"{fault.kind}: {fault.reason}; next recovery in {_minutes(wait - since)} (backoff after "
+                f"{len(fleet.attempts)} this run)",
+                "none",
+            )
+    return _plan(obs, fault, fleet, dc)
+
+
+def _plan(obs: Observation, fault: Fault, fleet: Fleet, dc: str | None) -> Plan:
+    n = len(fleet.attempts) + 1
+    if fault.kind in NODE_FAULTS:
+        avoided = _failed_twice(fleet, dc)
+        whole = fleet.topology == "cluster"
+        targets = () if whole else tuple(x.pod_id for x in fault.nodes)
+        what = "recreating the Instant Cluster" if whole else f"recreating pod(s) {', '.join(targets)}"
+        note = (
+            f"; data center {', '.join(avoided)} failed twice this run: tried last, ask RunPod for credit"
+            if avoided
+            else ""
+        )
+        text = (
+            f"{fault.kind}: {fault.reason}: {what}, resuming from the bucket's newest checkpoint "
+            f"(recovery {n}){note}"
+        )
+        return Plan(
+            fault.kind,
+            text,
+            "replace",
+            targets,
+            dc,
+            data_center_order(fleet.data_centers, avoided),
+            avoided,
+            text,
+        )
+    if fault.kind == "stalled":
+        text = (
+            f"stalled: {fault.reason}: diagnostics to the bucket, then the job restarts on the same "
+            f"nodes (recovery {n})"
+        )
+    else:
+        text = f"{fault.kind}: {fault.reason}: restarting the job on the same nodes (recovery {n})"
+    return Plan(fault.kind, text, "restart", tuple(x.pod_id for x in fault.nodes), dc, message=text)
+
+
+_ACTIONS = {
+    "restart": ("recover",),
+    "replace": ("recover",),
+    "finish": ("recover",),
+    "release": ("sync", "release"),
+    "none": (),
+}
+
+
+def recovery(obs: Observation, history: Sequence[RoundRecord], policy: Policy) -> Decision | None:
+    """decide's rule: the plan as a Decision (recover_act.py carries the `recover` action out)."""
+    plan = assess(obs, history, policy)
+    if plan is None:
+        return None
+    return Decision(plan.kind, plan.reason, _ACTIONS[plan.act], plan.message)  # type: ignore[arg-type]

@@ -1,0 +1,67 @@
+"""`scripts/supervise STACK --report [--png FILE]`: the run's goodput ledger from the bucket (issue #29).
+
+Reads the stack's audit lines and recovery records, builds the ledger (supervisor/ledger.py), prints the
+table and, with --png, writes the run's timeline (phases, step, recoveries).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from supervisor import store
+from supervisor.ledger import build, inputs_from_rounds, plot_png, table
+from supervisor.model import Decision, Observation, RoundRecord
+from supervisor.observe import read_stack, stack_config
+from supervisor.recover_act import read_attempts
+
+EXIT_UNREADABLE = 2
+
+
+def show_report(
+    stack: str,
+    workspace: Path,
+    png: Path | None = None,
+    s3: object = None,
+    read: Callable[[Path, str], tuple[dict[str, Any], dict[str, Any]]] = read_stack,
+) -> int:
+    _outputs, raw = read(workspace, stack)
+    config = stack_config(raw)
+    if config.bucket is None:
+        print(
+            f"scripts/supervise: stack '{stack}' has no bucket, so no audit lines to report", file=sys.stderr
+        )
+        return EXIT_UNREADABLE
+    if s3 is None:
+        from supervisor.cli import make_s3
+
+        s3 = make_s3(config)
+    rounds = store.read_audit(s3, config.bucket.name, stack)
+    attempts = read_attempts(s3, config.bucket.name, stack, since=0.0)
+    if not rounds:
+        print(f"scripts/supervise: no audit lines for '{stack}' yet (no round has run)", file=sys.stderr)
+        return 0
+    inputs = inputs_from_rounds(rounds, attempts, config.cluster.gpus_per_node)
+    ledger = build(inputs)
+    print(f"goodput ledger of {stack} ({len(rounds)} rounds, {len(attempts)} recoveries)")
+    print(table(ledger))
+    for a in attempts:
+        print(f"  recovery {a.kind} at {a.at:.0f}: {a.outcome}: {a.what}")
+    if png is not None:
+        plot_png(inputs, ledger, str(png), stack)
+        print(f"timeline: {png}")
+    return 0
+
+
+def ledger_note(s3: Any, bucket: str | None, stack: str, config: Any, obs: Observation) -> str:
+    """'; goodput ...' for the run summary message: the ledger of every round so far and this one."""
+    if s3 is None or not bucket:
+        return ""
+    try:
+        rounds = [*store.read_audit(s3, bucket, stack), RoundRecord(stack, obs, Decision("none", "now"))]
+        attempts = read_attempts(s3, bucket, stack, since=0.0)
+    except Exception as exc:  # the summary goes out without the ledger rather than not at all
+        return f"; no ledger ({type(exc).__name__})"
+    return "; " + build(inputs_from_rounds(rounds, attempts, config.cluster.gpus_per_node)).line()

@@ -1,0 +1,149 @@
+"""The goodput ledger (supervisor/ledger.py): every billed GPU-second in one category, the categories add up
+to the bill, lost work after a resume that went back, the audit-line adapter, the table and the plot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from supervisor.faults import Attempt
+from supervisor.ledger import (
+    CATEGORIES,
+    Inputs,
+    Point,
+    Span,
+    build,
+    inputs_from_rounds,
+    lost_spans,
+    plot_png,
+    table,
+)
+from supervisor.model import Decision, Observation, RoundRecord
+
+H = 3600.0
+GPUS = 32
+
+
+def a_run() -> Inputs:
+    """10 h on 32 GPUs: 0.2 h boot, 0.25 h burn-in, training to step 500 by 5 h (a 0.1 h checkpoint stall
+    at 3 h), a recovery 5-5.5 h that resumed at step 450 (checkpoint) and reached 500 again at 6 h, training
+    to 9.5 h, then idle until the release at 10 h."""
+    progress = [Point(0.45 * H, 0), Point(3 * H, 300), Point(3.1 * H, 300), Point(5 * H, 500)]
+    progress += [Point(5.5 * H, 450), Point(6 * H, 500), Point(9.5 * H, 900), Point(10 * H, 900)]
+    return Inputs(
+        compute=(Span(0, 10 * H, GPUS),),
+        progress=tuple(progress),
+        health=(Span(0.2 * H, 0.45 * H),),
+        checkpoints=(Span(3 * H, 3.1 * H),),
+        recoveries=(Span(5 * H, 5.5 * H),),
+        first_answer=(0.2 * H,),
+        usd_per_gpu_hour=3.99,
+        billed_usd=10 * GPUS * 3.99 * 1.004,  # RunPod's bill, 0.4 % off the ledger's
+    )
+
+
+def test_every_billed_gpu_second_lands_in_one_category() -> None:
+    ledger = build(a_run())
+    gh = {c: round(ledger.gpu_seconds[c] / H / GPUS, 3) for c in CATEGORIES}
+    assert gh == {
+        "productive": 7.95,  # 0.45-3, 3.1-5, 6-9.5 h
+        "provisioning": 0.2,
+        "health": 0.25,
+        "checkpoint": 0.1,
+        "lost": 0.5,  # 5.5-6: steps 450-500 trained twice
+        "recovery": 0.5,
+        "idle": 0.5,
+    }
+    assert sum(ledger.gpu_seconds.values()) == pytest.approx(ledger.billed_gpu_seconds) == 10 * H * GPUS
+    assert ledger.goodput == pytest.approx(7.95 / 10)
+    assert ledger.agreement is not None and ledger.agreement < 0.01
+    assert "goodput 79.5% of 320.0 GPU-h" in ledger.line() and "within 0.4%" in ledger.line()
+
+
+def test_a_bill_that_disagrees_says_so() -> None:
+    run = a_run()
+    ledger = build(Inputs(**{**run.__dict__, "billed_usd": run.billed_usd * 1.05}))  # type: ignore[operator]
+    assert "DOES NOT agree" in table(ledger)
+    assert "agrees (0.40%" in table(build(run))
+
+
+def test_lost_work_is_only_after_a_resume_that_went_back() -> None:
+    assert lost_spans([Point(0, 0), Point(1, 10), Point(2, 20)]) == []
+    assert lost_spans([Point(0, 0), Point(1, 20), Point(2, 15), Point(3, 18), Point(4, 21)]) == [Span(2, 4)]
+
+
+def rec(at_h: float, nodes: int, step: float | None, reachable: bool = True) -> RoundRecord:
+    obs = Observation(
+        at=at_h * H, phase="active", nodes=nodes, node0_reachable=reachable if nodes else None, step=step,
+        spent_usd=None if not nodes else at_h * 127.68, usd_per_hour=127.68 if nodes else 0.0,
+    )  # fmt: skip
+    return RoundRecord("search", obs, Decision("none", "x"))
+
+
+def test_from_the_audit_lines() -> None:
+    rounds = [rec(0, 4, None, reachable=False), rec(0.5, 4, 0), rec(1, 4, 100), rec(1.5, 4, 100)]
+    rounds += [rec(2, 4, 150), rec(2.5, 4, 250), rec(3, 0, None)]
+    inputs = inputs_from_rounds(rounds, [Attempt(1.5 * H, "stalled", (), None, "done")], gpus_per_node=8)
+    assert inputs.compute == (Span(0, 3 * H, 32),)
+    assert inputs.first_answer == (0.5 * H,)
+    assert inputs.recoveries == (Span(1.5 * H, 2 * H),)
+    assert inputs.usd_per_gpu_hour == pytest.approx(3.99)
+    ledger = build(inputs)
+    gh = {c: ledger.gpu_seconds[c] / H / 32 for c in CATEGORIES}
+    assert gh["provisioning"] == pytest.approx(0.5) and gh["recovery"] == pytest.approx(0.5)
+    assert gh["productive"] == pytest.approx(1.0)  # 0.5-1 h and 2-2.5 h
+    assert gh["idle"] == pytest.approx(1.0)  # 1-1.5 h (stalled) and 2.5-3 h (before the release)
+
+
+def test_the_timeline_plot(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    run = a_run()
+    path = tmp_path / "ledger.png"
+    plot_png(run, build(run), str(path), "search")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 10_000
+
+
+@pytest.mark.services  # a moto S3 server beside the test
+def test_report_reads_the_bucket_and_prints_the_table(
+    moto_s3: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+    import uuid
+
+    import boto3
+
+    from supervisor import store
+    from supervisor.recover_act import write_attempt
+    from supervisor.report import show_report
+
+    s3 = boto3.client("s3", endpoint_url=moto_s3, region_name="us-east-1")
+    bucket = f"ledger-{uuid.uuid4().hex[:10]}"
+    s3.create_bucket(Bucket=bucket)
+    for r in [
+        rec(0, 4, None, reachable=False),
+        rec(0.5, 4, 0),
+        rec(1, 4, 100),
+        rec(1.5, 4, 100),
+        rec(2, 4, 150),
+    ]:
+        store.write_audit(s3, bucket, r)
+    write_attempt(s3, bucket, "search", Attempt(1.5 * H, "stalled", (), None, "done", "restart"))
+    raw = {
+        "trainstack:bucket": {"value": json.dumps({"name": bucket, "region": "us-east-1"})},
+        "trainstack:training": {
+            "value": json.dumps({"secrets": ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"]})
+        },
+    }
+    png = tmp_path / "t.png"
+    assert show_report("search", tmp_path, png, s3=s3, read=lambda _w, _s: ({}, raw)) == 0
+    out = capsys.readouterr().out
+    assert "goodput ledger of search (5 rounds, 1 recoveries)" in out and "recovery stalled" in out
+    assert "productive" in out and "RunPod billing $" in out and png.is_file()
+    from types import SimpleNamespace
+
+    from supervisor.report import ledger_note
+
+    config = SimpleNamespace(cluster=SimpleNamespace(gpus_per_node=8))
+    note = ledger_note(s3, bucket, "search", config, rec(2.5, 4, 250).observation)
+    assert note.startswith("; goodput 40.0% of 80.0 GPU-h")  # 2.5 h x 32 GPUs, up to this round

@@ -1,0 +1,291 @@
+"""Carrying a recovery out (supervisor/recover_act.py) against a moto bucket and a recording stand-in for the
+Automation API stack: what is replaced (only the faulty loose pod; the whole cluster), the order of the
+updates on a protected stack, the attempt record written before the first update and rewritten after, a
+failed update recorded as failed, a round killed mid-way finished by the next one without a second replace,
+and nothing in the bucket deleted."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import boto3
+import pytest
+from pulumi import automation as auto
+
+from supervisor.faults import Attempt
+from supervisor.recover import Plan
+from supervisor.recover_act import (
+    CLUSTER_TYPE,
+    FILES_TYPE,
+    POD_TYPE,
+    Recoverer,
+    RecoveryError,
+    read_attempts,
+    replace_urns,
+)
+
+pytestmark = pytest.mark.services  # a moto S3 server beside the test
+
+T0 = 1_800_000_000.0
+U = "urn:pulumi:prod::trainstack::trainstack:index:H100Cluster$"
+RESOURCES = [
+    {"type": CLUSTER_TYPE, "urn": U + CLUSTER_TYPE + "::prod-cluster", "outputs": {"cluster_id": "c1"}},
+    {"type": POD_TYPE, "urn": U + POD_TYPE + "::s-pod-0", "outputs": {"pod_id": "p0"}},
+    {"type": POD_TYPE, "urn": U + POD_TYPE + "::s-pod-1", "outputs": {"pod_id": "p1"}},
+    {"type": POD_TYPE, "urn": U + POD_TYPE + "::s-pod-old", "outputs": {"pod_id": "p1"}, "delete": True},
+    {"type": FILES_TYPE, "urn": U + FILES_TYPE + "::prod-files-0", "outputs": {}},
+    {"type": FILES_TYPE, "urn": U + FILES_TYPE + "::prod-files-1", "outputs": {}},
+]
+
+
+class FakeStack:
+    """Records set_config and up calls; `fail_on` makes the n-th up raise like the CLI does."""
+
+    def __init__(self, fail_on: int | None = None, kill_on: int | None = None) -> None:
+        self.calls: list[tuple[str, Any]] = []
+        self.fail_on, self.kill_on = fail_on, kill_on
+
+    def export_stack(self) -> Any:
+        return SimpleNamespace(deployment={"resources": RESOURCES})
+
+    def set_config(self, key: str, value: auto.ConfigValue, path: bool = False) -> None:
+        self.calls.append(("set", (key, value.value, path)))
+
+    def up(self, **kwargs: Any) -> Any:
+        n = sum(1 for c in self.calls if c[0] == "up")
+        self.calls.append(("up", {k: kwargs.get(k) for k in ("replace", "refresh")}))
+        if n == self.kill_on:
+            raise KeyboardInterrupt  # the supervisor killed mid-update
+        if n == self.fail_on:
+            raise auto.errors.CommandError(SimpleNamespace(stdout="", stderr="error: boom", code=1))  # type: ignore[arg-type]
+        return SimpleNamespace(summary=SimpleNamespace(resource_changes={"replace": 1}))
+
+
+@pytest.fixture
+def s3(moto_s3: str) -> Any:
+    return boto3.client("s3", endpoint_url=moto_s3, region_name="us-east-1")
+
+
+@pytest.fixture
+def bucket(s3: Any) -> str:
+    name = f"recover-{uuid.uuid4().hex[:12]}"
+    s3.create_bucket(Bucket=name)
+    s3.put_object(Bucket=name, Key="trainstack/prod/step-100.pt", Body=b"weights")
+    return name
+
+
+def recoverer(
+    s3: Any, bucket: str, stack: FakeStack, topology: str = "cluster", protect: bool = False
+) -> Recoverer:
+    return Recoverer(
+        "prod", Path("."), protect, topology, s3, bucket, log=lambda _l: None, select=lambda *_a: stack
+    )
+
+
+def test_replace_urns_pick_the_cluster_the_named_pod_or_every_nodes_files() -> None:
+    replace = Plan("node_lost", "x", "replace", ("p1",))
+    assert replace_urns(RESOURCES, replace, "cluster") == [U + CLUSTER_TYPE + "::prod-cluster"]
+    assert replace_urns(RESOURCES, replace, "pods") == [U + POD_TYPE + "::s-pod-1"]  # not the pending delete
+    restart = Plan("stalled", "x", "restart", ("p1",))
+    assert replace_urns(RESOURCES, restart, "cluster") == [
+        r["urn"] for r in RESOURCES if r["type"] == FILES_TYPE
+    ]
+    assert replace_urns(RESOURCES, Plan("gave_up", "x", "release"), "cluster") == []
+
+
+def test_a_protected_cluster_is_unprotected_replaced_and_protected_again(s3: Any, bucket: str) -> None:
+    stack = FakeStack()
+    line = recoverer(s3, bucket, stack, protect=True).carry_out(Plan("node_unhealthy", "xid", "replace"), T0)
+    assert "replace done through Pulumi (prod-cluster)" in line
+    assert stack.calls == [
+        ("set", ("trainstack:run.phase", "recovering", True)),
+        ("up", {"replace": None, "refresh": None}),
+        ("up", {"replace": [U + CLUSTER_TYPE + "::prod-cluster"], "refresh": True}),
+        ("set", ("trainstack:run.phase", "active", True)),
+        ("up", {"replace": None, "refresh": None}),
+    ]
+    [attempt] = read_attempts(s3, bucket, "prod", since=0)
+    assert (attempt.kind, attempt.outcome, attempt.at) == ("node_unhealthy", "done", T0)
+
+
+def test_a_loose_pod_only_that_pod_and_the_failed_data_center_last(s3: Any, bucket: str) -> None:
+    stack = FakeStack()
+    plan = Plan("node_lost", "gone", "replace", ("p1",), "EU-RO-1", ("US-TX-3", "EU-RO-1"), ("EU-RO-1",))
+    recoverer(s3, bucket, stack, topology="pods").carry_out(plan, T0)
+    assert stack.calls == [
+        ("set", ("trainstack:recovery.avoid_data_centers[0]", "EU-RO-1", True)),
+        ("up", {"replace": [U + POD_TYPE + "::s-pod-1"], "refresh": True}),
+    ]
+
+
+def test_a_failed_update_is_recorded_failed_and_raised(s3: Any, bucket: str) -> None:
+    with pytest.raises(RecoveryError, match="boom"):
+        recoverer(s3, bucket, FakeStack(fail_on=0)).carry_out(Plan("stalled", "x", "restart"), T0)
+    [attempt] = read_attempts(s3, bucket, "prod", since=0)
+    assert attempt.outcome == "failed"
+
+
+def test_killed_mid_update_leaves_begun_and_the_next_round_finishes_without_replacing(
+    s3: Any, bucket: str
+) -> None:
+    with pytest.raises(KeyboardInterrupt):
+        recoverer(s3, bucket, FakeStack(kill_on=0)).carry_out(Plan("node_lost", "x", "replace"), T0)
+    [begun] = read_attempts(s3, bucket, "prod", since=0)
+    assert begun.outcome == "begun"  # what the next round's assess turns into a `finish` plan
+    stack = FakeStack()
+    plan = Plan(begun.kind, "finishing", "finish", begun.targets, begun.data_center)
+    recoverer(s3, bucket, stack).carry_out(plan, T0 + 300, pending=begun)
+    assert stack.calls == [("up", {"replace": None, "refresh": True})]  # converges; no second replace
+    [again] = read_attempts(s3, bucket, "prod", since=0)
+    assert (again.at, again.outcome) == (T0, "done")  # the same attempt, counted once
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"]]
+    assert "trainstack/prod/step-100.pt" in keys  # nothing deleted
+
+
+def test_an_attempt_record_holds_no_secret_and_round_trips(s3: Any, bucket: str) -> None:
+    recoverer(s3, bucket, FakeStack()).carry_out(Plan("stalled", "no step", "restart", ("p0",)), T0)
+    [obj] = s3.list_objects_v2(Bucket=bucket, Prefix="supervisor/prod/recoveries/")["Contents"]
+    data = json.loads(s3.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read())
+    assert Attempt.from_json(data).targets == ("p0",)
+    assert set(data) == {"at", "kind", "targets", "data_center", "outcome", "what", "cause"}
+
+
+def test_two_whole_rounds_find_a_lost_pod_recreate_it_through_pulumi_and_say_so(s3: Any, bucket: str) -> None:
+    """Two whole rounds: the second unreachable one replaces the pod, with one message."""
+    from supervisor.act import Actuator
+    from supervisor.cli import Round
+    from supervisor.observe import Sources
+
+    outputs = {
+        "nodes": [
+            {"rank": 0, "ip": "10.1.0.2", "pod_id": "p0", "ssh_endpoint": "127.0.0.1:2222"},
+            {"rank": 1, "ip": "10.1.0.3", "pod_id": "p1", "ssh_endpoint": "127.0.0.1:2223"},
+        ],
+        "cost_per_hour": 63.84,
+    }
+    raw = {
+        "trainstack:bucket": {"value": json.dumps({"name": bucket, "region": "us-east-1"})},
+        "trainstack:cluster": {"value": json.dumps({"nodes": 2, "topology": "pods"})},
+        "trainstack:training": {
+            "value": json.dumps({"secrets": ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"]})
+        },
+    }
+    state = {
+        "time": T0,
+        "nodes": [
+            {"node": "p0", "ok": True, "gpu_util_mean": 0.9, "step": 50},
+            {"node": "p1", "ok": False, "error": "connection refused"},
+        ],
+    }
+    sent: list[str] = []
+    stack = FakeStack()
+    clock = iter([T0, T0 + 300])
+
+    class Heard(Actuator):
+        def notify(self, text: str) -> str:
+            sent.append(text)
+            return "notify: recorded"
+
+    def one_round() -> Any:
+        now = next(clock)
+        return Round(
+            "search",
+            Path("."),
+            s3=s3,
+            sources=Sources(
+                aggregator=lambda _s, _o: state,
+                billing=lambda _o: 5.0,
+                s3=s3,
+                pod_statuses=lambda ids: {i: ("RUNNING", "US-TX-3") for i in ids},
+            ),
+            actuator=Heard("search", Path("."), protect=False, log=lambda _l: None),
+            recoverer=Recoverer(
+                "search", Path("."), False, "pods", s3, bucket, log=lambda _l: None, select=lambda *_a: stack
+            ),
+            read=lambda _w, _s: (outputs, raw),
+            clock=lambda: now,
+            log=lambda _l: None,
+        ).run_once()
+
+    first = one_round()
+    assert first.decision.kind == "none" and stack.calls == []  # one unreachable round is not a loss
+    second = one_round()
+    assert second.decision.kind == "node_lost" and second.done == ("recover",), second.decision.reason
+    assert stack.calls == [("up", {"replace": [U + POD_TYPE + "::s-pod-1"], "refresh": True})]
+    assert (
+        len(sent) == 1 and "node 1 (p1) unreachable" in sent[0] and "replace done through Pulumi" in sent[0]
+    )
+    [attempt] = read_attempts(s3, bucket, "search", since=0)
+    assert attempt.outcome == "done" and attempt.targets == ("p1",) and attempt.data_center == "US-TX-3"
+
+
+def test_the_failure_cause_travels_from_the_node_to_the_decision(
+    s3: Any, bucket: str, tmp_path: Path
+) -> None:
+    """bucket.py finish writes the cause the start script classified; the supervisor reads it back."""
+    from supervisor.store import verify_run
+    from train.node import bucket as node_bucket
+
+    env = {
+        "TRAINSTACK_RUN_ID": "prod.p0",
+        "NODE_RANK": "0",
+        "NUM_NODES": "1",
+        "TRAINSTACK_PROGRESS_FILE": str(tmp_path / "none.jsonl"),
+        "TRAINSTACK_FINISH_WAIT_S": "0",
+        "TRAINSTACK_FAILURE": "oom",
+    }
+    node_bucket.finish(s3, bucket, "trainstack/prod/", 1, env)
+    state = verify_run(s3, bucket, "prod.p0")
+    assert (state.status, state.exit_status, state.failure) == ("failed", 1, "oom")
+
+
+def test_stalled_collects_every_nodes_bundle_first_and_the_message_names_the_stopped_rank(
+    s3: Any, bucket: str
+) -> None:
+    from supervisor.faults import Fleet
+    from supervisor.model import Observation
+    from supervisor.recover_act import recover_with
+
+    outputs = {
+        "workdir": "/workspace/trainstack",
+        "nodes": [
+            {"rank": 0, "pod_id": "p0", "ssh_endpoint": "127.0.0.1:2222"},
+            {"rank": 1, "pod_id": "p1", "ssh_endpoint": "127.0.0.1:2223"},
+        ],
+    }
+    answers = {
+        "p0": "node p0: 8 rank(s), none stopped: see their stacks; 9 file(s) to s3://b/run/x/diagnostics/t/p0/",
+        "p1": "node p1: rank 11 (pid 4242) stopped (state T); the other 7 rank(s) wait on it; 9 file(s)",
+    }
+    seen: list[str] = []
+
+    def ssh(target: Any, command: str) -> str:
+        seen.append(command)
+        return answers[target.alias]
+
+    stack = FakeStack()
+    rec = Recoverer(
+        "prod",
+        Path("."),
+        False,
+        "cluster",
+        s3,
+        bucket,
+        log=lambda _l: None,
+        select=lambda *_a: stack,
+        ssh_run=ssh,
+    )
+    round_ = SimpleNamespace(recoverer=rec, stack="prod", workspace=Path("."), log=lambda _l: None)
+    config = SimpleNamespace(protect=False, cluster=SimpleNamespace(topology="cluster"))
+    obs = Observation(at=T0, phase="active", nodes=2, node0_reachable=True, fleet=Fleet("cluster", (), ()))
+    line = recover_with(round_, config, outputs, obs, Plan("stalled", "no step", "restart"), s3, bucket, None)
+    assert len(seen) == 2 and all("train.node.diagnostics collect" in c and "--env-of" in c for c in seen)
+    assert "node 1: node p1: rank 11 (pid 4242) stopped" in line
+    assert line.index("diagnostics:") < line.index("recover: restart done")  # the bundle before the restart
+    assert stack.calls == [
+        ("up", {"replace": [r["urn"] for r in RESOURCES if r["type"] == FILES_TYPE], "refresh": False})
+    ]

@@ -89,10 +89,20 @@ class Report:
             "|---|---|---|---|---|",
             *(table[scenario] for scenario in sorted(table)),
         ]
-        path.write_text("\n".join(lines) + "\n")
+        tail = _hand_written(path)
+        path.write_text("\n".join([*lines, *(["", *tail] if tail else [])]) + "\n")
 
 
 _HEADER = "| scenario | runs | outcome | orphans | duplicates |"
+
+
+def _hand_written(path: Path) -> list[str]:
+    """The sections written by hand after the generated table (from its first `## ` heading on): kept."""
+    if not path.is_file():
+        return []
+    lines = path.read_text().splitlines()
+    starts = [i for i, line in enumerate(lines) if line.startswith("## ")]
+    return lines[starts[0] :] if starts else []
 
 
 def _table_rows(path: Path) -> list[str]:

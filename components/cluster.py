@@ -33,6 +33,7 @@ from components.render import Artifacts, Node, render_artifacts
 from facts import secrets
 from facts.gpus import GPUS
 from facts.money import HOURS_PER_MONTH
+from facts.pods import OWNER_ENV
 from forecast.stack import stack_forecast
 from providers.runpod.cluster import InstantCluster
 from providers.runpod.inputs import (
@@ -75,10 +76,9 @@ def runpod_secret_name(stack: str, env_name: str) -> str:
     return f"trainstack-{stack}-{env_name.lower()}"
 
 
-# The ownership mark: every pod and cluster member the stack creates carries this env var, its value
-# `owner_mark(project, stack)`. RunPod has no tags, but it returns a pod's env with the pod, so a resource
-# made by anyone else through the API (who did not copy our env) is never taken for ours (ops/ownership.py).
-OWNER_ENV = "TRAINSTACK_OWNER"
+# The ownership mark (facts/pods.py OWNER_ENV): every pod and cluster member the stack creates carries it,
+# its value `owner_mark(project, stack)`, so a resource made by anyone else through the API (who did not copy
+# our env) is never taken for ours (ops/ownership.py).
 
 
 def owner_mark(project: str, stack: str) -> str:

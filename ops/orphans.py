@@ -28,9 +28,10 @@ from typing import Any
 
 import yaml
 
-from components.cluster import OWNER_ENV, DeclaredResources, declared_resources
+from components.cluster import DeclaredResources, declared_resources
 from components.config import ConfigError, load_stack_config
 from facts.money import HOURS_PER_MONTH, SNAPSHOT
+from facts.pods import OWNER_ENV
 from ops.ownership import Kind, Live, is_ours, looks_like
 
 __all__ = ["Live", "find_orphans", "main", "read_live", "state_ids"]

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 import pulumi
 from pulumi.dynamic import CheckFailure, CheckResult, ConfigureRequest, DiffResult, ResourceProvider
 
+from facts.pods import OWNER_ENV
 from providers import settings
 from providers.common import (
     PROVIDER_KEY,
@@ -171,7 +172,10 @@ class RunPodProvider(ResourceProvider):
         ignored = {*self.output_keys, *COST_KEYS, PROVIDER_KEY}
         keys = (set(olds) | set(news)) - ignored
         changed = {
-            k for k in keys if contains_unknown(news.get(k)) or not self.same(k, olds.get(k), news.get(k))
+            k
+            for k in keys
+            if contains_unknown(news.get(k))
+            or not self.same(k, olds.get(k), _unmarked(k, olds.get(k), news.get(k)))
         }
         replaces = sorted(changed & self.replace_keys)
         if changed and not replaces and self.update_warning:
@@ -194,3 +198,13 @@ class RunPodProvider(ResourceProvider):
     def carried(self, props: Mapping[str, Any]) -> dict[str, Any]:
         """Inputs and cost figures to echo into outputs (everything but the provider and old outputs)."""
         return {k: v for k, v in props.items() if k != PROVIDER_KEY and k not in self.output_keys}
+
+
+def _unmarked(key: str, old: Any, new: Any) -> Any:
+    """`new` env without the ownership mark when `old` (made before the mark existed) lacks it: adding the
+    mark alone is no change. Otherwise every pod's container would restart (an env PATCH resets it) and a
+    cluster would be replaced (refused on protected prod) just to gain it; a resource the state holds is
+    never an orphan anyway, and the mark lands with its next real change or create."""
+    if key == "env" and isinstance(old, dict) and isinstance(new, dict) and OWNER_ENV not in old:
+        return {k: v for k, v in new.items() if k != OWNER_ENV}
+    return new

@@ -8,13 +8,13 @@ from typing import Any
 import pytest
 
 from components.cluster import (
-    OWNER_ENV,
     declared_resources,
     owner_mark,
     runpod_secret_name,
     secret_description,
 )
 from components.config import load_stack_config
+from facts.pods import OWNER_ENV
 from ops import orphans
 from ops.orphans import find_orphans, state_ids
 from ops.ownership import Live, is_ours

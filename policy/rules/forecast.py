@@ -66,7 +66,10 @@ def check_model_fits(args: StackValidationArgs, report: ReportViolation) -> None
             continue
         mem = read(fc, "memory_gb_per_gpu")
         total, gpu, headroom = (number(read(mem, k)) for k in ("total", "gpu", "headroom"))
-        if total is None or gpu is None or headroom is None or headroom >= cfg.min_headroom_gb:
+        if total is None or gpu is None or headroom is None:
+            _refuse_unknown(res, "memory per GPU", report)
+            continue
+        if headroom >= cfg.min_headroom_gb:
             continue
         fixes = [str(f) for f in read(fc, "fixes") or [] if isinstance(f, str)]
         cheapest = f" Cheapest fix: {fixes[0]}." if fixes else ""
@@ -82,6 +85,15 @@ def check_model_fits(args: StackValidationArgs, report: ReportViolation) -> None
         )
 
 
+def _refuse_unknown(res: Resource, what: str, report: ReportViolation) -> None:
+    """A model is declared but its forecast figure is missing or not a finite number: fail closed."""
+    report(
+        f"stack '{res.name}': the forecast's {what} is not known, so it cannot be checked; refused rather "
+        "than let it through. Check training.model with `scripts/forecast <stack>`.",
+        None,
+    )
+
+
 class BudgetConfig(PolicyConfig):
     max_run_cost_usd: float = Field(5000, ge=0, description="Most the forecast training run may cost, USD.")
 
@@ -92,8 +104,13 @@ def check_run_cost(args: StackValidationArgs, report: ReportViolation) -> None:
     if cfg is None:
         return
     for res, fc in forecasts(args.resources):
+        if fc is None:
+            continue
         cost, hours, per_hour = (number(read(fc, k)) for k in ("run_cost_usd", "hours", "usd_per_hour"))
-        if fc is None or cost is None or cost <= cfg.max_run_cost_usd:
+        if cost is None:
+            _refuse_unknown(res, "run cost", report)
+            continue
+        if cost <= cfg.max_run_cost_usd:
             continue
         spot = number(read(fc, "spot_run_cost_usd"))
         spot_note = f" (at the spot bid: {usd(round(spot, 2))})" if spot is not None else ""

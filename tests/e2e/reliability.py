@@ -112,4 +112,9 @@ def _table_rows(path: Path) -> list[str]:
     lines = path.read_text().splitlines()
     if _HEADER not in lines:
         return []
-    return [line for line in lines[lines.index(_HEADER) + 2 :] if line.startswith("| ")]
+    rows = []
+    for line in lines[lines.index(_HEADER) + 2 :]:
+        if not line.startswith("| "):
+            break  # the table ends at its first other line; hand-written sections follow (_hand_written)
+        rows.append(line)
+    return rows

@@ -21,8 +21,10 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from forecast.stack import stack_forecast
+from stackconfig.alerts import WEBHOOK_SECRET
 from stackconfig.config import NAMESPACE, SECRETS_KEY, ConfigError, ConfigProblem, StackConfig
 from stackconfig.credentials import find_credentials
+from train.monitor.webhook_url import webhook_url_problem
 
 STACK_NAME_RE = re.compile(r"[a-z0-9][a-z0-9-]*")  # what components/render.py accepts
 SECRET_ONLY_KEYS = frozenset({"runpod:apiKey"})  # besides every trainstack:secrets.<NAME>
@@ -79,12 +81,28 @@ def plaintext_problems(config: Mapping[str, str], is_secret: Callable[[str], boo
     return problems
 
 
+WEBHOOK_KEY = f"{NAMESPACE}:{SECRETS_KEY}.{WEBHOOK_SECRET}"
+
+
+def webhook_problems(config: Mapping[str, str]) -> list[ConfigProblem]:
+    """The alert webhook's URL (a secret) is one the aggregator will post to: https, no user:password. The
+    problem names the key, never the value (issue #34: scheme-less, file:// and http:// previewed clean)."""
+    url = config.get(WEBHOOK_KEY)
+    problem = webhook_url_problem(url) if url else None
+    if problem is None:
+        return []
+    return [
+        ConfigProblem(WEBHOOK_KEY, f"{problem}; set it with `pulumi config set --secret {WEBHOOK_KEY} <url>`")
+    ]
+
+
 def check_before_registering(stack: str) -> None:
     """Raise ConfigError for a bad stack name or a plain-text credential in this program's config."""
     import pulumi.runtime.config as runtime_config
 
     config = dict(runtime_config.CONFIG.get())
     problems = stack_name_problems(stack) + plaintext_problems(config, runtime_config.is_config_secret)
+    problems += webhook_problems(config)
     if problems:
         raise ConfigError(problems)
 

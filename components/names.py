@@ -12,6 +12,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from facts import pods
+
 if TYPE_CHECKING:
     from stackconfig.config import StackConfig
 
@@ -55,7 +57,7 @@ def secret_description(stack: str, env_name: str) -> str:
 # The ownership mark: every pod and cluster member the stack creates carries this env var, its value
 # `owner_mark(project, stack)`. RunPod has no tags, but it returns a pod's env with the pod, so a resource
 # made by anyone else through the API (who did not copy our env) is never taken for ours (ops/ownership.py).
-OWNER_ENV = "TRAINSTACK_OWNER"
+OWNER_ENV = pods.OWNER_ENV  # facts/pods.py: the one spelling, which the providers read too
 
 
 def owner_mark(project: str, stack: str) -> str:

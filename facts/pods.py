@@ -44,3 +44,9 @@ def is_halted(status: str) -> bool:
         return PodStatus(status).is_halted
     except ValueError:
         return False
+
+
+# The ownership mark: every pod and cluster member trainstack creates carries this env var, its value
+# `<project>/<stack>` (components/cluster.py writes it, ops/ownership.py reads it). RunPod has no tags but
+# returns a pod's env with the pod.
+OWNER_ENV = "TRAINSTACK_OWNER"

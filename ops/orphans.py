@@ -28,8 +28,9 @@ from typing import Any
 
 import yaml
 
-from components.names import OWNER_ENV, DeclaredResources, declared_resources
+from components.names import DeclaredResources, declared_resources
 from facts.money import HOURS_PER_MONTH, SNAPSHOT
+from facts.pods import OWNER_ENV
 from ops.ownership import Kind, Live, is_ours, looks_like
 from stackconfig.config import ConfigError, load_stack_config
 

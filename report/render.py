@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
@@ -9,6 +10,7 @@ from typing import Any
 
 from facts.money import burn_per_hour
 from report.alerts import alerts_json, alerts_table
+from report.escape import code, text
 from report.forecast import forecast_json, forecast_table
 from report.groups import group_changes
 from report.parse import Preview, ResourceChange, ResourceCost
@@ -128,11 +130,9 @@ def build(
 # --- text helpers ----------------------------------------------------------------------------------
 
 
-def cell(text: str, limit: int = _MAX_CELL) -> str:
-    """Text made safe for one Markdown table cell: pipes escaped, newlines as <br>, long values cut."""
-    if len(text) > limit:
-        text = text[: limit - 1] + "…"
-    return text.replace("|", "\\|").replace("\r", "").replace("\n", "<br>")
+def cell(value: str, limit: int = _MAX_CELL) -> str:
+    """Text made safe for one Markdown table cell (report/escape.py): inert, pipes escaped, cut."""
+    return text(value, limit)
 
 
 def usd(value: float | None, signed: bool = False) -> str:
@@ -183,20 +183,21 @@ def _changes_table(report: StackReport) -> list[str]:
         props = "<br>".join(shown)
         if not props and c.op in ("update", "replace"):
             props = "(the provider reports a change; no input differs)"
-        many = f"{group.count} × `{cell(group.label)}`"  # noqa: RUF001 (the multiplication sign, on purpose)
-        name = f"`{cell(group.label)}`" if group.count == 1 else many
+        many = f"{group.count} × {code(group.label)}"  # noqa: RUF001 (the multiplication sign, on purpose)
+        name = code(group.label) if group.count == 1 else many
         rows.append(f"| {_OP_SIGN.get(c.op, '')} {c.op} | {name} | {cell(short_type(c.type))} | {props} |")
     return rows
 
 
 def _property(path: str, before: str | None, after: str | None, forces_replace: bool) -> str:
+    name, limit = code(path), _MAX_CELL
     if before is None:
-        text = f"`{path}`: {after}"
+        shown = f"{name}: {cell(str(after), limit)}"
     elif after is None:
-        text = f"`{path}`: {before} → (removed)"
+        shown = f"{name}: {cell(before, limit)} → (removed)"
     else:
-        text = f"`{path}`: {before} → {after}"
-    return cell(text, _MAX_CELL * 2) + (" **(forces replace)**" if forces_replace else "")
+        shown = f"{name}: {cell(before, limit)} → {cell(after, limit)}"
+    return shown + (" **(forces replace)**" if forces_replace else "")
 
 
 def _cost_table(report: StackReport) -> list[str]:
@@ -235,7 +236,7 @@ def _policy_section(report: StackReport) -> list[str]:
         rows += ["", "| level | policy | resource | message |", "|---|---|---|---|"]
         for v in sorted(violations, key=lambda v: (_level_rank(v.level), v.policy, v.resource or "")):
             rows.append(
-                f"| {v.level} | `{cell(v.policy)}` | {cell(v.resource or '(stack)')} | "
+                f"| {cell(v.level)} | {code(v.policy)} | {cell(v.resource or '(stack)')} | "
                 f"{cell(v.message, _MAX_CELL * 6)} |"
             )
     return rows
@@ -254,13 +255,18 @@ def _pie(report: StackReport) -> list[str]:
     slices = sorted(((n, v) for n, v in slices if v > 0), key=lambda s: (-s[1], s[0]))
     if not slices:
         return []
-    lines = ["```mermaid", f"pie showData title {report.stack}: USD per hour by resource, after"]
-    lines += [f'    "{name.replace(chr(34), "")}" : {value:.2f}' for name, value in slices]
+    lines = ["```mermaid", f"pie showData title {_mermaid(report.stack)}: USD per hour by resource, after"]
+    lines += [f'    "{_mermaid(name)}" : {value:.2f}' for name, value in slices]
     return [*lines, "```"]
 
 
+def _mermaid(name: str) -> str:
+    """A label inside a Mermaid block: one line, no quote, no backtick that could close the fence."""
+    return re.sub(r'["`\x00-\x1f\x7f-\x9f#;{}<>]', "", name)[:_MAX_CELL]
+
+
 def render_stack(report: StackReport) -> str:
-    parts = [f"### Stack `{report.stack}`", ""]
+    parts = [f"### Stack {code(report.stack)}", ""]
     if report.preview.failed and not report.mandatory:
         parts += [
             "**The preview failed:** the engine's messages below say why; the figures are incomplete.",
@@ -290,7 +296,7 @@ def _summary_row(r: StackReport) -> str:
     icon = "❌" if levels["mandatory"] else ("⚠️" if r.preview.violations else "✅")
     if r.preview.failed and not levels["mandatory"]:
         icon, policy = "❌", f"{policy}; preview failed"
-    return f"| `{r.stack}` | {op_counts(r.preview.changes)} | {hourly} | {run} | {icon} {policy} |"
+    return f"| {code(r.stack)} | {op_counts(r.preview.changes)} | {hourly} | {run} | {icon} {policy} |"
 
 
 def render_markdown(reports: Sequence[StackReport]) -> str:

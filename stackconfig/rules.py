@@ -138,6 +138,16 @@ def _capacity_problems(config: StackConfig) -> list[Problem]:
                 "capacity: on_demand, or use topology 'pods' for spot",
             )
         )
+    if c.registry_auth is not None:
+        # Known at preview, unlike the pod's registry_id (an output of the credential): refused here, or an
+        # `up` creates the credential, the secrets and the bucket before the pod check refuses (issue #34).
+        out.append(
+            (
+                "cluster.registry_auth",
+                f"private registries need capacity 'on_demand', got {c.capacity!r}: RunPod's spot "
+                "mutation takes no registry credential; use capacity: on_demand or a public image",
+            )
+        )
     if config.bucket is None:
         out.append(
             (

@@ -1,4 +1,8 @@
-"""The terminal view of a `WatchSnapshot`: a rich table, a row per node, then alerts and the money line."""
+"""The terminal view of a `WatchSnapshot`: a rich table, a row per node, then alerts and the money line.
+
+Every string in it came from RunPod, a node or the state (a pod id, an alert's text, a pod's log lines): each
+is a `Text` with control characters removed (common/terminal.py), so no ESC sequence sets the title, clears
+the screen or makes a link, and rich never reads it as markup (issue #34)."""
 
 from __future__ import annotations
 
@@ -6,7 +10,13 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from common.terminal import plain
 from watch.snapshot import NodeView, WatchSnapshot
+
+
+def _t(text: object, style: str = "") -> Text:
+    """Literal text for the terminal: controls removed, never markup."""
+    return Text(plain(text), style=style)
 
 
 def _f(value: float | None, fmt: str, dash: str = "-") -> str:
@@ -19,13 +29,13 @@ def _row(n: NodeView) -> list[RenderableType]:
     elif n.reachable is None:
         state = Text("unknown", style="dim")
     elif n.alerts:
-        state = Text(", ".join(n.alerts), style="yellow")
+        state = _t(", ".join(n.alerts), style="yellow")
     else:
         state = Text("ok", style="green")
     steps_per_s = None if not n.step_time_s else 1 / n.step_time_s
     return [
-        str(n.rank),
-        n.pod_id,
+        _t(n.rank),
+        _t(n.pod_id),
         _f(n.gpu_util_mean, ".0%"),
         _f(n.gpu_mem_max_gb, ".1f"),
         _f(n.gpu_temp_max_c, ".0f"),
@@ -38,7 +48,7 @@ def _row(n: NodeView) -> list[RenderableType]:
 
 
 def render(s: WatchSnapshot) -> RenderableType:
-    table = Table(title=f"trainstack {s.stack}", title_justify="left")
+    table = Table(title=_t(f"trainstack {s.stack}"), title_justify="left")
     for name, justify in (
         ("rank", "right"),
         ("pod", "left"),
@@ -57,13 +67,13 @@ def render(s: WatchSnapshot) -> RenderableType:
     parts: list[RenderableType] = [table]
     for n in s.nodes:
         if n.note and n.reachable is False:
-            parts.append(Text(f"rank {n.rank} ({n.pod_id}): {n.note}", style="red"))
+            parts.append(_t(f"rank {n.rank} ({n.pod_id}): {n.note}", style="red"))
         for line in n.log_tail:
-            parts.append(Text(f"  rank {n.rank} {n.log_source or 'log'} | {line}", style="dim"))
+            parts.append(_t(f"  rank {n.rank} {n.log_source or 'log'} | {line}", style="dim"))
     for a in s.firing:
         style = "bold red" if a.get("severity") == "critical" else "yellow"
         parts.append(
-            Text(f"{str(a.get('severity', '')).upper()} {a.get('rule')}: {a.get('summary')}", style=style)
+            _t(f"{str(a.get('severity', '')).upper()} {a.get('rule')}: {a.get('summary')}", style=style)
         )
     m = s.money
     money = f"money: ${m.cost_per_hour_usd:,.2f}/h; spent {_f(m.spent_usd, ',.2f', '?')} USD ({m.source})"
@@ -73,9 +83,9 @@ def render(s: WatchSnapshot) -> RenderableType:
         money += f"; forecast ${m.forecast_usd:,.0f}"
     if m.budget_usd:
         money += f"; budget ${m.budget_usd:,.0f}"
-    parts.append(Text(money, style="bold"))
+    parts.append(_t(money, style="bold"))
     if s.aggregator_age_s is not None:
         parts.append(Text(f"aggregator's last round {s.aggregator_age_s:.0f} s ago", style="dim"))
     for p in s.problems:
-        parts.append(Text(p, style="red"))
+        parts.append(_t(p, style="red"))
     return Group(*parts)

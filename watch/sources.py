@@ -22,6 +22,16 @@ if TYPE_CHECKING:
     from providers.runpod.client import RunPodClient
 
 STATE_FILE = "metrics/aggregator.json"  # under training.workdir on node 0 (train/monitor/aggregator.py)
+# RunPod reads here are a view, not an action: a RunPod that does not answer (the local one stopped) is one
+# problem line after seconds, not the providers' 180 s retry deadline (issue #34: 179 s before anything).
+WATCH_TIMEOUT_S = 5.0
+WATCH_DEADLINE_S = 10.0
+
+
+def _client() -> RunPodClient:
+    from providers.runpod.client import RunPodClient  # the RunPod records load only when RunPod is asked
+
+    return RunPodClient.from_env(timeout_s=WATCH_TIMEOUT_S, deadline_s=WATCH_DEADLINE_S)
 
 
 class WatchError(TrainstackError, RuntimeError):
@@ -150,11 +160,9 @@ def billed_usd(outputs: Mapping[str, Any], client: RunPodClient | None = None) -
     one unfiltered request, whose records each carry their `podId` (ListPodBillingResponse), summed for this
     stack's pods only: a request per pod would spend the client's burst of the 60/min quota and then wait a
     second for each further pod (about 5 s for prod's 8)."""
-    from providers.runpod.client import RunPodClient  # the RunPod records load only when billing is asked
-
     pods = {str(n["pod_id"]) for n in outputs.get("nodes") or [] if n.get("pod_id")}
     total = 0.0
-    with client or RunPodClient.from_env() as client:
+    with client or _client() as client:
         if pods:
             body = client.request("GET", "/v2/billing/pods", query={"bucketSize": "day"})
             total += _sum(body, lambda record: record.get("podId") in pods)
@@ -178,10 +186,8 @@ def pod_logs(
     pod_ids: Sequence[str], lines: int = 5, client: RunPodClient | None = None
 ) -> dict[str, list[str]]:
     """The last log lines of pods SSH never reached (REST v2 `GET /v2/pods/{id}/logs`, an SSE backfill)."""
-    from providers.runpod.client import RunPodClient
-
     out: dict[str, list[str]] = {}
-    with client or RunPodClient.from_env() as client:
+    with client or _client() as client:
         for pod_id in pod_ids:
             out[pod_id] = client.pod_log_tail(pod_id, lines)
     return out

@@ -86,8 +86,11 @@ def check_model_fits(args: StackValidationArgs, report: ReportViolation) -> None
     if cfg is None:
         return
     for res, fc in forecasts(args.resources):
-        figures = None if fc is None else band(fc)
-        if fc is None or figures is None:
+        if fc is None:
+            continue
+        figures = band(fc)
+        if figures is None:  # a model is declared but its memory figures are not finite numbers
+            _refuse_unknown(res, "memory per GPU", report)
             continue
         total, low, high, gpu = figures
         if low <= gpu - cfg.min_headroom_gb:
@@ -127,6 +130,15 @@ def check_model_may_not_fit(args: StackValidationArgs, report: ReportViolation) 
         )
 
 
+def _refuse_unknown(res: Resource, what: str, report: ReportViolation) -> None:
+    """A model is declared but its forecast figure is missing or not a finite number: fail closed."""
+    report(
+        f"stack '{res.name}': the forecast's {what} is not known, so it cannot be checked; refused rather "
+        "than let it through. Check training.model with `scripts/forecast <stack>`.",
+        None,
+    )
+
+
 class BudgetConfig(PolicyConfig):
     max_run_cost_usd: float = Field(5000, ge=0, description="Most the forecast training run may cost, USD.")
 
@@ -141,8 +153,13 @@ def check_run_cost(args: StackValidationArgs, report: ReportViolation) -> None:
     cap = stack_cap or cfg.max_run_cost_usd
     key = RUN_CAP_KEY if stack_cap else "`max_run_cost_usd` in the policy config"
     for res, fc in forecasts(args.resources):
+        if fc is None:
+            continue
         cost, hours, per_hour = (number(read(fc, k)) for k in ("run_cost_usd", "hours", "usd_per_hour"))
-        if fc is None or cost is None or cost <= cap:
+        if cost is None:
+            _refuse_unknown(res, "run cost", report)
+            continue
+        if cost <= cap:
             continue
         spot = number(read(fc, "spot_run_cost_usd"))
         spot_note = f" (at the spot bid: {usd(round(spot, 2))})" if spot is not None else ""

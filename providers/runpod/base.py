@@ -17,8 +17,9 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import pulumi
-from pulumi.dynamic import CheckFailure, ConfigureRequest
+from pulumi.dynamic import CheckFailure, ConfigureRequest, DiffResult
 
+from facts.pods import OWNER_ENV
 from providers import settings
 from providers.common import (
     PROVIDER_KEY,
@@ -154,6 +155,10 @@ class RunPodProvider(CheckedProvider):
             if (unknown := [i for i in ids if i not in known])
         ]
 
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        """The shared diff, with the ownership mark alone never a change (`_unmarked`)."""
+        return super().diff(_id, olds, {**news, "env": _unmarked("env", olds.get("env"), news.get("env"))})
+
     def planned(self, changed: set[str], replaces: list[str]) -> None:
         if changed and not replaces and self.update_warning:
             pulumi.log.warn(f"{self.update_warning} (changing: {', '.join(sorted(changed))})")
@@ -170,3 +175,13 @@ class RunPodProvider(CheckedProvider):
     def carried(self, props: Mapping[str, Any]) -> dict[str, Any]:
         """Inputs and cost figures to echo into outputs (everything but the provider and old outputs)."""
         return {k: v for k, v in props.items() if k != PROVIDER_KEY and k not in self.output_keys}
+
+
+def _unmarked(key: str, old: Any, new: Any) -> Any:
+    """`new` env without the ownership mark when `old` (made before the mark existed) lacks it: adding the
+    mark alone is no change. Otherwise every pod's container would restart (an env PATCH resets it) and a
+    cluster would be replaced (refused on protected prod) just to gain it; a resource the state holds is
+    never an orphan anyway, and the mark lands with its next real change or create."""
+    if key == "env" and isinstance(old, dict) and isinstance(new, dict) and OWNER_ENV not in old:
+        return {k: v for k, v in new.items() if k != OWNER_ENV}
+    return new

@@ -97,10 +97,20 @@ class Report:
             "|---|---|---|---|---|",
             *(table[scenario] for scenario in sorted(table)),
         ]
-        path.write_text("\n".join(lines) + "\n")
+        tail = _hand_written(path)
+        path.write_text("\n".join([*lines, *(["", *tail] if tail else [])]) + "\n")
 
 
 _HEADER = "| scenario | runs | outcome | orphans | duplicates |"
+
+
+def _hand_written(path: Path) -> list[str]:
+    """The sections written by hand after the generated table (from its first `## ` heading on): kept."""
+    if not path.is_file():
+        return []
+    lines = path.read_text().splitlines()
+    starts = [i for i, line in enumerate(lines) if line.startswith("## ")]
+    return lines[starts[0] :] if starts else []
 
 
 def _table_rows(path: Path) -> list[str]:
@@ -110,4 +120,9 @@ def _table_rows(path: Path) -> list[str]:
     lines = path.read_text().splitlines()
     if _HEADER not in lines:
         return []
-    return [line for line in lines[lines.index(_HEADER) + 2 :] if line.startswith("| ")]
+    rows = []
+    for line in lines[lines.index(_HEADER) + 2 :]:
+        if not line.startswith("| "):
+            break  # the table ends at its first other line; hand-written sections follow (_hand_written)
+        rows.append(line)
+    return rows

@@ -185,3 +185,38 @@ def test_bad_stack_name_is_refused_before_anything_is_rented(dev: StackRun, repo
         [],
         1,
     )
+
+
+# Issue #34, class 5: webhook URLs the aggregator would refuse (or post the secret URL over in clear) are
+# refused at preview, naming the key and never the value.
+BAD_WEBHOOKS = [
+    ("no-scheme", "hooks.example.invalid/services/T0/B0/CANARYWEBHOOK"),
+    ("file", "file:///CANARYWEBHOOK"),
+    ("plain-http", "http://hooks.example.invalid/services/T0/B0/CANARYWEBHOOK"),
+    ("user-and-password", "https://CANARYWEBHOOK:pw@hooks.example.invalid/services/T0/B0/x"),
+    ("good-https", "https://hooks.example.invalid/services/T0/B0/x"),
+]
+
+
+@pytest.mark.parametrize("url", [c[1] for c in BAD_WEBHOOKS], ids=[c[0] for c in BAD_WEBHOOKS])
+def test_a_webhook_url_the_aggregator_would_refuse_is_refused_at_preview(dev: StackRun, url: str) -> None:
+    raw = yaml.safe_load((REPO / "stacks/Pulumi.dev.yaml").read_text())["config"]
+    training = dict(raw["trainstack:training"])
+    training["secrets"] = [*training.get("secrets", []), "ALERT_WEBHOOK_URL"]
+    _use_config(dev, {**raw, "trainstack:training": training})
+    key = "trainstack:secrets.ALERT_WEBHOOK_URL"
+    dev.cli.run("config", "set", "--secret", "--stack", dev.stack, key, url)
+    before = _mutations(dev.runpod)
+    try:
+        result = dev.preview(check=False)
+    finally:
+        dev.cli.run("config", "rm", "--stack", dev.stack, key)
+        _use_config(dev, raw)
+    output = result.stdout + result.stderr
+    if url.startswith("https://hooks"):  # the good one: previews clean, so the refusals are the URL's
+        assert result.returncode == 0, output
+        return
+    assert result.returncode != 0, output
+    assert key in output and "Traceback" not in output, output
+    assert "CANARYWEBHOOK" not in output, output
+    assert _mutations(dev.runpod) == before

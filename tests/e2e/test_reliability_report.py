@@ -42,3 +42,20 @@ def test_a_session_that_ran_no_scenario_leaves_the_file_alone(tmp_path: Path) ->
     report_file.write_text("kept\n")
     Report().write(report_file)
     assert report_file.read_text() == "kept\n"
+
+
+def test_a_hand_written_section_after_the_table_is_kept_once(tmp_path: Path) -> None:
+    report_file = tmp_path / "RELIABILITY.md"
+    first = Report()
+    first.record("lifecycle: `dev` stack", "up; destroy", [], [], runs=6)
+    first.write(report_file)
+    section = "## Hardening\n\n| class | tried |\n|---|---|\n| 1. orphans | look-alikes |\n"
+    report_file.write_text(report_file.read_text() + "\n" + section)
+    for runs in (7, 8):  # two later sessions
+        again = Report()
+        again.record("lifecycle: `dev` stack", "up; destroy", [], [], runs=runs)
+        again.write(report_file)
+    text = report_file.read_text()
+    assert text.count("## Hardening") == 1 and text.count("| 1. orphans | look-alikes |") == 1
+    assert text.endswith(section)
+    assert "| lifecycle: `dev` stack | 8 |" in text

@@ -8,12 +8,12 @@ from typing import Any
 import pytest
 
 from components.names import (
-    OWNER_ENV,
     declared_resources,
     owner_mark,
     secret_description,
 )
 from components.names import secret_name as runpod_secret_name
+from facts.pods import OWNER_ENV
 from ops import orphans
 from ops.orphans import find_orphans, state_ids
 from ops.ownership import Live, is_ours

@@ -145,3 +145,36 @@ def test_shipped_stacks_pass_their_own_policy_config(stack: str) -> None:
     resources = [component(result.to_output(), stack)]
     for policy in (MODEL_FITS, MODEL_MAY_NOT_FIT, RUN_COST, RUN_HOURS):
         assert check_stack(policy, resources, settings[policy.name]).messages == [], policy.name
+
+
+# Issue #34, class 2: a declared model whose forecast figures are missing or not finite fails closed.
+def _broken(path: tuple[str, ...], value: Any) -> dict[str, Any]:
+    fc = forecast_of()
+    target = fc
+    for key in path[:-1]:
+        target = target[key]
+    if value is _DROP:
+        del target[path[-1]]
+    else:
+        target[path[-1]] = value
+    return fc
+
+
+_DROP = object()
+UNKNOWN_FORECASTS = [
+    (RUN_COST, ("run_cost_usd",), _DROP, "run cost is not known"),
+    (RUN_COST, ("run_cost_usd",), float("nan"), "run cost is not known"),
+    (RUN_COST, ("run_cost_usd",), float("inf"), "run cost is not known"),
+    (RUN_COST, ("run_cost_usd",), "cheap", "run cost is not known"),
+    (MODEL_FITS, ("memory_gb_per_gpu", "total"), float("nan"), "memory per GPU is not known"),
+    (MODEL_FITS, ("memory_gb_per_gpu", "headroom"), _DROP, "memory per GPU is not known"),
+]
+
+
+@pytest.mark.parametrize(("policy", "path", "value", "words"), UNKNOWN_FORECASTS)
+def test_a_forecast_figure_that_cannot_be_read_fails_closed(
+    policy: Any, path: tuple[str, ...], value: Any, words: str
+) -> None:
+    resources = [component(_broken(path, value)), stack_resource(POD, "dev-pod-0", pod())]
+    reports = check_stack(policy, resources, {})
+    assert any(words in m for m in reports.messages), reports.messages

@@ -213,3 +213,13 @@ def test_registry_delete_answered_501_is_an_error_not_gone() -> None:
     with pytest.raises(errors.ApiError, match="does not implement") as exc:
         provider.delete(created.id, created.outs or {})
     assert BODY_SECRET not in str(exc.value) and fake.count("DELETE", f"/v2/registries/{created.id}") == 1
+
+
+def test_the_ownership_mark_alone_does_not_replace_a_cluster_made_before_it() -> None:
+    """A cluster's env is fixed at create: gaining the mark alone must not replace it (refused on prod)."""
+    provider = InstantClusterProvider(FakeRunPod().factory())
+    olds = _checked(provider, {**CLUSTER, "env": {"A": "1"}})
+    marked = _checked(provider, {**CLUSTER, "env": {"A": "1", "TRAINSTACK_OWNER": "trainstack/prod"}})
+    assert not provider.diff("c", olds, marked).changes
+    changed = _checked(provider, {**CLUSTER, "env": {"A": "2", "TRAINSTACK_OWNER": "trainstack/prod"}})
+    assert provider.diff("c", olds, changed).replaces == ["env"]

@@ -226,3 +226,16 @@ def test_a_missing_catalog_price_is_the_dearest_known(
     if bid is not None:
         over["bid_per_gpu"] = bid
     assert _checked(provider, **over)["cost_per_hour"] == pytest.approx(per_gpu * 8), what
+
+
+def test_the_ownership_mark_alone_is_no_change_for_a_pod_made_before_it() -> None:
+    """Adding TRAINSTACK_OWNER to a running pod's env would reset its container (a PATCH of env does)."""
+    provider = PodProvider(FakeRunPod().factory())
+    olds = provider.create(_checked(provider)).outs or {}  # env {"A": "1"}: made before the mark
+    marked = _checked(provider, env={"A": "1", "TRAINSTACK_OWNER": "trainstack/dev"})
+    assert not provider.diff("p", olds, marked).changes
+    other = _checked(provider, env={"A": "2", "TRAINSTACK_OWNER": "trainstack/dev"})
+    assert provider.diff("p", olds, other).changes  # a real change still is one (and carries the mark)
+    olds_marked = provider.create(marked).outs or {}
+    moved = _checked(provider, env={"A": "1", "TRAINSTACK_OWNER": "trainstack/prod"})
+    assert provider.diff("p", olds_marked, moved).changes  # a mark that changes is a change

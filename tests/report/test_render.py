@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -131,7 +132,7 @@ def test_a_plaintext_token_in_env_is_never_rendered() -> None:
     report = build("dev", parse_events(_stream({"resourcePreEvent": {"metadata": step}})), ())
     text = render_markdown([report]) + json.dumps(to_json([report]))
     assert token not in text
-    assert '`env.HF_TOKEN`: "[secret]"' in text
+    assert '`env.HF_TOKEN`: "\\[secret\\]"' in text  # brackets escaped: literal text, never a link
 
 
 def cost(
@@ -204,3 +205,72 @@ def test_headline_run_cost_follows_the_forecast_a_tokens_x10_change_shows_x10() 
     assert b.per_run == pytest.approx(before_fc.cost.run_usd, abs=0.5)
     headline = render_markdown([report]).splitlines()[5]
     assert headline.startswith("| `prod` |") and f"{usd(b.per_run)} → {usd(a.per_run)}" in headline
+
+
+# Issue #34, class 3: values anyone opening a pull request controls, through the real entry point
+# (`python -m report --recorded`). Each (where it enters, the hostile value); none may render live.
+HOSTILE = [
+    ("registry username", '<img src=x onerror="alert(1)">'),
+    ("resource name", "pod-[click me](https://evil.example/phish)"),
+    ("resource name", "pod-@team-please-approve"),
+    ("resource name", "pod-`-unbalanced"),
+    ("resource name", "pod-``-double"),
+    ("property value", "</td></tr></table><script>x()</script>"),
+    ("property value", "![tracker](https://evil.example/p.png)"),
+    ("property value", "a | b | c"),
+    ("engine message", "refused value <details open><summary>@org/admins</summary>"),
+    ("engine message", "https://evil.example/login"),
+]
+
+
+def _hostile_recording(tmp_path: Path, value: str) -> Path:
+    name = value.replace("/", "_").replace(":", "_")
+    urn = f"urn:pulumi:dev::p::pulumi-python:dynamic/runpod:Pod::{name}"
+    step = {
+        "op": "create",
+        "urn": urn,
+        "new": {"inputs": {"username": value, "image": value, "cost_per_hour": 1.0, "gpu_count": 1}},
+    }
+    events = [
+        {"resourcePreEvent": {"metadata": step}},
+        {"diagnosticEvent": {"severity": "warning", "message": f"{value}\n"}},
+        {
+            "policyEvent": {
+                "enforcementLevel": "advisory",
+                "message": f"refused {value}",
+                "policyName": "x",
+                "resourceUrn": urn,
+            }
+        },
+        {"summaryEvent": {"result": "succeeded"}},
+    ]
+    (tmp_path / "dev.events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    (tmp_path / "dev.export.json").write_text(json.dumps({"deployment": {"resources": []}, "version": 3}))
+    return tmp_path
+
+
+_LIVE = [
+    re.compile(r"<(?!br>)[a-zA-Z/!]"),  # an HTML tag other than our own <br>
+    re.compile(r"(?<!\\)\[[^\]]*(?<!\\)\]\("),  # a Markdown link or image
+    re.compile(r"@(?!\u2060)\w"),  # a mention
+    re.compile(r"https?://"),  # a bare URL GitHub would link
+]
+
+
+@pytest.mark.parametrize(("where", "value"), HOSTILE, ids=[f"{w}: {v[:24]}" for w, v in HOSTILE])
+def test_hostile_values_render_as_inert_text(
+    where: str, value: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    main(["--recorded", str(_hostile_recording(tmp_path, value)), "dev"])
+    out = capsys.readouterr().out
+    body = out.removeprefix(MARKER)
+    # What a code span holds is shown literally (GFM never parses HTML, links or mentions inside one).
+    prose = re.sub(r"(`+)(?!`).*?(?<!`)\1(?!`)", "", body)
+    live = [p.pattern for p in _LIVE if p.search(prose)]
+    assert live == [], f"{where}: {value!r} renders live ({live}):\n{body}"
+    for line in body.splitlines():
+        if line.startswith("|"):  # a table row keeps its columns: no unescaped pipe from the value
+            cells = re.split(r"(?<!\\)\|", line)
+            assert len(cells) in (6, 7), line  # summary (5 columns) or changes/policy tables (4-5)
+        ticks = len(re.findall(r"(?<!\\)`", line))
+        assert ticks % 2 == 0 or "``" in line, f"unbalanced code span: {line}"

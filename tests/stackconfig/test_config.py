@@ -43,6 +43,16 @@ def _with(path: str, value: Any) -> dict[str, Any]:
 
 
 # (case id, raw config, key path in the message, words of the fix that must appear)
+def _auto_pool_with_registry(capacity: str) -> dict[str, Any]:
+    raw = copy.deepcopy(BASE)
+    raw["trainstack:cluster"].update(
+        topology="pods", nodes=2, capacity=capacity, bid_per_gpu=2.5, volume_gb=0, data_centers=[],
+        registry_auth={"name": "ghcr", "username": "team"},
+    )  # fmt: skip
+    raw["trainstack:training"]["checkpoint_interval_min"] = 10
+    return raw
+
+
 INVALID = [
     (
         "unknown-gpu",
@@ -286,6 +296,54 @@ INVALID = [
         _with("training.metrics_interval_s", 0.1),
         "trainstack:training.metrics_interval_s",
         "1-300 seconds",
+    ),
+    # Issue #34, class 6: knowable at preview, so refused at preview (an up used to create the credential,
+    # the secrets and the bucket before the pod check refused).
+    (
+        "registry-on-auto",
+        _auto_pool_with_registry("auto"),
+        "trainstack:cluster.registry_auth",
+        "capacity 'on_demand'",
+    ),
+    (
+        "registry-on-spot",
+        _auto_pool_with_registry("spot"),
+        "trainstack:cluster.registry_auth",
+        "capacity 'on_demand'",
+    ),
+    # class 4: numbers no float or RunPod holds
+    ("nodes-401-digits", _with("cluster.nodes", int("9" * 401)), "trainstack:cluster.nodes", "number"),
+    ("nodes-true", _with("cluster.nodes", True), "trainstack:cluster.nodes", "whole number"),
+    ("gpus-huge", _with("cluster.gpus_per_node", 10**6), "trainstack:cluster.gpus_per_node", "at most 16"),
+    (
+        "spend-limit-true",
+        _with("runpod_spend_limit_per_hour", True),
+        "trainstack:runpod_spend_limit_per_hour",
+        "write a number",
+    ),
+    (
+        "spend-limit-huge",
+        _with("runpod_spend_limit_per_hour", 1e308),
+        "trainstack:runpod_spend_limit_per_hour",
+        "at most",
+    ),
+    (
+        "busbw-huge",
+        _with("training.nccl_min_busbw_gb_per_s", 1e308),
+        "trainstack:training.nccl_min_busbw_gb_per_s",
+        "at most",
+    ),
+    (
+        "disk-floor-huge",
+        _with("training.min_free_disk_gb", 10**9),
+        "trainstack:training.min_free_disk_gb",
+        "at most",
+    ),
+    (
+        "max-run-hours-true",
+        _with("training.max_run_hours", True),
+        "trainstack:training.max_run_hours",
+        "boolean",
     ),
 ]
 

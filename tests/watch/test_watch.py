@@ -339,3 +339,86 @@ def test_pod_logs_error_is_mapped_and_names_no_key() -> None:
     with pytest.raises(Exception) as err:
         sources.pod_logs(["gone"], client=_client(handler))
     assert "rpa_test" not in str(err.value)
+
+
+# Issue #34, classes 3 and 5: what RunPod, a node or the state may put on the operator's terminal, and a
+# RunPod that does not answer.
+OSC_TITLE, CLEAR, OSC8 = (
+    "\x1b]0;pwned\x07",
+    "\x1b[2J",
+    "\x1b]8;;https://evil.example\x1b\\click\x1b]8;;\x1b\\",
+)
+HOSTILE_TERMINAL = [
+    (
+        "alert summary",
+        {"aggregator": {**STATE, "firing": [{**STATE["firing"][0], "summary": f"x{OSC_TITLE}{CLEAR}"}]}},
+    ),  # type: ignore[dict-item]
+    ("pod log line", {"logs": {"pod-b": [f"line {OSC8}", f"{CLEAR}clear"]}}),
+    (
+        "pod id",
+        {
+            "outputs": {
+                **OUTPUTS,
+                "nodes": [
+                    {
+                        "rank": 0,
+                        "pod_id": f"[link=https://evil.example]pod{OSC_TITLE}[/link]",
+                        "ssh_endpoint": "h:1",
+                    }
+                ],
+            }
+        },
+    ),
+    (
+        "alert markup",
+        {"aggregator": {**STATE, "firing": [{**STATE["firing"][0], "summary": "[/bold] [blink]x"}]}},
+    ),  # type: ignore[dict-item]
+]
+
+
+@pytest.mark.parametrize(("where", "over"), HOSTILE_TERMINAL, ids=[r[0] for r in HOSTILE_TERMINAL])
+def test_no_control_sequence_or_markup_from_a_source_reaches_the_terminal(
+    where: str, over: dict[str, object]
+) -> None:
+    console = Console(record=True, width=200, force_terminal=True, color_system="truecolor")
+    console.print(render(_snap(**over)))
+    raw = console.export_text(styles=True)
+    assert "\x1b]" not in raw, f"{where}: an OSC sequence (title, hyperlink) reached the terminal"
+    assert "\x1b[2J" not in raw, f"{where}: a clear-screen reached the terminal"
+    assert "\x07" not in raw
+
+
+def test_a_fresh_clone_without_a_workspace_is_one_line(
+    tmp_path: object, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from watch.cli import EXIT_USAGE, main
+
+    assert main(["dev", "--cwd", "/nonexistent/trainstack/.state/local/dev", "--once"]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "has no workspace" in err and "run scripts/up dev first" in err
+
+
+def test_billing_from_a_runpod_that_does_not_answer_gives_up_within_the_watch_deadline(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import socket
+    import threading
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed once the block ends: connections are refused
+    monkeypatch.setenv("RUNPOD_API_URL", f"http://127.0.0.1:{port}")
+    monkeypatch.setenv("RUNPOD_API_KEY", "rpa_test")
+    outcome: list[str] = []
+
+    def read() -> None:
+        try:
+            sources.billed_usd(OUTPUTS)
+            outcome.append("answered")
+        except Exception as exc:
+            outcome.append(type(exc).__name__)
+
+    worker = threading.Thread(target=read, daemon=True)
+    worker.start()
+    worker.join(90)  # the providers' own deadline is 180 s; the watch's is WATCH_DEADLINE_S
+    assert outcome and outcome[0] != "answered", "billing from a stopped RunPod did not give up"

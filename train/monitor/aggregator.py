@@ -28,6 +28,7 @@ from train.monitor.evaluate import Evaluator, Money, project
 from train.monitor.notify import Notifier, Webhook
 from train.monitor.rules import AlertRules, RulesError
 from train.monitor.scrape import Fetch, NodeSample, Target, http_fetch, scrape_all
+from train.monitor.webhook_url import webhook_url_problem
 
 WEBHOOK_ENV = "ALERT_WEBHOOK_URL"
 
@@ -140,10 +141,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     def log(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
-    if url:
+    problem = webhook_url_problem(url) if url else None
+    if url and problem is None:
         send = Webhook(url, log=log).send
     else:
-        log(f"aggregator: ${WEBHOOK_ENV} is not set; alerts go only to {args.state} (scripts/watch reads it)")
+        why = "is not set" if not url else problem
+        log(f"aggregator: ${WEBHOOK_ENV} {why}; alerts go only to {args.state} (scripts/watch reads it)")
 
         def send(text: str) -> bool:
             log("alert (no webhook): " + text.replace("\n", " | "))

@@ -5,16 +5,28 @@ api.slack.com/messaging/webhooks; Mattermost and Discord's /slack endpoint take 
 secret (`trainstack:secrets.ALERT_WEBHOOK_URL`): it is never logged, and no message carries anything but
 metrics and node names. Failures are retried with capped exponential backoff and jitter (429 honours
 `Retry-After`), then dropped with a log line: a webhook outage never stops training or the aggregator.
-Written on the standard library (urllib) so the node image needs no HTTP client for one POST a round.
+Written on the standard library (http.client) so the node image needs no HTTP client for one POST a round.
+
+Hardened for what the message and the peer may hold (issue #34): every message is escaped the way Slack
+asks (`&`, `<`, `>`; api.slack.com/reference/surfaces/formatting#escaping), so a node's text can make no
+link and no `<!channel>`, and `@` before a name gets a zero-width joiner so Mattermost and Discord make no
+mention either; each attempt has a total deadline (a trickling peer is cut off, not waited on per read);
+a redirect is not followed and not counted as delivered (logged, retried); the URL must be https (http
+only to a loopback address, for tests) and carry no user:password (`webhook_url_problem`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import http.client
 import json
 import random
+import re
+import socket
+import ssl
+import threading
 import time
-import urllib.error
-import urllib.request
+import urllib.parse
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -29,18 +41,54 @@ Log = Callable[[str], None]
 
 
 def http_post(url: str, body: bytes, timeout: float) -> tuple[int, float | None]:
-    headers = {"Content-Type": "application/json"}
-    req = urllib.request.Request(url, data=body, headers=headers, method="POST")  # noqa: S310 (https URL)
+    """POST `body`; (status, Retry-After seconds). The whole attempt ends within `timeout`: at the deadline
+    the socket is shut down, mid-header or mid-body. Redirects are answers, never followed."""
+    parts = urllib.parse.urlsplit(url)
+    host, port = parts.hostname or "", parts.port
+    conn: http.client.HTTPConnection
+    if parts.scheme == "https":
+        conn = http.client.HTTPSConnection(host, port, timeout=timeout, context=ssl.create_default_context())
+    else:
+        conn = http.client.HTTPConnection(host, port, timeout=timeout)
+    timer: threading.Timer | None = None
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 (the team's webhook URL)
-            return resp.status, None
-    except urllib.error.HTTPError as exc:
-        retry_after = exc.headers.get("Retry-After") if exc.headers else None
+        conn.connect()
+        sock = conn.sock
+        if sock is not None:
+
+            def cut() -> None:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+
+            timer = threading.Timer(timeout, cut)
+            timer.daemon = True
+            timer.start()
+        path = parts.path or "/"
+        conn.request("POST", f"{path}?{parts.query}" if parts.query else path, body,
+                     {"Content-Type": "application/json"})  # fmt: skip
+        resp = conn.getresponse()
+        resp.read(1 << 16)
+        retry_after = resp.getheader("Retry-After")
         try:
             wait = float(retry_after) if retry_after is not None else None
         except ValueError:
             wait = None
-        return exc.code, wait
+        return resp.status, wait if wait is None or 0 <= wait < 1e6 else None
+    except http.client.HTTPException as exc:
+        raise OSError(type(exc).__name__) from None
+    finally:
+        if timer is not None:
+            timer.cancel()
+        conn.close()
+
+
+_MENTION = re.compile(r"@(?=\w)")
+
+
+def slack_text(text: str) -> str:
+    """`text` as chat shows it literally: Slack's three escapes, and no `@name` mention."""
+    escaped = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _MENTION.sub("@\u2060", escaped)
 
 
 @dataclass
@@ -57,18 +105,21 @@ class Webhook:
     max_delay_s: float = 60.0
 
     def send(self, text: str) -> bool:
-        body = json.dumps({"text": text}).encode()
+        body = json.dumps({"text": slack_text(text)}).encode()
         for attempt in range(1, self.attempts + 1):
             try:
                 status, retry_after = self.post(self.url, body, self.timeout_s)
-            except (OSError, urllib.error.URLError) as exc:
+            except OSError as exc:
                 status, retry_after = 0, None
                 reason = type(exc).__name__
             else:
                 reason = f"HTTP {status}"
                 if 200 <= status < 300:
                     return True
-                if status < 500 and status != 429:
+                if 300 <= status < 400:
+                    # A redirect delivers nothing (the other host would get a bodiless GET): say so, retry.
+                    self.log(f"alerts: the webhook answered a redirect ({reason}); not delivered, retrying")
+                elif status < 500 and status != 429:
                     self.log(f"alerts: the webhook refused the message ({reason}); not retried")
                     return False
             if attempt == self.attempts:

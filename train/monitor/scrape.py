@@ -2,13 +2,22 @@
 
 The agent (train/node/agent.py, docs/NODE-HEALTH.md) names its metrics `trainstack_*` with `node`, `rank`
 and `gpu` labels; the parser is prometheus-client's own, so any exposition the agent serves parses here.
-Scrapes run concurrently with one timeout each, so one dead node costs one timeout, not N.
+Scrapes run concurrently with one timeout each, so one dead node costs one timeout, not N. The timeout bounds
+the whole request, not each read: an agent that trickles a byte a second is cut off at the deadline
+(issue #34). A value that is not a finite number (NaN, Inf) is read as not served, so it never reaches a
+rule or the aggregator's state file.
 """
 
 from __future__ import annotations
 
+import contextlib
+import http.client
+import math
+import socket
+import threading
+import time
 import urllib.error
-import urllib.request
+import urllib.parse
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -74,6 +83,8 @@ def parse(node: str, now: float, text: str) -> NodeSample:
     nvml: bool | None = None
     for family in text_string_to_metric_families(text):
         for s in family.samples:
+            if not math.isfinite(s.value):
+                continue  # NaN or Inf from a broken or hostile agent: as if not served
             if s.name in _GPU_SERIES and "gpu" in s.labels:
                 per_gpu[_GPU_SERIES[s.name]][s.labels["gpu"]] = float(s.value)
             elif s.name in _NODE_SERIES:
@@ -103,11 +114,45 @@ def parse(node: str, now: float, text: str) -> NodeSample:
 Fetch = Callable[[str, float], str]  # (url, timeout) -> body; raises OSError on failure
 
 
+MAX_BODY = 8 << 20
+
+
 def http_fetch(url: str, timeout: float) -> str:
-    """GET one agent's /metrics (plain HTTP on the private network; the agent never binds a public IP)."""
-    with urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310 (http URL built from the hostfile)
-        body: bytes = resp.read(8 << 20)
+    """GET one agent's /metrics (plain HTTP on the private network; the agent never binds a public IP),
+    all of it within `timeout` seconds: at the deadline the socket is shut down, mid-header or mid-body."""
+    parts = urllib.parse.urlsplit(url)
+    deadline = time.monotonic() + timeout
+    conn = http.client.HTTPConnection(parts.hostname or "", parts.port or 80, timeout=timeout)
+    conn.connect()
+    sock = conn.sock
+    assert sock is not None  # connect() set it
+
+    def cut() -> None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+
+    timer = threading.Timer(timeout, cut)
+    timer.daemon = True
+    timer.start()
+    try:
+        conn.request("GET", parts.path or "/")
+        resp = conn.getresponse()
+        if resp.status != 200:
+            raise OSError(f"HTTP {resp.status}")
+        body = bytearray()
+        while len(body) < MAX_BODY:
+            chunk = resp.read1(MAX_BODY - len(body))
+            if not chunk:
+                break
+            body += chunk
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"no whole answer within {timeout:g} s")
         return body.decode("utf-8", "replace")
+    except http.client.HTTPException as exc:  # a reply cut short by the deadline, or not HTTP
+        raise OSError(str(exc)) from None
+    finally:
+        timer.cancel()
+        conn.close()
 
 
 def scrape_one(target: Target, now: float, fetch: Fetch, timeout: float) -> NodeSample:

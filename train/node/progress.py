@@ -8,11 +8,13 @@ A job reports progress by appending one JSON object per logged step, one line ea
 
     field          type            required  meaning
     v              int             no (1)    contract version; readers skip lines of a version they lack
-    step           int >= 0        yes       optimizer steps done so far (the job's global step)
+    step           int 0..2**53    yes       optimizer steps done so far (the job's global step)
     step_time_s    number > 0      yes       mean wall time of one step since the previous line
     samples_per_s  number >= 0     one of    samples (sequences) per second, whole job, all ranks
     tokens_per_s   number >= 0     these     tokens per second, whole job, all ranks
     loss           number or null  yes       the training loss at that step (null: not computed)
+
+Every number is finite: NaN, Infinity and a value no float holds (a 400-digit integer) are refused.
     time           number          no        Unix time in seconds when the line was written
 
 Rules: UTF-8, one object per line, each line written whole with one `write` of the file opened for append

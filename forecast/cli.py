@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 
 from components.config import NAMESPACE, ConfigError, load_stack_config
-from components.model_config import ModelConfig
+from components.model_config import ModelConfig, parameter_notice
 from forecast.stack import stack_forecast
 from forecast.table import render
 
@@ -120,6 +120,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_DOES_NOT_FIT
+    model = config.training.model
+    notice = parameter_notice(model) if model is not None else None
+    if notice:
+        print(f"forecast: warning: {notice}", file=sys.stderr)
     try:
         cap, where = run_cap(args.stack, args.policy_dir)
     except (OSError, ValueError) as exc:  # pydantic's ValidationError is a ValueError

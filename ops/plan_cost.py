@@ -21,7 +21,9 @@ def cost_line(stack: str, stacks_dir: Path = REPO / "stacks") -> str:
     raw = yaml.safe_load((stacks_dir / f"Pulumi.{stack}.yaml").read_text()) or {}
     config = load_stack_config(dict(raw.get("config") or {}))
     run = run_cost(config)
-    return f"'{stack}' costs ${stack_price(config).usd_per_hour:,.2f}/h; one run ${run.usd:,.2f} ({run.label})"
+    return (
+        f"'{stack}' costs ${stack_price(config).usd_per_hour:,.2f}/h; one run ${run.usd:,.2f} ({run.label})"
+    )
 
 
 def main(argv: list[str]) -> int:

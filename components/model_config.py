@@ -20,10 +20,9 @@ Every default is written once, on the fields below; docs/FORECAST.md explains ea
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Literal
-
-import re
 
 from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
 

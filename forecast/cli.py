@@ -78,7 +78,8 @@ def run_cap(stack: str, policy_dir: Path) -> tuple[float, str]:
         entry = (json.loads(path.read_text()) or {}).get(RUN_CAP_POLICY) or {}
     given = {k: v for k, v in entry.items() if k != "enforcementLevel"} if isinstance(entry, dict) else {}
     cap = BudgetConfig.model_validate(given).max_run_cost_usd
-    where = f"{RUN_CAP_POLICY}.max_run_cost_usd in {path.relative_to(REPO) if path.is_relative_to(REPO) else path}"
+    shown = path.relative_to(REPO) if path.is_relative_to(REPO) else path
+    where = f"{RUN_CAP_POLICY}.max_run_cost_usd in {shown}"
     return cap, where if "max_run_cost_usd" in given else f"the {RUN_CAP_POLICY} policy's default"
 
 

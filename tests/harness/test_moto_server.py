@@ -15,8 +15,8 @@ from urllib.parse import urlsplit
 
 import boto3
 import httpx
-from botocore.exceptions import ClientError
 import pytest
+from botocore.exceptions import ClientError
 
 from harness.local import start_moto_s3
 from harness.moto_server import applicable_policy

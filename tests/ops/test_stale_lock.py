@@ -1,4 +1,4 @@
-"""scripts/recover checks the update lock instead of asking: stale (a killed up of this machine), live, unknown."""
+"""scripts/recover checks the update lock instead of asking: stale (a killed up here), live, unknown."""
 
 from __future__ import annotations
 

@@ -512,9 +512,8 @@ def _from_pydantic(err: Any) -> ConfigProblem:
         prefix = ".".join(str(p) for p in parent)
         hint = did_you_mean(name, {n: f"{prefix}.{n}" for n in names})
         fields = f" ({', '.join(names)})" if names else ""
-        return ConfigProblem(
-            path, f"unknown field; {hint.rstrip() or 'remove it or fix the spelling'}{fields}"
-        )
+        said = f"{msg[:1].lower()}{msg[1:]}"  # pydantic's "extra inputs are not permitted"
+        return ConfigProblem(path, f"{said}; {hint.rstrip() or 'remove it or fix the spelling'}{fields}")
     if err["type"] != "value_error":
         msg = f"{msg[:1].lower()}{msg[1:]}; {_PYDANTIC_FIXES.get(err['type'], 'see components/config.py')}"
     return ConfigProblem(path, msg)

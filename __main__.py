@@ -28,6 +28,7 @@ from components.cluster import (  # noqa: E402 - after the early provider start,
 from components.guards import check_before_registering, forecast_problems  # noqa: E402
 from stackconfig.alerts import webhook_notice  # noqa: E402
 from stackconfig.config import ConfigError  # noqa: E402
+from stackconfig.model import parameter_notice  # noqa: E402
 from stackconfig.rules import unverified_spend_limit_notice  # noqa: E402
 from stackconfig.supervisor import cap_notice  # noqa: E402
 
@@ -63,6 +64,9 @@ def main() -> None:
     notice = unverified_spend_limit_notice(config)
     if notice:  # on preview and up alike: the one thing about money no check here can confirm
         warn(notice)
+    shapes = parameter_notice(config.training.model) if config.training.model is not None else None
+    if shapes:  # a parameter count the shapes contradict makes a forecast that is wrong one way or the other
+        warn(shapes)
     cluster = H100Cluster(stack, H100ClusterArgs(config, secrets, config.s3_endpoint_url, registry_password))
     if not pulumi.runtime.is_dry_run():
         # Artifacts are files for people and delivery; written on `up` only, never on preview.

@@ -29,7 +29,7 @@ from forecast.stack import stack_forecast
 from forecast.table import render, render_compare
 from stackconfig import files
 from stackconfig.config import NAMESPACE, ConfigError, load_stack_config
-from stackconfig.model import ModelConfig
+from stackconfig.model import ModelConfig, parameter_notice
 
 EXIT_FITS, EXIT_DOES_NOT_FIT, EXIT_BAD_INPUT, EXIT_OVER_CAP = 0, 1, 2, 3
 RUN_CAP_POLICY = "run-cost-within-budget"
@@ -127,6 +127,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_DOES_NOT_FIT
+    model = config.training.model
+    notice = parameter_notice(model) if model is not None else None
+    if notice:
+        print(f"forecast: warning: {notice}", file=sys.stderr)
     if args.compare is not None:
         try:
             comparison = compare(config, [g for g in args.compare.split(",") if g.strip()])

@@ -232,8 +232,17 @@ def _start_moto_once(
     tls_args = ["-s", "-c", str(tls[0]), "-k", str(tls[1])] if tls else []
     with log_path.open("ab") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "harness.moto_server", str(socket_timeout_s), "-H", host, "-p", str(port)]
-            + tls_args,
+            [
+                sys.executable,
+                "-m",
+                "harness.moto_server",
+                str(socket_timeout_s),
+                "-H",
+                host,
+                "-p",
+                str(port),
+                *tls_args,
+            ],
             cwd=Path(__file__).resolve().parent.parent,
             stdout=log,
             stderr=subprocess.STDOUT,

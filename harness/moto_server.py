@@ -1,7 +1,7 @@
 """moto's S3 server as the tests and the local demo run it: a socket timeout, and bucket policies whose
 `aws:SecureTransport` condition is evaluated against the request, as AWS does.
 
-    python -m harness.moto_server SOCKET_TIMEOUT_S [moto_server's own arguments: -H HOST -p PORT -s -c CERT -k KEY]
+    python -m harness.moto_server SOCKET_TIMEOUT_S [moto_server's arguments: -H HOST -p PORT -s -c CRT -k KEY]
 
 Why the policy part: the checkpoint bucket carries a `DenyInsecureTransport` statement (Deny s3:* when
 `aws:SecureTransport` is "false"; providers/s3/client.py). moto 5.x does not evaluate a `Bool` condition
@@ -68,7 +68,9 @@ def install() -> None:
             return PermissionResult.NEUTRAL
         secure = flask.has_request_context() and flask.request.is_secure
         context = {SECURE_TRANSPORT: "true" if secure else "false"}
-        return IAMPolicy(applicable_policy(self.policy.decode(), context)).is_action_permitted(action, resource)
+        return IAMPolicy(applicable_policy(self.policy.decode(), context)).is_action_permitted(
+            action, resource
+        )
 
     FakeBucket.get_permission = get_permission  # type: ignore[method-assign]
 

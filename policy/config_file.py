@@ -139,7 +139,10 @@ def _entry_problems(name: str, entry: Any) -> list[str]:
     except pydantic.ValidationError as exc:
         for err in exc.errors():
             key = ".".join(str(p) for p in err["loc"])
-            fix = "remove it or fix the spelling" if err["type"] == "extra_forbidden" else "fix the value"
+            fix = "fix the value"
+            if err["type"] == "extra_forbidden":
+                near = difflib.get_close_matches(key, list(model.model_fields), n=1)
+                fix = f"did you mean {near[0]!r}?" if near else "remove it or fix the spelling"
             problems.append(f"{name}.{key}: {err['msg'][:1].lower()}{err['msg'][1:]}; {fix} ({_README})")
     return problems
 

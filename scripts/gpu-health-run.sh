@@ -5,7 +5,8 @@
 # all-reduce sweep, burn-in of TRAINSTACK_BURN_IN_S, training beside the metrics agent), scrapes the agent
 # during the run and measures a second agent's cost over the burn-in.
 set -uo pipefail
-. "$(dirname "${BASH_SOURCE[0]}")/help.sh" "$@"
+# Copied alone to the GPU machine (bench/gpu_validate.py), so no help.sh beside it: the same check inline.
+case ${1:-} in -h | --help) sed -n '2,/^[^#]/{/^#/!d;/^# shellcheck/d;s/^# \{0,1\}//;p}' "$0" && exit 0 ;; esac
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 final=${1:?usage: gpu-health-run.sh OUT_DIR}
 # Everything is written to a staging folder and the main files copied out at the end (the lender returns at

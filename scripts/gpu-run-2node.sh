@@ -9,7 +9,8 @@
 #   once: both nodes start once, no signal (e.g. to show the preflight refusing a slow transport).
 # The fabric interface defaults to lo (the host has no ens1); NCCL_* set by the caller pass through.
 set -euo pipefail
-. "$(dirname "${BASH_SOURCE[0]}")/help.sh" "$@"
+# Copied alone to the GPU machine (bench/gpu_validate.py), so no help.sh beside it: the same check inline.
+case ${1:-} in -h | --help) sed -n '2,/^[^#]/{/^#/!d;/^# shellcheck/d;s/^# \{0,1\}//;p}' "$0" && exit 0 ;; esac
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 out=${1:?usage: run-2node.sh OUT_DIR [resume|once]}
 mode=${2:-resume}

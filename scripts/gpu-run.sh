@@ -2,7 +2,8 @@
 # GPU validation runner; bench/gpu_validate.py copies it beside the rendered start script.
 # Usage: run.sh OUT_DIR
 set -euo pipefail
-. "$(dirname "${BASH_SOURCE[0]}")/help.sh" "$@"
+# Copied alone to the GPU machine (bench/gpu_validate.py), so no help.sh beside it: the same check inline.
+case ${1:-} in -h | --help) sed -n '2,/^[^#]/{/^#/!d;/^# shellcheck/d;s/^# \{0,1\}//;p}' "$0" && exit 0 ;; esac
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 out=${1:?usage: run.sh OUT_DIR}
 mkdir -p "$out"

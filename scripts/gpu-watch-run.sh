@@ -4,7 +4,8 @@
 # force the stall alert, then resumed. Usage on the GPU machine, from the repo root:
 #   bash scripts/gpu-watch-run.sh OUT_DIR
 set -uo pipefail
-. "$(dirname "${BASH_SOURCE[0]}")/help.sh" "$@"
+# Copied alone to the GPU machine (bench/gpu_validate.py), so no help.sh beside it: the same check inline.
+case ${1:-} in -h | --help) sed -n '2,/^[^#]/{/^#/!d;/^# shellcheck/d;s/^# \{0,1\}//;p}' "$0" && exit 0 ;; esac
 out=${1:?usage: gpu-watch-run.sh OUT_DIR}
 mkdir -p "$out"
 work=$(mktemp -d)

@@ -4,7 +4,8 @@
 # Steps (default: all, in this order): machine fabric nvlink net onenode bench. Logs land in OUT_DIR/logs/,
 # packed into OUT_DIR/logs.tar.gz; OUT_DIR/summary.txt holds the lines that matter.
 set -uo pipefail
-. "$(dirname "${BASH_SOURCE[0]}")/help.sh" "$@"
+# Copied alone to the GPU machine (bench/gpu_validate.py), so no help.sh beside it: the same check inline.
+case ${1:-} in -h | --help) sed -n '2,/^[^#]/{/^#/!d;/^# shellcheck/d;s/^# \{0,1\}//;p}' "$0" && exit 0 ;; esac
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 out=${1:?usage: x2.sh OUT_DIR [steps...]}
 shift

@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import json
 import re
+import typing
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -409,7 +410,9 @@ def load_stack_config(raw: Mapping[str, Any], warn: Callable[[str], None] | None
             continue
         if name not in KNOWN_KEYS:
             known = ", ".join(f"{NAMESPACE}:{k}" for k in sorted(KNOWN_KEYS))
-            problems.append(ConfigProblem(f"{NAMESPACE}:{name}", f"unknown key; fix the spelling ({known})"))
+            hint = did_you_mean(name, {**{k: k for k in KNOWN_KEYS}, **leaf_paths()})
+            msg = f"unknown key; {hint or 'fix the spelling '}({known})"
+            problems.append(ConfigProblem(f"{NAMESPACE}:{name}", msg))
             continue
         if name in _OBJECT_KEYS and isinstance(value, str):
             try:
@@ -460,9 +463,58 @@ _PYDANTIC_FIXES = {
 }
 
 
+def did_you_mean(name: str, candidates: Mapping[str, str]) -> str:
+    """`did you mean trainstack:<path>? ` for the candidate name closest to `name` (difflib), or ''.
+    `candidates`: name as typed -> the key path it stands for."""
+    import difflib
+
+    close = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
+    return f"did you mean {NAMESPACE}:{candidates[close[0]]}? " if close else ""
+
+
+def _fields_of(model: type[BaseModel]) -> dict[str, type[BaseModel] | None]:
+    """Field name -> the model it holds (for nested sections), else None."""
+    out: dict[str, type[BaseModel] | None] = {}
+    for name, info in model.model_fields.items():
+        kinds = [info.annotation, *typing.get_args(info.annotation)]
+        out[name] = next((k for k in kinds if isinstance(k, type) and issubclass(k, BaseModel)), None)
+    return out
+
+
+def leaf_paths(model: type[BaseModel] | None = None, prefix: str = "") -> dict[str, str]:
+    """Every field below the top-level keys by its own name -> its dotted path (`nodes` -> `cluster.nodes`),
+    for suggestions when a bare field name is given where a key path belongs."""
+    out: dict[str, str] = {}
+    for name, sub in _fields_of(model or StackConfig).items():
+        path = f"{prefix}{name}"
+        if sub is not None:
+            out |= leaf_paths(sub, f"{path}.")
+        elif prefix:
+            out.setdefault(name, path)
+    return out
+
+
+def _model_at(loc: Sequence[Any]) -> type[BaseModel] | None:
+    model: type[BaseModel] | None = StackConfig
+    for part in loc:
+        if model is None:
+            return None
+        model = _fields_of(model).get(str(part))
+    return model
+
+
 def _from_pydantic(err: Any) -> ConfigProblem:
     path = NAMESPACE + ":" + ".".join(str(p) for p in err["loc"])
     msg = str(err["msg"]).removeprefix("Value error, ")
+    if err["type"] == "extra_forbidden":
+        parent, name = err["loc"][:-1], str(err["loc"][-1])
+        model = _model_at(parent)
+        names = sorted(_fields_of(model)) if model is not None else []
+        prefix = ".".join(str(p) for p in parent)
+        hint = did_you_mean(name, {n: f"{prefix}.{n}" for n in names})
+        fields = f" ({', '.join(names)})" if names else ""
+        said = f"{msg[:1].lower()}{msg[1:]}"  # pydantic's "extra inputs are not permitted"
+        return ConfigProblem(path, f"{said}; {hint.rstrip() or 'remove it or fix the spelling'}{fields}")
     if err["type"] != "value_error":
         msg = f"{msg[:1].lower()}{msg[1:]}; {_PYDANTIC_FIXES.get(err['type'], 'see stackconfig/config.py')}"
     return ConfigProblem(path, msg)

@@ -20,6 +20,7 @@ Every default is written once, on the fields below; docs/FORECAST.md explains ea
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Literal
 
@@ -32,6 +33,32 @@ if TYPE_CHECKING:
     from stackconfig.config import StackConfig
 
 Problem = tuple[str, str]  # (key path without the namespace, message ending with the fix)
+
+# Sizes as people write them: 8B, 20M, 1.5T, 500k (decimal: B = 1e9), or a number in any notation (2e7,
+# 2.0e10, 20000000). PyYAML reads an exponent without a sign or a dot (2e7) as text, so text is parsed here.
+_SUFFIX = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
+_SIZE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([kKmMbBgGtT]?)\s*$")
+SIZE_FORMS = "write a number (8.03e9, 2e7, 20000000) or one with a suffix (8B, 20M, 1.5T, 500k)"
+
+
+def parse_size(value: object) -> object:
+    """`8B` -> 8e9, `20M` -> 2e7, `"2e7"` -> 2e7; anything else is returned for pydantic to judge."""
+    if isinstance(value, str):
+        m = _SIZE_RE.match(value.replace("_", "").replace(",", ""))
+        if m is None:
+            raise ValueError(f"{value!r} is not a size; {SIZE_FORMS}")
+        return float(m.group(1)) * _SUFFIX.get(m.group(2).lower(), 1.0)
+    return value
+
+
+def shape_parameters(layers: int, hidden_size: int, vocab_size: int) -> float:
+    """Parameters the shapes imply: 12·h² a transformer block (Kaplan et al. 2020, §2.1) plus the input and
+    output embeddings, 2·V·h. Llama-3-8B's shapes give 7.5e9 of its 8.03e9 (its grouped-query attention
+    and wider MLP differ from the 12·h² block): a rough check, hence the 25 % band."""
+    return 12.0 * layers * hidden_size**2 + 2.0 * vocab_size * hidden_size
+
+
+PARAMETER_BAND = 0.25  # a count further than this from the shapes' is worth a warning
 
 
 # The best model-FLOPs utilisation published for a large training run: MegaScale, 55.2 % for a 175B model
@@ -81,6 +108,11 @@ class ModelConfig(BaseModel):
     mfu_beyond_published: bool = False
     mfu: Number | None = None  # model-FLOPs utilisation; None: the measured default (forecast.compute)
     overhead: Number = 0.3  # wall clock added for communication, checkpoint saves and restarts
+
+    @field_validator("parameters", "tokens", mode="before")
+    @classmethod
+    def _size(cls, v: object) -> object:
+        return parse_size(v)
 
     @field_validator(*_RANGES)
     @classmethod
@@ -158,3 +190,18 @@ def model_problems(config: StackConfig, gpus: Mapping[str, GpuSpec] = GPUS) -> l
             )
         )
     return out
+
+
+def parameter_notice(model: ModelConfig) -> str | None:
+    """A warning when `parameters` disagrees with what the shapes imply by more than PARAMETER_BAND (the
+    memory forecast counts `parameters`, the activations the shapes: one of them is wrong); None otherwise."""
+    implied = shape_parameters(model.layers, model.hidden_size, model.vocab_size)
+    if abs(model.parameters - implied) <= PARAMETER_BAND * implied:
+        return None
+    return (
+        f"trainstack:training.model.parameters is {model.parameters:.3g}, but the shapes (layers "
+        f"{model.layers} x hidden_size {model.hidden_size}, vocab_size {model.vocab_size}) imply about "
+        f"{implied:.3g} (12·layers·hidden² + 2·vocab·hidden), {abs(model.parameters / implied - 1):.0%} "
+        "apart: the forecast's weights and optimizer follow `parameters`, its activations the shapes; set "
+        "the shapes of the model you train (its config.json), or its parameter count"
+    )

@@ -51,3 +51,18 @@ def test_help_prints_usage_and_does_nothing_else(script: str, flag: str) -> None
     assert "usage" in proc.stdout.lower() or f"scripts/{script}" in proc.stdout, proc.stdout
     assert len(proc.stdout.splitlines()) >= 1
     assert _tree() == before, f"scripts/{script} {flag} changed files under {WATCHED}"
+
+
+def test_scripts_pulumi_works_in_a_fresh_shell() -> None:
+    """README's `scripts/pulumi config set --secret ...` needs nothing sourced: no pulumi on PATH here."""
+    env = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root")}
+    proc = subprocess.run(
+        [str(REPO / "scripts/pulumi"), "version"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().startswith("v3.")

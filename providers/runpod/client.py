@@ -72,6 +72,11 @@ class RunPodClient(HttpCore):
         # A live same-name resource of this spec is one an interrupted `up` already rented (adopt.py).
         ours = [r for r in existing if adopt(r)]
         if len(ours) == 1:
+            # Pulumi's display says "created" for every create step: say what really happened.
+            _notice(
+                f"adopted the live {what} {ident(ours[0])} that an interrupted up had already rented under "
+                "this name, instead of renting a second one"
+            )
             return ours[0]
         if len(ours) > 1:
             raise errors.ConflictError(
@@ -307,3 +312,10 @@ def _items(data: Any, key: str) -> list[Any]:
 
 def _dump(body: Any) -> Any:
     return body.model_dump(by_alias=True, exclude_none=True)
+
+
+def _notice(message: str) -> None:
+    """A line on the resource's row of `pulumi up` (the SDK prints it to stderr outside the engine)."""
+    import pulumi
+
+    pulumi.log.warn(message)

@@ -143,3 +143,34 @@ def test_hostile_sets_are_refused_with_the_key_path_or_shown_as_text(
     assert "Traceback" not in proc.stderr
     assert words in proc.stdout + proc.stderr
     assert "\x1b]8;" not in proc.stdout  # no terminal hyperlink
+
+
+def _script(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(REPO / "scripts/forecast"), *argv], capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+@pytest.mark.parametrize(
+    ("given", "meant"),
+    [("shardng", "training.model.sharding"), ("token", "training.model.tokens"), ("nodes", "cluster.nodes")],
+)
+def test_a_misspelt_or_bare_set_key_gets_a_did_you_mean(given: str, meant: str) -> None:
+    proc = _script("dev", "--set", f"{given}=2")
+    assert proc.returncode == EXIT_BAD_INPUT
+    assert f"did you mean trainstack:{meant}?" in proc.stderr, proc.stderr
+
+
+def test_sizes_with_suffixes_and_a_parameter_count_the_shapes_contradict() -> None:
+    words = _script("dev", "--set", "tokens=20M", "--set", "parameters=8.03B", "--json")
+    assert words.returncode == EXIT_FITS, words.stderr
+    assert json.loads(words.stdout)["run_cost_usd"] == pytest.approx(
+        as_dict(_script("dev", "--json"))["run_cost_usd"]
+    )
+    assert "warning" not in words.stderr
+    wrong = _script("prod", "--set", "parameters=70e9")
+    assert "parameters is 7e+10, but the shapes (layers 32 x hidden_size 4096" in wrong.stderr, wrong.stderr
+
+
+def as_dict(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    return dict(json.loads(proc.stdout))

@@ -122,3 +122,28 @@ def test_recover_refuses_while_an_up_is_running(held_lock: Path, tmp_path: Path)
         timeout=60,
     )
     assert done.returncode == 3 and "a scripts/up of 'dev' is still running here (pid 4242)" in done.stderr
+
+
+def test_up_against_the_real_runpod_shows_the_cost_and_asks_or_wants_yes(tmp_path: Path) -> None:
+    """No terminal to ask on and no --yes: the cost line, then a refusal, before any stack is selected."""
+    state = tmp_path / "state"
+    state.mkdir()
+    clean = {
+        k: v for k, v in os.environ.items() if not k.startswith(("RUNPOD_", "TRAINSTACK_LOCAL", "PULUMI_"))
+    }
+    env = clean | {
+        "RUNPOD_API_KEY": "not-a-real-key",
+        "RUNPOD_API_URL": "https://api.runpod.invalid",
+        "PULUMI_BACKEND_URL": f"file://{state}",
+        "PULUMI_CONFIG_PASSPHRASE": "test",
+    }
+    proc = subprocess.run(
+        [str(REPO / "scripts/up"), "prod"], cwd=REPO, env=env, stdin=subprocess.DEVNULL,
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert (
+        "scripts/up: 'prod' costs $255.63/h; one run $4,780.11 (forecast: 18.7 h of training)" in proc.stderr
+    )
+    assert "pass --yes to apply without asking" in proc.stderr
+    assert not any(state.rglob("*.json")), "a stack was created"

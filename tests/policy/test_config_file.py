@@ -43,6 +43,10 @@ def test_shipped_files_are_valid(path: Path) -> None:
         ),
         ('{"run-cost-limit": {"max_run_usd": 1, "typo": 2}}', ["run-cost-limit.typo:", "fix the spelling"]),
         (
+            '{"run-cost-limit": {"max_run_ust": 1}}',
+            ["run-cost-limit.max_run_ust:", "did you mean 'max_run_usd'?"],
+        ),
+        (
             '{"run-cost-limit": {"enforcementLevel": "warn"}}',
             ["run-cost-limit.enforcementLevel:", "advisory"],
         ),

@@ -101,14 +101,25 @@ def test_5xx_after_send_on_create_lists_first_then_retries_once_nothing_was_made
     assert ("GET", "/v2/pods") in fake.calls[posts[0] + 1 : posts[1]]
 
 
-def test_a_live_same_name_pod_of_the_same_spec_is_adopted_not_rented_twice() -> None:
+def test_a_live_same_name_pod_of_the_same_spec_is_adopted_not_rented_twice(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # What an `up` killed after RunPod accepted the create leaves behind (see providers/runpod/adopt.py).
+    import pulumi
+
+    said: list[str] = []
+    monkeypatch.setattr(pulumi.log, "warn", lambda message, *args, **kwargs: said.append(message))
     fake = FakeRunPod()
     with fake.client() as client:
         first = client.create_pod(_body())
+        assert said == []  # a plain create says nothing
         again = client.create_pod(_body())
     assert again.id == first.id and set(fake.pods) == {first.id}
     assert fake.count("POST", "/v2/pods") == 1
+    assert said == [
+        f"adopted the live pod {first.id} that an interrupted up had already rented under this name, instead "
+        "of renting a second one"
+    ]
 
 
 def test_reconcile_ignores_an_older_same_name_pod_of_another_spec() -> None:

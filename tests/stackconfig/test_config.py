@@ -168,8 +168,18 @@ INVALID = [
         "trainstack:runpod_spend_limit_per_hour",
         "default account limit is 80",
     ),
-    ("typo-key", {**BASE, "trainstack:clustr": "{}"}, "trainstack:clustr", "fix the spelling"),
-    ("typo-field", _with("cluster.node", 8), "trainstack:cluster.node", "remove it or fix the spelling"),
+    (
+        "typo-key",
+        {**BASE, "trainstack:clustr": "{}"},
+        "trainstack:clustr",
+        "did you mean trainstack:cluster?",
+    ),
+    (
+        "typo-field",
+        _with("cluster.node", 8),
+        "trainstack:cluster.node",
+        "did you mean trainstack:cluster.nodes?",
+    ),
     ("not-a-number", _with("cluster.nodes", "eight"), "trainstack:cluster.nodes", "write a whole number"),
     (
         "bad-json",

@@ -41,6 +41,36 @@ def test_a_model_section_parses_with_its_defaults() -> None:
     assert (model.micro_batch_per_gpu, model.mfu, model.overhead) == (1, None, 0.3)
 
 
+@pytest.mark.parametrize(
+    ("written", "value"),
+    [
+        ("8B", 8e9),
+        ("20M", 2e7),
+        ("2e7", 2e7),
+        ("2.0e10", 2e10),
+        ("1.5T", 1.5e12),
+        ("500k", 5e5),
+        (8.03e9, 8.03e9),
+    ],
+)
+def test_sizes_are_read_as_people_write_them(written: object, value: float) -> None:
+    model = load_stack_config(_with(parameters=written, tokens=written)).training.model
+    assert model is not None and (model.parameters, model.tokens) == (value, value)
+
+
+def test_a_parameter_count_the_shapes_contradict_is_named_with_both() -> None:
+    from stackconfig.model import parameter_notice
+
+    llama = {"layers": 32, "hidden_size": 4096, "vocab_size": 128256, "attention_heads": 32}
+    ok = load_stack_config(_with(parameters="8.03B", **llama)).training.model
+    assert ok is not None and parameter_notice(ok) is None  # Llama-3-8B: 7.49e9 from the shapes, 7 % off
+    wrong = load_stack_config(_with(parameters="70B", **llama)).training.model
+    assert wrong is not None
+    notice = parameter_notice(wrong)
+    assert notice is not None and "parameters is 7e+10" in notice and "imply about 7.49e+09" in notice
+    assert "layers 32 x hidden_size 4096" in notice
+
+
 def test_the_section_is_optional() -> None:
     raw = copy.deepcopy(BASE)
     del raw["trainstack:training"]["model"]
@@ -83,7 +113,15 @@ INVALID = [
     ("overhead-nan", _with(overhead=float("nan")), "overhead", "finite"),
     ("sequence-huge", _with(sequence_length=10**9), "sequence_length", "at most 4.19"),
     ("heads-float", _with(attention_heads=32.5), "attention_heads", "whole number"),
-    ("misspelt-key", _with(hidden=4096), "hidden", "remove it or fix the spelling"),
+    ("misspelt-key", _with(hidden=4096), "hidden", "did you mean trainstack:training.model.hidden_size?"),
+    (
+        "misspelt-sharding",
+        _with(shardng="zero3"),
+        "shardng",
+        "did you mean trainstack:training.model.sharding?",
+    ),
+    ("size-in-words", _with(tokens="lots"), "tokens", "or one with a suffix (8B, 20M, 1.5T, 500k)"),
+    ("size-bad-suffix", _with(parameters="8X"), "parameters", "'8X' is not a size"),
 ]
 
 

@@ -53,6 +53,7 @@ def test_help_prints_usage_and_does_nothing_else(script: str, flag: str) -> None
     assert _tree() == before, f"scripts/{script} {flag} changed files under {WATCHED}"
 
 
+@pytest.mark.e2e  # runs the pulumi CLI through scripts/pulumi
 def test_scripts_pulumi_works_in_a_fresh_shell() -> None:
     """README's `scripts/pulumi config set --secret ...` needs nothing sourced: no pulumi on PATH here."""
     env = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root")}

@@ -12,7 +12,9 @@ from typing import Any
 import pytest
 
 import bench.main
-from bench.main import Bench, measured, run_prod_up, stack_config
+import bench.run
+from bench.main import Bench, measured, run_prod_up
+from stackconfig.files import read_config as stack_config
 from bench.report import failed_commands
 from bench.report import main as report_main
 from bench.run import BenchFailed, Measurement
@@ -69,7 +71,7 @@ def test_the_benchmarks_workspaces_have_protection_off(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     made: list[dict[str, Any]] = []
-    monkeypatch.setattr(bench.main, "Workspace", lambda root, stack, config, *a, **k: made.append(config))
+    monkeypatch.setattr(bench.run, "Workspace", lambda root, stack, config, *a, **k: made.append(config))
     admin = SimpleNamespace(capacity=lambda **_: None, limits=lambda **_: None)
     runpod: Any = SimpleNamespace(admin=admin, env=dict)
     b = Bench(tmp_path, 20.0, runpod, SimpleNamespace(endpoint_url="http://127.0.0.1:1"))  # type: ignore[arg-type]

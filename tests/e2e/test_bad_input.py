@@ -13,7 +13,7 @@ import yaml
 
 from harness.local import LocalRunPod
 from harness.pulumi_cli import REPO
-from tests.components.test_config import INVALID
+from tests.stackconfig.test_config import INVALID
 from tests.e2e.reliability import Report
 from tests.e2e.stacks import StackRun, open_stack
 

@@ -167,7 +167,7 @@ UNKNOWN_FORECASTS = [
     (RUN_COST, ("run_cost_usd",), float("inf"), "run cost is not known"),
     (RUN_COST, ("run_cost_usd",), "cheap", "run cost is not known"),
     (MODEL_FITS, ("memory_gb_per_gpu", "total"), float("nan"), "memory per GPU is not known"),
-    (MODEL_FITS, ("memory_gb_per_gpu", "headroom"), _DROP, "memory per GPU is not known"),
+    (MODEL_FITS, ("memory_gb_per_gpu", "gpu"), _DROP, "memory per GPU is not known"),
 ]
 
 

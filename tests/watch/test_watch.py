@@ -391,11 +391,12 @@ def test_no_control_sequence_or_markup_from_a_source_reaches_the_terminal(
 def test_a_fresh_clone_without_a_workspace_is_one_line(
     tmp_path: object, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from watch.cli import EXIT_USAGE, main
+    from watch.cli import EXIT_NOT_UP, main
 
-    assert main(["dev", "--cwd", "/nonexistent/trainstack/.state/local/dev", "--once"]) == EXIT_USAGE
+    assert main(["dev", "--cwd", "/nonexistent/trainstack/.state/local/dev", "--once"]) == EXIT_NOT_UP
     err = capsys.readouterr().err
-    assert "has no workspace" in err and "run scripts/up dev first" in err
+    assert "is not up here (no workspace at" in err and "run scripts/up dev" in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
 def test_billing_from_a_runpod_that_does_not_answer_gives_up_within_the_watch_deadline(

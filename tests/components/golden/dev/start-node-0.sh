@@ -218,7 +218,13 @@ set_rdzv_args() {
 # all-reduce sweep against the floor, then the burn-in when training.burn_in_min is set. Its figures go into
 # the health record; a failure ends it with one `TRAINSTACK_FAIL <reason>` line.
 preflight_torchrun() {
-  local out status=0 busbw fail floor=$TRAINSTACK_NCCL_MIN_BUSBW_GB_PER_S
+  local out status=0 busbw fail floor=$TRAINSTACK_NCCL_MIN_BUSBW_GB_PER_S burn_in_s=$TRAINSTACK_BURN_IN_S
+  # Burn-in is for new hardware: a node that passed it in this run (the same pod, restarted) skips it.
+  local burned="$TRAINSTACK_WORKDIR/.run/burned-in.$NODE_ID"
+  if [[ $burn_in_s != 0 && -f $burned ]]; then
+    log "burn-in skipped: this node passed it earlier in this run ($burned)"
+    burn_in_s=0
+  fi
   # A floor that is not a plain number ("nan", "", "fast") would compare as 0 and pass any fabric.
   [[ "$floor" =~ ^[0-9]+([.][0-9]+)?([eE][-+]?[0-9]+)?$ ]] ||
     die "TRAINSTACK_NCCL_MIN_BUSBW_GB_PER_S='$floor' is not a number of GB/s; set a floor such as 300 (0 only reports)"
@@ -228,7 +234,7 @@ preflight_torchrun() {
     torchrun "${RDZV_ARGS[@]}" --max-restarts=0 -m train.node.preflight --record "$HEALTH_RECORD" \
     --replace "$REPLACE" --gemm-floor-tflops "$TRAINSTACK_GEMM_FLOOR_TFLOPS" \
     --straggler-tolerance-pct "$TRAINSTACK_STRAGGLER_TOLERANCE_PCT" \
-    --busbw-floor-gb-per-s "$floor" --burn-in-s "$TRAINSTACK_BURN_IN_S" \
+    --busbw-floor-gb-per-s "$floor" --burn-in-s "$burn_in_s" \
     --burn-in-clock-drop-pct "$TRAINSTACK_BURN_IN_CLOCK_DROP_PCT" \
     --burn-in-busbw-drop-pct "$TRAINSTACK_BURN_IN_BUSBW_DROP_PCT") || status=$?
   while read -r tag fields; do
@@ -241,6 +247,7 @@ preflight_torchrun() {
   fail=$(sed -n 's/^TRAINSTACK_FAIL //p' <<<"$out" | head -n 1)
   if [[ -n "$fail" ]]; then die "preflight: $fail (record: $HEALTH_RECORD)"; fi
   ((status == 0)) || die "preflight failed (exit $status); see above"
+  if [[ $burn_in_s != 0 ]]; then mkdir -p "$(dirname "$burned")" && : >"$burned"; fi
   busbw=$(sed -n 's/^TRAINSTACK_BUSBW_GB_PER_S=//p' <<<"$out" | tail -n 1)
   [[ "$busbw" =~ ^[0-9]+([.][0-9]+)?$ ]] || die "all-reduce preflight printed no usable bandwidth ('$busbw')"
   if ((NUM_NODES * NPROC_PER_NODE < 2)); then
@@ -372,6 +379,33 @@ on_term() {
   exit 143
 }
 
+# --- 7b. a hang says where it hangs (issue #29, train/node/diagnostics.py) ----------------------------
+# PyTorch's NCCL flight recorder: every rank keeps its last collectives in a ring buffer and, when the
+# watchdog times a collective out, dumps it to $TORCH_NCCL_DEBUG_INFO_TEMP_FILE<rank> on the workdir's
+# volume, where scripts/supervise's diagnostics collect it with every rank's py-spy stack. Then the
+# heartbeat: every 30 s, each training rank's process state on this node ($TRAINSTACK_HEARTBEAT_DIR).
+start_heartbeat() {
+  export TORCH_NCCL_TRACE_BUFFER_SIZE=${TORCH_NCCL_TRACE_BUFFER_SIZE:-2000}
+  export TORCH_NCCL_DUMP_ON_TIMEOUT=${TORCH_NCCL_DUMP_ON_TIMEOUT:-1}
+  local trace="$TRAINSTACK_WORKDIR/diagnostics/nccl-trace-$NODE_ID-rank"
+  export TORCH_NCCL_DEBUG_INFO_TEMP_FILE=${TORCH_NCCL_DEBUG_INFO_TEMP_FILE:-$trace}
+  export TRAINSTACK_HEARTBEAT_DIR=${TRAINSTACK_HEARTBEAT_DIR:-$TRAINSTACK_WORKDIR/.run/heartbeat}
+  mkdir -p "$(dirname "$TORCH_NCCL_DEBUG_INFO_TEMP_FILE")"
+  (exec env PYTHONPATH="$TRAINSTACK_WORKDIR${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" -m train.node.diagnostics \
+    heartbeat --every-s 30 2>>"$METRICS_DIR/heartbeat.log") &
+  BACKGROUND_PIDS+=("$!")
+}
+
+# A failed job's cause from this script's own log (nccl_timeout | oom | config | empty), for the run state:
+# scripts/supervise retries an NCCL timeout and never an out-of-memory or config failure.
+failure_cause() {
+  local log
+  log=$(readlink "/proc/$$/fd/1" 2>/dev/null) || return 0
+  [[ -f $log ]] || return 0
+  env PYTHONPATH="$TRAINSTACK_WORKDIR${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" -m train.node.diagnostics classify "$log" ||
+    true
+}
+
 # --- 8. main ----------------------------------------------------------------------------------------
 main() {
   local status=0
@@ -390,6 +424,7 @@ main() {
   cd "$TRAINSTACK_WORKDIR"
   start_agent
   start_aggregator
+  start_heartbeat
   set_rdzv_args "$MASTER_PORT" "$TRAINSTACK_JOB"
   log "torchrun: $NUM_NODES node(s) x $NPROC_PER_NODE, rank $NODE_RANK, shard $TRAINSTACK_SHARD_INDEX/$TRAINSTACK_NUM_SHARDS"
   torchrun "${RDZV_ARGS[@]}" --max-restarts="$TRAINSTACK_MAX_RESTARTS" "${TRAIN_COMMAND[@]}" &
@@ -404,6 +439,11 @@ main() {
   bucket sync || status=1
   if [[ -e "$TRAINSTACK_STOP_FILE" ]]; then log "stopped at the max run time"; fi
   log "training exited with status $status"
+  if ((status != 0)); then
+    TRAINSTACK_FAILURE=$(failure_cause)
+    export TRAINSTACK_FAILURE
+    log "failure cause: ${TRAINSTACK_FAILURE:-not recognised}"
+  fi
   # The run's own record (run/<run id>/state.json, written by the job's rank 0 once every node has marked
   # its final sync): what scripts/supervise verifies before it releases the compute.
   bucket finish "$status" || log "run state not written to the bucket; scripts/supervise will not call it finished"

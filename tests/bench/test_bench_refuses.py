@@ -14,10 +14,10 @@ import pytest
 import bench.main
 import bench.run
 from bench.main import Bench, measured, run_prod_up
-from stackconfig.files import read_config as stack_config
 from bench.report import failed_commands
 from bench.report import main as report_main
 from bench.run import BenchFailed, Measurement
+from stackconfig.files import read_config as stack_config
 
 
 def _measurement(command: str, ok: bool, requests: dict[str, dict[str, int]] | None = None) -> Measurement:

@@ -13,9 +13,9 @@ import yaml
 
 from harness.local import LocalRunPod
 from harness.pulumi_cli import REPO
-from tests.stackconfig.test_config import INVALID
 from tests.e2e.reliability import Report
 from tests.e2e.stacks import StackRun, open_stack
+from tests.stackconfig.test_config import INVALID
 
 pytestmark = pytest.mark.e2e
 MUTATING = ("POST ", "PATCH ", "PUT ", "DELETE ")

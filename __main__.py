@@ -25,7 +25,7 @@ from components.cluster import (  # noqa: E402 - after the early provider start,
     read_stack_config,
     write_artifacts,
 )
-from components.guards import check_before_registering, forecast_problems  # noqa: E402
+from components.guards import check_before_registering, forecast_problems, run_cost_problems  # noqa: E402
 from stackconfig.alerts import webhook_notice  # noqa: E402
 from stackconfig.config import ConfigError  # noqa: E402
 from stackconfig.model import parameter_notice  # noqa: E402
@@ -43,8 +43,9 @@ def main() -> None:
         # a value, and before anything is registered.
         check_before_registering(stack)
         config = read_stack_config()
-        # Before the first resource: a forecast that cannot be computed fails closed (components/guards.py).
-        problems = forecast_problems(config)
+        # Before the first resource: a forecast that cannot be computed fails closed, and a run forecast over
+        # the run's one cost cap is refused (components/guards.py); `up --skip-preview` runs no policy first.
+        problems = forecast_problems(config) or run_cost_problems(config)
         if problems:
             raise ConfigError(problems)
         secrets = read_secret_values(config)

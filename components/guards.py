@@ -9,7 +9,11 @@ Each is refused before the first resource so a bad value can never rent a pod fi
 - the forecast (the component's `forecast` output, which the policy pack's money checks read) must compute
   to finite figures. Pulumi runs stack policies only after an update's resources exist, so under
   `pulumi up --skip-preview` a forecast that failed inside the component would have left pods renting
-  with no budget check (issue #34): it fails here, closed, before anything is registered.
+  with no budget check (issue #34): it fails here, closed, before anything is registered;
+- the forecast run cost (`forecast.stack.run_cost`) must fit the run's one cost cap
+  (`trainstack:run.max_cost_usd`) when the stack sets one: the policy pack's run-cost checks would only see it
+  after `pulumi up --skip-preview` had created the resources. The one hourly price against the declared
+  `trainstack:runpod_spend_limit_per_hour` is already refused by `read_stack_config` (stackconfig/rules.py).
 """
 
 from __future__ import annotations
@@ -20,10 +24,11 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from forecast.stack import stack_forecast
+from forecast.stack import run_cost, stack_forecast
 from stackconfig.alerts import WEBHOOK_SECRET
 from stackconfig.config import NAMESPACE, SECRETS_KEY, ConfigError, ConfigProblem, StackConfig
 from stackconfig.credentials import find_credentials
+from stackconfig.supervisor import RUN_CAP_KEY, run_cost_cap
 from train.monitor.webhook_url import webhook_url_problem
 
 STACK_NAME_RE = re.compile(r"[a-z0-9][a-z0-9-]*")  # what components/render.py accepts
@@ -137,3 +142,25 @@ def forecast_problems(config: StackConfig) -> list[ConfigProblem]:
         )
         return [ConfigProblem(where, fix)]
     return []
+
+
+OLD_CAP_KEY = f"{NAMESPACE}:alerts.budget_usd"  # the cap's deprecated name, used while run.max_cost_usd is 0
+
+
+def run_cost_problems(config: StackConfig) -> list[ConfigProblem]:
+    """The stack's forecast run cost stays within the run's one cost cap when one is set; else a problem at
+    the cap's key. Call it after `forecast_problems` found none (the run cost needs a computable forecast)."""
+    cap = run_cost_cap(config)
+    if not cap:
+        return []
+    cost = run_cost(config)
+    if cost.usd <= cap:
+        return []
+    key = RUN_CAP_KEY if config.run.max_cost_usd else OLD_CAP_KEY
+    fix = (
+        f"the run would cost about ${cost.usd:,.2f} ({cost.label}), ${cost.usd - cap:,.2f} over this cap of "
+        f"${cap:,.2f}, so nothing is rented; train on fewer tokens, use fewer GPUs or a shorter "
+        f"training.max_run_hours, or raise the cap if the budget allows it: "
+        f"`pulumi config set --path {RUN_CAP_KEY} <usd>`"
+    )
+    return [ConfigProblem(key, fix)]

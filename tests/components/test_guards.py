@@ -1,12 +1,18 @@
-"""What the program refuses before registering anything: bad stack names and credentials in plain text."""
+"""What the program refuses before registering anything: bad stack names, credentials in plain text, and a
+run forecast over the run's one cost cap."""
 
 from __future__ import annotations
 
+import copy
 import json
+from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
-from components.guards import plaintext_problems, stack_name_problems
+from components.guards import plaintext_problems, run_cost_problems, stack_name_problems
+from stackconfig.config import ConfigError, load_stack_config
 from stackconfig.credentials import SHAPES, credential_kind, find_credentials, mask
 from stackconfig.image_ref import image_reference_problem
 
@@ -131,3 +137,126 @@ def test_valid_image_references(ref: str) -> None:
 def test_invalid_image_references(ref: str, words: str) -> None:
     problem = image_reference_problem(ref)
     assert problem is not None and words in problem and "[registry[:port]/]name" in problem
+
+
+# ---- the run's one cost cap, before the first resource (issue #34, class 2) -----------------------------
+
+STACKS = Path(__file__).resolve().parents[2] / "stacks"
+
+
+def _stack(name: str, **sections: dict[str, Any]) -> dict[str, Any]:
+    raw: dict[str, Any] = copy.deepcopy(
+        yaml.safe_load((STACKS / f"Pulumi.{name}.yaml").read_text())["config"]
+    )
+    for section, values in sections.items():
+        raw.setdefault(f"trainstack:{section}", {}).update(values)
+    return raw
+
+
+def _no_model(raw: dict[str, Any]) -> dict[str, Any]:
+    del raw["trainstack:training"]["model"]
+    return raw
+
+
+# (case, raw config, key refused or None, words in the message). Forecast run costs: dev $4.51
+# (0.14 h x $31.93/h), prod $4,291.59 (16.8 h x $255.63/h), dev without a model $63.86 (2 h x $31.93/h).
+RUN_CAP_CASES: list[tuple[str, dict[str, Any], str | None, str]] = [
+    ("dev, no cap", _stack("dev"), None, ""),
+    ("dev under its cap", _stack("dev", run={"max_cost_usd": 5}), None, ""),
+    ("dev at its cap to the cent", _stack("dev", run={"max_cost_usd": 4.51}), None, ""),
+    (
+        "dev a cent over",
+        _stack("dev", run={"max_cost_usd": 4.5}),
+        "trainstack:run.max_cost_usd",
+        "about $4.51 (forecast: 0.1 h of training), $0.01 over this cap of $4.50",
+    ),
+    (
+        "dev at 100 x the tokens",
+        _stack(
+            "dev",
+            run={"max_cost_usd": 100},
+            training={"model": {**_stack("dev")["trainstack:training"]["model"], "tokens": 2.0e9}},
+        ),
+        "trainstack:run.max_cost_usd",
+        "over this cap of $100.00",
+    ),
+    (
+        "prod under the one cap",
+        _stack("prod", run={"max_cost_usd": 5000}),
+        None,
+        "",
+    ),
+    (
+        "prod over a $1,000 cap",
+        _stack("prod", run={"max_cost_usd": 1000}),
+        "trainstack:run.max_cost_usd",
+        "about $4,291.59 (forecast: 16.8 h of training), $3,291.59 over this cap of $1,000.00",
+    ),
+    (
+        "no model: $/h x max_run_hours over the cap",
+        _no_model(_stack("dev", run={"max_cost_usd": 50})),
+        "trainstack:run.max_cost_usd",
+        "about $63.86 ($/h x max_run_hours (2 h; no training.model to forecast))",
+    ),
+    ("no model, under the cap", _no_model(_stack("dev", run={"max_cost_usd": 64})), None, ""),
+    (
+        "only the deprecated alerts.budget_usd",
+        _stack("dev", alerts={"budget_usd": 1}),
+        "trainstack:alerts.budget_usd",
+        "over this cap of $1.00",
+    ),
+    (
+        "run.max_cost_usd wins over alerts.budget_usd",
+        _stack("dev", alerts={"budget_usd": 1}, run={"max_cost_usd": 10}),
+        None,
+        "",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("raw", "key", "words"), [c[1:] for c in RUN_CAP_CASES], ids=[c[0] for c in RUN_CAP_CASES]
+)
+def test_the_run_forecast_is_held_to_the_one_cap(raw: dict[str, Any], key: str | None, words: str) -> None:
+    problems = run_cost_problems(load_stack_config(raw))
+    if key is None:
+        assert problems == []
+        return
+    assert [p.path for p in problems] == [key]
+    assert words in problems[0].message, problems[0].message
+    assert "pulumi config set --path trainstack:run.max_cost_usd <usd>" in problems[0].message
+
+
+# The one hourly price over the declared account limit is refused while the config is read, before any guard
+# or resource (stackconfig/rules.py): prod is $255.63/h, search $127.71/h.
+SPEND_LIMIT_CASES = [
+    (
+        "prod over the default $80/h",
+        _stack("prod") | {"trainstack:runpod_spend_limit_per_hour": 80},
+        "$255.63/h",
+    ),
+    ("prod a dollar short", _stack("prod") | {"trainstack:runpod_spend_limit_per_hour": 255}, "$255.63/h"),
+    ("search over $100/h", _stack("search") | {"trainstack:runpod_spend_limit_per_hour": 100}, "$127.71/h"),
+    (
+        "dev at 3 pods over $80/h",
+        _stack("dev", cluster={"nodes": 3}),
+        "$95.78/h",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("raw", "words"), [c[1:] for c in SPEND_LIMIT_CASES], ids=[c[0] for c in SPEND_LIMIT_CASES]
+)
+def test_the_hourly_price_over_the_spend_limit_is_refused_while_reading(
+    raw: dict[str, Any], words: str
+) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_stack_config(raw)
+    assert [p.path for p in err.value.problems] == ["trainstack:runpod_spend_limit_per_hour"]
+    assert words in str(err.value), str(err.value)
+
+
+@pytest.mark.parametrize("name", ["prod", "search"])
+def test_the_shipped_limits_hold_their_stacks(name: str) -> None:
+    assert run_cost_problems(load_stack_config(_stack(name))) == []

@@ -7,6 +7,7 @@ import copy
 from collections.abc import Iterator
 from typing import Any
 
+import boto3
 import pytest
 import yaml
 
@@ -144,3 +145,60 @@ def test_up_with_skip_preview_creates_nothing_for_a_forecast_that_cannot_hold(
     assert words in output and "Traceback" not in output, output
     _assert_nothing_created(dev, before)
     assert len(dev.runpod.admin.live()["secrets"]) == secrets_before, what
+
+
+# Issue #34, class 2, the money checks: the run's one cost cap and the declared account spend limit hold under
+# `pulumi up --skip-preview` too. prod (an 8-node Instant Cluster, its 2 TB volume, the checkpoint bucket and
+# 4 secrets; $255.63/h, forecast run $4,291.59) against a local RunPod whose account may spend the stack's
+# shipped $300/h: were the program not to refuse, all of it would be created before any policy ran.
+PROD_BUCKET = "trainstack-prod-checkpoints"
+OVER_THE_MONEY = [
+    (
+        "forecast run over trainstack:run.max_cost_usd",
+        "trainstack:run",
+        {"phase": "active", "max_cost_usd": 1000},
+        ["trainstack:run.max_cost_usd", "about $4,291.59", "over this cap of $1,000.00"],
+    ),
+    (
+        "hourly price over the declared spend limit",
+        "trainstack:runpod_spend_limit_per_hour",
+        80,
+        ["trainstack:runpod_spend_limit_per_hour", "$255.63/h", "may spend $80/h"],
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def prod(tmp_path_factory: pytest.TempPathFactory, runpod: LocalRunPod, moto_s3: str) -> Iterator[StackRun]:
+    runpod.admin.reset()
+    runpod.admin.limits(ratePerMinute=100000)
+    yield open_stack("prod", tmp_path_factory.mktemp("forecast-prod"), runpod, moto_s3)
+    runpod.admin.reset()
+
+
+@pytest.mark.parametrize(
+    ("what", "key", "value", "words"), OVER_THE_MONEY, ids=[c[0] for c in OVER_THE_MONEY]
+)
+def test_up_with_skip_preview_creates_nothing_over_the_money_checks(
+    prod: StackRun, moto_s3: str, what: str, key: str, value: Any, words: list[str]
+) -> None:
+    stack_file = prod.cli.project / "stacks" / f"Pulumi.{prod.stack}.yaml"
+    shipped = stack_file.read_text()
+    doc = yaml.safe_load(shipped)
+    doc["config"][key] = value  # the encrypted secrets and their salt stay as they are
+    stack_file.write_text(yaml.safe_dump(doc, sort_keys=False))
+    s3 = boto3.client("s3", endpoint_url=moto_s3, region_name="us-east-1")
+    before = _mutations(prod.runpod)
+    try:
+        result = prod.up("--skip-preview", check=False)
+    finally:
+        stack_file.write_text(shipped)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0, output
+    assert "Traceback" not in output, output
+    for text in words:
+        assert text in output, output
+    live = prod.runpod.admin.live()
+    assert (live["pods"], live["clusters"], live["volumes"], live["secrets"]) == ([], [], [], []), what
+    assert PROD_BUCKET not in {b["Name"] for b in s3.list_buckets()["Buckets"]}, what
+    _assert_nothing_created(prod, before)

@@ -11,7 +11,7 @@ Each is refused before the first resource so a bad value can never rent a pod fi
   `pulumi up --skip-preview` a forecast that failed inside the component would have left pods renting
   with no budget check (issue #34): it fails here, closed, before anything is registered;
 - the forecast run cost (`forecast.stack.run_cost`) must fit the run's one cost cap
-  (`trainstack:run.max_cost_usd`) when the stack sets one: the policy pack's run-cost checks would only see it
+  (`trainstack:run.max_cost_usd`) when the stack sets one and its run is `active`: the policy pack's run-cost checks would only see it
   after `pulumi up --skip-preview` had created the resources. The one hourly price against the declared
   `trainstack:runpod_spend_limit_per_hour` is already refused by `read_stack_config` (stackconfig/rules.py).
 """
@@ -149,9 +149,13 @@ OLD_CAP_KEY = f"{NAMESPACE}:alerts.budget_usd"  # the cap's deprecated name, use
 
 def run_cost_problems(config: StackConfig) -> list[ConfigProblem]:
     """The stack's forecast run cost stays within the run's one cost cap when one is set; else a problem at
-    the cap's key. Call it after `forecast_problems` found none (the run cost needs a computable forecast)."""
+    the cap's key. Call it after `forecast_problems` found none (the run cost needs a computable forecast).
+
+    Only for `run.phase: active`, the phase a rental starts in: `releasing` and `released` are how the
+    supervisor takes compute away from a run over its cap and must never be refused, and `recovering`
+    replaces the nodes of a run already admitted (stackconfig/supervisor.py)."""
     cap = run_cost_cap(config)
-    if not cap:
+    if not cap or config.run.phase != "active":
         return []
     cost = run_cost(config)
     if cost.usd <= cap:

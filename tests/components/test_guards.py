@@ -198,6 +198,20 @@ RUN_CAP_CASES: list[tuple[str, dict[str, Any], str | None, str]] = [
         "trainstack:run.max_cost_usd",
         "about $63.86 ($/h x max_run_hours (2 h; no training.model to forecast))",
     ),
+    # The supervisor releases a run over its cap through these phases: that update is never refused.
+    (
+        "releasing a run over its cap",
+        _stack("prod", run={"max_cost_usd": 1000, "phase": "releasing"}),
+        None,
+        "",
+    ),
+    ("released, over the cap", _stack("prod", run={"max_cost_usd": 1000, "phase": "released"}), None, ""),
+    (
+        "recovering an admitted run",
+        _stack("prod", run={"max_cost_usd": 1000, "phase": "recovering"}),
+        None,
+        "",
+    ),
     ("no model, under the cap", _no_model(_stack("dev", run={"max_cost_usd": 64})), None, ""),
     (
         "only the deprecated alerts.budget_usd",

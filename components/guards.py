@@ -11,9 +11,10 @@ Each is refused before the first resource so a bad value can never rent a pod fi
   `pulumi up --skip-preview` a forecast that failed inside the component would have left pods renting
   with no budget check (issue #34): it fails here, closed, before anything is registered;
 - the forecast run cost (`forecast.stack.run_cost`) must fit the run's one cost cap
-  (`trainstack:run.max_cost_usd`) when the stack sets one and its run is `active`: the policy pack's run-cost checks would only see it
-  after `pulumi up --skip-preview` had created the resources. The one hourly price against the declared
-  `trainstack:runpod_spend_limit_per_hour` is already refused by `read_stack_config` (stackconfig/rules.py).
+  (`trainstack:run.max_cost_usd`) when the stack sets one and its run is `active`: the policy pack's
+  run-cost checks would only see it after `pulumi up --skip-preview` had created the resources. The one
+  hourly price against the declared `trainstack:runpod_spend_limit_per_hour` is already refused by
+  `read_stack_config` (stackconfig/rules.py).
 """
 
 from __future__ import annotations

@@ -29,7 +29,6 @@ from forecast.compare import stack_output
 from forecast.stack import run_cost, stack_forecast
 from providers.runpod.cluster import InstantCluster
 from providers.runpod.inputs import (
-    ClusterNode,
     ContainerFields,
     InstantClusterInputs,
     NetworkVolumeInputs,
@@ -38,6 +37,7 @@ from providers.runpod.inputs import (
     SecretInputs,
     TrainingInputs,
 )
+from providers.runpod.outputs import ClusterNode
 from providers.runpod.pod import Pod
 from providers.runpod.registry import RegistryAuth
 from providers.runpod.secret import Secret

@@ -9,8 +9,8 @@ from typing import Any, Literal
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
+from emulator.admission import Counters
 from emulator.faults import FaultConfig
-from emulator.gate import Counters
 from emulator.pods import delete_pod, get_pod
 from emulator.problems import ApiError
 from emulator.routes_v2 import world_of
@@ -62,7 +62,7 @@ async def hosts(request: Request) -> dict[str, Any]:
 async def reset(request: Request) -> dict[str, Any]:
     world_of(request).reset()
     counters_of(request).clear()
-    request.app.state.gate_buckets.clear()
+    request.app.state.admission_buckets.clear()
     return {"ok": True}
 
 

@@ -1,4 +1,4 @@
-"""Assemble the server: world, routers, problem+json error handlers, the gate, and uvicorn."""
+"""Assemble the server: world, routers, problem+json error handlers, the admission layer, and uvicorn."""
 
 from __future__ import annotations
 
@@ -21,9 +21,9 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp
 
 from emulator import admin, graphql_api, netslot, routes_account, routes_catalog, routes_v2
+from emulator.admission import Admission, Counters
 from emulator.catalog import Catalog
 from emulator.config import Settings
-from emulator.gate import Counters, Gate
 from emulator.hostnet import Bridge
 from emulator.hosts import Hosts, hosts_unavailable, make_hosts
 from emulator.netslot import NetSlot
@@ -61,7 +61,7 @@ ROUTERS = (
 
 
 def create_app(settings: Settings) -> tuple[ASGIApp, World]:
-    """The ASGI app to serve (the gate around FastAPI) and its world, for tests and `serve`."""
+    """The ASGI app to serve (the admission layer around FastAPI) and its world, for tests and `serve`."""
     store = Store(settings.state_dir)
     settings, hosts = _hosts(settings, store)
     world = World(settings, store, Catalog.load(), hosts)
@@ -75,14 +75,14 @@ def create_app(settings: Settings) -> tuple[ASGIApp, World]:
     api.add_exception_handler(HTTPException, _http_error)
     api.add_exception_handler(RequestValidationError, _validation_error)
     counters = Counters()
-    gate = Gate(api, world, spec, counters, implemented(ROUTERS, spec))
-    api.state.world, api.state.spec, api.state.counters, api.state.gate_buckets = (
+    admission = Admission(api, world, spec, counters, implemented(ROUTERS, spec))
+    api.state.world, api.state.spec, api.state.counters, api.state.admission_buckets = (
         world,
         spec,
         counters,
-        gate.buckets,
+        admission.buckets,
     )
-    return gate, world
+    return admission, world
 
 
 def implemented(routers: tuple[APIRouter, ...], spec: Spec) -> set[tuple[str, str]]:

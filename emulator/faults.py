@@ -21,7 +21,7 @@ class FaultConfig(BaseModel):
     # Let the API commit the change, then close the socket: the reply is lost, the pod is billed.
     loseNext: int = Field(default=0, ge=0)
     # The k-th state write from now (1 = the next) fails as a full disk would: the request that made it
-    # answers 500 and must leave nothing behind (the gate's per-request transaction).
+    # answers 500 and must leave nothing behind (the admission layer's per-request transaction).
     failWrite: int = Field(default=0, ge=0)
     matchMethod: str | None = None
     matchPath: str | None = None

@@ -19,8 +19,8 @@ CREATE TABLE IF NOT EXISTS audit (seq INTEGER PRIMARY KEY AUTOINCREMENT, at REAL
 
 
 class Store:
-    """One SQLite file per state dir. Outside `begin()` every write commits at once; the gate wraps each
-    API request in `begin()`/`commit()` so a request that fails half-way leaves nothing behind."""
+    """One SQLite file per state dir. Outside `begin()` every write commits at once; the admission layer
+    wraps each API request in `begin()`/`commit()` so a request that fails half-way leaves nothing behind."""
 
     def __init__(self, state_dir: Path) -> None:
         state_dir.mkdir(parents=True, exist_ok=True)

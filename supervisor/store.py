@@ -2,7 +2,7 @@
 
 Keys (docs/SUPERVISOR.md):
 
-    run/<run id>/state.json                 the run's own record, by the job's rank 0 (train/node/bucket.py)
+    run/<run id>/state.json                 the run's own record, by the job's rank 0 (train/node/transfer.py)
     supervisor/<stack>/lease.json           who may act now: {holder, expires_at}; conditional writes only
     supervisor/<stack>/audit/<time>-<holder>.json   one JSON line per round
 
@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from supervisor.model import RoundRecord, RunState
-from train.node.bucket import object_sha256, state_key
+from train.node.transfer import object_sha256, state_key
 
 LEASE_TTL_S = 600.0  # a holder killed mid-action blocks others this long at most
 _LOST = {"PreconditionFailed", "ConditionalRequestConflict", "412", "409"}

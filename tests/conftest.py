@@ -59,8 +59,9 @@ def monkeypatch_session() -> Iterator[None]:
 @pytest.fixture(autouse=True, scope="session")
 def _catalog_read_every_time() -> Iterator[None]:
     """Every provider process reads the GPU catalog itself, as with the shared catalog file off, so one
-    test's prices (or faults) never reach another through ~/.cache. tests/providers/test_catalog_cache.py
-    and tests/e2e/test_catalog_shared.py turn the file on where they test it."""
+    test's prices (or faults) never reach another through ~/.cache.
+    tests/providers/runpod/test_catalog_cache.py and tests/e2e/test_catalog_shared.py turn the file on where
+    they test it."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("TRAINSTACK_CATALOG_TTL_S", "0")
         yield

@@ -37,7 +37,7 @@ def test_the_fast_lane_leaves_out_every_heavy_marker() -> None:
         (f"{REPO}/scripts/local-runpod start", "scripts/local-runpod"),
         (["ip", "netns", "add", "x"], "ip (namespaces)"),
         (["bash", "-n", "start-node-0.sh"], None),
-        ([sys.executable, "-m", "train.node.gate", "--help"], None),
+        ([sys.executable, "-m", "train.node.healthgate", "--help"], None),
         (["shellcheck", "up"], None),
     ],
 )

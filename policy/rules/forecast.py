@@ -143,7 +143,7 @@ class BudgetConfig(PolicyConfig):
     max_run_cost_usd: float = Field(5000, ge=0, description="Most the forecast training run may cost, USD.")
 
 
-def check_run_cost(args: StackValidationArgs, report: ReportViolation) -> None:
+def check_forecast_run_cost(args: StackValidationArgs, report: ReportViolation) -> None:
     """The forecast run cost (forecast hours x the stack's on-demand price) stays under `max_run_cost_usd`."""
     cfg = load_config(BudgetConfig, args.get_config(), report)
     if cfg is None:
@@ -234,7 +234,7 @@ MODEL_MAY_NOT_FIT = StackValidationPolicy(
 RUN_COST = StackValidationPolicy(
     name="run-cost-within-budget",
     description="The forecast cost of the whole training run stays under `max_run_cost_usd`.",
-    validate=check_run_cost,
+    validate=check_forecast_run_cost,
     enforcement_level=EnforcementLevel.MANDATORY,
     config_schema=config_schema(BudgetConfig),
     remediation_steps="Train on fewer tokens, use LoRA, or raise `max_run_cost_usd`.",

@@ -20,8 +20,8 @@ from providers.runpod.base import (
     ready_timeout,
     wait_for,
 )
-from providers.runpod.inputs import ClusterNode
 from providers.runpod.models import ClusterArgs
+from providers.runpod.outputs import ClusterNode
 
 if TYPE_CHECKING:  # the client (and httpx) load only where a verb runs
     from providers.runpod.client import RunPodClient

@@ -89,7 +89,7 @@ class GraphQLError(ApiError):
 
 # Texts RunPod uses where no machine-readable code exists (RunPod's error guidance for `POST /v2/pods` in the
 # REST v2 docs: a 400 whose text is the only sign of no capacity; recorded answers in
-# tests/providers/fake_runpod.py). Matched case-insensitively against `detail` / GraphQL `message` only
+# tests/providers/runpod/fake_runpod.py). Matched case-insensitively against `detail` / GraphQL `message` only
 # to choose the class; the text itself is never copied into our messages.
 NO_CAPACITY_MARKERS = ("no longer any instances available", "no instances available")
 SPEND_LIMIT_MARKERS = ("spend limit", "spending limit")

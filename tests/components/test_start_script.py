@@ -383,7 +383,7 @@ def test_the_template_embeds_no_python() -> None:
     assert "<<'PY'" not in body and "<<PY" not in body
     assert not [line for line in body.splitlines() if line.lstrip().startswith(("import ", "from ", "def "))]
     # Every Python the script runs is a module of train/node/ (node_py, torchrun -m, python -m).
-    modules = {"gate", "preflight", "agent", "bucket"}
+    modules = {"healthgate", "preflight", "agent", "transfer"}
     assert all(f"train.node.{m}" in body or f"node_py {m}" in body for m in modules)
 
 

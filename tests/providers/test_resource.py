@@ -11,8 +11,9 @@ from pulumi.output import Unknown
 from providers.common import InputModel
 from providers.resource import COST_KEYS, CheckedProvider
 from providers.runpod.cluster import InstantCluster
-from providers.runpod.inputs import ClusterNode, InstantClusterInputs, PodInputs, TrainingInputs
+from providers.runpod.inputs import InstantClusterInputs, PodInputs, TrainingInputs
 from providers.runpod.models import ClusterArgs, PodArgs
+from providers.runpod.outputs import ClusterNode
 from providers.runpod.pod import Pod
 from providers.s3.inputs import CheckpointBucketInputs, LifecycleInputs
 from providers.s3.models import BucketArgs

@@ -226,9 +226,9 @@ def test_two_whole_rounds_find_a_lost_pod_recreate_it_through_pulumi_and_say_so(
 def test_the_failure_cause_travels_from_the_node_to_the_decision(
     s3: Any, bucket: str, tmp_path: Path
 ) -> None:
-    """bucket.py finish writes the cause the start script classified; the supervisor reads it back."""
+    """transfer.py finish writes the cause the start script classified; the supervisor reads it back."""
     from supervisor.store import verify_run
-    from train.node import bucket as node_bucket
+    from train.node import transfer as node_transfer
 
     env = {
         "TRAINSTACK_RUN_ID": "prod.p0",
@@ -238,7 +238,7 @@ def test_the_failure_cause_travels_from_the_node_to_the_decision(
         "TRAINSTACK_FINISH_WAIT_S": "0",
         "TRAINSTACK_FAILURE": "oom",
     }
-    node_bucket.finish(s3, bucket, "trainstack/prod/", 1, env)
+    node_transfer.finish(s3, bucket, "trainstack/prod/", 1, env)
     state = verify_run(s3, bucket, "prod.p0")
     assert (state.status, state.exit_status, state.failure) == ("failed", 1, "oom")
 

@@ -18,7 +18,7 @@ from supervisor.cli import LEASE_LOST, Round, line_of, main
 from supervisor.model import RoundRecord
 from supervisor.observe import Sources, StackUnreadable
 from tests.polling import poll
-from train.node import bucket as node_bucket
+from train.node import transfer as node_transfer
 
 pytestmark = pytest.mark.services  # a moto S3 server beside the test
 
@@ -88,7 +88,7 @@ def finished_run(s3: Any, bucket: str, tmp_path: Path) -> None:
         "TRAINSTACK_PROGRESS_FILE": str(tmp_path / "none.jsonl"),
         "TRAINSTACK_FINISH_WAIT_S": "0",
     }
-    node_bucket.finish(s3, bucket, "trainstack/dev-pod-0/", 0, env)
+    node_transfer.finish(s3, bucket, "trainstack/dev-pod-0/", 0, env)
 
 
 def make_round(s3: Any, raw: dict[str, Any], actuator: Actuator, **kw: Any) -> Round:

@@ -15,7 +15,7 @@ import pytest
 
 from supervisor import store
 from supervisor.model import Decision, Observation, RoundRecord
-from train.node import bucket as node_bucket
+from train.node import transfer as node_transfer
 
 pytestmark = pytest.mark.services  # a moto S3 server beside the test
 
@@ -102,7 +102,7 @@ def test_node_writes_the_run_state_and_the_supervisor_verifies_it(
     s3: Any, bucket: str, tmp_path: Path
 ) -> None:
     env = _upload_run(s3, bucket, tmp_path)
-    lines = node_bucket.finish(s3, bucket, "trainstack/dev-pod-0/", 0, env)
+    lines = node_transfer.finish(s3, bucket, "trainstack/dev-pod-0/", 0, env)
     assert "finished at step 20" in lines[0]
     raw = json.loads(s3.get_object(Bucket=bucket, Key="run/dev-pod-0.pod1/state.json")["Body"].read())
     assert raw["checkpoint"] == {"key": "trainstack/dev-pod-0/step-20.pt", "size": 7000, "sha256": env["sha"]}
@@ -113,7 +113,7 @@ def test_node_writes_the_run_state_and_the_supervisor_verifies_it(
 
 def test_forged_checksum_never_verifies(s3: Any, bucket: str, tmp_path: Path) -> None:
     env = _upload_run(s3, bucket, tmp_path)
-    node_bucket.finish(s3, bucket, "trainstack/dev-pod-0/", 0, env)
+    node_transfer.finish(s3, bucket, "trainstack/dev-pod-0/", 0, env)
     key = "run/dev-pod-0.pod1/state.json"
     record = json.loads(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
     record["checkpoint"]["sha256"] = "0" * 64
@@ -140,13 +140,13 @@ def test_rank_0_waits_for_every_node_and_says_who_did_not_sync(s3: Any, bucket: 
         naps.append(seconds)
         clock.t += seconds
 
-    lines = node_bucket.finish(s3, bucket, "trainstack/dev-pod-0/", 0, env, clock=clock, sleep=nap)
+    lines = node_transfer.finish(s3, bucket, "trainstack/dev-pod-0/", 0, env, clock=clock, sleep=nap)
     assert naps and "no sync mark from nodes 1" in lines[0]
     assert store.verify_run(s3, bucket, "dev-pod-0.pod1").status == "failed"
     # node 1 marks itself; rank 0 then finds both marks at once
-    node_bucket.finish(s3, bucket, "trainstack/dev-pod-0/", 0, {**env, "NODE_RANK": "1"})
+    node_transfer.finish(s3, bucket, "trainstack/dev-pod-0/", 0, {**env, "NODE_RANK": "1"})
     naps.clear()
-    lines = node_bucket.finish(s3, bucket, "trainstack/dev-pod-0/", 0, env, clock=clock, sleep=nap)
+    lines = node_transfer.finish(s3, bucket, "trainstack/dev-pod-0/", 0, env, clock=clock, sleep=nap)
     assert not naps and "finished" in lines[0]
 
 

@@ -25,7 +25,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from train.node import gate, healthrecord, verdicts, watch
+from train.node import healthgate, healthrecord, nvml_watch, verdicts
 from train.node.nvml import GpuReading
 
 GEMM_N = 8192  # 8192^3 bf16: ~1.1 TFLOP a product, ~1.4 ms on a Hopper GPU: long past launch overhead
@@ -43,7 +43,7 @@ class Ctx:
     node: int  # this node's rank in the job (torchrun's GROUP_RANK)
     cuda: bool
     device: Any
-    watch_file: Path | None = None  # the NVML watch's samples (local rank 0 only; see train/node/watch.py)
+    watch_file: Path | None = None  # the NVML samples (local rank 0 only; see train/node/nvml_watch.py)
     fails: list[str] = field(default_factory=list)  # this node's failure lines (local rank 0)
 
     @property
@@ -123,7 +123,7 @@ def straggler(ctx: Ctx) -> None:
     dist.all_gather_object(gathered, (ctx.node, ctx.local_rank, mine))
     tflops = {local: value for node, local, value in gathered if node == ctx.node}
     found = verdicts.straggler_findings(tflops, ctx.args.gemm_floor_tflops, ctx.args.straggler_tolerance_pct)
-    lines = [f"GPU {g}: {why}; {gate.ACTIONS[ctx.args.replace]}" for g, why in found]
+    lines = [f"GPU {g}: {why}; {healthgate.ACTIONS[ctx.args.replace]}" for g, why in found]
     section: dict[str, Any] = {
         "tflops": {str(k): round(v, 1) for k, v in sorted(tflops.items())},
         "median_tflops": round(statistics.median(tflops.values()), 1),
@@ -132,7 +132,7 @@ def straggler(ctx: Ctx) -> None:
         "gemm": f"bf16 {GEMM_N}x{GEMM_N}x{GEMM_N}, {ctx.args.gemm_seconds:g} s on every GPU at once",
     }
     if ctx.lead and loaded:
-        under_load, load_lines = gate.run_gate(
+        under_load, load_lines = healthgate.run_gate(
             _Fixed(loaded[-1][1]), len(tflops), ctx.args.replace, under_load=True
         )
         section["under_load"] = under_load
@@ -160,7 +160,7 @@ class _Fixed:
 
 
 def _watched(ctx: Ctx, start: float, end: float) -> list[tuple[float, list[GpuReading]]]:
-    return watch.samples(ctx.watch_file, start, end) if ctx.watch_file is not None else []
+    return nvml_watch.samples(ctx.watch_file, start, end) if ctx.watch_file is not None else []
 
 
 def _timed_allreduce(ctx: Ctx, data: Any, iters: int) -> float:
@@ -201,7 +201,7 @@ def allreduce_sweep(ctx: Ctx) -> None:
     ctx.say(f"TRAINSTACK_BUSBW_GB_PER_S={busbw:.2f}")
     floor = ctx.args.busbw_floor_gb_per_s
     why = verdicts.busbw_floor_finding(busbw, ctx.world, floor)
-    lines = [f"node: {why}, {gate.ACTIONS[ctx.args.replace]}"] if why else []
+    lines = [f"node: {why}, {healthgate.ACTIONS[ctx.args.replace]}"] if why else []
     status = "fail" if lines else "pass"
     section = {"status": status, "ranks": ctx.world, "sizes": rows, "busbw_gb_per_s": round(busbw, 2)}
     ctx.record("allreduce", section | {"floor_gb_per_s": floor, "reason": lines[0] if lines else None})
@@ -264,8 +264,8 @@ def _judge_burn_in(
     summaries = {g: verdicts.gpu_summary(s, args.burn_in_clock_drop_pct) for g, s in samples.items()}
     # One rank moves no data: its bus bandwidth is 0 by definition, so that rule waits for two ranks.
     judged_bw = busbw if ctx.world >= 2 else []
-    found = verdicts.burn_in_findings(summaries, judged_bw, limits, gate.FALLBACK_SLOWDOWN_C)
-    action = gate.ACTIONS[args.replace]
+    found = verdicts.burn_in_findings(summaries, judged_bw, limits, healthgate.FALLBACK_SLOWDOWN_C)
+    action = healthgate.ACTIONS[args.replace]
     lines = [f"{'node' if g is None else f'GPU {g}'}: {why}; {action}" for g, why in found]
     section = {
         "status": "fail" if lines else "pass",
@@ -308,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
     if cuda and ctx.lead:
         ctx.watch_file = Path(tempfile.mkstemp(prefix="trainstack-watch-", suffix=".jsonl")[1])
         watcher = subprocess.Popen(
-            [sys.executable, "-m", "train.node.watch", "--out", str(ctx.watch_file), "--interval-s", "1"]
+            [sys.executable, "-m", "train.node.nvml_watch", "--out", str(ctx.watch_file), "--interval-s", "1"]
         )
     try:
         straggler(ctx)

@@ -57,7 +57,7 @@ class GpuSample:
 class BurnInLimits:
     clock_drop_pct: float  # a sample under the GPU's median SM clock by more than this is a drop
     busbw_drop_pct: float  # bus bandwidth's 5th percentile under its median by more than this fails
-    slowdown_temp_c: Mapping[int, int]  # per GPU, from NVML (fallback when missing: gate.FALLBACK_SLOWDOWN_C)
+    slowdown_temp_c: Mapping[int, int]  # per GPU, from NVML (fallback: healthgate.FALLBACK_SLOWDOWN_C)
 
 
 def percentile(values: Sequence[float], pct: float) -> float:

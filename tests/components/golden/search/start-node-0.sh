@@ -188,8 +188,8 @@ check_secrets() {
 preflight_gpus() {
   local out status=0
   rm -f "$HEALTH_RECORD"
-  # The GPU health gate (train/node/gate.py): NVML checks of every GPU; a CPU test cluster skips it.
-  out=$(node_py gate --record "$HEALTH_RECORD" --expected-gpus "$NPROC_PER_NODE" --replace "$REPLACE" \
+  # The GPU health gate (train/node/healthgate.py): NVML checks of every GPU; a CPU test cluster skips it.
+  out=$(node_py healthgate --record "$HEALTH_RECORD" --expected-gpus "$NPROC_PER_NODE" --replace "$REPLACE" \
     --device "$TRAINSTACK_DEVICE" 2>&1) || status=$?
   if ((status != 0)); then
     printf '%s\n' "$out" | sed '$d' >&2
@@ -276,13 +276,13 @@ bucket() {
   fi
   export TRAINSTACK_CHECKPOINT_BUCKET TRAINSTACK_CHECKPOINT_PREFIX TRAINSTACK_RUN_ID TRAINSTACK_STARTED_AT
   if [[ $1 == finish ]]; then
-    # train/node/bucket.py finish STATUS: waits for every node's sync mark on the job's rank 0.
-    env PYTHONPATH="$TRAINSTACK_WORKDIR${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" -m train.node.bucket finish "$2"
+    # train/node/transfer.py finish STATUS: waits for every node's sync mark on the job's rank 0.
+    env PYTHONPATH="$TRAINSTACK_WORKDIR${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" -m train.node.transfer finish "$2"
     return
   fi
-  # train/node/bucket.py; `timeout` needs a command, not a shell function, hence env.
+  # train/node/transfer.py; `timeout` needs a command, not a shell function, hence env.
   timeout "${2:-0}" env PYTHONPATH="$TRAINSTACK_WORKDIR${PYTHONPATH:+:$PYTHONPATH}" \
-    "$PYTHON" -m train.node.bucket "$1"
+    "$PYTHON" -m train.node.transfer "$1"
 }
 
 # Every node uploads the checkpoints of its own directory: global rank 0 writes them, and torchrun's c10d

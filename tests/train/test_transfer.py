@@ -1,15 +1,15 @@
-"""Checkpoint transfer (moved out of the start script's bash into train/node/bucket.py)."""
+"""Checkpoint transfer (moved out of the start script's bash into train/node/transfer.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from train.node.bucket import by_step, run
+from train.node.transfer import by_step, run
 
 
 class FakeS3:
-    """The four client calls bucket.py makes, over a dict; fails on anything else by not having it."""
+    """The four client calls transfer.py makes, over a dict; fails on anything else by not having it."""
 
     def __init__(self, objects: dict[str, bytes]) -> None:
         self.objects = objects

@@ -1,7 +1,7 @@
 """Checkpoint transfer between the node and the S3 bucket; checkpoints are immutable files named step-<n>.pt.
 
-    python -m train.node.bucket resume|sync|newest
-    python -m train.node.bucket finish STATUS
+    python -m train.node.transfer resume|sync|newest
+    python -m train.node.transfer finish STATUS
 
 resume: fetch the bucket's newest checkpoint unless a local one is as new. sync: upload every local
 checkpoint the bucket lacks. newest: upload only the newest local one, without listing the bucket (it runs
@@ -146,7 +146,7 @@ def finish(
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    usage = "usage: python -m train.node.bucket resume|sync|newest | finish STATUS"
+    usage = "usage: python -m train.node.transfer resume|sync|newest | finish STATUS"
     if not args or args[0] not in ("resume", "sync", "newest", "finish"):
         print(usage, file=sys.stderr)
         return 2

@@ -14,7 +14,7 @@ from providers.runpod.cluster import InstantClusterProvider
 from providers.runpod.registry import RegistryAuthProvider
 from providers.runpod.secret import SecretProvider
 from providers.runpod.volume import NetworkVolumeProvider
-from tests.providers.fake_runpod import BODY_SECRET, FakeRunPod, Fault
+from tests.providers.runpod.fake_runpod import BODY_SECRET, FakeRunPod, Fault
 
 H100 = "NVIDIA H100 80GB HBM3"
 

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from tests.train.recorded import node_of
-from train.node.watch import samples
+from train.node.nvml_watch import samples
 
 
 def test_samples_between_times(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ import pytest
 from providers.runpod import catalog, errors
 from providers.runpod.base import UNKNOWN
 from providers.runpod.pod import PodProvider
-from tests.providers.fake_runpod import API_KEY, FakeRunPod, Fault
+from tests.providers.runpod.fake_runpod import API_KEY, FakeRunPod, Fault
 
 H100 = "NVIDIA H100 80GB HBM3"
 

@@ -1,6 +1,6 @@
 """The GPU health gate: pure checks of NVML readings, each failure one line naming the GPU and the fix.
 
-    python -m train.node.gate --record R.json --expected-gpus 8 --replace pod [--device cpu]
+    python -m train.node.healthgate --record R.json --expected-gpus 8 --replace pod [--device cpu]
 
 Checks per GPU (readings from train/node/nvml.py): volatile uncorrected ECC errors, pending or failed row
 remaps, XID events, PCIe link width (and generation, under load only: an idle link drops its generation to
@@ -157,7 +157,9 @@ def _sampler() -> Sampler:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m train.node.gate", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m train.node.healthgate", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--record", type=Path, required=True, help="the node's health record (JSON)")
     parser.add_argument("--expected-gpus", type=int, required=True)
     parser.add_argument("--replace", choices=sorted(ACTIONS), default="pod")

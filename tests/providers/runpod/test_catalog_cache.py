@@ -13,7 +13,7 @@ import pytest
 from providers import settings
 from providers.errors import SettingsError
 from providers.runpod import catalog
-from tests.providers.fake_runpod import API_KEY, FakeRunPod, Fault
+from tests.providers.runpod.fake_runpod import API_KEY, FakeRunPod, Fault
 
 CATALOG = ("GET", "/v2/catalog/gpus")
 H100 = "NVIDIA H100 80GB HBM3"

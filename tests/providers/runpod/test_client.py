@@ -12,7 +12,14 @@ from providers.runpod.client import RunPodClient
 from providers.runpod.http import HttpCore, tls_context
 from providers.runpod.ratelimit import TokenBucket
 from providers.runpod.records import GpuRequest, PodCreate
-from tests.providers.fake_runpod import API_KEY, BODY_SECRET, NO_CAPACITY, SPEND_LIMIT, FakeRunPod, Fault
+from tests.providers.runpod.fake_runpod import (
+    API_KEY,
+    BODY_SECRET,
+    NO_CAPACITY,
+    SPEND_LIMIT,
+    FakeRunPod,
+    Fault,
+)
 
 
 def _body(name: str = "trainer") -> PodCreate:

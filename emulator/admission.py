@@ -42,15 +42,15 @@ def _abort_connection(send: Send) -> None:
     """Close the client's socket with no reply at all.
 
     ASGI has no message for this, so reach the transport through uvicorn's response cycle (the owner
-    of the bound `send`); this is why the gate must be the outermost layer.
+    of the bound `send`); this is why the admission layer must be the outermost layer.
     """
     transport = getattr(getattr(send, "__self__", None), "transport", None)
     if transport is None:
-        raise RuntimeError("dropping connections needs the gate directly under uvicorn")
+        raise RuntimeError("dropping connections needs the admission layer directly under uvicorn")
     transport.abort()
 
 
-class Gate:
+class Admission:
     """Wraps the app; admin and unknown paths pass straight through.
 
     `implemented` holds (METHOD, spec path template) of every operation the API answers; any other
@@ -221,7 +221,7 @@ def _presented_key(scope: Scope) -> str | None:
 
 def _hide_api_key(scope: Scope) -> None:
     """Take `api_key` out of the query string before anything can log it (uvicorn's access log reads
-    this same scope); the gate keeps the value in the request state for `_presented_key`."""
+    this same scope); the admission layer keeps the value in the request state for `_presented_key`."""
     raw = scope.get("query_string", b"")
     if not raw:
         return

@@ -1,6 +1,6 @@
 """Sample every GPU through NVML into a JSON-lines file until SIGTERM (the preflight's eyes on the GPUs).
 
-    python -m train.node.watch --out FILE --interval-s 1
+    python -m train.node.nvml_watch --out FILE --interval-s 1
 
 The preflight runs this beside its torch processes instead of calling NVML itself: on the H200 machine an
 NVML reader inside the process that ran NCCL and the GEMMs crashed it (SIGSEGV, then "double free or
@@ -40,7 +40,7 @@ def samples(path: Path, start: float, end: float) -> list[tuple[float, list[GpuR
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m train.node.watch", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m train.node.nvml_watch", description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--interval-s", type=float, default=1.0)
     args = p.parse_args(argv)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.train.recorded import node_of, recorded, write_replay
-from train.node import gate
+from train.node import healthgate
 from train.node.nvml import THROTTLE_REASONS, ReplaySampler, with_fault
 
 
@@ -23,7 +23,7 @@ def test_the_recording_says_when_and_where() -> None:
 @pytest.mark.parametrize("snapshot", ["idle", "load"])
 def test_recorded_machine_is_healthy(snapshot: str) -> None:
     readings = recorded().snapshots[snapshot]
-    assert gate.check_node(readings, len(readings), under_load=snapshot == "load") == []
+    assert healthgate.check_node(readings, len(readings), under_load=snapshot == "load") == []
 
 
 FAULTS = [
@@ -47,7 +47,7 @@ def test_one_changed_field_fails_that_gpu_with_one_line(
 ) -> None:
     healthy = node_of(8)
     sick = with_fault(healthy, 5, **change)
-    section, lines = gate.run_gate(ReplaySampler([sick]), 8, "cluster")
+    section, lines = healthgate.run_gate(ReplaySampler([sick]), 8, "cluster")
     assert section["status"] == "fail"
     assert section["findings"] == [{"gpu": 5, "check": check, "reason": section["findings"][0]["reason"]}]
     assert len(lines) == 1 and "\n" not in lines[0]
@@ -57,14 +57,15 @@ def test_one_changed_field_fails_that_gpu_with_one_line(
 
 def test_pcie_generation_is_judged_under_load_only() -> None:
     slow = with_fault(node_of(2, "load"), 1, pcie_gen=3)
-    assert gate.check_node(slow, 2, under_load=False) == []  # an idle link drops its generation on purpose
-    (finding,) = gate.check_node(slow, 2, under_load=True)
+    # an idle link drops its generation on purpose
+    assert healthgate.check_node(slow, 2, under_load=False) == []
+    (finding,) = healthgate.check_node(slow, 2, under_load=True)
     assert (finding.gpu, finding.reason) == (1, "PCIe link at gen 3 under load, the GPU supports gen 5")
 
 
 def test_a_gpu_with_every_nvlink_down_is_caught_against_its_peers() -> None:
     dark = with_fault(node_of(4), 2, nvlink_up=(False,) * 18)
-    (finding,) = gate.check_node(dark, 4)
+    (finding,) = healthgate.check_node(dark, 4)
     assert (finding.gpu, finding.check, finding.reason) == (
         2,
         "nvlink",
@@ -73,12 +74,12 @@ def test_a_gpu_with_every_nvlink_down_is_caught_against_its_peers() -> None:
 
 
 def test_gpu_count_and_unsupported_fields() -> None:
-    (finding,) = gate.check_node(node_of(7), 8)
+    (finding,) = healthgate.check_node(node_of(7), 8)
     assert finding.line(node_of(7), "pod").startswith(
         "node: NVML sees 7 GPU(s), the stack expects 8; replace this pod"
     )
     blank = with_fault(node_of(2), 0, ecc_uncorrected_volatile=None, remap_pending=None, temperature_c=None)
-    assert gate.check_node(blank, 2) == []  # what NVML does not report is not made up, nor failed
+    assert healthgate.check_node(blank, 2) == []  # what NVML does not report is not made up, nor failed
 
 
 def test_count_honours_cuda_visible_devices(
@@ -87,17 +88,17 @@ def test_count_honours_cuda_visible_devices(
     """Two nodes sharing one 2 x H200 host, each pinned to its GPU (the 2-node GPU run): NVML lists both,
     the job sees one. Indices and UUIDs both name a GPU; an empty list leaves none."""
     two = node_of(2)
-    assert gate.visible(two, None) == list(two)
-    assert [r.index for r in gate.visible(two, "1")] == [1]
-    assert [r.index for r in gate.visible(two, f"{two[0].uuid}")] == [0]
-    assert gate.visible(two, "") == []
+    assert healthgate.visible(two, None) == list(two)
+    assert [r.index for r in healthgate.visible(two, "1")] == [1]
+    assert [r.index for r in healthgate.visible(two, f"{two[0].uuid}")] == [0]
+    assert healthgate.visible(two, "") == []
     # The under-load gate of the straggler test (train/node/preflight.py) calls run_gate the same way.
-    assert gate.run_gate(ReplaySampler([two]), 1, "pod", env={"CUDA_VISIBLE_DEVICES": "0"})[1] == []
-    assert gate.run_gate(ReplaySampler([two]), 1, "pod", env={})[1] != []
-    monkeypatch.setenv(gate.REPLAY_ENV, str(write_replay(tmp_path / "replay.json", two)))
+    assert healthgate.run_gate(ReplaySampler([two]), 1, "pod", env={"CUDA_VISIBLE_DEVICES": "0"})[1] == []
+    assert healthgate.run_gate(ReplaySampler([two]), 1, "pod", env={})[1] != []
+    monkeypatch.setenv(healthgate.REPLAY_ENV, str(write_replay(tmp_path / "replay.json", two)))
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
-    assert gate.main(["--record", str(tmp_path / "h.json"), "--expected-gpus", "1"]) == 0
-    assert gate.main(["--record", str(tmp_path / "h.json"), "--expected-gpus", "2"]) == 1
+    assert healthgate.main(["--record", str(tmp_path / "h.json"), "--expected-gpus", "1"]) == 0
+    assert healthgate.main(["--record", str(tmp_path / "h.json"), "--expected-gpus", "2"]) == 1
     assert "NVML sees 1 GPU(s), the stack expects 2" in capsys.readouterr().err
 
 
@@ -105,9 +106,9 @@ def test_main_writes_the_record_and_ends_with_the_first_failure(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     sick = with_fault(with_fault(node_of(8), 3, remap_pending=True), 6, xid_events=(48,))
-    monkeypatch.setenv(gate.REPLAY_ENV, str(write_replay(tmp_path / "replay.json", sick)))
+    monkeypatch.setenv(healthgate.REPLAY_ENV, str(write_replay(tmp_path / "replay.json", sick)))
     record = tmp_path / "logs" / "health.json"
-    assert gate.main(["--record", str(record), "--expected-gpus", "8"]) == 1
+    assert healthgate.main(["--record", str(record), "--expected-gpus", "8"]) == 1
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert last.startswith("GPU 3 (00000000:1B:00.0): a memory row remap is pending")
     saved = json.loads(record.read_text())
@@ -119,10 +120,13 @@ def test_main_writes_the_record_and_ends_with_the_first_failure(
 def test_main_passes_a_healthy_node_and_skips_a_cpu_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setenv(gate.REPLAY_ENV, str(write_replay(tmp_path / "replay.json", node_of(8))))
+    monkeypatch.setenv(healthgate.REPLAY_ENV, str(write_replay(tmp_path / "replay.json", node_of(8))))
     record = tmp_path / "health.json"
-    assert gate.main(["--record", str(record), "--expected-gpus", "8"]) == 0
+    assert healthgate.main(["--record", str(record), "--expected-gpus", "8"]) == 0
     assert json.loads(record.read_text())["status"] == "pass"
-    assert gate.main(["--record", str(tmp_path / "cpu.json"), "--expected-gpus", "1", "--device", "cpu"]) == 0
+    assert (
+        healthgate.main(["--record", str(tmp_path / "cpu.json"), "--expected-gpus", "1", "--device", "cpu"])
+        == 0
+    )
     assert "no GPU: cpu test cluster" in capsys.readouterr().err
     assert json.loads((tmp_path / "cpu.json").read_text())["status"] == "skipped"

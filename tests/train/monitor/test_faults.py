@@ -7,7 +7,7 @@ Nothing here waits on a real-time threshold: the aggregator's rounds run in this
 advances (`Run.round`), each round only after every live agent serves what the test wrote (each node's
 progress line, GPU readings and storage latency: an event with a deadline). So a loaded machine can make
 the test slower, never give it a stall, a slow disk or a lost node it did not inject. The aggregator's own
-loop (`main`) is tested in tests/monitor/test_aggregator.py; the real fsync probe in tests/train/.
+loop (`main`) is tested in tests/train/monitor/test_aggregator.py; the real fsync probe in tests/train/.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from train.monitor.rules import AlertRules
 from train.monitor.scrape import NodeSample, http_fetch, scrape_one
 from train.node.nvml import GpuReading, Recording, with_fault
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 RECORDING = REPO / "tests/train/recordings/nvml-2026-11-30-nvidia-h200-x2.json"
 NODES = ("127.0.0.2", "127.0.0.3")  # each node's agent on its own loopback address, as on a private network
 SECRET = "T0000/B0000/XXXXSECRETPART"

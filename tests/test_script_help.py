@@ -1,8 +1,12 @@
 """`--help` and `-h` on every script print its usage and do nothing else (issue #33).
 
-"Nothing else" is checked where it can be seen: no file appears or changes in the repo's .state/, out/ or
-.venv/ (bootstrap, up, the local RunPod and the benchmarks all write there), nothing is printed to stderr,
-and it exits 0 within seconds. scripts/test's --help belongs to the test lanes (issue #31)."""
+"Nothing else" is checked where it can be seen: no file appears or changes in .state/, out/ or .venv/bin
+(bootstrap, up, the local RunPod and the benchmarks all write there), nothing is printed to stderr, and it
+exits 0 within seconds. scripts/test's --help belongs to the test lanes (issue #31).
+
+Each script runs from a mirror of the repo (every top-level entry a symlink, but no .state/ or out/), so
+what it would write lands in the mirror's own .state/ and out/, where no other test of the parallel lane
+writes: a `scripts/up` beside this test cannot make it fail, and a script that does write still does."""
 
 from __future__ import annotations
 
@@ -23,10 +27,20 @@ SCRIPTS = sorted(
 WATCHED = (".state", "out", ".venv/bin")
 
 
-def _tree() -> dict[str, float]:
+@pytest.fixture(scope="module")
+def mirror(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The repo as the scripts see it, without its .state/ and out/ (they would be created here)."""
+    root = tmp_path_factory.mktemp("repo")
+    for entry in REPO.iterdir():
+        if entry.name not in (".state", "out", ".git"):
+            (root / entry.name).symlink_to(entry)
+    return root
+
+
+def _tree(repo: Path) -> dict[str, float]:
     seen: dict[str, float] = {}
     for top in WATCHED:
-        root = REPO / top
+        root = repo / top
         if root.is_dir():
             for p in root.rglob("*"):
                 try:
@@ -38,19 +52,19 @@ def _tree() -> dict[str, float]:
 
 @pytest.mark.parametrize("flag", ["--help", "-h"])
 @pytest.mark.parametrize("script", SCRIPTS)
-def test_help_prints_usage_and_does_nothing_else(script: str, flag: str) -> None:
-    before = _tree()
+def test_help_prints_usage_and_does_nothing_else(script: str, flag: str, mirror: Path) -> None:
+    before = _tree(mirror)
     # No local RunPod address and no key: a script that went on would start the local RunPod (writing .state).
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RUNPOD_", "AWS_"))}
     proc = subprocess.run(
-        ["bash", str(REPO / "scripts" / script), flag],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=60, check=False,
+        ["bash", str(mirror / "scripts" / script), flag],
+        cwd=mirror, env=env, capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stderr == "", proc.stderr
     assert "usage" in proc.stdout.lower() or f"scripts/{script}" in proc.stdout, proc.stdout
     assert len(proc.stdout.splitlines()) >= 1
-    assert _tree() == before, f"scripts/{script} {flag} changed files under {WATCHED}"
+    assert _tree(mirror) == before, f"scripts/{script} {flag} changed files under {WATCHED}"
 
 
 @pytest.mark.e2e  # runs the pulumi CLI through scripts/pulumi

@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from forecast.stack import run_cost
-from stackconfig.pricing import stack_price
 
+from forecast.stack import run_cost
 from stackconfig.config import ConfigError, load_stack_config
+from stackconfig.pricing import stack_price
 
 REPO = Path(__file__).resolve().parents[1]
 

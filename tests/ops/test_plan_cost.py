@@ -22,5 +22,5 @@ def test_the_outputs_line_is_the_stack_outputs_figures() -> None:
 
 @pytest.mark.parametrize("outputs", [{}, {"cost_per_hour": "1", "cost_per_run": 2}, [1, 2]])
 def test_outputs_without_the_figures_are_refused(outputs: object) -> None:
-    with pytest.raises(ValueError, match="cost_per_hour|JSON object"):
+    with pytest.raises(ValueError, match=r"cost_per_hour|JSON object"):
         outputs_line(outputs)  # type: ignore[arg-type]

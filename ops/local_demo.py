@@ -89,10 +89,8 @@ def main(argv: list[str]) -> int:
             "the aggregator rounds every 15 s"
         )
     else:
-        hosts = (
-            "control-plane only (no emulated hosts: not root, or no sshd), so delivery is skipped: the "
-            "nodes get no start scripts and nothing trains; run scripts/up as root to train"
-        )
+        # What that skips (delivery, so nothing trains) is the program's one warning in the preview.
+        hosts = "control-plane only (no emulated hosts: not root, or no sshd)"
     print(f"local demo: {hosts}", file=sys.stderr)
     secrets = ", ".join(names) or "no secrets"
     print(f"local demo: placeholder values for {secrets}; account spend limit ${limit:g}/h", file=sys.stderr)

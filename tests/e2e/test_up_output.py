@@ -1,0 +1,63 @@
+"""A no-op scripts/up is short, and every up says each warning once (issue #33, item 7 "Noise").
+
+Before: a second, no-op `scripts/up dev` printed 127 lines (the stack outputs, ~90 of them, Pulumi's
+progress rows repeating each warning up to three times before its Diagnostics section). Now Pulumi runs with
+--suppress-outputs and --suppress-progress, and scripts/up drops the repeated rows when there is no
+terminal; it ends with the cost (from the stack outputs) and the next step. Control plane only.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from harness.pulumi_cli import REPO, run_killing_tree
+from tests.e2e.test_restart import Demo
+
+pytestmark = pytest.mark.e2e
+
+# Measured: 30 lines for dev (2 of them the deprecated keys of policy/config/dev.json). Below 160 by far,
+# with room for a few more warnings.
+MAX_NOOP_LINES = 45
+
+
+@pytest.fixture
+def demo(tmp_path: Path) -> Iterator[Demo]:
+    d = Demo(tmp_path)
+    yield d
+    run_killing_tree([str(REPO / "scripts/local-runpod"), "stop"], 120, env=d.env)
+
+
+def _warnings(lines: list[str]) -> Counter[str]:
+    """Each warning's text, with the part before `warning:` (a row's resource, a file name) dropped."""
+    return Counter(line.split("warning:", 1)[1].strip() for line in lines if "warning:" in line)
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_a_no_op_up_is_short_and_says_each_warning_once(stack: str, demo: Demo) -> None:
+    first = demo.run("scripts/up", stack).splitlines()  # creates everything: its rows stay, warnings once
+    assert not {w: n for w, n in _warnings(first).items() if n > 1}, "\n".join(first)
+    lines = demo.run("scripts/up", stack).splitlines()
+    text = "\n".join(lines)
+
+    assert len(lines) <= MAX_NOOP_LINES, f"a no-op scripts/up printed {len(lines)} lines:\n{text}"
+    repeated = {w: n for w, n in _warnings(lines).items() if n > 1}
+    assert not repeated, f"warnings said more than once: {repeated}\n{text}"
+    # The program's own warnings are still said (once): the webhook one, and what control-plane skips.
+    assert sum(w.startswith("alerts reach no chat") for w in _warnings(lines)) == 1, text
+    assert sum(w.startswith("delivery skipped") for w in _warnings(lines)) == 1, text
+    # A no-op: Pulumi's summary says so, and nothing is created or changed.
+    assert re.search(r"^\s+\d+ unchanged$", text, re.M), text
+    assert not re.search(r"\b(created|updated|replaced|deleted)\b", text), text
+    assert "Outputs:" not in text
+    # scripts/up's own last lines: the cost from the stack outputs, then the next step.
+    assert re.fullmatch(
+        rf"scripts/up: '{stack}' is up: \$[\d,]+\.\d\d/h; one run \$[\d,]+\.\d\d \(.+\); artifacts are in "
+        rf"out/{stack}/",
+        lines[-2],
+    ), lines[-2]
+    assert lines[-1].startswith(f"scripts/up: next: scripts/watch {stack} ")

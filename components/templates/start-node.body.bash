@@ -398,6 +398,7 @@ main() {
   # The run's own record (run/<run id>/state.json, written by the job's rank 0 once every node has marked
   # its final sync): what scripts/supervise verifies before it releases the compute.
   bucket finish "$status" || log "run state not written to the bucket; scripts/supervise will not call it finished"
+  log "start script ends with status $status" # the last write to the bucket is done
   exit "$status"
 }
 

@@ -52,6 +52,7 @@ def _observe(run: object, config: object, at: float) -> Observation:
         step=10.0,
         spent_usd=1.0,
         usd_per_hour=127.68,
+        gpu_util_max=0.95,  # training nodes: busy GPUs (unknown utilisation alone reads as idle-to-watch)
         fleet=fleet,
     )
 

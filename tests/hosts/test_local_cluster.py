@@ -267,9 +267,10 @@ def _lifecycle(cluster: Cluster, env: HostsEnv, nodes: int) -> None:
     assert resumed is not None and resumed > 0, log0
     assert f"done: steps {resumed}..{STEPS}" in log0, log0
     poll(lambda: STEPS in cluster.bucket_steps(), "the final checkpoint in the bucket", 30)
-    # Every node's start script ends with its own upload of what the shared volume holds: copy out only
-    # once all have exited, or a late node puts the checkpoints back after the bucket was emptied.
-    every_log_says(cluster, repaired, "training exited with status", "the start script's end", 60)
+    # Every node's start script ends with its own upload of what the shared volume holds, then its sync mark
+    # and (rank 0) the run's state record: copy out only once all have ended, or a late node puts objects
+    # back after the bucket was emptied.
+    every_log_says(cluster, repaired, "start script ends with status", "the start script's end", 120)
 
     live_namespaces = namespaces(env)
     inodes = netns_inodes(live_namespaces)

@@ -123,7 +123,6 @@ def test_finished_run_releases_its_compute_in_one_round(
 
 def _finish_and_release(cluster: Cluster, env: HostsEnv, tmp: Path, receiver: Receiver) -> None:
     cluster.up()
-    cluster.allow_moto_uploads()
     node = cluster.outputs()["nodes"][0]
     run_id = f"{STACK}-pod-0.{node['pod_id']}"
     log = poll(
@@ -178,7 +177,6 @@ def _resume(cluster: Cluster) -> None:
     """Phase back to active and an up: a new pod, which resumes from the final checkpoint in the bucket."""
     cluster.config("trainstack:run.phase", "active", path=True)
     cluster.up()
-    cluster.allow_moto_uploads()
     node = cluster.outputs()["nodes"][0]
     log = poll(
         lambda: "training exited with status 0" in (text := cluster.log(0, node["pod_id"])) and text,
@@ -228,7 +226,6 @@ def _idle_then_release(
     cluster: Cluster, env: HostsEnv, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cluster.up()
-    cluster.allow_moto_uploads()
     nodes = cluster.outputs()["nodes"]
     node = nodes[0]
     metrics = cluster.volume_dir() / "trainstack" / "metrics"
@@ -319,7 +316,6 @@ def _killed_then_converged(
     cluster: Cluster, env: HostsEnv, tmp: Path, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cluster.up()
-    cluster.allow_moto_uploads()
     node = cluster.outputs()["nodes"][0]
     poll(
         lambda: "run state finished" in cluster.log(0, node["pod_id"]), "the run's end", 180, log=cluster.logs

@@ -45,12 +45,14 @@ pidfile="$run/${RUNPOD_POD_ID:-$(hostname)}.pid"
 mkdir -p "$run" "$dir/logs"
 if [[ -f $pidfile ]]; then
   pid=$(cat "$pidfile")
-  # Only a start script of this node (same network namespace, same script name): pids get reused.
-  if [[ -r /proc/$pid/ns/net && $(readlink "/proc/$pid/ns/net") == $(readlink /proc/self/ns/net) ]] &&
+  # Only a start script of this node (same network namespace, same script name): pids get reused. The right
+  # side is quoted: unquoted, `net:[4026531833]` is a glob (a bracket expression) that never matches itself.
+  if [[ -r /proc/$pid/ns/net && $(readlink "/proc/$pid/ns/net") == "$(readlink /proc/self/ns/net)" ]] &&
     grep -qa start-node "/proc/$pid/cmdline"; then
     kill -TERM "$pid" 2>/dev/null || true
     for _ in $(seq $((grace * 10))); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
     kill -KILL -- "-$pid" 2>/dev/null || true
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done # gone before the new start
   fi
 fi
 (cd "$stage" && find . -type f) | while read -r f; do

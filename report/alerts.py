@@ -10,26 +10,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-# How each field reads in the report (the config's own units: percent, minutes, microseconds).
+from train.monitor.rules import THRESHOLDS
+
+# How each field reads in the report (the config's own units: percent, minutes, microseconds): label,
+# factor from the rule's unit back to the config's, unit; from the one table (train/monitor/rules.py).
 _SHOWN: dict[str, tuple[str, float, str]] = {
-    "interval_s": ("scrape and evaluate every", 1 / 60, "min"),
-    "util_low_ratio": ("GPU utilisation low below", 100, "%"),
-    "util_low_for_s": ("... for", 1 / 60, "min"),
-    "util_high_ratio": ("GPU utilisation high above", 100, "%"),
-    "util_high_for_s": ("... for", 1 / 60, "min"),
-    "memory_idle_ratio": ("GPU idle: memory use below", 100, "%"),
-    "memory_idle_for_s": ("... for", 1 / 60, "min"),
-    "min_busbw_gb_per_s": ("all-reduce bus bandwidth floor", 1, "GB/s"),
-    "nvme_p99_max_us": ("NVMe p99 write latency above", 1, "us"),
-    "temperature_max_c": ("GPU temperature above", 1, "C"),
-    "stalled_after_s": ("training stalled after", 1 / 60, "min"),
-    "startup_grace_s": ("first step expected within", 1 / 60, "min"),
-    "unreachable_after": ("node unreachable after", 1, "rounds"),
-    "budget_usd": ("projected run cost above", 1, "USD"),
-    "cost_per_hour_usd": ("projection's price", 1, "USD/h"),
-    "planned_hours": ("projection's planned hours", 1, "h"),
-    "max_messages_per_hour": ("webhook messages at most", 1, "/h"),
-    "digest_every_s": ("golden-metrics digest every", 1 / 60, "min"),
+    t.field: (t.label, float(1 / t.factor), t.unit) for t in THRESHOLDS if t.label is not None
 }
 
 

@@ -13,25 +13,31 @@
 
 Defaults follow the source article's golden metrics (healthy GPU utilisation 75-95 %, NVMe under 100 us);
 the all-reduce floor is `training.nccl_min_busbw_gb_per_s`, the cost per hour the stack's own. The same values
-become the nodes' `alerts.json` and `out/<stack>/alerts.rules.yml` (Prometheus), so a threshold lives here
-only. docs/MONITORING.md explains each rule.
+become the nodes' `alerts.json` and `out/<stack>/alerts.rules.yml` (Prometheus). Each key's default, unit
+factor and label live once, in train/monitor/rules.py `THRESHOLDS`; the bounds below are the config's own.
+docs/MONITORING.md explains each rule.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from stackconfig.numbers import Number
-from train.monitor.rules import AlertRules
+from train.monitor.rules import BY_CONFIG_KEY, THRESHOLDS, AlertRules
 
 if TYPE_CHECKING:
     from stackconfig.config import StackConfig
 
 _DAY_MIN = 1440  # the longest window or grace any alert takes, in minutes
 WEBHOOK_SECRET = "ALERT_WEBHOOK_URL"  # noqa: S105 (a name, not a value) listed in training.secrets; the aggregator reads it from its env
+
+
+def _d(key: str) -> Any:  # a float, or an int for the counts; pydantic checks it
+    """A key's default, in the config's units, from the one table (train/monitor/rules.py THRESHOLDS)."""
+    return BY_CONFIG_KEY[key].default
 
 
 class AlertsConfig(BaseModel):
@@ -42,22 +48,22 @@ class AlertsConfig(BaseModel):
     enabled: bool = True  # false: no aggregator on node 0 (the agents still serve metrics)
     # Number: never a boolean, numeric text read (`pulumi config set --path` stores 2.5 as "2.5"); every
     # field bounded above too, so no figure overflows into the rules (1e308 minutes is not a threshold).
-    interval_min: Number = Field(5.0, gt=0, le=60)
-    util_low_pct: Number = Field(70.0, ge=0, le=100)
-    util_low_for_min: Number = Field(15.0, ge=0, le=_DAY_MIN)
-    util_high_pct: Number = Field(95.0, ge=0, le=100)
-    util_high_for_min: Number = Field(10.0, ge=0, le=_DAY_MIN)
-    memory_idle_pct: Number = Field(10.0, ge=0, le=100)
-    memory_idle_for_min: Number = Field(5.0, ge=0, le=_DAY_MIN)
-    nvme_p99_max_us: Number = Field(100.0, gt=0, le=10_000_000)
-    temperature_max_c: Number = Field(85.0, gt=0, le=120)
-    stalled_after_min: Number = Field(15.0, gt=0, le=_DAY_MIN)
-    startup_grace_min: Number = Field(30.0, ge=0, le=_DAY_MIN)
-    unreachable_after_rounds: int = Field(2, ge=1, le=100)
-    keep_firing_for_min: Number = Field(5.0, ge=0, le=_DAY_MIN)
-    budget_usd: Number = Field(0.0, ge=0, le=10_000_000)
-    max_messages_per_hour: int = Field(20, ge=1, le=3600)
-    digest_every_min: Number = Field(60.0, ge=0, le=_DAY_MIN)
+    interval_min: Number = Field(_d("interval_min"), gt=0, le=60)
+    util_low_pct: Number = Field(_d("util_low_pct"), ge=0, le=100)
+    util_low_for_min: Number = Field(_d("util_low_for_min"), ge=0, le=_DAY_MIN)
+    util_high_pct: Number = Field(_d("util_high_pct"), ge=0, le=100)
+    util_high_for_min: Number = Field(_d("util_high_for_min"), ge=0, le=_DAY_MIN)
+    memory_idle_pct: Number = Field(_d("memory_idle_pct"), ge=0, le=100)
+    memory_idle_for_min: Number = Field(_d("memory_idle_for_min"), ge=0, le=_DAY_MIN)
+    nvme_p99_max_us: Number = Field(_d("nvme_p99_max_us"), gt=0, le=10_000_000)
+    temperature_max_c: Number = Field(_d("temperature_max_c"), gt=0, le=120)
+    stalled_after_min: Number = Field(_d("stalled_after_min"), gt=0, le=_DAY_MIN)
+    startup_grace_min: Number = Field(_d("startup_grace_min"), ge=0, le=_DAY_MIN)
+    unreachable_after_rounds: int = Field(_d("unreachable_after_rounds"), ge=1, le=100)
+    keep_firing_for_min: Number = Field(_d("keep_firing_for_min"), ge=0, le=_DAY_MIN)
+    budget_usd: Number = Field(_d("budget_usd"), ge=0, le=10_000_000)
+    max_messages_per_hour: int = Field(_d("max_messages_per_hour"), ge=1, le=3600)
+    digest_every_min: Number = Field(_d("digest_every_min"), ge=0, le=_DAY_MIN)
 
     @model_validator(mode="after")
     def _band(self) -> AlertsConfig:
@@ -80,29 +86,26 @@ def alert_rules(
     gpu_memory_bytes: float,
     budget_usd: float | None = None,
 ) -> AlertRules:
-    """The record the aggregator applies: the config's units turned into seconds and ratios."""
-    return AlertRules(
-        interval_s=alerts.interval_min * 60,
-        util_low_ratio=alerts.util_low_pct / 100,
-        util_low_for_s=alerts.util_low_for_min * 60,
-        util_high_ratio=alerts.util_high_pct / 100,
-        util_high_for_s=alerts.util_high_for_min * 60,
-        memory_idle_ratio=alerts.memory_idle_pct / 100,
-        memory_idle_for_s=alerts.memory_idle_for_min * 60,
-        min_busbw_gb_per_s=min_busbw_gb_per_s,
-        nvme_p99_max_us=alerts.nvme_p99_max_us,
-        temperature_max_c=alerts.temperature_max_c,
-        stalled_after_s=alerts.stalled_after_min * 60,
-        startup_grace_s=alerts.startup_grace_min * 60,
-        unreachable_after=alerts.unreachable_after_rounds,
-        keep_firing_for_s=alerts.keep_firing_for_min * 60,
-        budget_usd=alerts.budget_usd if budget_usd is None else budget_usd,
-        cost_per_hour_usd=cost_per_hour_usd,
-        planned_hours=planned_hours,
-        gpu_memory_bytes=gpu_memory_bytes,
-        max_messages_per_hour=alerts.max_messages_per_hour,
-        digest_every_s=alerts.digest_every_min * 60,
-    )
+    """The record the aggregator applies: the config's units turned into seconds and ratios (THRESHOLDS).
+
+    The fields with no config key come from the stack; `budget_usd` from the run's cap when given."""
+    from_stack: dict[str, float] = {
+        "cost_per_hour_usd": cost_per_hour_usd,
+        "planned_hours": planned_hours,
+        "min_busbw_gb_per_s": min_busbw_gb_per_s,
+        "gpu_memory_bytes": gpu_memory_bytes,
+    }
+    if budget_usd is not None:
+        from_stack["budget_usd"] = budget_usd
+    values: dict[str, Any] = {}
+    for t in THRESHOLDS:
+        if t.field in from_stack:
+            values[t.field] = from_stack[t.field]
+        elif t.config_key is not None:
+            values[t.field] = t.to_rule(getattr(alerts, t.config_key))
+        else:
+            values[t.field] = t.rule_default
+    return AlertRules(**values)
 
 
 def webhook_notice(config: StackConfig) -> str | None:

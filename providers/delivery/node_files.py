@@ -68,7 +68,7 @@ echo "started $script as pid $!"
 """
 
 
-class NodeFilesArgs(InputModel):
+class NodeFilesSpec(InputModel):
     """Inputs of `delivery:NodeFiles`."""
 
     host: str  # where ssh reaches the node
@@ -104,7 +104,7 @@ class NodeFilesArgs(InputModel):
         return []
 
 
-def digest(args: NodeFilesArgs) -> str:
+def digest(args: NodeFilesSpec) -> str:
     """What was delivered where: changes whenever a file, the address or the pod changes."""
     h = hashlib.sha256()
     for part in (args.host, str(args.port), args.pod_id, args.remote_dir, args.start_script):
@@ -114,7 +114,7 @@ def digest(args: NodeFilesArgs) -> str:
     return h.hexdigest()
 
 
-def ssh_for(args: NodeFilesArgs, runner: Runner | None = None) -> Ssh:
+def ssh_for(args: NodeFilesSpec, runner: Runner | None = None) -> Ssh:
     """ssh/scp to the node, with the stack's own known_hosts; `runner` replaces the binaries in tests."""
     known_hosts = Path(args.known_hosts)
     known_hosts.parent.mkdir(parents=True, exist_ok=True)
@@ -127,7 +127,7 @@ def ssh_for(args: NodeFilesArgs, runner: Runner | None = None) -> Ssh:
     )
 
 
-def deliver(args: NodeFilesArgs, ssh: Ssh | None = None) -> str:
+def deliver(args: NodeFilesSpec, ssh: Ssh | None = None) -> str:
     """Copy the files, (re)start the start script; returns the script's first output line."""
     ssh = ssh or ssh_for(args)
     stage = f"{args.remote_dir}/.delivery-{args.pod_id}-{int(time.time() * 1000)}"
@@ -149,7 +149,7 @@ class NodeFilesProvider(CheckedProvider):
     """Lifecycle of `delivery:NodeFiles`; holds no state of its own (it is pickled into the stack). Every
     change is an update: delivery has nothing to replace."""
 
-    args_model = NodeFilesArgs
+    args_model = NodeFilesSpec
     output_keys = _OUTPUTS
 
     def __init__(self, runner: Runner | None = None) -> None:
@@ -157,19 +157,19 @@ class NodeFilesProvider(CheckedProvider):
         # None in real use (the ssh/scp binaries, and picklable); tests pass a recording runner.
         self._runner = runner
 
-    def _deliver(self, args: NodeFilesArgs) -> None:
+    def _deliver(self, args: NodeFilesSpec) -> None:
         deliver(args, ssh_for(args, self._runner))
 
     def diff_keys(self, olds: Mapping[str, Any], news: Mapping[str, Any]) -> set[str]:
-        return set(NodeFilesArgs.model_fields)  # what an older state holds beyond them is not an input
+        return set(NodeFilesSpec.model_fields)  # what an older state holds beyond them is not an input
 
     def create(self, props: dict[str, Any]) -> CreateResult:
-        args = args_of(NodeFilesArgs, props)
+        args = args_of(NodeFilesSpec, props)
         self._deliver(args)
         return CreateResult(f"{args.pod_id}-rank{args.rank}", self._outs(props, args))
 
     def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        args = args_of(NodeFilesArgs, news)
+        args = args_of(NodeFilesSpec, news)
         self._deliver(args)
         return UpdateResult(self._outs(news, args))
 
@@ -180,13 +180,13 @@ class NodeFilesProvider(CheckedProvider):
         return None
 
     @staticmethod
-    def _outs(props: Mapping[str, Any], args: NodeFilesArgs) -> dict[str, Any]:
+    def _outs(props: Mapping[str, Any], args: NodeFilesSpec) -> dict[str, Any]:
         return {**props, "digest": digest(args), "delivered_at": time.time()}
 
 
 @dataclass(frozen=True, kw_only=True)
 class NodeFilesInputs(ResourceInputs):
-    """Typed inputs of `delivery:NodeFiles` (checked in `check()` as `NodeFilesArgs`)."""
+    """Typed inputs of `delivery:NodeFiles` (checked in `check()` as `NodeFilesSpec`)."""
 
     host: pulumi.Input[str]
     port: pulumi.Input[int]

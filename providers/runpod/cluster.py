@@ -20,7 +20,7 @@ from providers.runpod.base import (
     ready_timeout,
     wait_for,
 )
-from providers.runpod.models import ClusterArgs
+from providers.runpod.models import ClusterSpec
 from providers.runpod.outputs import ClusterNode
 
 if TYPE_CHECKING:  # the client (and httpx) load only where a verb runs
@@ -35,10 +35,10 @@ _OUTPUTS = frozenset({"cluster_id", "nodes", "network_cidr", "primary_ssh", "sta
 # In place: the name (PATCH /v2/clusters/{id} is a rename) and what never reaches RunPod (training
 # metadata, our own readiness timeout); everything else replaces.
 _IN_PLACE = frozenset({"name", "training", "ready_timeout_s"})
-_REPLACE = frozenset(ClusterArgs.model_fields) - _IN_PLACE
+_REPLACE = frozenset(ClusterSpec.model_fields) - _IN_PLACE
 
 
-def create_body(args: ClusterArgs) -> ClusterCreate:
+def create_body(args: ClusterSpec) -> ClusterCreate:
     from providers.runpod.records import (
         ClusterComputeRequest,
         ClusterCreate,
@@ -115,7 +115,7 @@ def _primary_ssh(cluster: ApiCluster, nodes: list[dict[str, Any]]) -> str | None
 class InstantClusterProvider(RunPodProvider):
     """Lifecycle of `runpod:InstantCluster`; ready when every member is RUNNING with a rank."""
 
-    args_model = ClusterArgs
+    args_model = ClusterSpec
     replace_keys = _REPLACE
     output_keys = _OUTPUTS
     # Two 64-GPU clusters side by side would double a $170-255/h bill and rarely fit the spend limit.
@@ -135,7 +135,7 @@ class InstantClusterProvider(RunPodProvider):
             "price_source": book.source,
         }
 
-    def _wait(self, client: RunPodClient, cluster_id: str, args: ClusterArgs) -> list[ApiPod]:
+    def _wait(self, client: RunPodClient, cluster_id: str, args: ClusterSpec) -> list[ApiPod]:
         return wait_for(
             client,
             lambda: client.list_cluster_pods(cluster_id),
@@ -146,7 +146,7 @@ class InstantClusterProvider(RunPodProvider):
         )
 
     def create(self, props: dict[str, Any]) -> CreateResult:
-        args = args_of(ClusterArgs, props)
+        args = args_of(ClusterSpec, props)
         with self.client() as client:
             cluster = client.create_cluster(create_body(args))
             try:
@@ -174,7 +174,7 @@ class InstantClusterProvider(RunPodProvider):
         return ReadResult(id_, self._outs(refreshed, cluster, live))
 
     def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        args = args_of(ClusterArgs, news)
+        args = args_of(ClusterSpec, news)
         with self.client() as client:
             if olds.get("name") != args.name:
                 client.rename_cluster(id_, args.name)

@@ -22,11 +22,12 @@ _PORT = re.compile(r"^\d{1,5}/(tcp|http)$")
 _CUDA = re.compile(r"^\d+\.\d+$")
 
 
-class _Args(InputModel):
-    """Base of the RunPod input models."""
+class _Spec(InputModel):
+    """Base of the RunPod input models: `<Kind>Spec` is what a provider validates and reads (the callers
+    build the matching `<Resource>Inputs` of inputs.py, which the engine turns into these properties)."""
 
 
-class TrainingArgs(_Args):
+class TrainingSpec(_Spec):
     """Metadata for policies and node scripts; changing it never touches the RunPod resource."""
 
     checkpoint_bucket: str | None = None  # S3 bucket the job writes checkpoints to
@@ -34,7 +35,7 @@ class TrainingArgs(_Args):
     max_run_hours: float | None = Field(default=None, gt=0)  # budget guard read by policies
 
 
-class _ContainerArgs(_Args):
+class _ContainerSpec(_Spec):
     name: str = Field(min_length=1, max_length=191)
     image: str = Field(min_length=1)
     gpu_type_id: str = Field(min_length=1)  # catalog id, e.g. "NVIDIA H100 80GB HBM3"
@@ -45,7 +46,7 @@ class _ContainerArgs(_Args):
     volume_id: str | None = None  # a NetworkVolume id in the same data center
     volume_mount_path: str = "/workspace"
     start_ssh: bool = True
-    training: TrainingArgs | None = None
+    training: TrainingSpec | None = None
     ready_timeout_s: float | None = Field(default=None, gt=0)  # default: env or 20 min
 
     @field_validator("ports")
@@ -70,7 +71,7 @@ class _ContainerArgs(_Args):
         return path
 
 
-class PodArgs(_ContainerArgs):
+class PodSpec(_ContainerSpec):
     """Inputs of `runpod:Pod`."""
 
     gpu_count: int = Field(default=1, ge=1, le=8)
@@ -108,7 +109,7 @@ class PodArgs(_ContainerArgs):
         return out
 
 
-class ClusterArgs(_ContainerArgs):
+class ClusterSpec(_ContainerSpec):
     """Inputs of `runpod:InstantCluster`: `name`, `training` and `ready_timeout_s` change in place (a rename,
     or metadata only); every other field forces a replacement."""
 
@@ -118,7 +119,7 @@ class ClusterArgs(_ContainerArgs):
     data_center_id: str | None = None  # one data center; the volume must live there too
 
 
-class VolumeArgs(_Args):
+class VolumeSpec(_Spec):
     """Inputs of `runpod:NetworkVolume`: size may only grow; data center and type replace."""
 
     name: str = Field(min_length=1)
@@ -127,7 +128,7 @@ class VolumeArgs(_Args):
     volume_type: Literal["STANDARD", "HIGH_PERFORMANCE"] = "STANDARD"
 
 
-class RegistryAuthArgs(_Args):
+class RegistryAuthSpec(_Spec):
     """Inputs of `runpod:RegistryAuth`: `password` is a Pulumi secret and is never written to outputs."""
 
     name: str = Field(min_length=1)
@@ -135,7 +136,7 @@ class RegistryAuthArgs(_Args):
     password: str = Field(min_length=1)
 
 
-class SecretArgs(_Args):
+class SecretSpec(_Spec):
     """Inputs of `runpod:Secret`: `value` is a Pulumi secret and is never written to outputs."""
 
     name: str

@@ -21,7 +21,7 @@ from providers.runpod.base import (
     ready_timeout,
     wait_for,
 )
-from providers.runpod.models import PodArgs
+from providers.runpod.models import PodSpec
 
 if TYPE_CHECKING:  # the client (and httpx) load only where a verb runs
     from providers.runpod.client import RunPodClient
@@ -82,7 +82,7 @@ FAILED_REASONS = {
 _SPOT_REFUSALS = (errors.NoCapacityError, errors.GraphQLError, errors.InvalidRequestError)
 
 
-def _mounts(args: PodArgs) -> MountsRequest | None:
+def _mounts(args: PodSpec) -> MountsRequest | None:
     from providers.runpod.records import MountsRequest, NetworkMountRequest
 
     if not args.volume_id:
@@ -90,7 +90,7 @@ def _mounts(args: PodArgs) -> MountsRequest | None:
     return MountsRequest(network=[NetworkMountRequest(volume_id=args.volume_id, path=args.volume_mount_path)])
 
 
-def create_body(args: PodArgs) -> PodCreate:
+def create_body(args: PodSpec) -> PodCreate:
     from providers.runpod.records import GpuRequest, PodCreate
 
     gpu = GpuRequest(id=args.gpu_type_id, count=args.gpu_count, min_cuda_version=args.min_cuda_version)
@@ -111,10 +111,10 @@ def create_body(args: PodArgs) -> PodCreate:
     )
 
 
-def spot_body(args: PodArgs) -> SpotPodRent:
+def spot_body(args: PodSpec) -> SpotPodRent:
     from providers.runpod.records import SpotPodRent
 
-    assert args.bid_per_gpu is not None  # enforced by PodArgs.rule_failures at check time
+    assert args.bid_per_gpu is not None  # enforced by PodSpec.rule_failures at check time
     return SpotPodRent(
         name=args.name,
         image_name=args.image,
@@ -133,7 +133,7 @@ def spot_body(args: PodArgs) -> SpotPodRent:
     )
 
 
-def patch_body(old: Mapping[str, Any], args: PodArgs) -> PodPatch | None:
+def patch_body(old: Mapping[str, Any], args: PodSpec) -> PodPatch | None:
     from providers.runpod.records import PodPatch
 
     new = args.model_dump()
@@ -164,7 +164,7 @@ def probe(pod: ApiPod) -> tuple[bool, str | None]:
 class PodProvider(RunPodProvider):
     """Lifecycle of `runpod:Pod`; image, args, env, ports, name, disk change in place via PATCH."""
 
-    args_model = PodArgs
+    args_model = PodSpec
     replace_keys = _REPLACE
     output_keys = _OUTPUTS
     # A second 8-GPU pod beside the old one doubles spend and often finds no capacity.
@@ -221,7 +221,7 @@ class PodProvider(RunPodProvider):
         cost = round(hourly * int(count), 4)
         return {"cost_per_hour": cost, "storage_cost_per_month": storage, "price_source": book.source}
 
-    def _launch(self, client: RunPodClient, args: PodArgs) -> tuple[str, str]:
+    def _launch(self, client: RunPodClient, args: PodSpec) -> tuple[str, str]:
         if args.capacity == "on_demand":
             return client.create_pod(create_body(args)).id, "on_demand"
         try:
@@ -237,7 +237,7 @@ class PodProvider(RunPodProvider):
                 ) from None
         return client.create_pod(create_body(args)).id, "on_demand"
 
-    def _wait(self, client: RunPodClient, pod_id: str, args: PodArgs, first_poll_s: float = 0.0) -> ApiPod:
+    def _wait(self, client: RunPodClient, pod_id: str, args: PodSpec, first_poll_s: float = 0.0) -> ApiPod:
         return wait_for(
             client,
             lambda: client.find_pod(pod_id),
@@ -248,7 +248,7 @@ class PodProvider(RunPodProvider):
         )
 
     def create(self, props: dict[str, Any]) -> CreateResult:
-        args = args_of(PodArgs, props)
+        args = args_of(PodSpec, props)
         with self.client() as client:
             pod_id, obtained = self._launch(client, args)
             try:
@@ -284,7 +284,7 @@ class PodProvider(RunPodProvider):
         return ReadResult(id_, self._outs(props, pod, props.get("capacity_obtained")))
 
     def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        args = args_of(PodArgs, news)
+        args = args_of(PodSpec, news)
         body = patch_body(olds, args)
         with self.client() as client:
             if body is None:
@@ -315,7 +315,7 @@ class PodProvider(RunPodProvider):
 
 
 class Pod(TypedResource, module="runpod", name="Pod"):
-    """A RunPod GPU pod (`pulumi-python:dynamic/runpod:Pod`); inputs: `PodInputs`, checked as `PodArgs`."""
+    """A RunPod GPU pod (`pulumi-python:dynamic/runpod:Pod`); inputs: `PodInputs`, checked as `PodSpec`."""
 
     provider_factory = PodProvider
     output_names = (*sorted(_OUTPUTS), *COST_KEYS)

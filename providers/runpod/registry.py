@@ -19,7 +19,7 @@ from pulumi.dynamic import CreateResult, DiffResult, ReadResult
 from providers.resource import COST_KEYS, ResourceInputs, TypedResource
 from providers.runpod.base import RunPodProvider, args_of, is_unknown
 from providers.runpod.inputs import RegistryAuthInputs
-from providers.runpod.models import RegistryAuthArgs
+from providers.runpod.models import RegistryAuthSpec
 from providers.runpod.secret import hash_value, matches
 
 _OUTPUTS = frozenset({"registry_id", "password_hash"})
@@ -28,7 +28,7 @@ _OUTPUTS = frozenset({"registry_id", "password_hash"})
 class RegistryAuthProvider(RunPodProvider):
     """Lifecycle of `runpod:RegistryAuth`; any change replaces (RunPod has no update)."""
 
-    args_model = RegistryAuthArgs
+    args_model = RegistryAuthSpec
     replace_keys = frozenset({"name", "username"})
     output_keys = _OUTPUTS
 
@@ -42,7 +42,7 @@ class RegistryAuthProvider(RunPodProvider):
     def create(self, props: dict[str, Any]) -> CreateResult:
         from providers.runpod.records import RegistryCreate
 
-        args = args_of(RegistryAuthArgs, props)
+        args = args_of(RegistryAuthSpec, props)
         body = RegistryCreate(name=args.name, username=args.username, password=args.password)
         with self.client() as client:
             created = client.create_registry(body)

@@ -24,7 +24,7 @@ from facts import secrets
 from providers.resource import COST_KEYS, ResourceInputs, TypedResource
 from providers.runpod.base import RunPodProvider, args_of, is_unknown
 from providers.runpod.inputs import SecretInputs
-from providers.runpod.models import SecretArgs
+from providers.runpod.models import SecretSpec
 
 _OUTPUTS = frozenset({"secret_id", "reference", "value_hash"})
 _SCHEME = "hmac-sha256"
@@ -62,7 +62,7 @@ def matches(value: str, stored: Any) -> bool:
 class SecretProvider(RunPodProvider):
     """Lifecycle of `runpod:Secret`; names are immutable (replace), the value updates in place."""
 
-    args_model = SecretArgs
+    args_model = SecretSpec
     # RunPod has no call to change a name or description: both replace. Names are unique, so the
     # old secret must go before the new one can take its name.
     replace_keys = frozenset({"name", "description"})
@@ -87,7 +87,7 @@ class SecretProvider(RunPodProvider):
         )
 
     def create(self, props: dict[str, Any]) -> CreateResult:
-        args = args_of(SecretArgs, props)
+        args = args_of(SecretSpec, props)
         with self.client() as client:
             created = client.create_secret(args.name, args.value, args.description)
         return CreateResult(created.id, self._outs(props, created.id, hash_value(args.value)))
@@ -101,7 +101,7 @@ class SecretProvider(RunPodProvider):
         return ReadResult(id_, self._outs({**props, "name": found[0].name}, id_, props.get("value_hash")))
 
     def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        args = args_of(SecretArgs, news)
+        args = args_of(SecretSpec, news)
         stored = olds.get("value_hash")
         if not matches(args.value, stored):
             with self.client() as client:

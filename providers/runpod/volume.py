@@ -12,7 +12,7 @@ from providers.common import InputModel
 from providers.resource import COST_KEYS, TypedResource
 from providers.runpod import catalog, errors
 from providers.runpod.base import UNKNOWN, RunPodProvider, args_of, is_unknown
-from providers.runpod.models import VolumeArgs
+from providers.runpod.models import VolumeSpec
 
 if TYPE_CHECKING:  # request/response records load where a verb calls RunPod
     from providers.runpod.records import ApiVolume
@@ -23,7 +23,7 @@ _OUTPUTS = frozenset({"volume_id"})
 class NetworkVolumeProvider(RunPodProvider):
     """Lifecycle of `runpod:NetworkVolume`; data center and type are fixed, size only grows."""
 
-    args_model = VolumeArgs
+    args_model = VolumeSpec
     replace_keys = frozenset({"data_center_id", "volume_type"})
     output_keys = _OUTPUTS
 
@@ -38,7 +38,7 @@ class NetworkVolumeProvider(RunPodProvider):
         }
 
     def transition_failures(self, olds: Mapping[str, Any], new: InputModel) -> list[CheckFailure]:
-        assert isinstance(new, VolumeArgs)
+        assert isinstance(new, VolumeSpec)
         old_size = olds.get("size_gb")
         if isinstance(old_size, int | float) and not is_unknown(old_size) and new.size_gb < old_size:
             return [
@@ -53,7 +53,7 @@ class NetworkVolumeProvider(RunPodProvider):
     def create(self, props: dict[str, Any]) -> CreateResult:
         from providers.runpod.records import VolumeCreate
 
-        args = args_of(VolumeArgs, props)
+        args = args_of(VolumeSpec, props)
         body = VolumeCreate(
             name=args.name, size=args.size_gb, data_center=args.data_center_id, type=args.volume_type
         )
@@ -80,7 +80,7 @@ class NetworkVolumeProvider(RunPodProvider):
     def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         from providers.runpod.records import VolumePatch
 
-        args = args_of(VolumeArgs, news)
+        args = args_of(VolumeSpec, news)
         old_size = int(olds.get("size_gb") or 0)
         if args.size_gb < old_size:  # check() already refused this; never send a shrink
             raise errors.RunPodError(f"refusing to shrink network volume {id_} from {old_size} GB")

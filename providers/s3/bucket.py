@@ -36,11 +36,11 @@ from providers.resource import CheckedProvider, TypedResource
 from providers.s3 import client as s3c
 from providers.s3.errors import BucketError, s3_errors
 from providers.s3.inputs import CheckpointBucketInputs
-from providers.s3.models import BucketArgs
+from providers.s3.models import BucketSpec
 
 __all__ = [
-    "BucketArgs",
     "BucketError",
+    "BucketSpec",
     "CheckpointBucket",
     "CheckpointBucketInputs",
     "CheckpointBucketProvider",
@@ -58,15 +58,15 @@ def _same(key: str, old: Any, new: Any) -> bool:
 class CheckpointBucketProvider(CheckedProvider):
     """Lifecycle of `s3:CheckpointBucket` (boto3; clients built per call, nothing stored on self)."""
 
-    args_model = BucketArgs
+    args_model = BucketSpec
     output_keys = _OUTPUTS
     replace_keys = _REPLACE
 
-    def __init__(self, client_factory: Callable[[BucketArgs], Any] | None = None) -> None:
+    def __init__(self, client_factory: Callable[[BucketSpec], Any] | None = None) -> None:
         super().__init__()
         self._client_factory = client_factory  # None in real use; tests may inject
 
-    def _s3(self, args: BucketArgs) -> Any:
+    def _s3(self, args: BucketSpec) -> Any:
         return (self._client_factory or s3c.make_client)(args)
 
     def same(self, key: str, old: Any, new: Any) -> bool:
@@ -76,7 +76,7 @@ class CheckpointBucketProvider(CheckedProvider):
     def create(self, props: dict[str, Any]) -> CreateResult:
         from botocore.exceptions import ClientError
 
-        args = BucketArgs.model_validate({k: v for k, v in props.items() if k in BucketArgs.model_fields})
+        args = BucketSpec.model_validate({k: v for k, v in props.items() if k in BucketSpec.model_fields})
         s3 = self._s3(args)
         if s3c.exists(s3, args.bucket_name):
             return self._adopt(s3, props, args)
@@ -95,7 +95,7 @@ class CheckpointBucketProvider(CheckedProvider):
             raise
         return CreateResult(args.bucket_name, self._outs(props, args))
 
-    def _adopt(self, s3: Any, props: dict[str, Any], args: BucketArgs) -> CreateResult:
+    def _adopt(self, s3: Any, props: dict[str, Any], args: BucketSpec) -> CreateResult:
         """The bucket exists: adopt it when this stack created it (owner tag), else refuse."""
         found = s3c.owner_tag(s3, args.bucket_name)
         if not args.owner or found != args.owner:
@@ -111,7 +111,7 @@ class CheckpointBucketProvider(CheckedProvider):
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         from botocore.exceptions import EndpointConnectionError
 
-        args = BucketArgs.model_validate({k: v for k, v in props.items() if k in BucketArgs.model_fields})
+        args = BucketSpec.model_validate({k: v for k, v in props.items() if k in BucketSpec.model_fields})
         try:
             return self._read(id_, props, args)
         except EndpointConnectionError:
@@ -122,7 +122,7 @@ class CheckpointBucketProvider(CheckedProvider):
                 raise
             return self._read(id_, props, args.model_copy(update={"endpoint_url": current}))
 
-    def _read(self, id_: str, props: dict[str, Any], args: BucketArgs) -> ReadResult:
+    def _read(self, id_: str, props: dict[str, Any], args: BucketSpec) -> ReadResult:
         s3 = self._s3(args)
         if not s3c.exists(s3, id_):
             return ReadResult(None, {})
@@ -130,7 +130,7 @@ class CheckpointBucketProvider(CheckedProvider):
 
     @s3_errors("update")
     def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        args = BucketArgs.model_validate({k: v for k, v in news.items() if k in BucketArgs.model_fields})
+        args = BucketSpec.model_validate({k: v for k, v in news.items() if k in BucketSpec.model_fields})
         s3 = self._s3(args)
         s3c.apply_hardening(s3, args)
         if args.owner and s3c.owner_tag(s3, args.bucket_name) != args.owner:
@@ -141,7 +141,7 @@ class CheckpointBucketProvider(CheckedProvider):
     def delete(self, id_: str, props: dict[str, Any]) -> None:
         from botocore.exceptions import ClientError, EndpointConnectionError
 
-        args = BucketArgs.model_validate({k: v for k, v in props.items() if k in BucketArgs.model_fields})
+        args = BucketSpec.model_validate({k: v for k, v in props.items() if k in BucketSpec.model_fields})
         s3 = self._s3(args)
         try:
             exists = s3c.exists(s3, id_)
@@ -173,7 +173,7 @@ class CheckpointBucketProvider(CheckedProvider):
             if s3c.error_code(exc) != "NoSuchBucket":
                 raise
 
-    def _outs(self, props: Mapping[str, Any], args: BucketArgs) -> dict[str, Any]:
+    def _outs(self, props: Mapping[str, Any], args: BucketSpec) -> dict[str, Any]:
         kept = {k: v for k, v in props.items() if k != PROVIDER_KEY and k not in _OUTPUTS}
         endpoint = s3c.endpoint_for(args) or f"https://s3.{args.region}.amazonaws.com"
         # `endpoint_url` in outputs is the endpoint actually used (docs/ARCHITECTURE.md).

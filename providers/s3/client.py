@@ -11,17 +11,17 @@ from typing import TYPE_CHECKING, Any
 
 from providers import settings
 from providers.s3.errors import BucketError
-from providers.s3.models import BucketArgs, LifecycleArgs
+from providers.s3.models import BucketSpec, LifecycleSpec
 
 if TYPE_CHECKING:
     from botocore.exceptions import ClientError
 
 
-def endpoint_for(args: BucketArgs) -> str | None:
+def endpoint_for(args: BucketSpec) -> str | None:
     return args.endpoint_url or settings.current().s3_endpoint_url
 
 
-def make_client(args: BucketArgs) -> Any:
+def make_client(args: BucketSpec) -> Any:
     # boto3 is imported here, not at module level: the program and a no-op preview never call S3, and
     # importing boto3 costs ~0.2 s in each of those processes.
     import boto3
@@ -57,7 +57,7 @@ def tls_only_policy(bucket: str) -> str:
     )
 
 
-def lifecycle_rules(lc: LifecycleArgs) -> list[dict[str, Any]]:
+def lifecycle_rules(lc: LifecycleSpec) -> list[dict[str, Any]]:
     scope = {"Filter": {"Prefix": lc.prefix}, "Status": "Enabled"}
     return [
         {
@@ -78,14 +78,14 @@ def lifecycle_rules(lc: LifecycleArgs) -> list[dict[str, Any]]:
     ]
 
 
-def encryption_rule(args: BucketArgs) -> dict[str, Any]:
+def encryption_rule(args: BucketSpec) -> dict[str, Any]:
     if args.kms_key_id:
         default = {"SSEAlgorithm": "aws:kms", "KMSMasterKeyID": args.kms_key_id}
         return {"ApplyServerSideEncryptionByDefault": default, "BucketKeyEnabled": True}
     return {"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}
 
 
-def apply_hardening(s3: Any, args: BucketArgs) -> None:
+def apply_hardening(s3: Any, args: BucketSpec) -> None:
     """Put every setting; each call is idempotent, so updates simply re-apply all of them."""
     name = args.bucket_name
     status = "Enabled" if args.versioning else "Suspended"  # S3 cannot return to "never versioned"

@@ -14,7 +14,7 @@ ArchiveClass = Literal[
 ]
 
 
-class LifecycleArgs(InputModel):
+class LifecycleSpec(InputModel):
     """Lifecycle rules for checkpoints."""
 
     noncurrent_expire_days: int = Field(default=30, ge=1)  # old checkpoint versions kept this long
@@ -24,7 +24,7 @@ class LifecycleArgs(InputModel):
     prefix: str = ""  # limit the rules to a key prefix; "" = the whole bucket
 
 
-class BucketArgs(InputModel):
+class BucketSpec(InputModel):
     """Inputs of `s3:CheckpointBucket`."""
 
     bucket_name: str
@@ -34,7 +34,7 @@ class BucketArgs(InputModel):
     encryption: bool = True
     block_public_access: bool = True
     tls_only: bool = True
-    lifecycle: LifecycleArgs = Field(default_factory=LifecycleArgs)
+    lifecycle: LifecycleSpec = Field(default_factory=LifecycleSpec)
     endpoint_url: str | None = None  # moto or another S3 endpoint; else AWS_ENDPOINT_URL_S3 / AWS
     force_destroy: bool = False  # delete even with objects in it (every version is lost)
     owner: str | None = None  # the stack's identity, tagged on the bucket at create; adoption needs a match

@@ -6,7 +6,7 @@ import pydantic
 import pytest
 
 from facts.s3 import bucket_name_problem
-from providers.s3.bucket import BucketArgs
+from providers.s3.bucket import BucketSpec
 from stackconfig.config import BucketConfig
 
 GOOD = ["abc", "trainstack-prod-checkpoints", "a.b-c", "x" * 63]
@@ -24,7 +24,7 @@ def test_config_and_provider_agree(name: str) -> None:
     except pydantic.ValidationError:
         config_ok = False
     try:
-        BucketArgs(bucket_name=name)
+        BucketSpec(bucket_name=name)
         provider_ok = True
     except pydantic.ValidationError:
         provider_ok = False

@@ -116,7 +116,7 @@ CASES = [
         ["sweep", "2 of 3 GPUs", "67%", "50%"],
     ),
     # A node of a 2-node job on spot. The other half of this policy (an Instant Cluster asking for spot)
-    # cannot reach the pack: ClusterArgs has no `capacity`/`bid_per_gpu`, so the cluster provider's own
+    # cannot reach the pack: ClusterSpec has no `capacity`/`bid_per_gpu`, so the cluster provider's own
     # check() refuses them first (unknown field). The 2-GPU on-demand anchor keeps the spot share at 1/3.
     Case(
         "multi-node-on-demand",

@@ -12,11 +12,11 @@ from providers.common import InputModel
 from providers.resource import COST_KEYS, CheckedProvider
 from providers.runpod.cluster import InstantCluster
 from providers.runpod.inputs import InstantClusterInputs, PodInputs, TrainingInputs
-from providers.runpod.models import ClusterArgs, PodArgs
+from providers.runpod.models import ClusterSpec, PodSpec
 from providers.runpod.outputs import ClusterNode
 from providers.runpod.pod import Pod
 from providers.s3.inputs import CheckpointBucketInputs, LifecycleInputs
-from providers.s3.models import BucketArgs
+from providers.s3.models import BucketSpec
 
 
 def test_none_is_left_to_the_provider_and_nested_inputs_become_maps() -> None:
@@ -33,18 +33,18 @@ def test_none_is_left_to_the_provider_and_nested_inputs_become_maps() -> None:
         "gpu_type_id": "NVIDIA H100 80GB HBM3",
         "training": {"max_run_hours": 2.0},
     }
-    assert PodArgs.model_validate(props).ports == ["22/tcp"]  # the default lives on the provider's model
+    assert PodSpec.model_validate(props).ports == ["22/tcp"]  # the default lives on the provider's model
 
 
 def test_every_input_field_is_a_property_the_provider_checks() -> None:
     for inputs, model in (
-        (PodInputs, PodArgs),
-        (InstantClusterInputs, ClusterArgs),
-        (CheckpointBucketInputs, BucketArgs),
+        (PodInputs, PodSpec),
+        (InstantClusterInputs, ClusterSpec),
+        (CheckpointBucketInputs, BucketSpec),
     ):
         assert set(inputs.__dataclass_fields__) <= set(model.model_fields), inputs
     bucket = CheckpointBucketInputs(bucket_name="b-1", lifecycle=LifecycleInputs(prefix="x"))
-    assert BucketArgs.model_validate(bucket.to_props()).lifecycle.prefix == "x"
+    assert BucketSpec.model_validate(bucket.to_props()).lifecycle.prefix == "x"
 
 
 def test_outputs_and_costs_are_declared_once_on_the_class() -> None:
@@ -58,13 +58,13 @@ def test_a_cluster_node_round_trips_through_the_output_map() -> None:
     assert ClusterNode.from_output({"pod_id": "p2"}).rank is None
 
 
-class _Args(InputModel):
+class _Spec(InputModel):
     name: str
     size: int = 1
 
 
 class _Provider(CheckedProvider):
-    args_model = _Args
+    args_model = _Spec
     output_keys = frozenset({"thing_id"})
     computed_keys = frozenset({"cost_per_hour"})
     replace_keys = frozenset({"name"})

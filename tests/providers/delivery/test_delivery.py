@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from providers.delivery.node_files import NodeFilesArgs, NodeFilesProvider, deliver, digest
+from providers.delivery.node_files import NodeFilesProvider, NodeFilesSpec, deliver, digest
 from providers.delivery.ssh import DeliveryError, Ssh, SshTarget, UnreachableError
 
 
-def args(tmp_path: Path, **changes: object) -> NodeFilesArgs:
+def args(tmp_path: Path, **changes: object) -> NodeFilesSpec:
     base: dict[str, object] = {
         "host": "10.64.1.2",
         "pod_id": "pod0",
@@ -22,7 +22,7 @@ def args(tmp_path: Path, **changes: object) -> NodeFilesArgs:
         "start_script": "start-node-0.sh",
         "known_hosts": str(tmp_path / "known_hosts"),
     }
-    return NodeFilesArgs.model_validate(base | changes)
+    return NodeFilesSpec.model_validate(base | changes)
 
 
 class Recorder:
@@ -82,7 +82,7 @@ def test_any_change_redelivers_and_delete_does_nothing(tmp_path: Path) -> None:
     new_hostfile = old | {"files": old["files"] | {"hostfile": "10.64.2.2 slots=8\n"}}
     result = provider.diff("id", old, new_hostfile)
     assert result.changes and not result.replaces
-    assert digest(args(tmp_path)) != digest(NodeFilesArgs.model_validate(new_hostfile))
+    assert digest(args(tmp_path)) != digest(NodeFilesSpec.model_validate(new_hostfile))
     provider.delete("id", old)  # nothing to undo: succeeds without touching the node
 
 
@@ -107,7 +107,7 @@ def test_update_delivers_again_and_a_failed_step_fails_the_update(tmp_path: Path
     new = old | {"files": old["files"] | {"hostfile": "10.64.2.2 slots=8\n"}}
     runner = Recorder([])
     result = NodeFilesProvider(runner).update("pod0-rank0", old, new)
-    assert result.outs is not None and result.outs["digest"] == digest(NodeFilesArgs.model_validate(new))
+    assert result.outs is not None and result.outs["digest"] == digest(NodeFilesSpec.model_validate(new))
     assert len(runner.calls) == 3
     failing = Recorder([0, 0, 1])  # the start script exits 1 on the node
     with pytest.raises(DeliveryError, match="exited 1"):

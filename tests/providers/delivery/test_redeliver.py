@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from providers.delivery import node_files
-from providers.delivery.node_files import NodeFilesArgs, deliver
+from providers.delivery.node_files import NodeFilesSpec, deliver
 from providers.delivery.ssh import Ssh, SshTarget
 from tests.polling import poll
 
@@ -70,9 +70,9 @@ class LocalNode:
         )
 
 
-def _args(tmp_path: Path, gen: int, ignore_term: bool = False) -> NodeFilesArgs:
+def _args(tmp_path: Path, gen: int, ignore_term: bool = False) -> NodeFilesSpec:
     script = _FAKE.replace("GEN", str(gen)).replace("IGNORE_TERM", "true" if ignore_term else "false")
-    return NodeFilesArgs.model_validate(
+    return NodeFilesSpec.model_validate(
         {
             "host": "127.0.0.1",
             "pod_id": POD,
@@ -122,7 +122,7 @@ def _started(work: Path, gen: int) -> int:
     )
 
 
-def _ssh(a: NodeFilesArgs) -> Ssh:
+def _ssh(a: NodeFilesSpec) -> Ssh:
     return Ssh(SshTarget(a.host, a.port, a.user, a.pod_id, Path(a.known_hosts)), runner=LocalNode())
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError
 
-from providers.s3.bucket import BucketArgs, BucketError, CheckpointBucketProvider
+from providers.s3.bucket import BucketError, BucketSpec, CheckpointBucketProvider
 
 
 def _closed_port() -> int:
@@ -47,7 +47,7 @@ def test_a_read_whose_recorded_endpoint_is_gone_reads_through_the_current_one(
 ) -> None:
     calls: list[str | None] = []
 
-    def factory(args: BucketArgs) -> Any:
+    def factory(args: BucketSpec) -> Any:
         calls.append(args.endpoint_url)
         if args.endpoint_url == "http://127.0.0.1:1":
             raise EndpointConnectionError(endpoint_url=args.endpoint_url)

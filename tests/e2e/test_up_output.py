@@ -18,7 +18,9 @@ import pytest
 from harness.pulumi_cli import REPO, run_killing_tree
 from tests.e2e.test_restart import Demo
 
-pytestmark = pytest.mark.e2e
+# serial: scripts/up holds the repo's per-stack lock (.state/locks/<stack>.lock), which another test's
+# scripts/up of the same stack in the parallel lane (tests/e2e/test_demo_trains.py) would hold too.
+pytestmark = [pytest.mark.e2e, pytest.mark.serial]
 
 # Measured: 30 lines for dev (2 of them the deprecated keys of policy/config/dev.json). Below 160 by far,
 # with room for a few more warnings.

@@ -214,6 +214,8 @@ def test_stopped_job_warns_once_then_releases_after_the_grace_on_the_emulators_c
     # would store 0.05 as text).
     cluster.config("trainstack:alerts", json.dumps({"interval_min": 0.05}))
     cluster.config("trainstack:supervisor", json.dumps({"idle_for_min": 10, "idle_grace_min": 5}))
+    # Issue #28's idle rule alone: with recovery on (#29's default) a stopped job is a fault to repair first
+    cluster.config("trainstack:recovery", json.dumps({"enabled": False}))
     try:
         _idle_then_release(cluster, hosts_env, receiver, monkeypatch)
     finally:

@@ -116,7 +116,10 @@ def _restart(demo: Demo, block_moto_port: bool = False) -> dict[str, str]:
     with socket.socket() as squatter:
         if block_moto_port:  # another program took moto's port while the demo was down
             host, port = before["AWS_ENDPOINT_URL_S3"].split("://", 1)[1].rsplit(":", 1)
+            # as a server would: past the last run's connections in TIME_WAIT, and listening, so it holds it
+            squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             squatter.bind((host, int(port)))
+            squatter.listen()
         demo.run("scripts/local-runpod", "start")
     return before
 

@@ -16,6 +16,7 @@ import pytest
 
 from components.render import TERM_UPLOAD_S, render_artifacts
 from tests.components.conftest import fake_nodes, stack_config
+from tests.polling import scaled
 from tests.train.recorded import node_of, write_replay
 from train.node.nvml import with_fault
 
@@ -274,7 +275,7 @@ def test_metrics_agent_runs_beside_training_and_stops_with_it(tmp_path: Path) ->
     )
     try:
         _wait_for(node.dir / "train.env")
-        end, text = time.monotonic() + 20, ""
+        end, text = time.monotonic() + scaled(20), ""
         while "trainstack_storage_write_latency_seconds" not in text:
             assert time.monotonic() < end, "the agent never answered"
             try:
@@ -327,14 +328,14 @@ def test_training_failure_is_the_exit_status(prod3: Node) -> None:
 
 
 def _wait_for_line(node: Node, line: str, deadline_s: float = 10.0) -> None:
-    end = time.monotonic() + deadline_s
+    end = time.monotonic() + scaled(deadline_s)
     while line not in node.torchrun_calls():
         assert time.monotonic() < end, f"{line!r} never logged: {node.torchrun_calls()}"
         time.sleep(0.05)
 
 
 def _wait_for(path: Path, deadline_s: float = 10.0) -> None:
-    end = time.monotonic() + deadline_s
+    end = time.monotonic() + scaled(deadline_s)
     while not path.exists():
         assert time.monotonic() < end, f"{path} never appeared"
         time.sleep(0.05)

@@ -10,6 +10,7 @@ import pytest
 
 from harness.local import LocalRunPod
 from tests.emulator.conftest import pod_body
+from tests.polling import scaled
 
 pytestmark = pytest.mark.services
 
@@ -17,7 +18,7 @@ pytestmark = pytest.mark.services
 def wait_ready(api: httpx.Client, pod_id: str, deadline_s: float) -> dict[str, object]:
     """Ready means RUNNING with runtime and the SSH port mapped (RunPod can report RUNNING before `runtime`
     is set), within a deadline."""
-    deadline = time.monotonic() + deadline_s
+    deadline = time.monotonic() + scaled(deadline_s)
     while time.monotonic() < deadline:
         pod: dict[str, object] = api.get(f"/v2/pods/{pod_id}").json()
         if pod["status"] == "RUNNING" and pod["runtime"]:

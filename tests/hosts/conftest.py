@@ -1,7 +1,9 @@
 """Fixtures for real local clusters: a bridge of our own, moto on its host address, a local RunPod with hosts.
 
 Everything here is created by the fixtures and removed by their finalizers, on failure too: the bridge
-(`tsh<pid>`, 10.251.77.1/24), every namespace the emulator made on it, moto, the emulator and the SSH key.
+(`tsh<pid>`, 10.250.N.1/24 on a local RunPod address slot N claimed for it, emulator/netslot.py), every
+namespace the emulator made on it, moto, the emulator and the SSH key. The slot keeps the bridges of test
+processes running side by side (pytest-xdist workers, another checkout's suite, the demo) apart.
 """
 
 from __future__ import annotations
@@ -16,12 +18,12 @@ from pathlib import Path
 import pytest
 
 from common.cachedir import cache_dir
-from emulator import hostnet
+from emulator import hostnet, netslot
 from emulator.hostnet import Bridge
 from harness.local import FAST_ARGS, LocalRunPod, start_local_runpod, start_moto_s3
 
-BRIDGE_CIDR = "10.251.77.1/24"  # private, used by nothing else on CI machines; created and removed here
-BRIDGE_IP = BRIDGE_CIDR.split("/")[0]
+# Every bridge address a hosts test may use (each claims one /24 of it): what their `allow_hosts` lets in.
+HOSTS_NET = "10.250.0.0/16"
 TORCH_VENV = cache_dir() / "torch-venv"  # scripts/bootstrap-torch installs it
 
 
@@ -55,15 +57,17 @@ def bridge() -> Iterator[Bridge]:
     why = _missing()
     if why is not None:
         pytest.skip(why)
-    bridge = Bridge(f"tsh{os.getpid() % 100000}", BRIDGE_CIDR)
-    bridge.remove()  # a leftover of a killed run with the same pid
-    bridge.create()
+    slot = netslot.claim()  # this process's own addresses, held until the module's tests are done
+    bridge = Bridge(f"tsh{os.getpid() % 100000}", slot.slot.bridge_cidr)
     try:
+        bridge.remove()  # a leftover of a killed run with the same pid
+        bridge.create()
         yield bridge
     finally:
         for name in hostnet.list_namespaces(f"ts-{bridge.name}-"):
             hostnet.delete_namespace(name)
         bridge.remove()
+        slot.release()
 
 
 @pytest.fixture(scope="module")

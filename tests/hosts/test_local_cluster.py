@@ -15,7 +15,7 @@ import pytest
 from emulator import hostnet
 from harness.pulumi_cli import REPO, Pulumi
 from ops.workspace import prepare
-from tests.hosts.conftest import BRIDGE_IP, HostsEnv
+from tests.hosts.conftest import HOSTS_NET, HostsEnv
 from tests.polling import poll
 
 pytestmark = [
@@ -23,7 +23,7 @@ pytestmark = [
     pytest.mark.e2e,
     pytest.mark.root,
     # The test reads the bucket on the bridge's host address, an address of our own namespace setup.
-    pytest.mark.allow_hosts(["127.0.0.1", "::1", "localhost", BRIDGE_IP]),
+    pytest.mark.allow_hosts(["127.0.0.1", "::1", "localhost", HOSTS_NET]),
 ]
 
 STACK = "local-cpu"

@@ -25,7 +25,7 @@ from harness.pulumi_cli import REPO, descendants, kill_tree
 from supervisor.cli import Round
 from supervisor.store import LEASE_TTL_S
 from tests.e2e.reliability import duplicates, live_ids
-from tests.hosts.conftest import BRIDGE_IP, HostsEnv
+from tests.hosts.conftest import HOSTS_NET, HostsEnv
 from tests.hosts.test_local_cluster import (
     BUCKET,
     STACK,
@@ -41,7 +41,7 @@ from tests.polling import poll
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.root,
-    pytest.mark.allow_hosts(["127.0.0.1", "::1", "localhost", BRIDGE_IP]),
+    pytest.mark.allow_hosts(["127.0.0.1", "::1", "localhost", HOSTS_NET]),
 ]
 
 

@@ -17,7 +17,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.polling import poll
+from tests.polling import poll, scaled
 from tests.train.recorded import node_of
 from train.node.agent import Agent, State, StateCollector, interface_ipv4, snapshot
 from train.node.nvml import GpuReading, ReplaySampler, SamplerError, with_fault
@@ -119,7 +119,7 @@ def _free_port() -> int:
 
 
 def _get(url: str, deadline_s: float = 20.0) -> str:
-    end = time.monotonic() + deadline_s
+    end = time.monotonic() + scaled(deadline_s)
     while True:
         try:
             with urllib.request.urlopen(url, timeout=2) as answer:  # noqa: S310 (loopback)

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from common.cachedir import cache_dir
+from tests.polling import scaled
 from train.node.progress import parse_line
 from train.shards import write_synthetic
 
@@ -47,7 +48,7 @@ def _job(tmp: Path, *args: str) -> subprocess.Popen[str]:
 def test_fsdp_run_stops_on_sigterm_and_ddp_resumes(tmp_path: Path) -> None:
     write_synthetic(tmp_path / "data", shards=2, tokens_per_shard=5000, vocab_size=512)
     first = _job(tmp_path, "--steps", "1000", "--sharding", "fsdp")
-    deadline = time.monotonic() + 240
+    deadline = time.monotonic() + scaled(240)
     while not list((tmp_path / "ckpt").glob("step-*.pt")):
         assert first.poll() is None and time.monotonic() < deadline, first.communicate()[0]
         time.sleep(0.2)

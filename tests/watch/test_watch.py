@@ -12,6 +12,7 @@ from rich.console import Console
 
 from providers.runpod.client import RunPodClient
 from providers.runpod.ratelimit import TokenBucket
+from tests.polling import scaled
 from watch import snapshot, sources
 from watch.render import render
 
@@ -250,7 +251,7 @@ def test_q_leaves_the_live_view(tmp_path: object) -> None:
     )
     os.close(node_fd)
     seen = b""
-    deadline = _time.monotonic() + 60
+    deadline = _time.monotonic() + scaled(60)
     while b"money" not in seen and _time.monotonic() < deadline:  # the first frame is drawn
         seen += os.read(main_fd, 4096)
     os.write(main_fd, b"q")

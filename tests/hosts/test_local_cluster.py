@@ -18,8 +18,9 @@ from ops.workspace import prepare
 from tests.hosts.conftest import HOSTS_NET, HostsEnv
 from tests.polling import poll
 
+# Not serial: its bridge is on an address slot of its own (tests/hosts/conftest.py), so it shares the machine
+# with the other hosts tests in the parallel lane.
 pytestmark = [
-    pytest.mark.serial,
     pytest.mark.e2e,
     pytest.mark.root,
     # The test reads the bucket on the bridge's host address, an address of our own namespace setup.

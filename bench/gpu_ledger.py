@@ -55,13 +55,17 @@ class Records:
     health: dict[str, Any]
 
 
-def _jsonl(path: Path) -> list[dict[str, Any]]:
+def _lines(path: Path) -> list[str]:
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        return path.read_text(encoding="utf-8").splitlines()
     except FileNotFoundError:
         raise RecordsError(
             f"{path} is missing: the run writes it under $OUT (bench/gpu_ledger_run.py)"
         ) from None
+
+
+def _jsonl(path: Path) -> list[dict[str, Any]]:
+    lines = _lines(path)
     out = []
     for number, line in enumerate(lines, 1):
         try:
@@ -78,7 +82,7 @@ def load(directory: Path) -> Records:
     """The records of one run; RecordsError names what is missing or wrong."""
     events = _jsonl(directory / "events.jsonl")
     progress = []
-    for number, line in enumerate((directory / "progress.jsonl").read_text(encoding="utf-8").splitlines(), 1):
+    for number, line in enumerate(_lines(directory / "progress.jsonl"), 1):
         try:
             p = parse_line(line)
         except ProgressError as exc:

@@ -24,6 +24,7 @@ from bench.gpu_ledger import (
     checkpoint_spans,
     ledger_inputs,
     load,
+    main,
     report,
     starts,
 )
@@ -82,6 +83,12 @@ def test_a_run_without_its_lease_names_the_fix(tmp_path: Path) -> None:
     (tmp_path / "run" / "lease.json").unlink()
     with pytest.raises(RecordsError, match=r"lease\.json is missing.*bench\.gpu_ledger lease"):
         load(tmp_path / "run")
+
+
+def test_a_directory_without_records_is_named(tmp_path: Path) -> None:
+    assert main(["report", str(tmp_path)]) == 2  # no traceback: one line on stderr
+    with pytest.raises(RecordsError, match=r"events\.jsonl is missing: the run writes it under \$OUT"):
+        load(tmp_path)
 
 
 def test_a_progress_line_without_time_is_refused(tmp_path: Path) -> None:

@@ -3,10 +3,12 @@
 Reads `stacks/Pulumi.<STACK>.yaml`, applies each `--set` (a key path under `trainstack:`, e.g.
 `cluster.nodes=4`, `training.max_run_hours=48`; a bare model field such as `sharding=zero3` means
 `training.model.sharding`), parses it exactly as `pulumi preview` would, and prints the breakdown.
-It ends with the run cap the run will be held to: `max_run_cost_usd` of the `run-cost-within-budget` policy
-in `policy/config/<STACK>.json` (the policy's default when the file does not set it).
+It ends with the run cap the run will be held to: the run's one cost cap, `trainstack:run.max_cost_usd` in
+the stack file (after any `--set run.max_cost_usd=...`); for a stack that sets none, the deprecated
+`max_run_cost_usd` of the `run-cost-within-budget` policy in `policy/config/<STACK>.json`, else that
+policy's default, as the policy pack would.
 Exit status: 0 the model fits and the run is within its cap, 1 it does not fit (or the stack has no model
-section), 2 bad config or usage, 3 it fits but the run costs more than its cap (the policy would refuse it).
+section), 2 bad config or usage, 3 it fits but the run costs more than its cap (`scripts/up` refuses it).
 `--compare [GPU,...]` prints instead every GPU type, node count and sharding RunPod rents for the run,
 cheapest run first, with the cheapest feasible one and its saving (forecast.compare); exit 0 when one fits.
 """
@@ -28,8 +30,9 @@ from forecast.compare import CompareError, compare
 from forecast.stack import stack_forecast
 from forecast.table import render, render_compare
 from stackconfig import files
-from stackconfig.config import NAMESPACE, ConfigError, load_stack_config
+from stackconfig.config import NAMESPACE, ConfigError, StackConfig, load_stack_config
 from stackconfig.model import ModelConfig, parameter_notice
+from stackconfig.supervisor import RUN_CAP_KEY, run_cost_cap
 
 EXIT_FITS, EXIT_DOES_NOT_FIT, EXIT_BAD_INPUT, EXIT_OVER_CAP = 0, 1, 2, 3
 RUN_CAP_POLICY = "run-cost-within-budget"
@@ -63,10 +66,14 @@ def apply_set(raw: Mapping[str, Any], assignment: str) -> dict[str, Any]:
     return out
 
 
-def run_cap(stack: str, policy_dir: Path) -> tuple[float, str]:
-    """The run cost cap of the stack's policy config, and where it comes from (a line for people)."""
+def run_cap(stack: str, config: StackConfig, policy_dir: Path) -> tuple[float, str]:
+    """The run cost cap the run is held to, and where it comes from (a line for people): the stack's one cap
+    when it sets one (what `scripts/up` and the policy pack hold it to), else the policy config's."""
     from policy.rules.forecast import BudgetConfig  # the policy's own model: its default is written once
 
+    if cap := run_cost_cap(config):
+        key = RUN_CAP_KEY if config.run.max_cost_usd else f"{NAMESPACE}:alerts.budget_usd (deprecated)"
+        return cap, f"{key} in stacks/Pulumi.{stack}.yaml"
     path = policy_dir / f"{stack}.json"
     entry: Any = {}
     if path.is_file():
@@ -146,7 +153,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             render_compare(args.stack, comparison)
         return EXIT_FITS if comparison.cheapest is not None else EXIT_DOES_NOT_FIT
     try:
-        cap, where = run_cap(args.stack, args.policy_dir)
+        cap, where = run_cap(args.stack, config, args.policy_dir)
     except (OSError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
         print(f"forecast: policy/config/{args.stack}.json: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -156,7 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         render(args.stack, config, result, args.sets)
         verdict = (
-            "within it" if run_usd <= cap else f"OVER it by ${run_usd - cap:,.2f}: the policy refuses the up"
+            "within it" if run_usd <= cap else f"OVER it by ${run_usd - cap:,.2f}: scripts/up refuses the run"
         )
         print(f"run cap: ${cap:,.2f} ({where}); this run ${run_usd:,.2f}, {verdict}")
     if not result.memory.fits:

@@ -148,13 +148,26 @@ def test_dev(fake: FakeProviders) -> pulumi.Output[None]:
             "trainstack:index:H100Cluster": ["dev"],
             POD: ["dev-pod-0"],
             NODE_FILES: ["dev-deliver-0"],  # delivery is on by default: the node gets its files and starts
+            BUCKET: ["dev-checkpoints"],  # checkpoints survive the pod; no network volume (stack file)
+            SECRET: ["dev-secret-aws_access_key_id", "dev-secret-aws_secret_access_key"],
         }
         pod = next(r for r in fake.resources if r.typ == POD)
         assert pod.inputs["gpu_type_id"] == "NVIDIA H100 80GB HBM3"
-        assert (pod.inputs["gpu_count"], pod.inputs["capacity"], pod.inputs["env"]) == (
-            8, "on_demand", {"TRAINSTACK_OWNER": "project/dev"}  # the ownership mark (ops/ownership.py)
+        assert (pod.inputs["gpu_count"], pod.inputs["capacity"], pod.inputs.get("volume_id")) == (
+            8, "on_demand", None
         )  # fmt: skip
+        assert pod.inputs["env"] == {
+            "TRAINSTACK_OWNER": "project/dev",  # the ownership mark (ops/ownership.py)
+            "AWS_ACCESS_KEY_ID": "{{ RUNPOD_SECRET_trainstack-dev-aws_access_key_id }}",
+            "AWS_SECRET_ACCESS_KEY": "{{ RUNPOD_SECRET_trainstack-dev-aws_secret_access_key }}",
+        }
         assert pod.inputs["training"]["max_run_hours"] == 2
+        assert pod.inputs["training"]["checkpoint_bucket"] == "trainstack-dev-checkpoints"
+        bucket = next(r for r in fake.resources if r.typ == BUCKET).inputs
+        assert (bucket["bucket_name"], bucket["tls_only"], bucket.get("kms_key_id")) == (
+            "trainstack-dev-checkpoints", True, None
+        )  # fmt: skip
+        _no_secret_values(fake)
         assert out["nodes"] == [
             {"rank": 0, "ip": "10.1.0.0", "pod_id": "pod0", "ssh_endpoint": "203.0.113.9:40000"}
         ]
@@ -249,7 +262,8 @@ def test_pods_pull_with_the_named_registry_credential(fake: FakeProviders) -> pu
     auth = RegistryAuthConfig(name="ghcr", username="bot")
     config = config.model_copy(update={"cluster": config.cluster.model_copy(update={"registry_auth": auth})})
     password = pulumi.Output.secret(REGISTRY_PASSWORD)
-    cluster = H100Cluster("dev", H100ClusterArgs(config, {}, None, password))
+    secrets = {k: pulumi.Output.secret(SECRET_VALUES[k]) for k in config.training.secrets}
+    cluster = H100Cluster("dev", H100ClusterArgs(config, secrets, None, password))
 
     def check(_: object) -> None:
         registry = next(r for r in fake.resources if r.typ == REGISTRY)
@@ -266,8 +280,9 @@ def test_a_named_registry_without_its_password_is_refused(fake: FakeProviders) -
     config = stack_config("dev")
     auth = RegistryAuthConfig(name="ghcr", username="bot")
     config = config.model_copy(update={"cluster": config.cluster.model_copy(update={"registry_auth": auth})})
+    secrets = {k: pulumi.Output.secret(SECRET_VALUES[k]) for k in config.training.secrets}
     with pytest.raises(ValueError, match=r"trainstack:secrets\.REGISTRY_PASSWORD"):
-        H100Cluster("dev", H100ClusterArgs(config, {}, None))
+        H100Cluster("dev", H100ClusterArgs(config, secrets, None))
 
 
 @pulumi.runtime.test

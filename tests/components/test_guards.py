@@ -161,7 +161,17 @@ def _no_model(raw: dict[str, Any]) -> dict[str, Any]:
 # (case, raw config, key refused or None, words in the message). Forecast run costs: dev $4.51
 # (0.14 h x $31.93/h), prod $4,291.59 (16.8 h x $255.63/h), dev without a model $63.86 (2 h x $31.93/h).
 RUN_CAP_CASES: list[tuple[str, dict[str, Any], str | None, str]] = [
-    ("dev, no cap", _stack("dev"), None, ""),
+    ("dev at its shipped cap ($100)", _stack("dev"), None, ""),
+    (
+        "dev with no cap (0) at 100 x the tokens",
+        _stack(
+            "dev",
+            run={"max_cost_usd": 0},
+            training={"model": {**_stack("dev")["trainstack:training"]["model"], "tokens": 2.0e9}},
+        ),
+        None,
+        "",
+    ),
     ("dev under its cap", _stack("dev", run={"max_cost_usd": 5}), None, ""),
     ("dev at its cap to the cent", _stack("dev", run={"max_cost_usd": 4.51}), None, ""),
     (
@@ -215,7 +225,7 @@ RUN_CAP_CASES: list[tuple[str, dict[str, Any], str | None, str]] = [
     ("no model, under the cap", _no_model(_stack("dev", run={"max_cost_usd": 64})), None, ""),
     (
         "only the deprecated alerts.budget_usd",
-        _stack("dev", alerts={"budget_usd": 1}),
+        _stack("dev", alerts={"budget_usd": 1}, run={"max_cost_usd": 0}),
         "trainstack:alerts.budget_usd",
         "over this cap of $1.00",
     ),
@@ -271,6 +281,6 @@ def test_the_hourly_price_over_the_spend_limit_is_refused_while_reading(
     assert words in str(err.value), str(err.value)
 
 
-@pytest.mark.parametrize("name", ["prod", "search"])
+@pytest.mark.parametrize("name", ["dev", "prod", "search", "local-cpu"])
 def test_the_shipped_limits_hold_their_stacks(name: str) -> None:
     assert run_cost_problems(load_stack_config(_stack(name))) == []

@@ -1,6 +1,6 @@
 """The local demo's own configuration trains (issue #33): `scripts/up dev` as root, then `scripts/watch dev
---once --json` shows training steps advancing; `prod` the same on 8 emulated hosts, with a checkpoint in its
-bucket, whose TLS-only policy stays on (the demo's moto serves HTTPS; harness/moto_server.py).
+--once --json` shows training steps advancing and a checkpoint lands in dev's bucket; `prod` the same on 8
+emulated hosts. Each bucket keeps its TLS-only policy (the demo's moto serves HTTPS; harness/moto_server.py).
 
 Exactly what a user runs: scripts/up, scripts/watch and scripts/local-runpod with their state in a temporary
 directory, the demo's node settings (scripts/local-runpod's DEMO_NODE_ENV: CPU, gloo, train/train.py).
@@ -87,8 +87,18 @@ def _steps(snap: dict[str, Any]) -> list[float]:
     return [n["step"] for n in snap["nodes"] if isinstance(n.get("step"), int | float)]
 
 
-@pytest.mark.parametrize(("stack", "bucket"), [("dev", None), ("prod", "trainstack-prod-checkpoints")])
-def test_scripts_up_trains_and_watch_shows_the_steps(tmp_path: Path, stack: str, bucket: str | None) -> None:
+# (stack, its bucket, the prefix its node 0 syncs to): a pod pool's pod i syncs under <stack>-pod-<i>/, a
+# cluster's nodes under <stack>/ (components/render.py).
+DEMOS = [
+    ("dev", "trainstack-dev-checkpoints", "trainstack/dev-pod-0/"),
+    ("prod", "trainstack-prod-checkpoints", "trainstack/prod/"),
+]
+
+
+@pytest.mark.parametrize(("stack", "bucket", "prefix"), DEMOS, ids=[d[0] for d in DEMOS])
+def test_scripts_up_trains_and_watch_shows_the_steps(
+    tmp_path: Path, stack: str, bucket: str, prefix: str
+) -> None:
     if why := _missing():
         pytest.skip(why)
     demo = Demo(tmp_path)
@@ -107,15 +117,17 @@ def test_scripts_up_trains_and_watch_shows_the_steps(tmp_path: Path, stack: str,
                 later = steps
             time.sleep(5)
         assert first and later and max(later) > max(first), f"steps did not advance: {first} -> {later}"
-        if bucket is not None:
-            found: list[str] = []
-            policy = ""
-            while time.monotonic() < deadline and not found:
-                keys, policy = demo.bucket(bucket, f"trainstack/{stack}/")
-                found = [k for k in keys if re.search(r"step-\d+\.pt$", k)]
-                time.sleep(5)
-            assert found, f"no checkpoint in {bucket}"
-            assert "aws:SecureTransport" in policy  # the TLS-only policy the provider set, still there
+        found: list[str] = []
+        policy = ""
+        while time.monotonic() < deadline and not found:
+            keys, policy = demo.bucket(bucket, prefix)
+            found = [k for k in keys if re.search(r"step-\d+\.pt$", k)]
+            time.sleep(5)
+        assert found, f"no checkpoint under {prefix} in {bucket}"
+        assert "aws:SecureTransport" in policy  # the TLS-only policy the provider set, still there
+        # The way back: scripts/down takes the stack down, its bucket with the demo's checkpoints included.
+        down = demo.run("scripts/down", stack)
+        assert f"scripts/down: '{stack}' is down" in down.stdout + down.stderr
     finally:
         demo.run("scripts/down", stack, ok=False)
         demo.run("scripts/local-runpod", "stop", ok=False)

@@ -43,7 +43,9 @@ def _use_model(run: StackRun, model: dict[str, Any] | None) -> None:
         config["trainstack:training"]["model"].update(model)
     stack_file = run.cli.project / "stacks" / f"Pulumi.{run.stack}.yaml"
     doc = yaml.safe_load(stack_file.read_text())
-    doc["config"] = config
+    # the shipped config, with the workspace's encrypted secret values (dev's AWS keys) kept
+    kept = {k: v for k, v in (doc.get("config") or {}).items() if k.startswith("trainstack:secrets.")}
+    doc["config"] = config | kept
     stack_file.write_text(yaml.safe_dump(doc, sort_keys=False))
 
 
@@ -65,12 +67,6 @@ def _assert_nothing_created(run: StackRun, before: dict[str, Any]) -> None:
                 "Cheapest fix: shard",
             ],
         ),
-        # 100 x dev's tokens: ~15 h on 8 H100s, ~$470 against dev's $100 budget.
-        (
-            "run-cost-within-budget",
-            {"tokens": 2.0e9},
-            ["the forecast run costs $", "over the budget of $100"],
-        ),
     ],
 )
 def test_mandatory_forecast_policy_refuses_the_preview(
@@ -84,6 +80,21 @@ def test_mandatory_forecast_policy_refuses_the_preview(
     assert policy in output and "mandatory" in output, output
     for text in words:
         assert text in output, output
+    _assert_nothing_created(dev, before)
+
+
+def test_a_run_over_the_one_cap_is_refused_at_preview_naming_the_cap(dev: StackRun) -> None:
+    """100 x dev's tokens: ~15 h on 8 H100s, ~$470 against dev's one cap of $100 (trainstack:run.max_cost_usd
+    in its stack file). The program refuses it before the first resource registers, so the preview fails
+    with the cap's key and the fix, whichever way the plan is run (tests/components/test_guards.py); the
+    run-cost-within-budget policy holds the same cap (tests/policy/test_run_cap.py)."""
+    before = _mutations(dev.runpod)
+    _use_model(dev, {"tokens": 2.0e9})
+    result = dev.preview(check=False)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0, output
+    assert "trainstack:run.max_cost_usd" in output and "over this cap of $100.00" in output, output
+    assert "Traceback" not in output, output
     _assert_nothing_created(dev, before)
 
 

@@ -85,8 +85,9 @@ def _pod(name: str, env: dict[str, str] | None = None) -> dict[str, object]:
 
 
 _SECRET = "mutation($input: SecretCreateInput!) { secretCreate(input: $input) { id name } }"
-# Class 1 of issue #34: made by someone else through the API, named like `dev`'s (1 pod, no cluster, no
-# volume, no secrets); `scripts/recover --delete-orphans` and scripts/down's orphan step must keep them all.
+# Class 1 of issue #34: made by someone else through the API, named like `dev`'s (1 pod, its 2 AWS
+# secrets, no cluster, no volume); `scripts/recover --delete-orphans` and scripts/down's orphan step must
+# keep them all.
 STRANGERS: list[tuple[str, str, dict[str, object]]] = [
     (
         "a pod index dev does not declare",

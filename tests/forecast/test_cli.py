@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from forecast.cli import EXIT_BAD_INPUT, EXIT_DOES_NOT_FIT, EXIT_FITS, EXIT_OVER_CAP, apply_set, main
 from harness.pulumi_cli import REPO
@@ -52,15 +54,38 @@ def test_what_if_twice_the_tokens_doubles_the_run_cost(capsys: pytest.CaptureFix
 def test_the_run_cap_is_shown_and_a_run_over_it_exits_3(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["prod"]) == EXIT_FITS
     line = capsys.readouterr().out.strip().splitlines()[-1]
-    # policy/config/prod.json: run-cost-within-budget.max_run_cost_usd = 10000
-    assert line.startswith(
-        "run cap: $10,000.00 (run-cost-within-budget.max_run_cost_usd in policy/config/prod.json)"
-    )
+    # stacks/Pulumi.prod.yaml: trainstack:run.max_cost_usd = 10000, the run's one cap
+    assert line.startswith("run cap: $10,000.00 (trainstack:run.max_cost_usd in stacks/Pulumi.prod.yaml)")
     assert "within it" in line
-    assert main(["prod", "--set", "tokens=8e10"]) == EXIT_OVER_CAP  # 4 x the tokens: ~ $19k
+    assert main(["prod", "--set", "tokens=8e10"]) == EXIT_OVER_CAP  # 4 x the tokens: ~ $17k
     last = capsys.readouterr().out.strip().splitlines()[-1]
-    assert "OVER it by $" in last and "the policy refuses the up" in last
+    assert "OVER it by $" in last and "scripts/up refuses the run" in last
     assert as_json(capsys, "prod", "--set", "tokens=8e10")["max_run_cost_usd"] == 10000
+    # --set moves the one cap like any key: the same run, under a raised cap
+    assert main(["prod", "--set", "tokens=8e10", "--set", "run.max_cost_usd=20000"]) == EXIT_FITS
+
+
+def test_a_stack_without_the_one_cap_is_held_to_its_policy_configs_old_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Backward compatible: a stack that sets no trainstack:run.max_cost_usd is held to the deprecated
+    run-cost-within-budget.max_run_cost_usd of its policy config, as the policy pack holds it, else to the
+    policy's default."""
+    stacks, policies = tmp_path / "stacks", tmp_path / "policy"
+    stacks.mkdir()
+    policies.mkdir()
+    doc = yaml.safe_load((REPO / "stacks/Pulumi.prod.yaml").read_text())
+    del doc["config"]["trainstack:run"]
+    (stacks / "Pulumi.team.yaml").write_text(yaml.safe_dump(doc))
+    (policies / "team.json").write_text('{"run-cost-within-budget": {"max_run_cost_usd": 4000}}')
+    argv = ["team", "--stacks-dir", str(stacks), "--policy-dir", str(policies)]
+    assert main(argv) == EXIT_OVER_CAP  # ~ $4.3k against the old key's $4,000
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert "run cap: $4,000.00 (run-cost-within-budget.max_run_cost_usd in " in last
+    (policies / "team.json").write_text("{}")
+    assert main(argv) == EXIT_FITS
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert "run cap: $5,000.00 (the run-cost-within-budget policy's default)" in last
 
 
 def test_a_change_that_does_not_fit_exits_1_with_the_fixes(capsys: pytest.CaptureFixture[str]) -> None:

@@ -6,8 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
-from policy.config_file import CONFIG_MODELS, main, problems_in
+from policy.config_file import CONFIG_MODELS, deprecation_notices, main, problems_in
 from policy.rules import ALL_POLICIES
 
 REPO = Path(__file__).resolve().parents[2]
@@ -114,8 +115,21 @@ def test_cli_names_the_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert main([str(good), str(bad)]) == 2
     err = capsys.readouterr().err
     assert f"{bad}: hourly-burn-limit.max_hourly_usd:" in err
-    # the good file gets only the old run-cap keys' notices (#28), never a problem
-    assert all(": warning: " in line for line in err.splitlines() if line.startswith(str(good)))
+    # the shipped file says nothing: no problem, and no old run-cap key to give notice of (#33)
+    assert not [line for line in err.splitlines() if line.startswith(str(good))], err
+
+
+@pytest.mark.parametrize("stack", ["dev", "search", "prod", "local-cpu"])
+def test_shipped_policy_configs_use_no_deprecated_cap_key(
+    stack: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The run's one cap lives in the stack file (trainstack:run.max_cost_usd), so every scripts/up of a
+    shipped stack runs without a deprecation notice; the old keys stay readable for teams' own files."""
+    path = REPO / f"policy/config/{stack}.json"
+    assert deprecation_notices(path.read_text()) == []
+    assert main([str(path)]) == 0 and capsys.readouterr().err == ""
+    raw = yaml.safe_load((REPO / f"stacks/Pulumi.{stack}.yaml").read_text())["config"]
+    assert (raw.get("trainstack:run") or {}).get("max_cost_usd", 0) > 0, f"{stack} sets no run cap"
 
 
 def test_old_run_cap_keys_still_pass_with_a_notice_naming_the_one_cap(

@@ -268,7 +268,7 @@ class Evaluator:
                     None,
                     f"run projected at ${m.projected_usd:,.0f} against a budget of ${m.budget_usd:,.0f} "
                     f"(spent ${m.spent_usd:,.0f}, burning ${m.burn_usd_per_h:,.2f}/h)",
-                    "stop or shrink the run, or raise max_run_cost_usd in a reviewed change",
+                    "stop or shrink the run, or raise trainstack:run.max_cost_usd in a reviewed change",
                 ),
                 0.0,
             )

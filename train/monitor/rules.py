@@ -76,7 +76,7 @@ THRESHOLDS: tuple[Threshold, ...] = (
     Threshold("unreachable_after", "unreachable_after_rounds", _ONE, "node unreachable after", "rounds", 2),
     # a firing alert resolves once its condition is false this long
     Threshold("keep_firing_for_s", "keep_firing_for_min", _MIN, "alert resolves after false for", "min", 5.0),
-    # the run's budget (max_run_cost_usd); 0: no projection rule
+    # the run's one cost cap (trainstack:run.max_cost_usd); 0: no projection rule
     Threshold("budget_usd", "budget_usd", _ONE, "projected run cost above", "USD", 0.0),
     # what the stack's resources cost, for the projection
     Threshold("cost_per_hour_usd", None, _ONE, "projection's price", "USD/h", 0.0),

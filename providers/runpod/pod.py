@@ -11,6 +11,7 @@ from pulumi.dynamic import CheckFailure, CreateResult, DiffResult, ReadResult, U
 from facts.pods import PodStatus, is_halted, is_terminal
 from providers.resource import COST_KEYS, TypedResource
 from providers.runpod import catalog, errors
+from providers.runpod.capacity import stock_output
 from providers.runpod.base import (
     UNKNOWN,
     RunPodProvider,
@@ -202,6 +203,19 @@ class PodProvider(RunPodProvider):
             reason += "; bid at most the on-demand price, or use capacity on_demand"
             failures.append(CheckFailure("bid_per_gpu", reason))
         return failures
+
+    computed_keys = frozenset({*RunPodProvider.computed_keys, "availability"})
+
+    def computed(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        stock = stock_output(
+            self.client,
+            values,
+            product="POD",
+            count=values.get("gpu_count", 1),
+            nodes=1,
+            cloud=values.get("cloud", "SECURE"),
+        )
+        return {**self.costs(values), "availability": stock}
 
     def costs(self, values: Mapping[str, Any]) -> dict[str, Any]:
         disk = values.get("container_disk_gb")

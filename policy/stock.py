@@ -10,6 +10,7 @@ from typing import Any, Final
 from facts.gpus import GPUS
 
 LEVELS: Final = ("NONE", "LOW", "MEDIUM", "HIGH")  # RunPod's AvailabilityLevel, scarcest first
+TIMES: Final = "\u00d7"  # the multiplication sign of "8 x 8 H100 SXM", as the report's groups write it
 
 
 def gpu_label(api_id: Any) -> str:
@@ -33,7 +34,7 @@ def rows(capacity: Mapping[str, Any]) -> list[tuple[str, str | None]]:
 def shape(capacity: Mapping[str, Any], nodes: int | None = None) -> str:
     """`8 x 8 H100 SXM`: nodes (pods of a pool, or a cluster's nodes) x GPUs per node."""
     count = nodes if nodes is not None else capacity.get("nodes")
-    return f"{count} × {capacity.get('gpu_count')} {gpu_label(capacity.get('gpu_type_id'))}"
+    return f"{count} {TIMES} {capacity.get('gpu_count')} {gpu_label(capacity.get('gpu_type_id'))}"
 
 
 def describe(capacity: Mapping[str, Any], nodes: int | None = None) -> str:

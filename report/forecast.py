@@ -76,7 +76,7 @@ def cheapest_line(fc: Mapping[str, Any] | None) -> str | None:
 
 
 def capacity_lines(changes: Sequence[Any]) -> list[str]:
-    """`capacity now: 8 × 8 H100 SXM: none free in EU-RO-1, LOW in US-TX-3`, one per GPU shape, from the
+    """`capacity now: 8 x 8 H100 SXM: none free in EU-RO-1, LOW in US-TX-3`, one per GPU shape, from the
     pods' and clusters' `availability` read at preview (policy.stock formats it as the policy does)."""
     found = [
         ("cluster" if c.type.endswith(":InstantCluster") else "pod", c.availability)

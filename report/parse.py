@@ -53,7 +53,7 @@ class ResourceChange:
     type: str  # the full type token
     op: str  # create / update / replace / delete / same / read / ...
     changes: tuple[PropertyChange, ...]
-    # A pod's or cluster's `availability` input (RunPod's stock read at preview, providers/runpod/capacity.py).
+    # A pod's or cluster's `availability` input: its stock read at preview (providers/runpod/capacity.py).
     availability: Mapping[str, Any] | None = None
 
 

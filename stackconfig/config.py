@@ -139,6 +139,12 @@ class ClusterConfig(_Model):
     @field_validator("data_centers", mode="before")
     @classmethod
     def _dc_list(cls, v: Any) -> Any:
+        if isinstance(v, str) and v.lstrip().startswith("["):
+            raise ValueError(
+                f"must be a list, got the string {v!r} (`pulumi config set --path` stores text); set "
+                "each entry, `--path 'trainstack:cluster.data_centers[0]' US-TX-3`, or write the YAML "
+                "list in stacks/Pulumi.<stack>.yaml"
+            )
         if isinstance(v, str):
             raise ValueError(
                 f"must be a list of data center ids in the order to try, got the string {v!r}; write "
@@ -154,7 +160,9 @@ class ClusterConfig(_Model):
             raise ValueError(f"{bad} are not RunPod data center ids; write ids like 'US-TX-3' or 'EU-RO-1'")
         twice = sorted({dc for dc in v if v.count(dc) > 1})
         if twice:
-            raise ValueError(f"{twice} listed more than once; name each data center once, in the order to try")
+            raise ValueError(
+                f"{twice} listed more than once; name each data center once, in the order to try"
+            )
         return v
 
     @field_validator("image")

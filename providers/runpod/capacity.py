@@ -1,5 +1,6 @@
 """Where the stack's GPUs are free now: RunPod's catalog stock per data center, read once per process, and
-the pure choice of a data center from an ordered list of candidates (docs/FORECAST.md, "Where can it run now?").
+the pure choice of a data center from an ordered list of candidates (docs/FORECAST.md, "Where can it
+run now?").
 
 One read is `GET /v2/catalog/gpus/{id}?include=AVAILABILITY&product=POD|CLUSTER&count=<GPUs per
 machine>&cloud=...` (REST v2's catalog; the GraphQL `lowestPrice.stockStatus` is not needed). Every pod,

@@ -147,9 +147,10 @@ class InstantClusterProvider(RunPodProvider):
             and isinstance(placed, str)
             and placed not in wanted
         )
-        if moved and "data_center_ids" not in result.replaces:
+        replaces = list(result.replaces or [])
+        if moved and "data_center_ids" not in replaces:
             # The stack no longer lists the data center the cluster runs in: a new one, in a candidate.
-            replaces = sorted({*result.replaces, "data_center_ids"})
+            replaces = sorted({*replaces, "data_center_ids"})
             return DiffResult(changes=True, replaces=replaces, delete_before_replace=True)
         return result
 

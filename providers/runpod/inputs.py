@@ -68,7 +68,7 @@ class PodInputs(ContainerInputs):
 
     gpu_count: int | None = None
     cloud: Cloud | None = None
-    data_center_ids: Sequence[str] | None = None  # preference order; empty = any
+    data_center_ids: Sequence[pulumi.Input[str]] | None = None  # preference order; empty = any
     capacity: Capacity | None = None
     bid_per_gpu: float | None = None  # USD per GPU-hour, spot/auto only
     global_networking: bool | None = None

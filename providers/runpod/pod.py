@@ -11,7 +11,6 @@ from pulumi.dynamic import CheckFailure, CreateResult, DiffResult, ReadResult, U
 from facts.pods import PodStatus, is_halted, is_terminal
 from providers.resource import COST_KEYS, TypedResource
 from providers.runpod import catalog, errors
-from providers.runpod.capacity import stock_output
 from providers.runpod.base import (
     UNKNOWN,
     RunPodProvider,
@@ -22,6 +21,7 @@ from providers.runpod.base import (
     ready_timeout,
     wait_for,
 )
+from providers.runpod.capacity import stock_output
 from providers.runpod.models import PodSpec
 
 if TYPE_CHECKING:  # the client (and httpx) load only where a verb runs

@@ -91,6 +91,12 @@ INVALID = [
     ("bad-dc", _with("cluster.data_centers", ["texas"]), "trainstack:cluster.data_centers", "'US-TX-3'"),
     ("dc-string", _with("cluster.data_centers", "US-TX-3"), "trainstack:cluster.data_centers", "[US-TX-3]"),
     (
+        "dc-json-text",
+        _with("cluster.data_centers", '["US-TX-3", "EU-RO-1"]'),
+        "trainstack:cluster.data_centers",
+        "data_centers[0]' US-TX-3",
+    ),
+    (
         "dc-twice",
         _with("cluster.data_centers", ["US-TX-3", "EU-RO-1", "US-TX-3"]),
         "trainstack:cluster.data_centers",

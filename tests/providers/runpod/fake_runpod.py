@@ -229,7 +229,7 @@ class FakeRunPod:
                 "name": body["name"],
                 "type": body["type"],
                 "compute": body["compute"],
-                "dataCenterId": "US-TX-3",
+                "dataCenterId": (body.get("dataCenterIds") or ["US-TX-3"])[0],
                 "network": {"cidr": "10.65.0.0/16"},
                 "pods": {"total": body["compute"]["podCount"], "byStatus": {}},
             }

@@ -234,3 +234,13 @@ def test_a_placed_cluster_moves_only_when_its_data_center_leaves_the_list() -> N
     assert provider.diff("cl1", placed, reordered).replaces == []
     dropped = provider.check({}, {**CLUSTER, "data_center_ids": ["EU-RO-1", "US-KS-2"]}).inputs
     assert provider.diff("cl1", placed, dropped).replaces == ["data_center_ids"]
+
+
+def test_a_candidate_the_catalog_does_not_list_is_refused_with_the_choices() -> None:
+    plan = {"candidates": ["EU-RO-1", "XX-NOPE-9"], "gpu_type_id": H100, "gpu_count": 8, "product": "CLUSTER"}
+    result = NetworkVolumeProvider(FakeRunPod().factory()).check(
+        {}, {"name": "v", "size_gb": 10, "placement": plan}
+    )
+    (failure,) = result.failures
+    assert failure.property == "placement.candidates"
+    assert "XX-NOPE-9" in failure.reason and "EU-RO-1, US-KS-2, US-TX-3" in failure.reason

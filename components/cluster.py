@@ -32,6 +32,7 @@ from providers.runpod.inputs import (
     ContainerFields,
     InstantClusterInputs,
     NetworkVolumeInputs,
+    PlacementInputs,
     PodInputs,
     RegistryAuthInputs,
     SecretInputs,
@@ -140,13 +141,13 @@ class H100Cluster(pulumi.ComponentResource):
         if phase == "released":  # compute released: volume, bucket and secrets stay
             nodes = pulumi.Output.from_input([])
         elif cfg.cluster.topology == "cluster":
-            cluster = InstantCluster(f"{name}-cluster", _cluster_inputs(name, cfg, props), after)
+            cluster = InstantCluster(f"{name}-cluster", _cluster_inputs(name, cfg, props, volume), after)
             priced.append(cluster)
             billed["cluster_id"] = cluster.cluster_id
             nodes = cluster.nodes.apply(_cluster_nodes)
         else:
             pods = [
-                Pod(f"{name}-pod-{i}", _pod_inputs(name, i, cfg, props, registry), after)
+                Pod(f"{name}-pod-{i}", _pod_inputs(name, i, cfg, props, registry, volume), after)
                 for i in range(cfg.cluster.nodes)
             ]
             priced += pods
@@ -221,13 +222,24 @@ class H100Cluster(pulumi.ComponentResource):
         c = cfg.cluster
         if not c.volume_gb:
             return None
+        # One data center pins the volume; several are candidates, and the volume's check() commits to
+        # the first with stock for the compute (docs/FORECAST.md): the cluster and pods then follow it.
+        several = len(c.data_centers) > 1
+        placement = PlacementInputs(
+            candidates=list(_candidates(cfg)),
+            gpu_type_id=GPUS[c.gpu_type].api_id,
+            gpu_count=c.gpus_per_node,
+            product="CLUSTER" if c.topology == "cluster" else "POD",
+            cloud=c.cloud,
+        )
         return NetworkVolume(
             f"{name}-volume",
             NetworkVolumeInputs(
                 name=names.volume_name(name),
                 size_gb=c.volume_gb,
-                data_center_id=c.data_centers[0],  # config guarantees exactly one with a volume
+                data_center_id=None if several else c.data_centers[0],  # config: at least one
                 volume_type=c.volume_type,
+                placement=placement if several else None,
             ),
             opts,
         )
@@ -287,7 +299,24 @@ def _container_fields(name: str, cfg: StackConfig, volume: NetworkVolume | None)
     )
 
 
-def _cluster_inputs(name: str, cfg: StackConfig, common: ContainerFields) -> InstantClusterInputs:
+def _candidates(cfg: StackConfig) -> tuple[str, ...]:
+    """trainstack:cluster.data_centers in the order they are tried; one that failed twice this run comes
+    last (trainstack:recovery, issue #29)."""
+    return data_center_order(cfg.cluster.data_centers, cfg.recovery.avoid_data_centers)
+
+
+def _pinned(cfg: StackConfig, volume: NetworkVolume | None) -> pulumi.Input[str] | None:
+    """The one data center the compute must use: the stack's only one, else the volume's (which its
+    check() chose from the candidates); None when the compute may try the candidates itself."""
+    c = cfg.cluster
+    if len(c.data_centers) == 1:
+        return c.data_centers[0]
+    return volume.data_center_id if volume is not None else None
+
+
+def _cluster_inputs(
+    name: str, cfg: StackConfig, common: ContainerFields, volume: NetworkVolume | None = None
+) -> InstantClusterInputs:
     c = cfg.cluster
     return InstantClusterInputs(
         **common,
@@ -295,21 +324,29 @@ def _cluster_inputs(name: str, cfg: StackConfig, common: ContainerFields) -> Ins
         cluster_type="TRAINING",
         gpu_count_per_pod=c.gpus_per_node,
         pod_count=c.nodes,
-        data_center_id=c.data_centers[0],  # config guarantees exactly one for a cluster
+        data_center_id=_pinned(cfg, volume),  # config guarantees at least one for a cluster
+        # Several: create falls back along them on "no instances available" (unless pinned by a volume).
+        data_center_ids=list(_candidates(cfg)) if len(c.data_centers) > 1 else None,
     )
 
 
 def _pod_inputs(
-    name: str, index: int, cfg: StackConfig, common: ContainerFields, registry: RegistryAuth | None = None
+    name: str,
+    index: int,
+    cfg: StackConfig,
+    common: ContainerFields,
+    registry: RegistryAuth | None = None,
+    volume: NetworkVolume | None = None,
 ) -> PodInputs:
     c = cfg.cluster
+    pinned = _pinned(cfg, volume) if volume is not None else None
     return PodInputs(
         **common,
         name=names.pod_name(name, index),
         gpu_count=c.gpus_per_node,
         cloud=c.cloud,
-        # A data center that failed twice this run is tried last (trainstack:recovery, issue #29).
-        data_center_ids=list(data_center_order(c.data_centers, cfg.recovery.avoid_data_centers)),
+        # In order, RunPod placing the pod in the first with capacity; a volume pins them to its own.
+        data_center_ids=[pinned] if pinned is not None else list(_candidates(cfg)),
         capacity=c.capacity,
         bid_per_gpu=c.bid_per_gpu,
         # Gives each pod a private IP for the hosts file (100 Mbps: never for NCCL; see the Instant Clusters

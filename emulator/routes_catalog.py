@@ -89,7 +89,8 @@ def _gpu_response(world: World, gpu: Gpu, query: dict[str, Any]) -> dict[str, An
         and (not countries or dc.countryCode in countries)
         and any(wanted(v) for v in dc.cudaVersions)
     ]
-    free = {dc.id: max(0, world.free_gpus(gpu.id, dc.id)) for dc in scope}
+    # "Capacity exhausted for good" (the admin fault) is no stock anywhere, in the catalog as at create.
+    free = {dc.id: 0 if world.capacity.exhausted else max(0, world.free_gpus(gpu.id, dc.id)) for dc in scope}
     return gpu_view(world.catalog, gpu, free, scope, wanted, query.get("count", 1))
 
 

@@ -9,8 +9,10 @@ A forecast recorded before the band or the comparison existed shows without them
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+
+from policy.stock import describe, group
 
 Figure = Callable[[Mapping[str, Any]], float | None]
 
@@ -71,6 +73,17 @@ def cheapest_line(fc: Mapping[str, Any] | None) -> str | None:
         return f"cheapest feasible: {shape} ${cost:,.2f} (the stack as configured)"
     tail = f" (-${saving:,.2f})" if saving is not None else ""
     return f"cheapest feasible: {shape} ${cost:,.2f}{tail} (`scripts/forecast <stack> --compare`)"
+
+
+def capacity_lines(changes: Sequence[Any]) -> list[str]:
+    """`capacity now: 8 x 8 H100 SXM: none free in EU-RO-1, LOW in US-TX-3`, one per GPU shape, from the
+    pods' and clusters' `availability` read at preview (policy.stock formats it as the policy does)."""
+    found = [
+        ("cluster" if c.type.endswith(":InstantCluster") else "pod", c.availability)
+        for c in changes
+        if isinstance(getattr(c, "availability", None), Mapping)
+    ]
+    return [f"capacity now: {describe(cap, nodes)}" for cap, nodes in group(found)]
 
 
 def _cell(fmt: str, value: float | None) -> str:

@@ -53,6 +53,8 @@ class ResourceChange:
     type: str  # the full type token
     op: str  # create / update / replace / delete / same / read / ...
     changes: tuple[PropertyChange, ...]
+    # A pod's or cluster's `availability` input: its stock read at preview (providers/runpod/capacity.py).
+    availability: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -232,7 +234,15 @@ def _step(raw: Mapping[str, Any]) -> tuple[ResourceChange, ResourceCost | None] 
     reasons = [*(raw.get("replaceReasons") or []), *(raw.get("keys") or [] if op == "replace" else [])]
     old_props, new_props = _inputs(old), _inputs(new)
     changes = () if op in ("same", "delete") else diff_props(type_, old_props, new_props, reasons)
-    change = ResourceChange(urn=urn, name=_name(urn), type=type_, op=op, changes=changes)
+    stock = new_props.get("availability") if op != "delete" else None
+    change = ResourceChange(
+        urn=urn,
+        name=_name(urn),
+        type=type_,
+        op=op,
+        changes=changes,
+        availability=stock if isinstance(stock, Mapping) else None,
+    )
     # Only custom resources bill; the stack and components may re-export a total (it would count twice).
     custom = bool((new or old or {}).get("custom"))
     cost = None if op == "delete" or not custom else cost_of(urn, type_, new_props)

@@ -11,7 +11,7 @@ from typing import Any
 from facts.money import burn_per_hour
 from report.alerts import alerts_json, alerts_table
 from report.escape import code, text
-from report.forecast import forecast_json, forecast_table
+from report.forecast import capacity_lines, forecast_json, forecast_table
 from report.groups import group_changes
 from report.parse import Preview, ResourceChange, ResourceCost
 
@@ -275,6 +275,8 @@ def render_stack(report: StackReport) -> str:
     parts += [*_changes_table(report), "", *_cost_table(report)]
     forecast = forecast_table(report.before_forecast, report.preview.forecast)
     parts += ["", *forecast] if forecast else []
+    stock = capacity_lines(report.preview.changes)  # beside the forecast's "cheapest feasible" line
+    parts += ["", *(cell(line, _MAX_CELL * 4) for line in stock)] if stock else []
     alerts = alerts_table(report.before_alerts, report.preview.alerts)
     parts += ["", *alerts] if alerts else []
     parts += ["", *_policy_section(report)]
@@ -317,6 +319,13 @@ def render_markdown(reports: Sequence[StackReport]) -> str:
 # --- JSON ------------------------------------------------------------------------------------------
 
 
+def _change_json(change: ResourceChange) -> dict[str, Any]:
+    """A change as a plain dict; its stock read is summed up once per stack under `capacity` instead."""
+    out = asdict(change)
+    out.pop("availability", None)
+    return out
+
+
 def to_json(reports: Sequence[StackReport]) -> dict[str, Any]:
     """The same data as the Markdown, for tools: records as plain dicts, deltas spelled out."""
     stacks = []
@@ -325,7 +334,7 @@ def to_json(reports: Sequence[StackReport]) -> dict[str, Any]:
         stacks.append(
             {
                 "stack": r.stack,
-                "changes": [asdict(c) for c in r.preview.changes],
+                "changes": [_change_json(c) for c in r.preview.changes],
                 "cost": {
                     "before": asdict(b),
                     "after": asdict(a),
@@ -339,6 +348,7 @@ def to_json(reports: Sequence[StackReport]) -> dict[str, Any]:
                 },
                 "forecast": forecast_json(r.before_forecast, r.preview.forecast),
                 "alerts": alerts_json(r.before_alerts, r.preview.alerts),
+                "capacity": capacity_lines(r.preview.changes),
                 "violations": [asdict(v) for v in r.preview.violations],
                 "mandatory_violations": r.mandatory,
                 "diagnostics": list(r.preview.diagnostics),

@@ -136,12 +136,33 @@ class ClusterConfig(_Model):
     def _gpus_per_node(cls, v: int) -> int:
         return int(in_range(v, 1, 16, "RunPod machines hold at most 8 GPUs; e.g. 8"))
 
+    @field_validator("data_centers", mode="before")
+    @classmethod
+    def _dc_list(cls, v: Any) -> Any:
+        if isinstance(v, str) and v.lstrip().startswith("["):
+            raise ValueError(
+                f"must be a list, got the string {v!r} (`pulumi config set --path` stores text); set "
+                "each entry, `--path 'trainstack:cluster.data_centers[0]' US-TX-3`, or write the YAML "
+                "list in stacks/Pulumi.<stack>.yaml"
+            )
+        if isinstance(v, str):
+            raise ValueError(
+                f"must be a list of data center ids in the order to try, got the string {v!r}; write "
+                f"[{v}] for one, or e.g. [US-TX-3, EU-RO-1] to fall back to EU-RO-1"
+            )
+        return v
+
     @field_validator("data_centers")
     @classmethod
     def _dc_format(cls, v: tuple[str, ...]) -> tuple[str, ...]:
         bad = [dc for dc in v if not _DC_RE.match(dc)]
         if bad:
             raise ValueError(f"{bad} are not RunPod data center ids; write ids like 'US-TX-3' or 'EU-RO-1'")
+        twice = sorted({dc for dc in v if v.count(dc) > 1})
+        if twice:
+            raise ValueError(
+                f"{twice} listed more than once; name each data center once, in the order to try"
+            )
         return v
 
     @field_validator("image")

@@ -172,17 +172,17 @@ def _placement_problems(config: StackConfig) -> list[Problem]:
     c = config.cluster
     out: list[Problem] = []
     needs_one_dc = c.topology == "cluster" or c.volume_gb > 0
-    if needs_one_dc and len(c.data_centers) != 1:
+    if needs_one_dc and not c.data_centers:
         why = (
-            "an Instant Cluster lives in one data center"
+            "an Instant Cluster lives in one data center, and RunPod offers them in only some"
             if c.topology == "cluster"
-            else ("a network volume attaches only to pods in its own data center")
+            else ("a network volume is created in one data center, and the pods must be there too")
         )
         out.append(
             (
                 "cluster.data_centers",
-                f"must name exactly one data center, got {len(c.data_centers)} "
-                f"({why}); list one, e.g. ['US-TX-3']",
+                f"must name at least one data center ({why}); list them in the order to try, e.g. "
+                "['US-TX-3', 'EU-RO-1']",
             )
         )
     if c.volume_gb > 0 and c.cloud != "SECURE":

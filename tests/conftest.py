@@ -68,6 +68,16 @@ def _catalog_read_every_time() -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
+def _capacity_read_per_test() -> Iterator[None]:
+    """A provider process reads RunPod's stock once (providers/runpod/capacity.py); a test is one process."""
+    from providers.runpod import capacity
+
+    capacity.reset_cache()
+    yield
+    capacity.reset_cache()
+
+
+@pytest.fixture(autouse=True)
 def _settings_read_per_test() -> Iterator[None]:
     """Each test reads the environment afresh (a provider process reads it once, at first use)."""
     settings.reset()

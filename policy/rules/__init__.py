@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pulumi_policy import Policy
 
-from policy.rules import budget, capacity, forecast, placement, security
+from policy.rules import availability, budget, capacity, forecast, placement, security
 
 ALL_POLICIES: tuple[Policy, ...] = (
     *capacity.POLICIES,
@@ -12,6 +12,7 @@ ALL_POLICIES: tuple[Policy, ...] = (
     *security.POLICIES,
     *placement.POLICIES,
     *forecast.POLICIES,
+    *availability.POLICIES,
 )
 
 __all__ = ["ALL_POLICIES"]

@@ -132,8 +132,10 @@ class RunPodProvider(CheckedProvider):
     def data_center_failures(self, values: Mapping[str, Any]) -> list[CheckFailure]:
         """Data center ids RunPod's catalog does not list, refused at preview rather than at create."""
         wanted: dict[str, list[str]] = {}
-        for key in ("data_center_id", "data_center_ids"):
-            value = values.get(key)
+        plan = values.get("placement")
+        candidates = plan.get("candidates") if isinstance(plan, dict) else None
+        for key in ("data_center_id", "data_center_ids", "placement.candidates"):
+            value = candidates if key == "placement.candidates" else values.get(key)
             items = [value] if isinstance(value, str) else value if isinstance(value, list) else []
             ids = [v for v in items if isinstance(v, str) and v and not is_unknown(v)]
             if ids:

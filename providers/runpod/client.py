@@ -23,6 +23,7 @@ from providers.runpod.http import HttpCore
 from providers.runpod.listing import shared
 from providers.runpod.records import (
     ApiCluster,
+    ApiGpuStock,
     ApiGpuType,
     ApiPod,
     ApiRegistry,
@@ -242,6 +243,18 @@ class RunPodClient(HttpCore):
     def list_gpu_types(self, *, deadline_s: float | None = None) -> list[ApiGpuType]:
         data = self.request("GET", "/v2/catalog/gpus", deadline_s=deadline_s)
         return [ApiGpuType.model_validate(g) for g in _items(data, "gpus")]
+
+    def gpu_stock(
+        self, gpu_type_id: str, *, product: str, count: int, cloud: str, deadline_s: float | None = None
+    ) -> ApiGpuStock:
+        """A GPU type's stock for `count` GPUs per machine in one product context (POD or CLUSTER) and
+        cloud: `GET /v2/catalog/gpus/{id}?include=AVAILABILITY` (REST v2's catalog; no GraphQL needed).
+        Raises pydantic's ValidationError on an answer that is not a GpuType."""
+        query = {"include": "AVAILABILITY", "product": product, "count": str(count), "cloud": cloud}
+        data = self.request(
+            "GET", "/v2/catalog/gpus/{id}", path={"id": gpu_type_id}, query=query, deadline_s=deadline_s
+        )
+        return ApiGpuStock.model_validate(data)
 
     def list_data_center_ids(self, *, deadline_s: float | None = None) -> list[str]:
         """Ids of the data centers RunPod's catalog lists (`GET /v2/catalog/datacenters`)."""

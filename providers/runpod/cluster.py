@@ -6,11 +6,11 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import pulumi
-from pulumi.dynamic import CreateResult, ReadResult, UpdateResult
+from pulumi.dynamic import CreateResult, DiffResult, ReadResult, UpdateResult
 
 from facts.pods import is_terminal
 from providers.resource import COST_KEYS, TypedResource
-from providers.runpod import catalog, errors
+from providers.runpod import capacity, catalog, errors
 from providers.runpod.base import (
     UNKNOWN,
     RunPodProvider,
@@ -34,11 +34,13 @@ if TYPE_CHECKING:  # the client (and httpx) load only where a verb runs
 _OUTPUTS = frozenset({"cluster_id", "nodes", "network_cidr", "primary_ssh", "status"})
 # In place: the name (PATCH /v2/clusters/{id} is a rename) and what never reaches RunPod (training
 # metadata, our own readiness timeout); everything else replaces.
-_IN_PLACE = frozenset({"name", "training", "ready_timeout_s"})
+# `data_center_ids` are candidates for the next create: a placed cluster moves only when its data center
+# leaves them (diff below).
+_IN_PLACE = frozenset({"name", "training", "ready_timeout_s", "data_center_ids"})
 _REPLACE = frozenset(ClusterSpec.model_fields) - _IN_PLACE
 
 
-def create_body(args: ClusterSpec) -> ClusterCreate:
+def create_body(args: ClusterSpec, data_center_id: str | None = None) -> ClusterCreate:
     from providers.runpod.records import (
         ClusterComputeRequest,
         ClusterCreate,
@@ -63,7 +65,7 @@ def create_body(args: ClusterSpec) -> ClusterCreate:
         disk=args.container_disk_gb,
         env=args.env,
         ports=args.ports,
-        data_center_ids=[args.data_center_id] if args.data_center_id else None,
+        data_center_ids=[data_center_id] if data_center_id else None,
         mounts=mounts,
         start_ssh=args.start_ssh,
     )
@@ -121,6 +123,37 @@ class InstantClusterProvider(RunPodProvider):
     # Two 64-GPU clusters side by side would double a $170-255/h bill and rarely fit the spend limit.
     delete_before_replace = True
 
+    computed_keys = frozenset({*RunPodProvider.computed_keys, "availability"})
+
+    def computed(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        stock = capacity.stock_output(
+            self.client,
+            values,
+            product="CLUSTER",
+            count=values.get("gpu_count_per_pod", 8),
+            nodes=values.get("pod_count"),
+            cloud="SECURE",
+        )
+        return {**self.costs(values), "availability": stock}
+
+    def diff(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        result = super().diff(id_, olds, news)
+        placed, wanted = olds.get("data_center_id"), news.get("data_center_ids")
+        moved = (
+            news.get("data_center_id") is None
+            and isinstance(wanted, list)
+            and bool(wanted)
+            and not any(is_unknown(w) for w in wanted)
+            and isinstance(placed, str)
+            and placed not in wanted
+        )
+        replaces = list(result.replaces or [])
+        if moved and "data_center_ids" not in replaces:
+            # The stack no longer lists the data center the cluster runs in: a new one, in a candidate.
+            replaces = sorted({*replaces, "data_center_ids"})
+            return DiffResult(changes=True, replaces=replaces, delete_before_replace=True)
+        return result
+
     def costs(self, values: Mapping[str, Any]) -> dict[str, Any]:
         needed: list[Any] = [values.get(k) for k in ("gpu_type_id", "gpu_count_per_pod", "pod_count")]
         disk: Any = values.get("container_disk_gb")
@@ -148,7 +181,7 @@ class InstantClusterProvider(RunPodProvider):
     def create(self, props: dict[str, Any]) -> CreateResult:
         args = args_of(ClusterSpec, props)
         with self.client() as client:
-            cluster = client.create_cluster(create_body(args))
+            cluster = self._create_in_order(client, args)
             try:
                 pods = self._wait(client, cluster.id, args)
                 cluster = client.get_cluster(cluster.id)
@@ -156,6 +189,38 @@ class InstantClusterProvider(RunPodProvider):
                 client.delete_cluster(cluster.id)  # transactional: no billed half-cluster left behind
                 raise
         return CreateResult(cluster.id, self._outs(props, cluster, pods))
+
+    def _create_in_order(self, client: RunPodClient, args: ClusterSpec) -> ApiCluster:
+        """POST the cluster to each candidate data center in turn while RunPod answers "no instances
+        available" (RunPod's guidance for that 400: try the next candidate). A 400 created nothing, so
+        the next POST cannot make a second cluster; any other error ends the loop at once."""
+        if args.data_center_id or not args.data_center_ids:
+            order: list[str | None] = [args.data_center_id]
+        else:
+            query = capacity.CapacityQuery(args.gpu_type_id, args.gpu_count_per_pod, "CLUSTER", "SECURE")
+            read = capacity.read_capacity(self.client, query)
+            order = list(capacity.create_order(args.data_center_ids, read))
+        refused: list[str] = []
+        for dc in order:
+            try:
+                return client.create_cluster(create_body(args, dc))
+            except errors.NoCapacityError as exc:
+                refused.append(dc or "any data center")
+                last = exc
+        pinned = (
+            f" (pinned there by its network volume; the other candidates {args.data_center_ids} need the "
+            "volume in their data center)"
+            if args.data_center_id and len(args.data_center_ids) > 1
+            else ""
+        )
+        raise errors.NoCapacityError(
+            f"RunPod has no instances available for {args.pod_count} x {args.gpu_count_per_pod} "
+            f"{args.gpu_type_id} in {', '.join(refused)}{pinned}; run `scripts/up` again later, or add "
+            "data centers to trainstack:cluster.data_centers",
+            status=last.status,
+            method=last.method,
+            path=last.path,
+        ) from None
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         with self.client() as client:

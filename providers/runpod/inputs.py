@@ -68,7 +68,7 @@ class PodInputs(ContainerInputs):
 
     gpu_count: int | None = None
     cloud: Cloud | None = None
-    data_center_ids: Sequence[str] | None = None  # preference order; empty = any
+    data_center_ids: Sequence[pulumi.Input[str]] | None = None  # preference order; empty = any
     capacity: Capacity | None = None
     bid_per_gpu: float | None = None  # USD per GPU-hour, spot/auto only
     global_networking: bool | None = None
@@ -93,7 +93,8 @@ class InstantClusterInputs(ContainerInputs):
     pod_count: int
     cluster_type: Literal["TRAINING", "APPLICATION", "SLURM", "RAY"] | None = None
     gpu_count_per_pod: int | None = None
-    data_center_id: str | None = None
+    data_center_id: pulumi.Input[str] | None = None  # pinned (by its volume's data center)
+    data_center_ids: Sequence[str] | None = None  # candidates, in order; create falls back along them
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -102,8 +103,20 @@ class NetworkVolumeInputs(ResourceInputs):
 
     name: str
     size_gb: int
-    data_center_id: str
+    data_center_id: str | None = None  # None: chosen by `placement` at check, then kept in the state
     volume_type: Literal["STANDARD", "HIGH_PERFORMANCE"] | None = None
+    placement: PlacementInputs | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlacementInputs(ResourceInputs):
+    """Candidates (in order) and the compute a volume is for; see `PlacementSpec`."""
+
+    candidates: Sequence[str]
+    gpu_type_id: str
+    gpu_count: int
+    product: Literal["POD", "CLUSTER"]
+    cloud: Literal["SECURE", "COMMUNITY"] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

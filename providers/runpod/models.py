@@ -117,15 +117,31 @@ class ClusterSpec(_ContainerSpec):
     gpu_count_per_pod: int = Field(default=8, ge=1, le=8)
     pod_count: int = Field(ge=2, le=8)  # self-serve H100 Instant Clusters: 2-8 nodes
     data_center_id: str | None = None  # one data center; the volume must live there too
+    # Candidates in preference order: create tries each in turn while RunPod answers "no instances
+    # available" (only when data_center_id is None; with it set they are only reported in `capacity`).
+    data_center_ids: list[str] = Field(default_factory=list)
+
+
+class PlacementSpec(_Spec):
+    """How a volume picks its data center when the stack lists several: the first candidate whose stock
+    for the compute that will mount it is not NONE (providers/runpod/capacity.py)."""
+
+    candidates: list[str] = Field(min_length=1)  # trainstack:cluster.data_centers, in order
+    gpu_type_id: str = Field(min_length=1)
+    gpu_count: int = Field(ge=1, le=8)  # GPUs per pod (per node of a cluster)
+    product: Literal["POD", "CLUSTER"]
+    cloud: Cloud = "SECURE"
 
 
 class VolumeSpec(_Spec):
-    """Inputs of `runpod:NetworkVolume`: size may only grow; data center and type replace."""
+    """Inputs of `runpod:NetworkVolume`: size may only grow; data center and type replace. With `placement`
+    and no `data_center_id`, check() fills `data_center_id` in (kept once chosen: it is in the state)."""
 
     name: str = Field(min_length=1)
     size_gb: int = Field(ge=10, le=4096)
     data_center_id: str = Field(min_length=1)
     volume_type: Literal["STANDARD", "HIGH_PERFORMANCE"] = "STANDARD"
+    placement: PlacementSpec | None = None
 
 
 class RegistryAuthSpec(_Spec):

@@ -21,6 +21,7 @@ from providers.runpod.base import (
     ready_timeout,
     wait_for,
 )
+from providers.runpod.capacity import stock_output
 from providers.runpod.models import PodSpec
 
 if TYPE_CHECKING:  # the client (and httpx) load only where a verb runs
@@ -202,6 +203,19 @@ class PodProvider(RunPodProvider):
             reason += "; bid at most the on-demand price, or use capacity on_demand"
             failures.append(CheckFailure("bid_per_gpu", reason))
         return failures
+
+    computed_keys = frozenset({*RunPodProvider.computed_keys, "availability"})
+
+    def computed(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        stock = stock_output(
+            self.client,
+            values,
+            product="POD",
+            count=values.get("gpu_count", 1),
+            nodes=1,
+            cloud=values.get("cloud", "SECURE"),
+        )
+        return {**self.costs(values), "availability": stock}
 
     def costs(self, values: Mapping[str, Any]) -> dict[str, Any]:
         disk = values.get("container_disk_gb")

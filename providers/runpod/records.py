@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 
@@ -253,6 +255,23 @@ class ApiGpuType(_Record):
 
     id: str
     price: GpuPrice = Field(default_factory=GpuPrice)
+
+
+class ApiDataCenterStock(_Record):
+    """One `dataCenters` entry of a GPU type read with `include=AVAILABILITY` (DataCenterAvailability)."""
+
+    id: str = Field(min_length=1)
+    availability: Literal["NONE", "LOW", "MEDIUM", "HIGH"]  # AvailabilityLevel: RunPod's coarse stock level
+
+
+class ApiGpuStock(_Record):
+    """`GET /v2/catalog/gpus/{id}?include=AVAILABILITY&product=...&count=...`: the GPU type's stock for
+    `count` GPUs per machine, overall and per data center. `dataCenters` is "omitted entirely when the
+    configuration is unavailable everywhere", so a missing list reads as none free anywhere."""
+
+    id: str
+    availability: Literal["NONE", "LOW", "MEDIUM", "HIGH"] | None = None
+    data_centers: list[ApiDataCenterStock] = Field(default_factory=list, alias="dataCenters")
 
 
 class ApiRegistry(_Record):

@@ -6,11 +6,11 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import pulumi
-from pulumi.dynamic import CheckFailure, CreateResult, ReadResult, UpdateResult
+from pulumi.dynamic import CheckFailure, CheckResult, CreateResult, ReadResult, UpdateResult
 
-from providers.common import InputModel
+from providers.common import InputModel, contains_unknown
 from providers.resource import COST_KEYS, TypedResource
-from providers.runpod import catalog, errors
+from providers.runpod import capacity, catalog, errors
 from providers.runpod.base import UNKNOWN, RunPodProvider, args_of, is_unknown
 from providers.runpod.models import VolumeSpec
 
@@ -36,6 +36,31 @@ class NetworkVolumeProvider(RunPodProvider):
             "storage_cost_per_month": monthly,
             "price_source": f"snapshot-{catalog.SNAPSHOT_DATE} (storage rates)",
         }
+
+    def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
+        """Fills in `data_center_id` from `placement` when the stack lists several data centers: the one
+        in the state while it is still listed (a volume never moves on its own), else the first the
+        catalog does not read NONE for the compute (the commitment the cluster and pods then follow)."""
+        plan = news.get("placement")
+        if not news.get("data_center_id") and isinstance(plan, dict) and not contains_unknown(plan):
+            candidates = [str(dc) for dc in plan.get("candidates") or [] if dc]
+            kept = olds.get("data_center_id")
+            read = None
+            if not (isinstance(kept, str) and kept in candidates) and len(candidates) > 1:
+                query = capacity.CapacityQuery(
+                    str(plan.get("gpu_type_id")),
+                    int(plan.get("gpu_count") or 1),
+                    str(plan.get("product")),
+                    str(plan.get("cloud") or "SECURE"),
+                )
+                read = capacity.read_capacity(self.client, query)
+            chosen = capacity.choose(candidates, read, kept if isinstance(kept, str) else None)
+            news = {**news, "data_center_id": chosen}
+        return super().check(olds, news)
+
+    def same(self, key: str, old: Any, new: Any) -> bool:
+        # `placement` only chooses where a new volume goes; `data_center_id` is what it is bound to.
+        return key == "placement" or super().same(key, old, new)
 
     def transition_failures(self, olds: Mapping[str, Any], new: InputModel) -> list[CheckFailure]:
         assert isinstance(new, VolumeSpec)
@@ -121,9 +146,11 @@ class NetworkVolume(TypedResource, module="runpod", name="NetworkVolume"):
     """A RunPod network volume (`pulumi-python:dynamic/runpod:NetworkVolume`); see NetworkVolumeInputs."""
 
     provider_factory = NetworkVolumeProvider
-    output_names = (*sorted(_OUTPUTS), *COST_KEYS)
+    # data_center_id: an input, declared so the attribute exists when check() chooses it (placement).
+    output_names = (*sorted(_OUTPUTS), "data_center_id", *COST_KEYS)
 
     volume_id: pulumi.Output[str]
+    data_center_id: pulumi.Output[str]
     cost_per_hour: pulumi.Output[float]
     storage_cost_per_month: pulumi.Output[float]
     price_source: pulumi.Output[str]

@@ -76,7 +76,10 @@ class FakeProviders(pulumi.runtime.Mocks):
                 "storage_cost_per_month": count * disk,
             }
         if typ == VOLUME:
+            plan = i.get("placement") or {}
             return {
+                # As the provider's check() fills it in from `placement` (tests/providers/runpod).
+                "data_center_id": i.get("data_center_id") or (plan.get("candidates") or [None])[0],
                 "volume_id": "vol1",
                 "cost_per_hour": 0.0,
                 "storage_cost_per_month": i["size_gb"] * VOLUME_MONTH,
@@ -230,6 +233,49 @@ def test_prod(fake: FakeProviders) -> pulumi.Output[None]:
         storage = (8 * 100 * DISK_MONTH + 2000 * VOLUME_MONTH) / 730
         assert out["per_hour"] == round(64 * PRICE + storage, 2)
         assert out["per_run"] == round(out["per_hour"] * _forecast_hours("prod"), 2)
+
+    return _outputs(cluster).apply(check)
+
+
+def _declare_config(config: Any) -> H100Cluster:
+    secrets = {k: pulumi.Output.secret(SECRET_VALUES[k]) for k in config.training.secrets}
+    return H100Cluster("prod", H100ClusterArgs(config, secrets, "http://127.0.0.1:9000"))
+
+
+def _prod_with(**cluster: Any) -> Any:
+    config = stack_config("prod")
+    return config.model_copy(update={"cluster": config.cluster.model_copy(update=cluster)})
+
+
+@pulumi.runtime.test
+def test_ordered_data_centers_commit_through_the_volume(fake: FakeProviders) -> pulumi.Output[None]:
+    cluster = _declare_config(_prod_with(data_centers=("EU-RO-1", "US-TX-3")))
+
+    def check(_: Any) -> None:
+        by_name = {r.name: r for r in fake.resources}
+        volume, main = by_name["prod-volume"].inputs, by_name["prod-cluster"].inputs
+        assert "data_center_id" not in volume or volume["data_center_id"] is None
+        assert volume["placement"] == {
+            "candidates": ["EU-RO-1", "US-TX-3"],
+            "gpu_type_id": "NVIDIA H100 80GB HBM3",
+            "gpu_count": 8,
+            "product": "CLUSTER",
+            "cloud": "SECURE",
+        }
+        assert main["data_center_id"] == "EU-RO-1"  # the volume's output: the compute follows the volume
+        assert main["data_center_ids"] == ["EU-RO-1", "US-TX-3"]  # reported in `availability`
+
+    return _outputs(cluster).apply(check)
+
+
+@pulumi.runtime.test
+def test_prod_without_a_volume_lets_the_cluster_fall_back(fake: FakeProviders) -> pulumi.Output[None]:
+    cluster = _declare_config(_prod_with(data_centers=("EU-RO-1", "US-TX-3"), volume_gb=0))
+
+    def check(_: Any) -> None:
+        main = next(r for r in fake.resources if r.name == "prod-cluster").inputs
+        assert main.get("data_center_id") is None and main["data_center_ids"] == ["EU-RO-1", "US-TX-3"]
+        assert not [r for r in fake.resources if r.typ == VOLUME]
 
     return _outputs(cluster).apply(check)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from harness.local import LocalRunPod
 from tests.emulator.conftest import H100, pod_body
 
 pytestmark = pytest.mark.services
@@ -28,6 +29,21 @@ def test_availability_tracks_placed_pods(api: httpx.Client) -> None:
     api.post("/v2/pods", json=pod_body(gpu={"id": H100, "count": 8}, dataCenterIds=["CA-MTL-1"]))
     api.post("/v2/pods", json=pod_body(gpu={"id": H100, "count": 8}, dataCenterIds=["CA-MTL-1"]))
     assert level() == "NONE"
+
+
+def test_stock_reads_as_the_admin_capacity_sets_it(rp: LocalRunPod, api: httpx.Client) -> None:
+    """What the providers' capacity read sees: a data center emptied by the admin API reads NONE, and
+    "exhausted for good" is no stock anywhere (as create then answers); the rest keep their levels."""
+    query = {"include": "AVAILABILITY", "product": "CLUSTER", "count": "8", "cloud": "SECURE"}
+
+    def levels() -> dict[str, str]:
+        gpu = api.get(f"/v2/catalog/gpus/{H100}", params=query).json()
+        return {d["id"]: d["availability"] for d in gpu.get("dataCenters", [])}
+
+    rp.admin.capacity(stock={f"{H100}@EU-RO-1": 0})
+    assert levels()["EU-RO-1"] == "NONE" and levels()["US-TX-3"] == "HIGH"
+    rp.admin.capacity(exhausted=True)
+    assert set(levels().values()) == {"NONE"}
 
 
 def test_data_centers(api: httpx.Client) -> None:

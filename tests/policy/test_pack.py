@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = sorted((ROOT / "policy" / "config").glob("*.json"))
 # a run longer than max_run_hours resumes from its checkpoint; a memory band straddling the GPU asks for a
 # check
-ADVISORY = {"run-fits-max-hours", "model-may-not-fit-gpu-memory"}
+ADVISORY = {"run-fits-max-hours", "model-may-not-fit-gpu-memory", "capacity-available"}
 
 
 def test_every_policy_is_documented_mandatory_and_configurable() -> None:

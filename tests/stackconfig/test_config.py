@@ -89,12 +89,20 @@ INVALID = [
         "set capacity: on_demand",
     ),
     ("bad-dc", _with("cluster.data_centers", ["texas"]), "trainstack:cluster.data_centers", "'US-TX-3'"),
+    ("dc-string", _with("cluster.data_centers", "US-TX-3"), "trainstack:cluster.data_centers", "[US-TX-3]"),
     (
-        "two-dcs",
-        _with("cluster.data_centers", ["US-TX-3", "EU-RO-1"]),
+        "dc-json-text",
+        _with("cluster.data_centers", '["US-TX-3", "EU-RO-1"]'),
         "trainstack:cluster.data_centers",
-        "list one",
+        "data_centers[0]' US-TX-3",
     ),
+    (
+        "dc-twice",
+        _with("cluster.data_centers", ["US-TX-3", "EU-RO-1", "US-TX-3"]),
+        "trainstack:cluster.data_centers",
+        "once, in the order to try",
+    ),
+    ("no-dc", _with("cluster.data_centers", []), "trainstack:cluster.data_centers", "'EU-RO-1'"),
     (
         "latest-image",
         _with("cluster.image", "runpod/pytorch:latest"),

@@ -72,6 +72,7 @@ class FakeRunPod:
         self.ready_after_gets = ready_after_gets
         self.spot_offered = True
         self.data_centers = ["US-TX-3", "EU-RO-1", "US-KS-2"]
+        self.stock = {"US-TX-3": "HIGH", "EU-RO-1": "LOW", "US-KS-2": "MEDIUM"}  # the catalog's levels
         self.gpu_prices = gpu_prices or {"NVIDIA H100 80GB HBM3": (4.19, 2.79)}
         self._ids = itertools.count(1)
         self._gets: dict[str, int] = {}
@@ -131,6 +132,10 @@ class FakeRunPod:
             return self.graphql(body)
         if parts[:3] == ["v2", "catalog", "datacenters"]:
             return httpx.Response(200, json={"dataCenters": [{"id": d} for d in self.data_centers]})
+        if parts[:3] == ["v2", "catalog", "gpus"] and len(parts) == 4:
+            # getGpuType with include=AVAILABILITY: `stock` per data center (GPU and count are not modelled).
+            rows = [{"id": d, "name": d, "availability": level} for d, level in self.stock.items()]
+            return httpx.Response(200, json={"id": parts[3], "name": parts[3], "dataCenters": rows})
         if parts[:2] == ["v2", "catalog"]:
             gpus = [
                 {"id": g, "price": {"secure": s, "community": c}} for g, (s, c) in self.gpu_prices.items()
@@ -224,7 +229,7 @@ class FakeRunPod:
                 "name": body["name"],
                 "type": body["type"],
                 "compute": body["compute"],
-                "dataCenterId": "US-TX-3",
+                "dataCenterId": (body.get("dataCenterIds") or ["US-TX-3"])[0],
                 "network": {"cidr": "10.65.0.0/16"},
                 "pods": {"total": body["compute"]["podCount"], "byStatus": {}},
             }

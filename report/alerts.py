@@ -25,7 +25,9 @@ def _fmt(key: str, value: Any) -> str:
     if key not in _SHOWN or isinstance(value, bool) or not isinstance(value, int | float):
         return str(value)
     _, scale, unit = _SHOWN[key]
-    return f"{value * scale:,.4g} {unit}"
+    shown = value * scale
+    # 4 significant digits, never an exponent: a 10,000 USD cap read "1e+04 USD"
+    return f"{shown:,.0f} {unit}" if abs(shown) >= 1000 else f"{shown:.4g} {unit}"
 
 
 def alert_changes(

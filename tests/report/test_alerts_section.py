@@ -13,9 +13,11 @@ from stackconfig.alerts import AlertsConfig
 from tests.components.conftest import stack_config
 
 
-def _rules(**alerts: object) -> dict[str, object]:
+def _rules(run_cap: float | None = None, **alerts: object) -> dict[str, object]:
     config = stack_config("prod")
     config = config.model_copy(update={"alerts": AlertsConfig.model_validate(alerts)})
+    if run_cap is not None:  # the one cost cap, trainstack:run.max_cost_usd (prod's stack file sets 10,000)
+        config = config.model_copy(update={"run": config.run.model_copy(update={"max_cost_usd": run_cap})})
     return stack_alert_rules(config, stack_forecast(config)).as_output()
 
 
@@ -48,12 +50,12 @@ def _events(alerts: dict[str, object]) -> list[str]:
 
 
 def test_the_report_renders_the_section_from_the_preview_and_the_state() -> None:
-    before, after = _rules(), _rules(temperature_max_c=80, budget_usd=9000)
+    before, after = _rules(), _rules(run_cap=9000, temperature_max_c=80)
     preview = parse_events(_events(after))
     assert preview.alerts == after
     text = render_markdown([build("prod", preview, (), None, before)])
     assert "**Alert rules**" in text
     assert "| GPU temperature above (`temperature_max_c`) | 85 C | 80 C |" in text
-    assert "| projected run cost above (`budget_usd`) | 0 USD | 9,000 USD |" in text
+    assert "| projected run cost above (`budget_usd`) | 10,000 USD | 9,000 USD |" in text
     unchanged = render_markdown([build("prod", parse_events(_events(before)), (), None, before)])
     assert "**Alert rules**" not in unchanged

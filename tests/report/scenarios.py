@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from harness.local import FAST_ARGS, LocalRunPod, start_local_runpod, start_moto_s3
 from harness.pulumi_cli import REPO, Pulumi
 from report.cli import PulumiRunner
@@ -82,11 +84,27 @@ def prepare(scenario: Scenario, where: Path) -> tuple[Pulumi, PulumiRunner]:
     runner = PulumiRunner(
         cwd=cli.project,
         policy_pack=REPO / "policy",
-        policy_config_dir=REPO / "policy/config",
+        policy_config_dir=policy_configs(where),
         env=cli.env(),
         create_missing=False,
     )
     return cli, runner
+
+
+def policy_configs(where: Path) -> Path:
+    """The shipped policy configs, plus each stack's one run cap as `run-cost-limit.max_run_usd`: this
+    program has no H100Cluster to carry `trainstack:run.max_cost_usd` to the policies (policy/rules/common.py
+    `stack_run_cap`), so the policy's own key stands in for the cap the shipped stack file sets."""
+    out = where / "policy-config"
+    out.mkdir(exist_ok=True)
+    for shipped in sorted((REPO / "policy/config").glob("*.json")):
+        config = json.loads(shipped.read_text())
+        stack = yaml.safe_load((REPO / f"stacks/Pulumi.{shipped.stem}.yaml").read_text())["config"]
+        cap = (stack.get("trainstack:run") or {}).get("max_cost_usd")
+        if cap:
+            config.setdefault("run-cost-limit", {})["max_run_usd"] = cap
+        (out / shipped.name).write_text(json.dumps(config))
+    return out
 
 
 def set_config(cli: Pulumi, values: dict[str, str], drop: dict[str, str] | None = None) -> None:

@@ -25,6 +25,7 @@ from tests.report.scenarios import (
     NODES,
     REAL_SCENARIOS,
     SCENARIOS,
+    policy_configs,
     prepare,
     prepare_real,
     set_path_config,
@@ -89,7 +90,7 @@ def test_real_prod_from_four_to_eight_nodes_adds_four_nodes_price(
     four_nodes = 4 * 8 * catalog_price(local_runpod, H100_SXM)
     assert four_nodes == pytest.approx(4 * 8 * 3.99)
     assert report.after_totals.hourly - report.before_totals.hourly == pytest.approx(four_nodes)
-    assert report.mandatory == 0
+    assert report.mandatory == 0, report.preview.violations
 
 
 def test_real_prod_over_budget_change_fails_the_command_and_names_the_policy(
@@ -97,15 +98,20 @@ def test_real_prod_over_budget_change_fails_the_command_and_names_the_policy(
 ) -> None:
     run, runner = real_prod
     try:
-        # Nine 8-GPU pods: $287/h, over prod's $280/h hourly-burn-limit.
+        # Nine 8-GPU pods: $287/h, over prod's $280/h hourly-burn-limit. (Their forecast, 133 h over global
+        # networking, is also over prod's $10k run cap, which the program refuses before any policy runs:
+        # a cap raised for this step leaves the burn the one thing over.)
         set_path_config(run, {"trainstack:cluster.topology": "pods", NODES: "9"})
+        set_path_config(run, {"trainstack:run.max_cost_usd": "100000"})
         out = tmp_path / "report.json"
         proc = preview_report(run, "--json-out", str(out))
         assert proc.returncode == EXIT_MANDATORY, proc.stdout + proc.stderr
         assert "| mandatory | `hourly-burn-limit` | (stack) |" in proc.stdout
         assert "local-demo-" not in proc.stdout + proc.stderr + out.read_text()
 
-        # The shipped cluster, but a 96-hour run: $24.5k, over prod's $20k run-cost-limit.
+        # The shipped cluster, but a 96-hour run: $24.5k, over prod's $10k run cap (trainstack:run.max_cost_usd,
+        # which run-cost-limit holds it to); its forecast ($4.8k) stays under it, so the program goes on.
+        set_path_config(run, {"trainstack:run.max_cost_usd": "10000"})
         set_path_config(run, {"trainstack:cluster.topology": "cluster", NODES: "8"})
         set_path_config(run, {"trainstack:training.max_run_hours": "96"})
         report = report_stack(runner, "prod")
@@ -114,6 +120,7 @@ def test_real_prod_over_budget_change_fails_the_command_and_names_the_policy(
     finally:
         set_path_config(run, {"trainstack:cluster.topology": "cluster", NODES: "8"})
         set_path_config(run, {"trainstack:training.max_run_hours": "24"})
+        set_path_config(run, {"trainstack:run.max_cost_usd": "10000"})
 
     # Back to the shipped config, the same command passes.
     proc = preview_report(run)
@@ -167,7 +174,7 @@ def test_prod_from_four_to_eight_nodes_adds_four_nodes_price(tmp_path: Path) -> 
     report = report_stack(runner, "prod")
     assert [(c.name, c.op) for c in report.preview.changes if c.op != "same"] == [("train", "update")]
     assert report.after_totals.hourly - report.before_totals.hourly == pytest.approx(4 * 8 * GPU_HOURLY)
-    assert report.mandatory == 0
+    assert report.mandatory == 0, report.preview.violations
 
 
 def test_over_budget_change_fails_the_command_and_names_the_policy(tmp_path: Path) -> None:
@@ -178,6 +185,8 @@ def test_over_budget_change_fails_the_command_and_names_the_policy(tmp_path: Pat
             str(REPO / "scripts/preview-report"),
             "--cwd",
             str(cli.project),
+            "--policy-config-dir",
+            str(policy_configs(tmp_path)),
             "--no-create",
             "--json-out",
             str(out),
@@ -196,7 +205,10 @@ def test_over_budget_change_fails_the_command_and_names_the_policy(tmp_path: Pat
     # Back under budget, the same command passes.
     cli.run("config", "set", "nodes", "8")
     proc = subprocess.run(
-        [str(REPO / "scripts/preview-report"), "--cwd", str(cli.project), "prod"],
+        [
+            str(REPO / "scripts/preview-report"),
+            *("--cwd", str(cli.project), "--policy-config-dir", str(policy_configs(tmp_path)), "prod"),
+        ],
         env=cli.env(),
         capture_output=True,
         text=True,

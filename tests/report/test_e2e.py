@@ -109,8 +109,8 @@ def test_real_prod_over_budget_change_fails_the_command_and_names_the_policy(
         assert "| mandatory | `hourly-burn-limit` | (stack) |" in proc.stdout
         assert "local-demo-" not in proc.stdout + proc.stderr + out.read_text()
 
-        # The shipped cluster, but a 96-hour run: $24.5k, over prod's $10k run cap (trainstack:run.max_cost_usd,
-        # which run-cost-limit holds it to); its forecast ($4.8k) stays under it, so the program goes on.
+        # The shipped cluster, but a 96-hour run: $24.5k, over prod's $10k run cap (run.max_cost_usd, which
+        # run-cost-limit holds it to); its forecast ($4.8k) stays under it, so the program goes on.
         set_path_config(run, {"trainstack:run.max_cost_usd": "10000"})
         set_path_config(run, {"trainstack:cluster.topology": "cluster", NODES: "8"})
         set_path_config(run, {"trainstack:training.max_run_hours": "96"})

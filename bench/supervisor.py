@@ -176,6 +176,11 @@ def measure(rounds: int = 5) -> dict[str, Any]:
                 billed_after = _cluster_billed(runpod, cluster_id)
                 runpod.admin.advance(3600)
                 still = _cluster_billed(runpod, cluster_id)
+            # Teardown of the throwaway stack: its bucket is emptied first (the provider never deletes a
+            # bucket that holds checkpoints), protection lifted, then destroy.
+            versions = s3.list_object_versions(Bucket=bucket)
+            for v in [*versions.get("Versions", []), *versions.get("DeleteMarkers", [])]:
+                s3.delete_object(Bucket=bucket, Key=v["Key"], VersionId=v["VersionId"])
             ws.cli.run("config", "set", "--stack", STACK, "trainstack:protect", "false")
             ws.run("up")
             ws.run("destroy")

@@ -8,8 +8,9 @@ the spec's time buckets (hour, day, week, month, year; UTC, weeks from Monday).
 
 Rates: GPU price x count while the pod is not stopped; container disk and persistent mount at the
 container-disk rate while it runs; a stopped pod bills its persistent mount (volume disk) alone, at the
-stopped rate, as RunPod does (its container disk is wiped at the stop); network volumes at the tiered volume rate (facts/money.py); all per GB-month
-spread over 730 h. RunPod does not publish a networking charge for clusters: `networkingAmount` is 0.
+stopped rate, as RunPod does (its container disk is wiped at the stop); network volumes at the tiered
+volume rate (facts/money.py); all per GB-month spread over 730 h. RunPod does not publish a networking
+charge for clusters: `networkingAmount` is 0.
 """
 
 from __future__ import annotations

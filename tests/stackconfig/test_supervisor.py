@@ -16,7 +16,6 @@ from stackconfig.supervisor import RunConfig, SupervisorConfig, cap_notice, run_
 from tests.components.conftest import fake_nodes, stack_config
 from tests.components.test_cluster import BUCKET, CLUSTER, POD, SECRET, SECRET_VALUES, VOLUME, FakeProviders
 
-
 CLUSTER_2 = {"topology": "cluster", "nodes": 2, "gpus_per_node": 8, "data_centers": ["US-TX-3"]}
 BUSBW = {"nccl_min_busbw_gb_per_s": 100}
 

@@ -202,6 +202,7 @@ def measure(rounds: int = 5) -> dict[str, Any]:
         "billed_end_to_release_usd": round(billed_after - billed_at_end, 2),
         "billed_hour_after_release_usd": round(still - billed_after, 4),
         "load_1min": os.getloadavg()[0],
+        "date": time.strftime("%Y-%m-%d"),
     }
 
 
@@ -214,7 +215,7 @@ def section(res: Mapping[str, Any]) -> str:
     median = statistics.median(walls)
     dollars = res["billed_end_to_release_usd"]
     round_verdict = "meets" if median < ROUND_TARGET_S else "MISSES"
-    dollar_verdict = "meets" if dollars <= DOLLARS_TARGET else "MISSES"
+    dollar_verdict = "meet" if dollars <= DOLLARS_TARGET else "MISS"
     lo, hi = min(walls), max(walls)
     rows = [
         (f"a round, prod's 8 nodes (median of {len(walls)}; {lo:.2f}-{hi:.2f})", f"{median:.2f} s", "< 10 s"),
@@ -233,9 +234,12 @@ def section(res: Mapping[str, Any]) -> str:
         BEGIN,
         "## Supervisor (`scripts/bench --supervisor`)",
         "",
+        f"Produced by `scripts/bench --supervisor` on {res.get('date', 'an unrecorded date')}.",
+        "",
         "Prod as shipped (8 x 8 H100 Instant Cluster, protected) on a local RunPod with fast boots and moto, "
         f"{os.cpu_count()} cores, 1-minute load average {res['load_1min']:.1f}. A round {round_verdict} its "
-        f"target and the dollars {dollar_verdict} theirs. Decisions of the timed rounds: "
+        f"target; the dollars from a run's end to its release {dollar_verdict} theirs. Decisions of the "
+        "timed rounds: "
         f"{', '.join(sorted(set(res['round_decisions'])))}; the round after the run's end: "
         f"{res['release_decision']} ({', '.join(res['release_done']) or 'nothing done'}).",
         "",

@@ -193,6 +193,7 @@ def pod_status(env: HostsEnv, pod_id: str) -> str:
         return str(api.get(f"/v2/pods/{pod_id}").json()["status"])
 
 
+@pytest.mark.serial  # two 2-node cluster ups with training: too heavy beside the parallel lane's hosts tests
 def test_cluster_stack_trained_to_the_end_is_released_in_one_round_then_resumed(
     hosts_env: HostsEnv, tmp_path: Path, receiver: Receiver
 ) -> None:

@@ -138,7 +138,12 @@ class H100Cluster(pulumi.ComponentResource):
         # What RunPod bills under its own id (scripts/watch reads the bill); members bill under their cluster.
         billed: dict[str, Any] = {"cluster_id": None, "volume_id": volume.volume_id if volume else None}
         nodes: pulumi.Output[list[Node]]
-        if phase == "released":  # compute released: volume, bucket and secrets stay
+        # release_mode stop (loose on-demand pods only, stackconfig/rules.py): `released` keeps the pods,
+        # declared stopped; they bill no GPU and run nothing, so the stack shows no nodes.
+        stopped = (
+            phase == "released" and cfg.supervisor.release_mode == "stop" and cfg.cluster.topology == "pods"
+        )
+        if phase == "released" and not stopped:  # compute released: volume, bucket and secrets stay
             nodes = pulumi.Output.from_input([])
         elif cfg.cluster.topology == "cluster":
             cluster = InstantCluster(f"{name}-cluster", _cluster_inputs(name, cfg, props, volume), after)
@@ -147,13 +152,20 @@ class H100Cluster(pulumi.ComponentResource):
             nodes = cluster.nodes.apply(_cluster_nodes)
         else:
             pods = [
-                Pod(f"{name}-pod-{i}", _pod_inputs(name, i, cfg, props, registry, volume), after)
+                Pod(f"{name}-pod-{i}", _pod_inputs(name, i, cfg, props, registry, volume, stopped), after)
                 for i in range(cfg.cluster.nodes)
             ]
             priced += pods
-            nodes = pulumi.Output.all(
-                *[pulumi.Output.all(p.private_ip, p.pod_id, p.ssh_host, p.ssh_port) for p in pods]
-            ).apply(_pod_nodes)
+            nodes = (
+                pulumi.Output.from_input([])
+                if stopped
+                else pulumi.Output.all(
+                    *[
+                        pulumi.Output.all(p.private_ip, p.pod_id, p.ssh_host, p.ssh_port, p.boots)
+                        for p in pods
+                    ]
+                ).apply(_pod_nodes)
+            )
 
         # The thresholds node 0's aggregator applies (and the stack exports), from this forecast's hours.
         self.alert_rules = stack_alert_rules(cfg, prediction)
@@ -337,6 +349,7 @@ def _pod_inputs(
     common: ContainerFields,
     registry: RegistryAuth | None = None,
     volume: NetworkVolume | None = None,
+    stopped: bool = False,
 ) -> PodInputs:
     c = cfg.cluster
     pinned = _pinned(cfg, volume) if volume is not None else None
@@ -354,6 +367,7 @@ def _pod_inputs(
         global_networking=True,
         min_cuda_version=GPUS[c.gpu_type].min_cuda_version,
         registry_id=None if registry is None else registry.registry_id,
+        desired_status="EXITED" if stopped else None,  # None: running, the provider's default
     )
 
 
@@ -369,13 +383,15 @@ def _cluster_nodes(raw: Sequence[Mapping[str, Any]] | None) -> list[Node]:
 
 def _pod_nodes(rows: Sequence[Sequence[Any]]) -> list[Node]:
     return [
-        Node(rank, str(ip), str(pod_id), str(host), int(port))
-        for rank, (ip, pod_id, host, port) in enumerate(rows)
+        Node(rank, str(ip), str(pod_id), str(host), int(port), int(boots or 0))
+        for rank, (ip, pod_id, host, port, boots) in enumerate(rows)
     ]
 
 
 def _node_output(n: Node) -> dict[str, Any]:
-    return {"rank": n.rank, "ip": n.ip, "pod_id": n.pod_id, "ssh_endpoint": n.ssh_endpoint}
+    out = {"rank": n.rank, "ip": n.ip, "pod_id": n.pod_id, "ssh_endpoint": n.ssh_endpoint}
+    # A pod started again after a declared stop: its boot is part of the run id (scripts/supervise reads it).
+    return out | ({"boot": n.boot} if n.boot else {})
 
 
 def _digests(files: Mapping[str, str]) -> dict[str, str]:

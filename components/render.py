@@ -35,6 +35,7 @@ class Node:
     pod_id: str  # RunPod pod id
     ssh_host: str  # where `ssh -p <ssh_port> root@<ssh_host>` reaches the node
     ssh_port: int
+    boot: int = 0  # the pod's starts after a declared stop (runpod:Pod `boots`): each boot is a new run
 
     @property
     def ssh_endpoint(self) -> str:
@@ -71,25 +72,31 @@ class _Job:
     shard_by_node: bool  # cluster: each node reads its own data shard; pods: every trial reads all data
     index: int  # the node's rank in the stack's node list (cluster rank or pool index)
     primary_pod_id: str = ""  # the pod of the job's rank 0
+    primary_boot: int = 0  # and its boot (a pod started again after a declared stop)
 
     @property
     def run_id(self) -> str:
-        return run_id(self.name, self.primary_pod_id)
+        return run_id(self.name, self.primary_pod_id, self.primary_boot)
 
 
-def run_id(job_name: str, primary_pod_id: str) -> str:
+def run_id(job_name: str, primary_pod_id: str, boot: int = 0) -> str:
     """One rental of a job's compute: the job and the pod of its rank 0, so the next `up` after a release
-    (new pods) starts a new run. The run's record is `run/<run id>/state.json` in the bucket."""
-    return f"{job_name}.{primary_pod_id}"
+    (new pods) starts a new run; a pod stopped and started again (release_mode stop) adds its boot, so that
+    boot is a new run too. The run's record is `run/<run id>/state.json` in the bucket."""
+    return f"{job_name}.{primary_pod_id}" + (f".b{boot}" if boot else "")
 
 
-def stack_run_ids(stack: str, topology: str, pod_ids: Sequence[str]) -> list[str]:
-    """The run ids of a stack's jobs, from its nodes' pod ids in rank order (what scripts/supervise reads)."""
+def stack_run_ids(
+    stack: str, topology: str, pod_ids: Sequence[str], boots: Sequence[int] | None = None
+) -> list[str]:
+    """The run ids of a stack's jobs, from its nodes' pod ids (and boots) in rank order (what
+    scripts/supervise reads)."""
     if not pod_ids:
         return []
+    boot = list(boots or [0] * len(pod_ids))
     if topology == "cluster":
-        return [run_id(stack, pod_ids[0])]
-    return [run_id(f"{stack}-pod-{rank}", pod_id) for rank, pod_id in enumerate(pod_ids)]
+        return [run_id(stack, pod_ids[0], boot[0])]
+    return [run_id(f"{stack}-pod-{rank}", pod_id, boot[rank]) for rank, pod_id in enumerate(pod_ids)]
 
 
 def render_hostfile(nodes: Sequence[Node], gpus_per_node: int) -> str:
@@ -214,9 +221,9 @@ def _job(stack: str, config: StackConfig, nodes: Sequence[Node], rank: int) -> _
     if node is None:
         raise ValueError(f"no node with rank {rank} among ranks {[n.rank for n in nodes]}")
     if config.cluster.topology == "cluster":
-        return _Job(stack, rank, len(nodes), nodes[0].ip, True, rank, nodes[0].pod_id)
+        return _Job(stack, rank, len(nodes), nodes[0].ip, True, rank, nodes[0].pod_id, nodes[0].boot)
     # A pod of the pool is a single-node job of its own, so it is its own primary.
-    return _Job(f"{stack}-pod-{rank}", 0, 1, "127.0.0.1", False, rank, node.pod_id)
+    return _Job(f"{stack}-pod-{rank}", 0, 1, "127.0.0.1", False, rank, node.pod_id, node.boot)
 
 
 def _checked(nodes: Sequence[Node]) -> list[Node]:

@@ -7,8 +7,10 @@ cluster (GET /v2/billing/clusters), loose pods under GET /v2/billing/pods. Queri
 the spec's time buckets (hour, day, week, month, year; UTC, weeks from Monday).
 
 Rates: GPU price x count while the pod is not stopped; container disk and persistent mount at the
-container-disk rate; network volumes at the tiered volume rate (facts/money.py); all per GB-month
-spread over 730 h. RunPod does not publish a networking charge for clusters: `networkingAmount` is 0.
+container-disk rate while it runs; a stopped pod bills its persistent mount (volume disk) alone, at the
+stopped rate, as RunPod does (its container disk is wiped at the stop); network volumes at the tiered
+volume rate (facts/money.py); all per GB-month spread over 730 h. RunPod does not publish a networking
+charge for clusters: `networkingAmount` is 0.
 """
 
 from __future__ import annotations
@@ -47,9 +49,11 @@ def rates(record: PodRecord | VolumeRecord) -> dict[str, float]:
     if isinstance(record, VolumeRecord):
         field = "highPerformanceAmount" if record.type == "HIGH_PERFORMANCE" else "standardAmount"
         return {field: SNAPSHOT.volume_monthly(record.size) / HOURS_PER_MONTH}
-    disk_gb = record.disk + int((record.persistent or {}).get("size", 0))
-    disk = SNAPSHOT.container_disk_monthly(disk_gb) / HOURS_PER_MONTH
-    return {"gpuAmount": 0.0 if record.halted else record.hourly_cost, "diskAmount": disk}
+    volume_gb = int((record.persistent or {}).get("size", 0))
+    if record.halted:
+        return {"gpuAmount": 0.0, "diskAmount": SNAPSHOT.stopped_disk_monthly(volume_gb) / HOURS_PER_MONTH}
+    disk = SNAPSHOT.container_disk_monthly(record.disk + volume_gb) / HOURS_PER_MONTH
+    return {"gpuAmount": record.hourly_cost, "diskAmount": disk}
 
 
 def family_of(record: PodRecord | VolumeRecord) -> tuple[str, str]:

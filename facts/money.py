@@ -34,7 +34,10 @@ class StorageRates:
 
     volume_first_tb: float  # network volume, the first 1000 GB (billed even with no pod attached)
     volume_beyond: float  # network volume beyond 1000 GB
-    container_disk: float  # container disk of a running pod
+    container_disk: float  # container disk (and volume disk) of a running pod
+    # Volume disk (a pod's persistent /workspace) of a stopped pod; its container disk is wiped at the stop
+    # and bills nothing (docs.runpod.io/pods/storage: "$0.10/GB/month (running), $0.20/GB/month (stopped)").
+    volume_disk_stopped: float = 0.20
     first_tb_gb: int = 1000  # RunPod sizes volumes in decimal GB: "first TB" is the first 1000 GB
 
 
@@ -61,6 +64,10 @@ class PriceSnapshot:
 
     def container_disk_monthly(self, gb: int) -> float:
         return round(gb * self.storage.container_disk, 4)
+
+    def stopped_disk_monthly(self, volume_disk_gb: int) -> float:
+        """A stopped pod's monthly bill: its volume disk at the stopped rate, nothing for the container."""
+        return round(volume_disk_gb * self.storage.volume_disk_stopped, 4)
 
 
 SNAPSHOT: Final = PriceSnapshot(

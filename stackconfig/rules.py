@@ -45,6 +45,7 @@ def cross_field_problems(config: StackConfig) -> list[Problem]:
         *_placement_problems(config),
         *_training_problems(config),
         *_budget_problems(config),
+        *_release_problems(config),
         *model_problems(config),
     ]
 
@@ -105,6 +106,28 @@ def _topology_problems(config: StackConfig) -> list[Problem]:
             )
         )
     return out
+
+
+def _release_problems(config: StackConfig) -> list[Problem]:
+    """`supervisor.release_mode: stop` is for loose on-demand pods (docs/SUPERVISOR.md)."""
+    if config.supervisor.release_mode != "stop":
+        return []
+    c = config.cluster
+    if c.topology == "cluster":
+        why = (
+            "an Instant Cluster cannot be stopped: its members refuse pod actions (RunPod answers 409) and "
+            "the cluster API has only create and delete; set release_mode: delete (the volume and the "
+            "bucket keep the run either way)"
+        )
+        return [("supervisor.release_mode", why)]
+    if c.capacity != "on_demand":
+        why = (
+            f"stop needs capacity 'on_demand', got '{c.capacity}': a stopped spot pod starts again only "
+            "through the retiring GraphQL podBidResume, which REST v2 lacks; set release_mode: delete or "
+            "capacity: on_demand"
+        )
+        return [("supervisor.release_mode", why)]
+    return []
 
 
 def _capacity_problems(config: StackConfig) -> list[Problem]:

@@ -10,14 +10,15 @@
       warn_at: 0.8                  # warn when the run has spent this share of run.max_cost_usd
       blind_for_min: 15             # no SSH to node 0 and no billing this long: alert (never act blind)
       sync_grace_s: 60              # a last checkpoint sync on each answering node gets this long
-      release_mode: delete          # what release does to loose pods (docs/SUPERVISOR.md)
+      release_mode: delete          # loose pods at release: delete, or stop (on-demand pods only)
     trainstack:run:
       phase: active                 # active | releasing | released (the supervisor writes it)
       max_cost_usd: 0               # the run's one cost cap (0: none): alerts, policy pack, supervisor
 
 `run.phase` is what the program declares: `active` every resource; `releasing` the same, with the compute
 (pods or cluster) unprotected so the next step may remove it even with `trainstack:protect` on; `released` no
-pods and no cluster, the volume, bucket and secrets kept. docs/SUPERVISOR.md explains each decision.
+pods and no cluster (with `release_mode: stop`, the loose pods declared stopped), the volume, bucket and
+secrets kept. docs/SUPERVISOR.md explains each decision.
 """
 
 from __future__ import annotations
@@ -50,9 +51,10 @@ class SupervisorConfig(_Section):
     warn_at: float = Field(0.8, gt=0, le=1)
     blind_for_min: float = Field(15.0, gt=0)
     sync_grace_s: float = Field(60.0, ge=0, le=600)
-    # Only delete for now: the Pod provider has no stopped state to declare, and a stop outside Pulumi would
-    # leave the state saying RUNNING (docs/SUPERVISOR.md, "Not yet").
-    release_mode: Literal["delete"] = "delete"
+    # What `run.phase: released` does to loose pods: delete them, or stop them (an EXITED pod bills only its
+    # volume disk; the next active `up` starts the same pods). Clusters and spot pods: delete only
+    # (stackconfig/rules.py, docs/SUPERVISOR.md).
+    release_mode: Literal["delete", "stop"] = "delete"
 
 
 class RunConfig(_Section):

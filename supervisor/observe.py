@@ -90,7 +90,8 @@ def observe(
     runs: tuple[RunState, ...] = ()
     if src.s3 is not None and config.bucket is not None and nodes:
         pod_ids = [str(n.get("pod_id")) for n in nodes]
-        ids = stack_run_ids(stack, config.cluster.topology, pod_ids)
+        boots = [int(n.get("boot") or 0) for n in nodes]  # a pod started again after release_mode stop
+        ids = stack_run_ids(stack, config.cluster.topology, pod_ids, boots)
         runs = tuple(verify_run(src.s3, config.bucket.name, run_id) for run_id in ids)
     fleet, runs = _fleet(stack, config, snap, nodes, runs, now, src, problems)
     return Observation(

@@ -31,7 +31,7 @@ from pulumi.dynamic import (
 from pydantic import field_validator
 
 from providers.common import InputModel, args_of
-from providers.delivery.ssh import Runner, Ssh, SshTarget, run_process
+from providers.delivery.ssh import Runner, Ssh, SshTarget, forget_host_key, run_process
 from providers.resource import CheckedProvider, ResourceInputs, TypedResource
 
 _OUTPUTS = frozenset({"digest", "delivered_at"})
@@ -176,8 +176,12 @@ class NodeFilesProvider(CheckedProvider):
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         return ReadResult(id_, props)
 
-    def delete(self, _id: str, _props: dict[str, Any]) -> None:
-        return None
+    def delete(self, _id: str, props: dict[str, Any]) -> None:
+        """Nothing on the node (it is released with its pod); its host key is forgotten, since the pod, if
+        it is only stopped, comes back with new host keys (`forget_host_key`)."""
+        known_hosts, pod_id = props.get("known_hosts"), props.get("pod_id")
+        if isinstance(known_hosts, str) and isinstance(pod_id, str) and pod_id:
+            forget_host_key(Path(known_hosts), pod_id)
 
     @staticmethod
     def _outs(props: Mapping[str, Any], args: NodeFilesSpec) -> dict[str, Any]:

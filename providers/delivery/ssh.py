@@ -42,6 +42,26 @@ def run_process(
         return subprocess.CompletedProcess(list(argv), SSH_UNREACHABLE, b"", b"timed out")
 
 
+def forget_host_key(known_hosts: Path, alias: str) -> bool:
+    """Drop `alias`'s host key from the stack's known_hosts (hashed entries too: `ssh-keygen -R`).
+
+    A node's host key is pinned under its pod id. A pod stopped and started again is a new container with
+    new host keys (RunPod wipes the container disk, where sshd keeps them), so a delivery that lets go of
+    its node forgets the key, and the next delivery to that pod id learns the new one. Serialized with a
+    lock beside the file: the deletes of a stack's nodes run at once, and each rewrites the file."""
+    import fcntl
+
+    if not known_hosts.is_file():
+        return False
+    with open(known_hosts.with_name(known_hosts.name + ".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        proc = subprocess.run(
+            ["ssh-keygen", "-R", alias, "-f", str(known_hosts)], capture_output=True, timeout=30, check=False
+        )
+        known_hosts.with_name(known_hosts.name + ".old").unlink(missing_ok=True)  # ssh-keygen's backup
+    return proc.returncode == 0
+
+
 def private_key_path() -> Path | None:
     """`$TRAINSTACK_SSH_KEY`, else ssh's default identities (None: let ssh pick)."""
     path = settings.current().ssh_key

@@ -140,6 +140,12 @@ class RunPodClient(HttpCore):
     def delete_pod(self, pod_id: str) -> bool:
         return self._delete("/v2/pods/{id}", pod_id)
 
+    def pod_action(self, pod_id: str, action: str) -> ApiPod | None:
+        """POST /v2/pods/{id}/action (`start` or `stop`); the pod as it is after. A 409 (not valid in the
+        pod's status, e.g. a stop of a pod already EXITED) is for the caller, which reads the status."""
+        data = self.request("POST", "/v2/pods/{id}/action", path={"id": pod_id}, body={"action": action})
+        return ApiPod.model_validate(data) if data else None
+
     def rent_spot_pod(self, body: SpotPodRent) -> str:
         """Legacy GraphQL spot rent (REST v2 has no spot); returns the new pod id."""
 

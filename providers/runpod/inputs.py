@@ -74,6 +74,7 @@ class PodInputs(ContainerInputs):
     global_networking: bool | None = None
     min_cuda_version: str | None = None
     registry_id: pulumi.Input[str] | None = None  # from `runpod:RegistryAuth`, for a private image
+    desired_status: Literal["RUNNING", "EXITED"] | None = None  # EXITED: stopped, bills only its volume disk
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -82,6 +82,9 @@ class PodSpec(_ContainerSpec):
     global_networking: bool = False
     min_cuda_version: str | None = None  # "12.4": avoid hosts whose driver is too old
     registry_id: str | None = None  # `runpod:RegistryAuth` credential for a private image
+    # RUNNING, or EXITED: stopped by an update (POST /v2/pods/{id}/action stop), the GPUs released and only
+    # the volume disk billed; back to RUNNING starts the same pod (trainstack:supervisor.release_mode stop).
+    desired_status: Literal["RUNNING", "EXITED"] = "RUNNING"
 
     @field_validator("min_cuda_version")
     @classmethod
@@ -100,6 +103,14 @@ class PodSpec(_ContainerSpec):
                     "registry_id",
                     "private registries need capacity 'on_demand': the legacy spot mutation takes no "
                     "registry credential; use on-demand or a public image",
+                )
+            )
+        if self.desired_status == "EXITED" and self.capacity != "on_demand":
+            out.append(
+                (
+                    "desired_status",
+                    "only on-demand pods can be stopped and started again through REST v2; a spot pod "
+                    "resumes only through the retiring GraphQL podBidResume: delete it instead",
                 )
             )
         if self.volume_id and self.cloud != "SECURE":

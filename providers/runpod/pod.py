@@ -1,7 +1,14 @@
-"""`runpod:Pod`: one GPU pod, on-demand (REST v2) or interruptible (legacy GraphQL spot)."""
+"""`runpod:Pod`: one GPU pod, on-demand (REST v2) or interruptible (legacy GraphQL spot).
+
+`desired_status: EXITED` declares the pod stopped (trainstack:supervisor.release_mode stop): an update stops
+it (POST /v2/pods/{id}/action), its GPUs are released and only its volume disk bills; back to RUNNING, an
+update starts the same pod again and counts the boot in the `boots` output (a new boot is a new run, and its
+container has new SSH host keys).
+"""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -9,6 +16,7 @@ import pulumi
 from pulumi.dynamic import CheckFailure, CreateResult, DiffResult, ReadResult, UpdateResult
 
 from facts.pods import PodStatus, is_halted, is_terminal
+from providers.common import InputModel
 from providers.resource import COST_KEYS, TypedResource
 from providers.runpod import catalog, errors
 from providers.runpod.base import (
@@ -71,7 +79,13 @@ _OUTPUTS = frozenset(
         "ssh_port",
         "private_ip",
         "internal_dns",
+        "boots",  # times an update started the pod again after a declared stop (0 at create)
     }
+)
+STOPPED = "EXITED"
+_NEVER_CREATED_STOPPED = (
+    "is declared stopped (trainstack:run.phase released with trainstack:supervisor.release_mode stop) but "
+    "does not exist, so there is nothing to stop; set trainstack:run.phase active to rent it"
 )
 # Why a terminal pod will never be ready; one entry per terminal PodStatus (tests/facts checks).
 FAILED_REASONS = {
@@ -172,9 +186,17 @@ class PodProvider(RunPodProvider):
     delete_before_replace = True
     update_warning = "updating a RunPod pod restarts its container; data outside the volume is lost"
 
+    def transition_failures(self, olds: Mapping[str, Any], new: InputModel) -> list[CheckFailure]:
+        assert isinstance(new, PodSpec)
+        if not olds and new.desired_status == STOPPED:  # a create: there is nothing to stop
+            return [CheckFailure("desired_status", f"pod {new.name!r} {_NEVER_CREATED_STOPPED}")]
+        return []
+
     def diff(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         result = super().diff(id_, olds, news)
-        if is_halted(str(olds.get("status"))) and not result.replaces:
+        # Stopped as declared, or declared stopped before (an update starts it): not a pod to rent again.
+        declared_stop = STOPPED in (news.get("desired_status"), olds.get("desired_status"))
+        if is_halted(str(olds.get("status"))) and not result.replaces and not declared_stop:
             # Refresh saw the pod stopped: a preempted spot pod, or one stopped outside Pulumi. Its GPUs
             # are gone, so `up` brings the capacity back by renting the pod again (spot or on-demand as
             # `capacity` says); checkpoints survive in the bucket and on the volume.
@@ -186,6 +208,8 @@ class PodProvider(RunPodProvider):
         # that failed twice last, issue #29): a placed pod is not replaced for it.
         if key == "data_center_ids" and isinstance(old, list) and isinstance(new, list):
             return sorted(map(str, old)) == sorted(map(str, new))
+        if key == "desired_status":  # a state from before the input existed holds none: it ran
+            return (old or "RUNNING") == (new or "RUNNING")
         return super().same(key, old, new)
 
     def catalog_failures(self, values: Mapping[str, Any]) -> list[CheckFailure]:
@@ -218,6 +242,11 @@ class PodProvider(RunPodProvider):
         return {**self.costs(values), "availability": stock}
 
     def costs(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        if values.get("desired_status") == STOPPED:
+            # A stopped pod bills its volume disk alone (its container disk is wiped at the stop); these pods
+            # mount a network volume or nothing, which bills under its own resource.
+            source = "stopped: no GPU, no container disk (docs.runpod.io/pods/storage)"
+            return {"cost_per_hour": 0.0, "storage_cost_per_month": 0.0, "price_source": source}
         disk = values.get("container_disk_gb")
         storage = UNKNOWN if is_unknown(disk) else catalog.container_disk_monthly(int(disk or 0))
         needed: list[Any] = [
@@ -263,6 +292,8 @@ class PodProvider(RunPodProvider):
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         args = args_of(PodSpec, props)
+        if args.desired_status == STOPPED:  # a replacement of a stopped pod: renting one to stop it is waste
+            raise errors.RunPodError(f"pod {args.name!r} {_NEVER_CREATED_STOPPED}")
         with self.client() as client:
             pod_id, obtained = self._launch(client, args)
             try:
@@ -295,24 +326,62 @@ class PodProvider(RunPodProvider):
         reported = {k: v for k, v in drift.items() if v is not None}
         changed = {k: v for k, v in reported.items() if not (is_blank(v) and is_blank(props.get(k)))}
         props = {**props, **changed}
-        return ReadResult(id_, self._outs(props, pod, props.get("capacity_obtained")))
+        return ReadResult(
+            id_, self._outs(props, pod, props.get("capacity_obtained"), int(props.get("boots") or 0))
+        )
 
     def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         args = args_of(PodSpec, news)
         body = patch_body(olds, args)
+        boots = int(olds.get("boots") or 0)
         with self.client() as client:
-            if body is None:
+            if args.desired_status == STOPPED:
+                pod = self._stop(client, id_, args)
+                if body is not None:  # a stopped pod's PATCH applies at its next start
+                    client.update_pod(id_, body)
+            elif olds.get("desired_status") == STOPPED:
+                if body is not None:
+                    client.update_pod(id_, body)
+                pod = self._start(client, id_, args)
+                boots += 1
+            elif body is None:
                 pod = client.get_pod(id_)
             else:
                 client.update_pod(id_, body)
                 pod = self._wait(client, id_, args)  # the PATCH restarted the container
-        return UpdateResult(self._outs(news, pod, olds.get("capacity_obtained")))
+        return UpdateResult(self._outs(news, pod, olds.get("capacity_obtained"), boots))
+
+    def _stop(self, client: RunPodClient, pod_id: str, args: PodSpec) -> ApiPod:
+        """Stop the pod and wait until RunPod reports it halted; a pod already stopped stays as it is."""
+        # A 409 means not valid in its status: already EXITED (or ERROR); the wait below says which.
+        with contextlib.suppress(errors.ConflictError):
+            client.pod_action(pod_id, "stop")
+        return wait_for(
+            client,
+            lambda: client.get_pod(pod_id),
+            lambda p: (is_halted(p.status), None),
+            ready_timeout(args.ready_timeout_s),
+            f"stopping pod {args.name!r} ({pod_id})",
+        )
+
+    def _start(self, client: RunPodClient, pod_id: str, args: PodSpec) -> ApiPod:
+        """Start a pod stopped by an earlier update and wait until it is ready (a new container)."""
+        try:
+            client.pod_action(pod_id, "start")
+        except errors.ConflictError:
+            pass  # not valid in its status: running already (started by hand); the wait checks it
+        except (errors.NoCapacityError, errors.InvalidRequestError) as exc:
+            raise errors.RunPodError(
+                f"pod {args.name!r} ({pod_id}) cannot start again: {exc}. Its machine may have no free GPU "
+                "now; replace it (`pulumi up --replace <its URN>`), or use release_mode delete"
+            ) from None
+        return self._wait(client, pod_id, args, first_poll_s=boot_floor_s())
 
     def delete(self, id_: str, _props: dict[str, Any]) -> None:
         with self.client() as client:
             client.delete_pod(id_)  # already gone (404) counts as deleted
 
-    def _outs(self, props: Mapping[str, Any], pod: ApiPod, obtained: Any) -> dict[str, Any]:
+    def _outs(self, props: Mapping[str, Any], pod: ApiPod, obtained: Any, boots: int = 0) -> dict[str, Any]:
         ssh = pod.ssh_endpoint()
         net = pod.global_networking
         return {
@@ -325,6 +394,7 @@ class PodProvider(RunPodProvider):
             "ssh_port": ssh[1] if ssh else None,
             "private_ip": net.ip if net else None,
             "internal_dns": net.internal_dns if net else None,
+            "boots": boots,
         }
 
 
@@ -342,6 +412,7 @@ class Pod(TypedResource, module="runpod", name="Pod"):
     ssh_port: pulumi.Output[int]
     private_ip: pulumi.Output[str]
     internal_dns: pulumi.Output[str]
+    boots: pulumi.Output[int]
     cost_per_hour: pulumi.Output[float]
     storage_cost_per_month: pulumi.Output[float]
     price_source: pulumi.Output[str]

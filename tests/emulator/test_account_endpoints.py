@@ -77,7 +77,7 @@ def test_pod_billing_accrues_by_bucket_and_stops_with_the_pod(rp: LocalRunPod, a
     pod = api.post("/v2/pods", json=pod_body(gpu={"id": H100, "count": 2})).json()["id"]
     rp.admin.advance(3 * 3600)
     api.post(f"/v2/pods/{pod}/action", json={"action": "stop"})
-    rp.admin.advance(2 * 3600)  # stopped: no GPU charge, the disk still bills
+    rp.admin.advance(2 * 3600)  # stopped: no GPU charge, and no container disk (RunPod wipes it)
     hourly = api.get("/v2/billing/pods", params={"bucketSize": "hour", "lastN": 8}).json()
     _valid("ListPodBillingResponse", hourly)
     gpu = sum(r["gpuAmount"] for r in hourly["records"])
@@ -86,12 +86,27 @@ def test_pod_billing_accrues_by_bucket_and_stops_with_the_pod(rp: LocalRunPod, a
     assert hourly["metadata"]["uniquePodCount"] == 1
     assert hourly["metadata"]["totals"]["gpuAmount"] == pytest.approx(gpu, abs=1e-4)
     disk = hourly["metadata"]["totals"]["diskAmount"]
-    assert disk == pytest.approx(5 * 50 * 0.10 / 730, rel=0.01)  # 50 GB container disk, 5 h
+    assert disk == pytest.approx(3 * 50 * 0.10 / 730, rel=0.01)  # 50 GB container disk, the 3 h it ran
     daily = api.get("/v2/billing/pods", params={"podId": pod}).json()
     assert daily["metadata"]["query"]["bucketSize"] == "day" and daily["metadata"]["query"]["podId"] == pod
     assert sum(r["totalAmount"] for r in daily["records"]) == pytest.approx(gpu + disk, abs=0.01)
     both = {"lastN": 2, "startTime": "2026-01-01T00:00:00Z"}
     assert api.get("/v2/billing/pods", params=both).status_code == 400
+
+
+def test_a_stopped_pod_bills_only_its_volume_disk_at_the_stopped_rate(
+    rp: LocalRunPod, api: httpx.Client
+) -> None:
+    mounts = {"persistent": {"size": 40, "path": "/workspace"}}
+    pod = api.post("/v2/pods", json=pod_body(mounts=mounts, disk=20)).json()["id"]
+    api.post(f"/v2/pods/{pod}/action", json={"action": "stop"})
+    before = api.get("/v2/billing/pods", params={"podId": pod}).json()["metadata"]["totals"]
+    rp.admin.advance(10 * 3600)
+    after = api.get("/v2/billing/pods", params={"podId": pod}).json()["metadata"]["totals"]
+    assert after["gpuAmount"] == pytest.approx(before["gpuAmount"], abs=1e-9)  # no GPU while stopped
+    # 40 GB of volume disk at $0.20/GB-month for 10 h; the 20 GB container disk bills nothing.
+    assert after["diskAmount"] - before["diskAmount"] == pytest.approx(10 * 40 * 0.20 / 730, rel=0.01)
+    assert api.get(f"/v2/pods/{pod}").json()["cost"] == 0
 
 
 def test_cluster_and_volume_billing(rp: LocalRunPod, api: httpx.Client) -> None:

@@ -71,7 +71,16 @@ def bridge() -> Iterator[Bridge]:
 
 
 @pytest.fixture(scope="module")
-def hosts_env(bridge: Bridge, tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostsEnv]:
+def node_env_overrides() -> dict[str, str]:
+    """What a module changes in every node's environment (a module overrides this fixture, e.g. to train
+    longer than the default ~20 s)."""
+    return {}
+
+
+@pytest.fixture(scope="module")
+def hosts_env(
+    bridge: Bridge, tmp_path_factory: pytest.TempPathFactory, node_env_overrides: dict[str, str]
+) -> Iterator[HostsEnv]:
     root = tmp_path_factory.mktemp("hosts")
     key = root / "id_ed25519"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
@@ -98,7 +107,7 @@ def hosts_env(bridge: Bridge, tmp_path_factory: pytest.TempPathFactory) -> Itera
         "TRAINSTACK_LOG_EVERY": "20",
         "TRAINSTACK_STEP_SLEEP_S": "0.1",  # ~20 s of training: scrape an agent, then lose a node mid-run
         "TRAINSTACK_METRICS_INTERVAL_S": "1",  # the agents sample each second: a scrape sees progress early
-    }
+    } | node_env_overrides
     args = [
         *FAST_ARGS,
         "--hosts",

@@ -188,6 +188,141 @@ def _resume(cluster: Cluster) -> None:
     assert first_step(log) == STEPS and ("fetched step-" in log or "as new as the bucket's" in log), log
 
 
+def pod_status(env: HostsEnv, pod_id: str) -> str:
+    with env.runpod.client() as api:
+        return str(api.get(f"/v2/pods/{pod_id}").json()["status"])
+
+
+@pytest.mark.serial  # two 2-node cluster ups with training: too heavy beside the parallel lane's hosts tests
+def test_cluster_stack_trained_to_the_end_is_released_in_one_round_then_resumed(
+    hosts_env: HostsEnv, tmp_path: Path, receiver: Receiver
+) -> None:
+    """The same as the one-pod case for a 2-node Instant Cluster (local-cpu's own topology), protected."""
+    cluster = Cluster(hosts_env, tmp_path, nodes=2)
+    cluster.config("trainstack:delivery_enabled", "true")
+    cluster.config("trainstack:protect", "true")
+    try:
+        cluster.up()
+        nodes = cluster.outputs()["nodes"]
+        assert [n["rank"] for n in nodes] == [0, 1]
+        run_id = f"{STACK}.{nodes[0]['pod_id']}"  # one job: the cluster, named by its rank 0's pod
+        poll(
+            lambda: "run state finished" in cluster.log(0, nodes[0]["pod_id"]),
+            "the cluster's run to the end and its run state",
+            240,
+            log=cluster.logs,
+        )
+        key = f"run/{run_id}/state.json"
+        state = json.loads(cluster.s3.get_object(Bucket=BUCKET, Key=key)["Body"].read())
+        assert state["status"] == "finished" and state["nodes_synced"] == 2, state
+        cluster_id = hosts_env.runpod.admin.live()["clusters"][0]["id"]
+        done = supervise(cluster, tmp_path, receiver, "--once", "--json")
+        assert done.returncode == 0, done.stderr[-4000:]
+        round_ = json.loads(done.stdout)
+        assert (round_["decision"], round_["actions"]) == ("finished", ["release", "summary"]), round_
+        live = hosts_env.runpod.admin.live()
+        assert live["clusters"] == [] and live["pods"] == [] and len(live["volumes"]) == 1
+        assert namespaces(hosts_env) == []  # both nodes' hosts are gone
+        billed = cluster_billed(hosts_env, cluster_id)
+        hosts_env.runpod.admin.advance(3600)
+        assert cluster_billed(hosts_env, cluster_id) == billed > 0  # the cluster's meter is closed
+        preview = cluster.cli.run("preview", "--expect-no-changes", "--stack", STACK, check=False)
+        assert preview.returncode == 0, preview.stdout[-3000:] + preview.stderr[-3000:]
+        head = cluster.s3.head_object(Bucket=BUCKET, Key=state["checkpoint"]["key"])
+        assert head["ContentLength"] == state["checkpoint"]["size"]
+        summaries = [t for t in receiver.texts if "run ended" in t]
+        assert len(summaries) == 1 and f"steps: {STEPS}" in summaries[0], receiver.texts
+
+        cluster.config("trainstack:run.phase", "active", path=True)
+        cluster.up()
+        again = cluster.outputs()["nodes"]
+        assert {n["pod_id"] for n in again}.isdisjoint({n["pod_id"] for n in nodes})  # a new cluster
+        log = poll(
+            lambda: "training exited with status 0" in (text := cluster.log(0, again[0]["pod_id"])) and text,
+            "the resumed cluster run",
+            240,
+            log=cluster.logs,
+        )
+        assert first_step(log) == STEPS, log  # resumed from the final checkpoint, not from 0
+    finally:
+        cluster.config("trainstack:protect", "false")
+        cluster.cli.run("up", "--yes", "--stack", STACK, check=False)
+        if cluster.s3.list_buckets()["Buckets"]:
+            cluster.empty_bucket()
+        cluster.cli.run("destroy", "--yes", "--stack", STACK, check=False)
+
+
+def cluster_billed(env: HostsEnv, cluster_id: str) -> float:
+    with env.runpod.client() as api:
+        body = api.get("/v2/billing/clusters", params={"clusterId": cluster_id, "bucketSize": "day"}).json()
+    return round(sum(r.get("totalAmount") or 0 for r in body["records"]), 6)
+
+
+def test_release_mode_stop_stops_the_pod_through_pulumi_then_up_starts_it_and_it_resumes(
+    hosts_env: HostsEnv, tmp_path: Path, receiver: Receiver
+) -> None:
+    cluster = Cluster(hosts_env, tmp_path, nodes=1)
+    cluster.config("trainstack:cluster.topology", "pods", path=True)
+    cluster.config("trainstack:delivery_enabled", "true")
+    cluster.config("trainstack:supervisor.release_mode", "stop", path=True)
+    try:
+        _stop_then_start(cluster, hosts_env, tmp_path, receiver)
+    finally:
+        if cluster.s3.list_buckets()["Buckets"]:
+            cluster.empty_bucket()
+        cluster.cli.run("destroy", "--yes", "--stack", STACK, check=False)
+    assert hosts_env.runpod.admin.live()["pods"] == []  # destroy deletes a stopped pod too
+
+
+def _stop_then_start(cluster: Cluster, env: HostsEnv, tmp: Path, receiver: Receiver) -> None:
+    cluster.up()
+    pod = cluster.outputs()["nodes"][0]["pod_id"]
+    poll(lambda: "run state finished" in cluster.log(0, pod), "the run's end", 180, log=cluster.logs)
+    done = supervise(cluster, tmp, receiver, "--once", "--json")
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert (json.loads(done.stdout)["decision"], json.loads(done.stdout)["actions"]) == (
+        "finished",
+        ["release", "summary"],
+    ), done.stdout
+    # The same pod, stopped (not deleted): EXITED at RunPod, its host gone, the stack showing no node.
+    assert [p["id"] for p in env.runpod.admin.live()["pods"]] == [pod]
+    assert pod_status(env, pod) == "EXITED" and namespaces(env) == []
+    assert cluster.outputs()["nodes"] == []
+    [state] = [r for r in cluster.cli.resources() if r["type"].endswith("runpod:Pod")]
+    assert state["inputs"]["desired_status"] == "EXITED" and state["outputs"]["status"] == "EXITED"
+    # Stopped, it bills its volume disk only; this pod has none (its /workspace is the network volume).
+    billed = pod_billed(env, pod)
+    env.runpod.admin.advance(3600)
+    assert pod_billed(env, pod) == billed
+    preview = cluster.cli.run("preview", "--expect-no-changes", "--stack", STACK, check=False)
+    assert preview.returncode == 0, preview.stdout[-3000:] + preview.stderr[-3000:]
+    again = supervise(cluster, tmp, receiver, "--once", "--json")
+    assert json.loads(again.stdout)["decision"] == "none", again.stdout
+
+    # Phase active and an up: the same pod starts (no new rental), is delivered to again (its new host key
+    # learned), and its new boot is a new run that resumes from the final checkpoint.
+    cluster.config("trainstack:run.phase", "active", path=True)
+    cluster.up()
+    node = cluster.outputs()["nodes"][0]
+    assert (node["pod_id"], node.get("boot")) == (pod, 1) and pod_status(env, pod) == "RUNNING"
+    log = poll(
+        lambda: (text := cluster.log(0, pod)).count("training exited with status 0") == 2 and text,
+        "the restarted pod's run",
+        180,
+        log=cluster.logs,
+    )
+    second = log.split("training exited with status 0", 1)[1]
+    assert first_step(second) == STEPS, second
+    key = f"run/{STACK}-pod-0.{pod}.b1/state.json"  # the new boot's own record, beside the first's
+    poll(lambda: _has(cluster, key), f"the new boot's run state {key}", 90, log=cluster.logs)
+    assert json.loads(cluster.s3.get_object(Bucket=BUCKET, Key=key)["Body"].read())["status"] == "finished"
+
+
+def _has(cluster: Cluster, key: str) -> bool:
+    listing = cluster.s3.list_objects_v2(Bucket=BUCKET, Prefix=key).get("Contents", [])
+    return any(o["Key"] == key for o in listing)
+
+
 def _stop_training(env: HostsEnv) -> list[int]:
     """SIGSTOP every node's torchrun and worker, found by id inside the nodes' own network namespaces."""
     inodes = netns_inodes(namespaces(env))

@@ -16,6 +16,9 @@ from stackconfig.supervisor import RunConfig, SupervisorConfig, cap_notice, run_
 from tests.components.conftest import fake_nodes, stack_config
 from tests.components.test_cluster import BUCKET, CLUSTER, POD, SECRET, SECRET_VALUES, VOLUME, FakeProviders
 
+CLUSTER_2 = {"topology": "cluster", "nodes": 2, "gpus_per_node": 8, "data_centers": ["US-TX-3"]}
+BUSBW = {"nccl_min_busbw_gb_per_s": 100}
+
 
 def test_defaults_are_the_issues() -> None:
     s = load_stack_config({}).supervisor
@@ -33,7 +36,12 @@ def test_defaults_are_the_issues() -> None:
         ({"supervisor": {"idle_util_pct": 150}}, "trainstack:supervisor.idle_util_pct"),
         ({"supervisor": {"warn_at": 1.5}}, "trainstack:supervisor.warn_at"),
         ({"supervisor": {"enabled": "yes"}}, "trainstack:supervisor.enabled"),
-        ({"supervisor": {"release_mode": "stop"}}, "trainstack:supervisor.release_mode"),
+        ({"supervisor": {"release_mode": "pause"}}, "trainstack:supervisor.release_mode"),
+        # An Instant Cluster cannot be stopped
+        (
+            {"supervisor": {"release_mode": "stop"}, "cluster": CLUSTER_2, "training": BUSBW},
+            "trainstack:supervisor.release_mode",
+        ),
         ({"supervisor": {"idel_for_min": 3}}, "trainstack:supervisor.idel_for_min"),
         ({"supervisor": '{"interval_min": '}, "trainstack:supervisor"),
         ({"run": {"phase": "paused"}}, "trainstack:run.phase"),
@@ -44,6 +52,30 @@ def test_bad_values_name_their_key_path(raw: dict[str, Any], path: str) -> None:
     with pytest.raises(ConfigError) as err:
         load_stack_config(raw)
     assert [p.path for p in err.value.problems] == [path]
+
+
+def test_release_mode_stop_is_refused_for_a_cluster_naming_the_fix() -> None:
+    with pytest.raises(ConfigError) as err:
+        load_stack_config({"supervisor": {"release_mode": "stop"}, "cluster": CLUSTER_2, "training": BUSBW})
+    assert "Instant Cluster cannot be stopped" in str(err.value) and "release_mode: delete" in str(err.value)
+    spot = {"topology": "pods", "nodes": 1, "capacity": "spot", "bid_per_gpu": 2.0}
+    with pytest.raises(ConfigError) as err:
+        load_stack_config({"supervisor": {"release_mode": "stop"}, "cluster": spot})
+    mine = [p for p in err.value.problems if p.path == "trainstack:supervisor.release_mode"]
+    assert len(mine) == 1 and "capacity 'on_demand'" in str(mine[0]), err.value.problems
+    pods = {"topology": "pods", "nodes": 2, "gpus_per_node": 8, "capacity": "on_demand"}
+    ok = load_stack_config({"supervisor": {"release_mode": "stop"}, "cluster": pods})
+    assert ok.supervisor.release_mode == "stop"
+
+
+def test_a_new_boot_of_the_same_pod_is_a_new_run() -> None:
+    assert stack_run_ids("dev", "pods", ["p0", "p1"]) == ["dev-pod-0.p0", "dev-pod-1.p1"]
+    assert stack_run_ids("dev", "pods", ["p0", "p1"], [2, 0]) == ["dev-pod-0.p0.b2", "dev-pod-1.p1"]
+    config = stack_config("dev")
+    restarted = [n.__class__(**{**n.__dict__, "boot": 1}) for n in fake_nodes(config)]
+    script = render_start_script("dev", config, restarted, 0)
+    expected = stack_run_ids("dev", "pods", [n.pod_id for n in restarted], [1] * len(restarted))[0]
+    assert expected.endswith(".b1") and f"TRAINSTACK_RUN_ID=${{TRAINSTACK_RUN_ID:-{expected}}}" in script
 
 
 def test_one_run_cap_old_alerts_key_still_works_with_a_notice() -> None:
@@ -67,9 +99,10 @@ def test_rendered_run_id_is_the_one_the_supervisor_looks_for(name: str) -> None:
         assert f"TRAINSTACK_RUN_ID=${{TRAINSTACK_RUN_ID:-{expected}}}" in script
 
 
-def _with_phase(name: str, phase: str) -> H100Cluster:
+def _with_phase(name: str, phase: str, mode: str = "delete") -> H100Cluster:
     config = stack_config(name)
-    config = config.model_copy(update={"run": RunConfig(phase=phase)})  # type: ignore[arg-type]
+    supervisor = config.supervisor.model_copy(update={"release_mode": mode})
+    config = config.model_copy(update={"run": RunConfig(phase=phase), "supervisor": supervisor})  # type: ignore[arg-type]
     secrets = {k: pulumi.Output.secret(SECRET_VALUES[k]) for k in config.training.secrets}
     return H100Cluster(name, H100ClusterArgs(config, secrets, "http://127.0.0.1:9000"))
 
@@ -105,6 +138,34 @@ def test_releasing_still_declares_the_compute(fake: FakeProviders) -> pulumi.Out
     def check(nodes: list[Any]) -> None:
         assert [r.name for r in fake.resources if r.typ == POD] == ["dev-pod-0"]
         assert len(nodes) == 1
+
+    return cluster.nodes.apply(check)
+
+
+@pulumi.runtime.test
+def test_released_with_stop_keeps_the_pods_declared_stopped_and_shows_no_nodes(
+    fake: FakeProviders,
+) -> pulumi.Output[None]:
+    cluster = _with_phase("dev", "released", mode="stop")
+
+    def check(out: list[Any]) -> None:
+        nodes, hostfile, _per_hour = out
+        pods = [r for r in fake.resources if r.typ == POD]
+        assert [(p.name, p.inputs.get("desired_status")) for p in pods] == [("dev-pod-0", "EXITED")]
+        assert not [r for r in fake.resources if "NodeFiles" in r.typ]  # nothing to deliver to
+        assert nodes == [] and hostfile == ""
+
+    return pulumi.Output.all(cluster.nodes, cluster.hostfile, cluster.cost_per_hour).apply(check)
+
+
+@pulumi.runtime.test
+def test_active_with_stop_mode_declares_running_pods(fake: FakeProviders) -> pulumi.Output[None]:
+    cluster = _with_phase("dev", "active", mode="stop")
+
+    def check(nodes: list[Any]) -> None:
+        pods = [r for r in fake.resources if r.typ == POD]
+        assert [p.inputs.get("desired_status") for p in pods] == [None] and len(nodes) == 1
+        assert "boot" not in nodes[0]  # a first boot: the outputs are as they always were
 
     return cluster.nodes.apply(check)
 

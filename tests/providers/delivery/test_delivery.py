@@ -86,6 +86,31 @@ def test_any_change_redelivers_and_delete_does_nothing(tmp_path: Path) -> None:
     provider.delete("id", old)  # nothing to undo: succeeds without touching the node
 
 
+def test_delete_forgets_the_nodes_host_key_and_keeps_the_others(tmp_path: Path) -> None:
+    """A stopped pod comes back with new host keys under the same pod id: the delivery that lets go of it
+    forgets the pinned key (hashed, as Debian's HashKnownHosts writes it), and no other node's."""
+    known = tmp_path / "known_hosts"
+    keys = {}
+    for alias in ("pod0", "pod1"):
+        subprocess.run(
+            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / alias)], check=True
+        )
+        keys[alias] = (tmp_path / f"{alias}.pub").read_text().split()[:2]
+    known.write_text("".join(f"{alias} {' '.join(k)}\n" for alias, k in keys.items()))
+    subprocess.run(["ssh-keygen", "-H", "-f", str(known)], check=True, capture_output=True)  # hash them
+    assert "pod0" not in known.read_text()
+
+    def pinned(alias: str) -> bool:
+        found = subprocess.run(["ssh-keygen", "-F", alias, "-f", str(known)], capture_output=True)
+        return found.returncode == 0 and bool(found.stdout.strip())
+
+    assert pinned("pod0") and pinned("pod1")
+    NodeFilesProvider().delete("pod0-rank0", args(tmp_path).model_dump())
+    assert not pinned("pod0") and pinned("pod1")
+    assert not (tmp_path / "known_hosts.old").exists()
+    NodeFilesProvider().delete("pod0-rank0", args(tmp_path).model_dump())  # again: nothing left, no error
+
+
 def test_paths_must_stay_inside_the_workdir(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="relative paths"):
         args(tmp_path, files={"../etc/passwd": "x", "start-node-0.sh": ""})

@@ -62,6 +62,56 @@ def test_pod_full_lifecycle(runpod: LocalRunPod) -> None:
     provider.delete(created.id, updated)
 
 
+def _pod_billed(runpod: LocalRunPod, pod_id: str) -> dict[str, float]:
+    with runpod.client() as api:
+        data = api.get("/v2/billing/pods", params={"podId": pod_id, "bucketSize": "day"}).json()
+    return dict(data["metadata"]["totals"])
+
+
+def test_pod_declared_stopped_is_stopped_then_started_again_by_updates(runpod: LocalRunPod) -> None:
+    provider = PodProvider()
+    running = _checked(provider, POD)
+    created = provider.create(running)
+    outs = created.outs or {}
+    assert outs["boots"] == 0
+    stopped_in = _checked(provider, {**POD, "desired_status": "EXITED"}, olds=running)
+    # Stopped, a pod costs nothing per hour (no volume disk: it mounts a network volume or nothing).
+    assert stopped_in["cost_per_hour"] == 0 and stopped_in["storage_cost_per_month"] == 0
+    diff = provider.diff(created.id, outs, stopped_in)
+    assert diff.changes and diff.replaces == []
+    stopped = provider.update(created.id, outs, stopped_in).outs or {}
+    assert stopped["status"] == "EXITED" and stopped["ssh_host"] is None and stopped["boots"] == 0
+    assert [p["id"] for p in runpod.admin.live()["pods"]] == [created.id]  # the same pod, kept
+    # Stopped as declared: a refresh and a diff find nothing to do (no replace of a halted pod).
+    refreshed = provider.read(created.id, stopped).outs or {}
+    assert refreshed["status"] == "EXITED"
+    assert not provider.diff(created.id, refreshed, stopped_in).changes
+    # RunPod bills the stopped pod no GPU (and, without a volume disk, nothing at all).
+    billed = _pod_billed(runpod, created.id)
+    runpod.admin.advance(5 * 3600)
+    assert _pod_billed(runpod, created.id)["totalAmount"] == pytest.approx(billed["totalAmount"], abs=1e-6)
+
+    again_in = _checked(provider, POD, olds=stopped_in)
+    diff = provider.diff(created.id, refreshed, again_in)
+    assert diff.changes and diff.replaces == []  # started, not rented again
+    again = provider.update(created.id, refreshed, again_in).outs or {}
+    assert again["status"] == "RUNNING" and again["ssh_host"] and again["boots"] == 1
+    assert again["pod_id"] == created.id
+    runpod.admin.advance(3600)
+    assert _pod_billed(runpod, created.id)["gpuAmount"] > billed["gpuAmount"]  # billing again
+    provider.delete(created.id, again)
+
+
+def test_a_pod_never_created_cannot_be_declared_stopped(runpod: LocalRunPod) -> None:
+    provider = PodProvider()
+    result = provider.check({}, {**POD, "desired_status": "EXITED"})
+    assert [f.property for f in result.failures] == ["desired_status"]
+    assert "nothing to stop" in result.failures[0].reason and "run.phase active" in result.failures[0].reason
+    spot = provider.check({}, {**POD, "capacity": "spot", "bid_per_gpu": 1.0, "desired_status": "EXITED"})
+    assert any("on-demand" in f.reason for f in spot.failures), spot.failures
+    assert runpod.admin.live()["pods"] == []
+
+
 def test_pod_lost_create_response_leaves_no_duplicate(runpod: LocalRunPod) -> None:
     runpod.admin.faults(loseNext=1, matchMethod="POST", matchPath="/v2/pods")
     provider = PodProvider()

@@ -119,9 +119,11 @@ def current_runs(runs: Sequence[Any], attempts: Sequence[Attempt]) -> tuple[Any,
 
 
 def pod_statuses(pod_ids: Sequence[str]) -> dict[str, tuple[str, str | None]]:
-    """RunPod's (status, data center) of each pod in one listing (one the listing lacks is gone)."""
+    """RunPod's (status, data center) of each pod in one listing (one the listing lacks is gone). The listing
+    includes Instant Cluster members: without `includeClusterPods` RunPod leaves them out, and every node of
+    a healthy cluster would read as gone."""
     from providers.runpod.client import RunPodClient  # the RunPod records load only when asked
 
     with RunPodClient.from_env() as client:
-        listed = {p.id: (p.status, p.data_center_id) for p in client.list_pods()}
+        listed = {p.id: (p.status, p.data_center_id) for p in client.list_all_pods()}
     return {pod_id: listed.get(pod_id, ("TERMINATED", None)) for pod_id in pod_ids}

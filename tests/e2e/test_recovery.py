@@ -123,3 +123,29 @@ def test_a_lost_pool_pod_is_recreated_alone_through_pulumi(
     assert orphaned == [] and duplicated == []
     run.destroy()
     assert orphans(run) == []
+
+
+def test_the_members_of_a_healthy_instant_cluster_read_running_not_gone(
+    local_runpod: LocalRunPod, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """RunPod's `GET /v2/pods` leaves cluster members out unless asked (includeClusterPods): the supervisor's
+    status listing asks, so a healthy cluster's nodes are RUNNING, and only a member really gone reads gone."""
+    from tests.emulator.conftest import cluster_body
+    from tests.polling import poll
+
+    for key, value in local_runpod.env().items():
+        monkeypatch.setenv(key, value)
+    with local_runpod.client() as api:
+        cluster = api.post("/v2/clusters", json=cluster_body("recovery-statuses")).json()
+        members = [p["id"] for p in api.get(f"/v2/clusters/{cluster['id']}/pods").json()["pods"]]
+    assert len(members) >= 2
+    statuses = poll(
+        lambda: (s := pod_statuses(members)) and all(v[0] == "RUNNING" for v in s.values()) and s,
+        "the members RUNNING in the supervisor's listing",
+        30,
+    )
+    assert {v[1] for v in statuses.values()} != {None}  # the listing's data center, not the gone default
+    local_runpod.admin.out_of_band(members[-1])  # a host died: that member, and only it, is gone
+    after = pod_statuses(members)
+    assert after[members[-1]][0] == "TERMINATED"
+    assert all(after[m][0] == "RUNNING" for m in members[:-1]), after

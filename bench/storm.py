@@ -348,10 +348,14 @@ class Storm:
                 continue
         return out
 
-    def agg_step(self, pod_ids: set[str]) -> float | None:
-        """The newest step the aggregator saw, from this set of pods' rows only."""
-        rows = [r for r in self.aggregator().get("nodes") or [] if r.get("node") in pod_ids]
-        steps = [float(r["step"]) for r in rows if r.get("step") is not None]
+    def agg_row(self, rank: int) -> dict[str, Any]:
+        """The aggregator's row of one node (its rows are in rank order, named by rank and address)."""
+        rows = self.aggregator().get("nodes") or []
+        return dict(rows[rank]) if rank < len(rows) else {}
+
+    def agg_step(self) -> float | None:
+        """The newest step the aggregator saw, once it is newer than the current nodes' start."""
+        steps = [float(r["step"]) for r in self.aggregator().get("nodes") or [] if r.get("step") is not None]
         return max(steps) if steps else None
 
     def bill(self) -> float:
@@ -391,10 +395,9 @@ class Scenario:
     def tick(self, wait_for_progress: bool = True) -> tuple[str, tuple[str, ...], str]:
         """5 minutes on the emulator's clock (of training, when `wait_for_progress`), then one round."""
         if wait_for_progress:
-            ids = {n["pod_id"] for n in self.current}
-            before = self.storm.agg_step(ids)
+            before = self.storm.agg_step()
             wait_for(
-                lambda: (s := self.storm.agg_step(ids)) is not None and (before is None or s > before),
+                lambda: (s := self.storm.agg_step()) is not None and (before is None or s > before),
                 "the job stepping on before the next round",
                 240,
                 self.diagnose,
@@ -493,7 +496,7 @@ class Scenario:
         wait_for(listing, "a checkpoint in the bucket", 120, self.diagnose)
 
     def _not_finished(self, what: str) -> None:
-        step = self.storm.agg_step({n["pod_id"] for n in self.current}) or 0
+        step = self.storm.agg_step() or 0
         if step >= self.storm.steps - 40:
             raise StormFailed(f"training is at step {step:g} of {self.storm.steps} before {what}: raise --steps")
 
@@ -526,20 +529,21 @@ class Scenario:
         self.collect_losses()
         victim = self.current[1]
         path = self.storm.replay / f"{victim['pod_id']}.json"
-        ids = {victim["pod_id"]}
-
-        def row() -> dict[str, Any]:
-            agg = self.storm.aggregator()
-            return next((r for r in agg.get("nodes") or [] if r.get("node") in ids), {})
-
+        rank = int(victim["rank"])
         _write(path, [gpu_reading(0)])  # the aggregator first sees the GPU healthy (its XID baseline)
-        wait_for(lambda: row().get("gpu_util_mean") is not None, "the GPU's readings served", 60, self.diagnose)
+        wait_for(
+            lambda: self.storm.agg_row(rank).get("gpu_util_mean") is not None,
+            "the GPU's readings served",
+            60,
+            self.diagnose,
+        )
         rec = Recovery("xid", self.admin.now())
         _write(path, [gpu_reading(0, xids=(79,))])  # XID 79: the GPU has fallen off the bus
 
         def firing() -> bool:
+            name = self.storm.agg_row(rank).get("node")
             return any(
-                a.get("rule") == "gpu_xid" and a.get("node") == victim["pod_id"]
+                a.get("rule") == "gpu_xid" and a.get("node") == name
                 for a in self.storm.aggregator().get("firing") or []
             )
 

@@ -200,7 +200,7 @@ def test_two_whole_rounds_find_a_lost_pod_recreate_it_through_pulumi_and_say_so(
                 aggregator=lambda _s, _o: state,
                 billing=lambda _o: 5.0,
                 s3=s3,
-                pod_statuses=lambda ids: {i: ("RUNNING", "US-TX-3") for i in ids},
+                pod_statuses=lambda ids: {i: ("RUNNING", "US-TX-3", None) for i in ids},
             ),
             actuator=Heard("search", Path("."), protect=False, log=lambda _l: None),
             recoverer=Recoverer(
@@ -360,7 +360,7 @@ def test_a_fault_that_always_comes_back_gives_up_after_max_recoveries_releases_a
                 aggregator=lambda _s, _o: state(),
                 billing=lambda _o: 5.0,
                 s3=s3,
-                pod_statuses=lambda ids: {i: ("RUNNING", "US-TX-3") for i in ids},
+                pod_statuses=lambda ids: {i: ("RUNNING", "US-TX-3", None) for i in ids},
             ),
             actuator=Heard("prod", Path("."), protect=False, log=lambda _l: None),
             recoverer=recoverer(s3, bucket, stack),

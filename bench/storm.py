@@ -153,7 +153,8 @@ class Recovery:
     resumed_at: float | None = None  # the first step of the recovered job, on the emulator's clock
     resumed_from: int | None = None  # the checkpoint step it resumed from
     loss_before: float | None = None  # the loss logged at that step before the fault
-    loss_after: float | None = None  # the loss logged at the same step after the resume
+    loss_after: float | None = None  # the first loss logged after the resume
+    loss_step: int | None = None  # its step (loss_before: the loss logged at that step, or the one before)
 
     @property
     def minutes(self) -> float | None:
@@ -170,6 +171,7 @@ class Result:
     stopped_rank: int | None = None
     stopped_pid: int | None = None
     final_step: int | None = None
+    first_loss: float | None = None  # the fresh start's first logged loss
     steps: int = 0
     ledger: dict[str, Any] = field(default_factory=dict)
     bill_at_release_usd: float | None = None
@@ -177,6 +179,7 @@ class Result:
     live_after: dict[str, Any] = field(default_factory=dict)
     namespaces_after: list[str] = field(default_factory=list)
     human_actions: int = 0  # nothing here but the rounds acts on the stack after `up`
+    clusters_at_once: int = 0  # the most Instant Clusters that existed together (the emulator's audit)
     wall_s: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
@@ -198,7 +201,7 @@ def environment(values: dict[str, str]) -> Iterator[None]:
 
 
 class Storm:
-    """One scenario on its own bridge, moto, local RunPod with hosts and Pulumi backend (all removed after)."""
+    """One scenario on its own bridge, moto, local RunPod with hosts and Pulumi backend (removed after)."""
 
     def __init__(self, root: Path, cidr: str, bridge_name: str, steps: int) -> None:
         self.root = root
@@ -267,7 +270,9 @@ class Storm:
         # The aggregator evaluates every 3 s (as JSON: `--path` would store 0.05 as text).
         self.config("trainstack:alerts", json.dumps({"interval_min": 0.05}))
         for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
-            self.cli.run("config", "set", "--secret", "--stack", STACK, f"trainstack:secrets.{name}", "testing")
+            self.cli.run(
+                "config", "set", "--secret", "--stack", STACK, f"trainstack:secrets.{name}", "testing"
+            )
         import boto3
 
         self.s3 = boto3.client(
@@ -275,7 +280,7 @@ class Storm:
             endpoint_url=moto.endpoint_url,
             region_name="us-east-1",
             aws_access_key_id="testing",
-            aws_secret_access_key="testing",
+            aws_secret_access_key="testing",  # noqa: S106 (moto's own test credentials)
             verify=str(cert),
         )
         self._stack.append(self._destroy)
@@ -427,9 +432,11 @@ class Scenario:
         self.current = self.storm.nodes()
         node0 = self.current[0]
         first = wait_for(
-            lambda: _first_step(self.storm.log(0, node0["pod_id"])) is not None
-            and len(self.storm.log(0, node0["pod_id"]).split("first step ")) >= 2
-            and self._new_first_step(node0),
+            lambda: (
+                _first_step(self.storm.log(0, node0["pod_id"])) is not None
+                and len(self.storm.log(0, node0["pod_id"]).split("first step ")) >= 2
+                and self._new_first_step(node0)
+            ),
             f"the job resumed after {rec.fault}",
             420,
             self.diagnose,
@@ -447,7 +454,9 @@ class Scenario:
         )
         rec.loss_after = after
         step_after = min(s for s in _losses(self.storm.progress(node0["pod_id"])) if s > first)
-        rec.loss_before = self.losses.get(step_after)
+        earlier = [s for s in self.losses if s <= step_after]  # the same step where it was logged before
+        rec.loss_before = self.losses[max(earlier)] if earlier else None
+        rec.loss_step = step_after
 
     def _new_first_step(self, node0: dict[str, Any]) -> int | None:
         """The newest 'first step N' of node 0's log that the previous job did not print."""
@@ -470,9 +479,7 @@ class Scenario:
         assert len(self.current) == NODES, self.current
         self.tick(wait_for_progress=False)  # the first round as soon as the compute is up (no clock moved)
         node0 = self.current[0]
-        wait_for(
-            lambda: _first_step(storm.log(0, node0["pod_id"])) == 0, "a fresh start", 240, self.diagnose
-        )
+        wait_for(lambda: _first_step(storm.log(0, node0["pod_id"])) == 0, "a fresh start", 240, self.diagnose)
         self.first_steps_seen[node0["pod_id"]] = 1
         chunks = [healthy_rounds // 4] * 4 if result.faults else [healthy_rounds]
         for _ in range(max(1, chunks[0])):
@@ -498,7 +505,9 @@ class Scenario:
     def _not_finished(self, what: str) -> None:
         step = self.storm.agg_step() or 0
         if step >= self.storm.steps - 40:
-            raise StormFailed(f"training is at step {step:g} of {self.storm.steps} before {what}: raise --steps")
+            raise StormFailed(
+                f"training is at step {step:g} of {self.storm.steps} before {what}: raise --steps"
+            )
 
     def host_killed(self) -> None:
         self._checkpoint_in_bucket()
@@ -520,7 +529,9 @@ class Scenario:
         rec = Recovery("rank_stopped", self.admin.now())
         # No step any more: rounds with nothing to wait for, until stalled_after_min (20) has passed.
         rec.decision = self.ticks_until("stalled", 8, wait_for_progress=False)
-        self.result.diagnostics = next((m for m in reversed(self.storm.receiver.texts) if "diagnostics" in m), "")
+        self.result.diagnostics = next(
+            (m for m in reversed(self.storm.receiver.texts) if "diagnostics" in m), ""
+        )
         self.result.recoveries.append(rec)
         self.resumed(rec)
 
@@ -565,6 +576,7 @@ class Scenario:
             raise StormFailed(f"the run was not released: {self.result.rounds}\n{self.diagnose()}")
         self.result.final_step = max(_losses(storm.progress(self.current[0]["pod_id"])) or [0])
         self.collect_losses()
+        self.result.first_loss = self.losses[min(self.losses)] if self.losses else None
 
 
 def _write(path: Path, readings: list[dict[str, Any]]) -> None:
@@ -577,7 +589,9 @@ def _stop_worker(storm: Storm, pod_id: str) -> int:
     """SIGSTOP the training worker (train/train.py under torchrun) inside that pod's network namespace."""
     names = [n for n in hostnet.list_namespaces(f"ts-{storm.bridge.name}-") if pod_id in n]
     if not names:
-        raise StormFailed(f"no namespace of pod {pod_id}: {hostnet.list_namespaces(f'ts-{storm.bridge.name}-')}")
+        raise StormFailed(
+            f"no namespace of pod {pod_id}: {hostnet.list_namespaces(f'ts-{storm.bridge.name}-')}"
+        )
     inode = Path(f"/run/netns/{names[0]}").stat().st_ino
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
@@ -594,6 +608,21 @@ def _stop_worker(storm: Storm, pod_id: str) -> int:
                 os.kill(int(proc.name), signal.SIGSTOP)
                 return int(proc.name)
     raise StormFailed(f"no training worker in pod {pod_id}'s namespace\n{storm.logs()}")
+
+
+def _clusters_at_once(entries: list[dict[str, Any]]) -> int:
+    """The most clusters alive together, from the emulator's create and delete audit entries in order."""
+    alive: set[str] = set()
+    most = 0
+    for e in entries:
+        if e.get("kind") != "cluster":
+            continue
+        if e.get("event") == "cluster.create":
+            alive.add(str(e.get("resourceId")))
+        elif e.get("event") == "cluster.delete":
+            alive.discard(str(e.get("resourceId")))
+        most = max(most, len(alive))
+    return most
 
 
 def ledger_of(storm: Storm) -> dict[str, Any]:
@@ -646,6 +675,7 @@ def run(
             result.bill_final_usd = storm.bill()
             result.messages = list(storm.receiver.texts)
             result.live_after = storm.runpod.admin.live()
+            result.clusters_at_once = _clusters_at_once(storm.runpod.admin.audit())
             result.namespaces_after = hostnet.list_namespaces(f"ts-{storm.bridge.name}-")
     finally:
         storm.close()
@@ -667,7 +697,9 @@ def main(argv: list[str] | None = None) -> int:
     figures = result.to_json()
     print(result.ledger.get("table", ""))
     for r in result.recoveries:
-        print(f"{r.fault}: {r.decision[:100]}... resumed from step {r.resumed_from} after {r.minutes:.1f} min")
+        print(
+            f"{r.fault}: {r.decision[:100]}... resumed from step {r.resumed_from} after {r.minutes:.1f} min"
+        )
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(figures, indent=2, default=str))

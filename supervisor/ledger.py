@@ -221,7 +221,11 @@ def inputs_from_rounds(
         created = [n.created_at for n in (fleet.nodes if fleet else ()) if n.created_at is not None]
         before = groups[k - 1] if k > 0 else None
         floor = (
-            float("-inf") if before is None else start if before[0].observation.nodes else before[-1].observation.at
+            float("-inf")
+            if before is None
+            else start
+            if before[0].observation.nodes
+            else before[-1].observation.at
         )
         if created:
             start = max(min(start, min(created)), floor)

@@ -97,6 +97,7 @@ def test_a_lost_pool_pod_is_recreated_alone_through_pulumi(
             "policy_pack_configs": [str(REPO / "policy/config/search.json")],
         },
     )
+    seq = max((e["seq"] for e in local_runpod.admin.audit()), default=0)
     try:
         done = recoverer.carry_out(plan, obs.at)
     except Exception:
@@ -106,6 +107,10 @@ def test_a_lost_pool_pod_is_recreated_alone_through_pulumi(
 
     after = _pods(run)
     assert after["search-pod-1"] != victim
+    # Deleted before its replacement was created (a forced replace asks no diff: the resource option says so).
+    events = [(e["event"], e["resourceId"]) for e in local_runpod.admin.audit(since=seq) if e["kind"] == "pod"]
+    created = events.index(("pod.create", after["search-pod-1"]))
+    assert any(e == "pod.delete" and rid == victim for e, rid in events[:created]), events
     assert {k: v for k, v in after.items() if k != "search-pod-1"} == {
         k: v for k, v in before.items() if k != "search-pod-1"
     }

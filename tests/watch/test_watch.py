@@ -428,13 +428,14 @@ def test_billing_from_a_runpod_that_does_not_answer_gives_up_within_the_watch_de
 def test_the_run_ledger_is_one_line_of_the_table_and_of_the_json(monkeypatch: pytest.MonkeyPatch) -> None:
     from pathlib import Path
 
-
     from watch import cli
 
     monkeypatch.setattr(sources, "aggregator_state", lambda stack, outputs: {"time": 1.0, "nodes": []})
     monkeypatch.setattr(sources, "billed_usd", lambda outputs: 1.0)
     line = "ledger: goodput 93.0% of 10.00 GPU-h: productive 9.30 / boot 0.20 / gate+burn-in 0.10 / ..."
-    snap = cli.collect("search", Path("."), outputs_of=lambda cwd, stack: OUTPUTS, ledger_of=lambda s, c: line)
+    snap = cli.collect(
+        "search", Path("."), outputs_of=lambda cwd, stack: OUTPUTS, ledger_of=lambda s, c: line
+    )
     assert snap.to_json()["ledger"] == line
     console = Console(width=200, record=True)
     console.print(render(snap))

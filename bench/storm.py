@@ -323,7 +323,7 @@ class Storm:
 
     def volume_dir(self) -> Path:
         volumes = self.runpod.admin.live()["volumes"]
-        return self.runpod.state_dir / "volumes" / volumes[0]["id"] / "trainstack"
+        return Path(self.runpod.state_dir) / "volumes" / str(volumes[0]["id"]) / "trainstack"
 
     def logs(self) -> str:
         root = self.volume_dir() / "logs"

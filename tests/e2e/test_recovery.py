@@ -107,8 +107,9 @@ def test_a_lost_pool_pod_is_recreated_alone_through_pulumi(
 
     after = _pods(run)
     assert after["search-pod-1"] != victim
-    # Deleted before its replacement was created (a forced replace asks no diff: the resource option says so).
-    events = [(e["event"], e["resourceId"]) for e in local_runpod.admin.audit(since=seq) if e["kind"] == "pod"]
+    # Deleted before its replacement was created (a forced replace asks no diff: the resource option does).
+    audit = local_runpod.admin.audit(since=seq)
+    events = [(e["event"], e["resourceId"]) for e in audit if e["kind"] == "pod"]
     created = events.index(("pod.create", after["search-pod-1"]))
     assert any(e == "pod.delete" and rid == victim for e, rid in events[:created]), events
     assert {k: v for k, v in after.items() if k != "search-pod-1"} == {
@@ -134,7 +135,7 @@ def test_the_members_of_a_healthy_instant_cluster_read_running_not_gone(
     local_runpod: LocalRunPod, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """RunPod's `GET /v2/pods` leaves cluster members out unless asked (includeClusterPods): the supervisor's
-    status listing asks, so a healthy cluster's nodes are RUNNING, and only a member really gone reads gone."""
+    status listing asks, so a healthy cluster's nodes are RUNNING, and only a member really gone is gone."""
     from tests.emulator.conftest import cluster_body
     from tests.polling import poll
 

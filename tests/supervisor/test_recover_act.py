@@ -294,8 +294,9 @@ def test_stalled_collects_every_nodes_bundle_first_and_the_message_names_the_sto
 def test_a_fault_that_always_comes_back_gives_up_after_max_recoveries_releases_and_says_so_once(
     s3: Any, bucket: str
 ) -> None:
-    """Whole rounds, 5 min apart: an XID on node 1 that every recreated cluster shows again. Three recoveries
-    through Pulumi (each after its backoff), then "gave up": a last sync, the release, one message saying why."""
+    """Whole rounds, 5 min apart: an XID on node 1 that every recreated cluster shows again. Three
+    recoveries through Pulumi (each after its backoff), then "gave up": a last sync, the release, one message
+    saying why."""
     from supervisor.act import Actuator
     from supervisor.cli import Round
     from supervisor.observe import Sources

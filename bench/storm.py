@@ -368,9 +368,13 @@ class Storm:
         return max(steps) if steps else None
 
     def bill(self) -> float:
+        """The emulator's whole bill for compute: every pod and every cluster (the replaced ones too)."""
+        total = 0.0
         with self.runpod.client() as api:
-            records = api.get("/v2/billing/pods", params={"bucketSize": "day"}).json()["records"]
-        return round(sum(r.get("totalAmount") or 0 for r in records), 6)
+            for kind in ("pods", "clusters"):
+                records = api.get(f"/v2/billing/{kind}", params={"bucketSize": "day"}).json()["records"]
+                total += sum(r.get("totalAmount") or 0 for r in records)
+        return round(total, 6)
 
 
 def _first_step(log: str) -> int | None:

@@ -80,9 +80,9 @@ def test_a_node_lost_a_hang_and_an_xid_are_recovered_unattended(tmp_path: Path) 
     assert len(ledger["attempts"]) == 3 and all(a["outcome"] == "done" for a in ledger["attempts"])
 
     # The team's channel says what happened, in order, with the ledger in the summary; no secret in any.
-    order = [
-        next(i for i, m in enumerate(result.messages) if m.startswith(k)) for k in ("node_lost", "stalled")
-    ]
+    said = [m.split("] ", 1)[-1] for m in result.messages]  # after the "[trainstack <stack>]" prefix
+    order = [next(i for i, m in enumerate(said) if m.startswith(k)) for k in ("node_lost", "stalled")]
+    order.append(next(i for i, m in enumerate(said) if m.startswith("node_unhealthy") and "recover:" in m))
     assert order == sorted(order), result.messages
     summary = [m for m in result.messages if "run ended" in m]
     assert len(summary) == 1 and "goodput" in summary[0], result.messages

@@ -128,10 +128,16 @@ class H100Cluster(pulumi.ComponentResource):
         # trainstack:run.phase (stackconfig/supervisor.py): `releasing` lifts protect from the compute
         # alone, so that `released`, which declares none, can remove it even on a protected stack.
         phase = cfg.run.phase
+        # delete_before_replace as an option, not only in the providers' diff: a replace the supervisor forces
+        # (`pulumi up --replace`, issue #29) has no changed input, so the diff's answer is not asked and
+        # Pulumi would create first. The new cluster's create then adopted the old one by its name (the
+        # provider's recovery from an interrupted create) and waited for the member that was lost; and two
+        # clusters (or two pods) would bill at once.
         after = pulumi.ResourceOptions(
             parent=self,
             depends_on=[*secrets, *([bucket] if bucket else [])],
             protect=cfg.protect and phase == "active",
+            delete_before_replace=True,
         )
         priced: list[Any] = [*secrets, *([volume] if volume else [])]
         registry = self._registry(name, cfg, args.registry_password, child)

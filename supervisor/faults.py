@@ -18,6 +18,7 @@ Outcome = Literal["begun", "done", "failed"]
 HARDWARE_ALERTS = frozenset({"gpu_xid", "gpu_ecc_uncorrected"})
 STRAGGLER_ALERT = "straggler"
 HALTED = frozenset({"EXITED", "ERROR", "TERMINATED", "DEAD"})
+PodStatus = tuple[str, str | None, float | None]  # RunPod's status, data center, creation (epoch s)
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,7 @@ class NodeFacts:
     status: str | None = None  # RunPod's status of the pod where read (RUNNING, EXITED, ERROR, ...)
     spot: bool = False  # rented as spot (auto may have got either): EXITED then means taken back
     data_center: str | None = None  # where RunPod placed the pod, where read
+    created_at: float | None = None  # when RunPod created the pod (its billing began), where read
 
 
 @dataclass(frozen=True)
@@ -88,7 +90,7 @@ def fleet_of(
     topology: Literal["cluster", "pods"],
     data_centers: Sequence[str],
     views: Sequence[Any],
-    statuses: Mapping[str, tuple[str, str | None]] | None = None,
+    statuses: Mapping[str, PodStatus] | None = None,
     spot: bool = False,
     attempts: Sequence[Attempt] = (),
 ) -> Fleet:
@@ -102,9 +104,10 @@ def fleet_of(
             step=v.step,
             step_time_s=v.step_time_s,
             alerts=tuple(v.alerts),
-            status=statuses.get(v.pod_id, (None, None))[0],
+            status=statuses[v.pod_id][0] if v.pod_id in statuses else None,
             spot=spot,
-            data_center=statuses.get(v.pod_id, (None, None))[1],
+            data_center=statuses[v.pod_id][1] if v.pod_id in statuses else None,
+            created_at=statuses[v.pod_id][2] if v.pod_id in statuses else None,
         )
         for v in views
     )
@@ -118,10 +121,21 @@ def current_runs(runs: Sequence[Any], attempts: Sequence[Attempt]) -> tuple[Any,
     return tuple(r for r in runs if not (r.status == "failed" and (r.finished_at or 0.0) <= since))
 
 
-def pod_statuses(pod_ids: Sequence[str]) -> dict[str, tuple[str, str | None]]:
-    """RunPod's (status, data center) of each pod in one listing (one the listing lacks is gone)."""
+def _epoch(iso: str | None) -> float | None:
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp() if iso else None
+    except ValueError:
+        return None
+
+
+def pod_statuses(pod_ids: Sequence[str]) -> dict[str, PodStatus]:
+    """RunPod's (status, data center) of each pod in one listing (one the listing lacks is gone). The listing
+    includes Instant Cluster members: without `includeClusterPods` RunPod leaves them out, and every node of
+    a healthy cluster would read as gone."""
     from providers.runpod.client import RunPodClient  # the RunPod records load only when asked
 
     with RunPodClient.from_env() as client:
-        listed = {p.id: (p.status, p.data_center_id) for p in client.list_pods()}
-    return {pod_id: listed.get(pod_id, ("TERMINATED", None)) for pod_id in pod_ids}
+        listed = {p.id: (p.status, p.data_center_id, _epoch(p.created_at)) for p in client.list_all_pods()}
+    return {pod_id: listed.get(pod_id, ("TERMINATED", None, None)) for pod_id in pod_ids}

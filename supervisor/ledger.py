@@ -93,6 +93,28 @@ class Ledger:
         return f"goodput {self.goodput:.1%} of {self.billed_gpu_seconds / 3600:.1f} GPU-h ({parts}){bill}"
 
 
+# scripts/watch's words for the categories (docs/RECOVERY.md): one line, every category, GPU-hours.
+WATCH_WORDS = {
+    "productive": "productive",
+    "provisioning": "boot",
+    "health": "gate+burn-in",
+    "checkpoint": "checkpoint",
+    "lost": "lost",
+    "recovery": "recovery",
+    "idle": "idle",
+}
+
+
+def watch_line(ledger: Ledger) -> str:
+    """The run's ledger in scripts/watch: goodput and every category's GPU-hours, zeros included."""
+    parts = " / ".join(f"{WATCH_WORDS[c]} {ledger.gpu_seconds.get(c, 0.0) / 3600:.2f}" for c in CATEGORIES)
+    bill = "" if ledger.agreement is None else f"; within {ledger.agreement:.1%} of RunPod's bill"
+    return (
+        f"ledger: goodput {ledger.goodput:.1%} of {ledger.billed_gpu_seconds / 3600:.2f} GPU-h: "
+        f"{parts} GPU-h{bill}"
+    )
+
+
 def _inside(t: float, spans: Sequence[Span]) -> bool:
     return any(s.start <= t < s.end for s in spans)
 
@@ -176,7 +198,8 @@ def inputs_from_rounds(
     rounds: Sequence[RoundRecord], attempts: Sequence[Attempt], gpus_per_node: int
 ) -> Inputs:
     """The ledger's inputs from the supervisor's own audit lines and recovery records (round granularity:
-    a span starts at the first round that saw compute and ends at the first that saw none, or the last)."""
+    a span starts at the first round that saw compute, or at its pods' creation where RunPod's listing said
+    it, and ends at the first round that saw none, or the last)."""
     ordered = sorted(rounds, key=lambda r: r.observation.at)
     compute: list[Span] = []
     first_answer: list[float] = []
@@ -191,7 +214,22 @@ def inputs_from_rounds(
         if nodes == 0:
             continue
         end = groups[k + 1][0].observation.at if k + 1 < len(groups) else group[-1].observation.at
-        compute.append(Span(group[0].observation.at, end, nodes * gpus_per_node))
+        start = group[0].observation.at
+        # RunPod bills from a pod's creation, often minutes before the first round saw it: the span starts
+        # there (never before the round that saw the compute gone, or the span before).
+        fleet = group[0].observation.fleet
+        created = [n.created_at for n in (fleet.nodes if fleet else ()) if n.created_at is not None]
+        before = groups[k - 1] if k > 0 else None
+        floor = (
+            float("-inf")
+            if before is None
+            else start
+            if before[0].observation.nodes
+            else before[-1].observation.at
+        )
+        if created:
+            start = max(min(start, min(created)), floor)
+        compute.append(Span(start, end, nodes * gpus_per_node))
         answered = [
             r.observation.at
             for r in group

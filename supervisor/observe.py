@@ -34,7 +34,7 @@ class Sources:
     aggregator: Callable[[str, Mapping[str, Any]], dict[str, Any]] = sources.aggregator_state
     billing: Callable[[Mapping[str, Any]], float] = sources.billed_usd
     s3: Any = None  # a boto3 S3 client; None: the run states are not read (no bucket)
-    pod_statuses: Callable[[Sequence[str]], Mapping[str, tuple[str, str | None]]] = faults.pod_statuses
+    pod_statuses: Callable[[Sequence[str]], Mapping[str, faults.PodStatus]] = faults.pod_statuses
 
 
 def stack_config(raw: Mapping[str, Any], warn: Callable[[str], None] = lambda _msg: None) -> StackConfig:
@@ -126,7 +126,7 @@ def _fleet(
         return None, runs
     from supervisor.recover_act import read_attempts
 
-    statuses: Mapping[str, tuple[str, str | None]] = {}
+    statuses: Mapping[str, faults.PodStatus] = {}
     try:
         statuses = src.pod_statuses([str(n.get("pod_id")) for n in nodes])
     except Exception as exc:  # a status is one more source; its failure is a problem line

@@ -2,13 +2,14 @@
 
 `assess` finds this round's fault, in this order (the first found is the one acted on):
 
-    job_failed      the job's run state says it exited non-zero after the last recovery. An NCCL timeout
-                    always retries; a config error or out of memory never does (the forecast and the preview
-                    should have caught it: the message says so) and compute is released
     preempted       a spot pod RunPod stopped (EXITED): rent it again at the bid
     node_lost       a pod EXITED / ERROR / gone, or a node unreachable `unreachable_rounds` rounds in a row
     node_unhealthy  an XID or uncorrected-ECC alert, or a straggler `straggler_for_min` long (train/monitor/
                     straggler.py): the hardware is replaced
+    job_failed      the job's run state says it exited non-zero after the last recovery. An NCCL timeout
+                    always retries; a config error or out of memory never does (the forecast and the preview
+                    should have caught it: the message says so) and compute is released. After the node
+                    faults: a job whose node died fails too, and a restart on the same nodes would not help
     stalled         every node answers but no new step for `stalled_after_min`: diagnostics, then the job is
                     restarted on the same nodes
 
@@ -199,7 +200,7 @@ def _stalled(obs: Observation, history: Sequence[RoundRecord], policy: Policy) -
 
 def find_fault(obs: Observation, history: Sequence[RoundRecord], policy: Policy) -> Fault | None:
     """This round's fault, the first of the order in the module docstring."""
-    return _job_failed(obs) or _node_fault(obs, history, policy) or _stalled(obs, history, policy)
+    return _node_fault(obs, history, policy) or _job_failed(obs) or _stalled(obs, history, policy)
 
 
 def _failed_twice(fleet: Fleet, current: str | None) -> tuple[str, ...]:

@@ -162,7 +162,7 @@ class Recoverer:
         import shlex
 
         from components.delivery import known_hosts_file
-        from providers.delivery.ssh import DeliveryError, SshTarget
+        from providers.delivery.ssh import DeliveryError, SshTarget, UnreachableError
 
         workdir = str(outputs.get("workdir") or "/workspace/trainstack")
         stamp = _stamp(now)
@@ -179,8 +179,10 @@ class Recoverer:
             script = f"bash -c {shlex.quote(_DIAGNOSE)} diag {args}"
             try:
                 answer = (self.ssh_run or _ssh)(target, script).strip()
-            except DeliveryError as exc:
-                answer = f"unreachable ({type(exc).__name__})"
+            except UnreachableError:
+                answer = "unreachable over SSH"
+            except DeliveryError as exc:  # it answered, the tool failed: its last line says why
+                answer = f"diagnostics failed: {str(exc).strip().splitlines()[-1][-200:]}"
             results.append(f"node {node.get('rank')}: {answer.splitlines()[-1] if answer else 'done'}")
         line = "diagnostics: " + ("; ".join(results) or "no nodes")
         self.log(line)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from supervisor import store
-from supervisor.ledger import build, inputs_from_rounds, plot_png, table
+from supervisor.ledger import build, inputs_from_rounds, plot_png, table, watch_line
 from supervisor.model import Decision, Observation, RoundRecord
 from supervisor.observe import read_stack, stack_config
 from supervisor.recover_act import read_attempts
@@ -65,3 +65,26 @@ def ledger_note(s3: Any, bucket: str | None, stack: str, config: Any, obs: Obser
     except Exception as exc:  # the summary goes out without the ledger rather than not at all
         return f"; no ledger ({type(exc).__name__})"
     return "; " + build(inputs_from_rounds(rounds, attempts, config.cluster.gpus_per_node)).line()
+
+
+def ledger_line(
+    stack: str,
+    workspace: Path,
+    s3: Any = None,
+    read: Callable[[Path, str], tuple[dict[str, Any], dict[str, Any]]] = read_stack,
+) -> str | None:
+    """scripts/watch's ledger line of the run so far, from the stack's bucket (its audit lines and recovery
+    records); None when the stack has no bucket or no round has run yet."""
+    _outputs, raw = read(workspace, stack)
+    config = stack_config(raw)
+    if config.bucket is None:
+        return None
+    if s3 is None:
+        from supervisor.cli import make_s3
+
+        s3 = make_s3(config)
+    rounds = store.read_audit(s3, config.bucket.name, stack)
+    if not rounds:
+        return None
+    attempts = read_attempts(s3, config.bucket.name, stack, since=0.0)
+    return watch_line(build(inputs_from_rounds(rounds, attempts, config.cluster.gpus_per_node)))

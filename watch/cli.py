@@ -32,12 +32,29 @@ EXIT_USAGE = 2
 EXIT_NOT_UP = 3
 
 
+def run_ledger(stack: str, cwd: Path) -> str | None:
+    """The run's goodput ledger from the stack's bucket (issue #29, supervisor/report.py)."""
+    from supervisor.report import ledger_line  # the supervisor's records load only when asked
+
+    return ledger_line(stack, cwd)
+
+
 def collect(
-    stack: str, cwd: Path, outputs_of: Callable[[Path, str], dict[str, Any]] = sources.stack_outputs
+    stack: str,
+    cwd: Path,
+    outputs_of: Callable[[Path, str], dict[str, Any]] = sources.stack_outputs,
+    ledger_of: Callable[[str, Path], str | None] | None = None,
 ) -> snapshot.WatchSnapshot:
-    """Read every source once; each failure is kept as one line of `problems`."""
+    """Read every source once; each failure is kept as one line of `problems`. `ledger_of`: where the
+    run's ledger line comes from (scripts/watch: `run_ledger`; None: not shown)."""
     outputs = outputs_of(cwd, stack)
     problems: list[str] = []
+    ledger: str | None = None
+    if ledger_of is not None:
+        try:
+            ledger = ledger_of(stack, cwd)
+        except Exception as exc:  # the ledger is one more source: its failure is a problem line
+            problems.append(f"ledger: {type(exc).__name__}: {str(exc)[:200]}")
     state: dict[str, Any] | None = None
     node0_answered = False
     try:
@@ -62,6 +79,7 @@ def collect(
         billed_usd=billed,
         forecast_usd=(forecast or {}).get("run_cost_usd"),
         node0_answered=node0_answered,
+        ledger=ledger,
     )
     # The snapshot decides who is unreachable (one rule); for those nodes the training log is read over SSH,
     # and RunPod's container log for a node SSH cannot reach either.
@@ -125,7 +143,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     try:
         if args.json or args.once:
-            snap = collect(args.stack, args.cwd)
+            snap = collect(args.stack, args.cwd, ledger_of=run_ledger)
             if args.json:
                 print(json.dumps(snap.to_json(), indent=1, default=str))
             else:
@@ -136,7 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         console = Console()
         with Live(console=console, auto_refresh=False) as live, keys() as pressed:
             while True:
-                snap = collect(args.stack, args.cwd)
+                snap = collect(args.stack, args.cwd, ledger_of=run_ledger)
                 live.update(render(snap), refresh=True)
                 if pressed(args.every) == "q":
                     return 0

@@ -84,6 +84,8 @@ def render(s: WatchSnapshot) -> RenderableType:
     if m.budget_usd:
         money += f"; budget ${m.budget_usd:,.0f}"
     parts.append(_t(money, style="bold"))
+    if s.ledger:
+        parts.append(_t(s.ledger))
     if s.aggregator_age_s is not None:
         parts.append(Text(f"aggregator's last round {s.aggregator_age_s:.0f} s ago", style="dim"))
     for p in s.problems:

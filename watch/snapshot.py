@@ -55,6 +55,7 @@ class WatchSnapshot:
     money: MoneyView
     aggregator_age_s: float | None  # how old the aggregator's last round is; None: no state read
     problems: tuple[str, ...] = field(default=())  # sources that could not be read, in one line each
+    ledger: str | None = None  # the run's goodput ledger, one line (supervisor/ledger.py watch_line)
 
     @property
     def critical(self) -> bool:
@@ -86,6 +87,7 @@ def build(
     problems: Sequence[str] = (),
     node0_answered: bool = False,
     log_sources: Mapping[str, str] | None = None,
+    ledger: str | None = None,
 ) -> WatchSnapshot:
     """Join the sources by rank: the aggregator's rows are in hostfile (= rank) order.
 
@@ -141,4 +143,4 @@ def build(
         if aggregator and isinstance(aggregator.get("time"), int | float)
         else None
     )
-    return WatchSnapshot(stack, now, tuple(views), firing, money, age, tuple(problems))
+    return WatchSnapshot(stack, now, tuple(views), firing, money, age, tuple(problems), ledger)

@@ -112,6 +112,12 @@ class RunPodClient(HttpCore):
     def _list_all_pods(self) -> list[ApiPod]:
         return [ApiPod.model_validate(p) for p in _items(self.request("GET", "/v2/pods"), "pods")]
 
+    def list_all_pods(self) -> list[ApiPod]:
+        """Every pod of the account, Instant Cluster members too (`GET /v2/pods` leaves them out unless
+        `includeClusterPods=true`), with their status as RunPod reports it: one listing, not cached."""
+        data = self.request("GET", "/v2/pods", query={"includeClusterPods": "true"})
+        return [ApiPod.model_validate(p) for p in _items(data, "pods")]
+
     def find_pod(self, pod_id: str) -> ApiPod:
         """A pod's state from the shared listing; a GET of its own only when the listing lacks it."""
         for pod in self.list_pods():

@@ -196,6 +196,7 @@ class ApiPod(_Record):
     runtime: Runtime | None = None
     global_networking: GlobalNetworking | None = Field(default=None, alias="globalNetworking")
     cluster: PodClusterInfo | None = None
+    created_at: str | None = Field(default=None, alias="createdAt")  # ISO 8601: when billing began
 
     def ssh_endpoint(self) -> tuple[str, int] | None:
         """The directly reachable SSH endpoint: `ssh.direct`, else the runtime mapping of port 22."""

@@ -97,6 +97,7 @@ def test_a_lost_pool_pod_is_recreated_alone_through_pulumi(
             "policy_pack_configs": [str(REPO / "policy/config/search.json")],
         },
     )
+    seq = max((e["seq"] for e in local_runpod.admin.audit()), default=0)
     try:
         done = recoverer.carry_out(plan, obs.at)
     except Exception:
@@ -106,6 +107,11 @@ def test_a_lost_pool_pod_is_recreated_alone_through_pulumi(
 
     after = _pods(run)
     assert after["search-pod-1"] != victim
+    # Deleted before its replacement was created (a forced replace asks no diff: the resource option does).
+    audit = local_runpod.admin.audit(since=seq)
+    events = [(e["event"], e["resourceId"]) for e in audit if e["kind"] == "pod"]
+    created = events.index(("pod.create", after["search-pod-1"]))
+    assert any(e == "pod.delete" and rid == victim for e, rid in events[:created]), events
     assert {k: v for k, v in after.items() if k != "search-pod-1"} == {
         k: v for k, v in before.items() if k != "search-pod-1"
     }
@@ -123,3 +129,29 @@ def test_a_lost_pool_pod_is_recreated_alone_through_pulumi(
     assert orphaned == [] and duplicated == []
     run.destroy()
     assert orphans(run) == []
+
+
+def test_the_members_of_a_healthy_instant_cluster_read_running_not_gone(
+    local_runpod: LocalRunPod, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """RunPod's `GET /v2/pods` leaves cluster members out unless asked (includeClusterPods): the supervisor's
+    status listing asks, so a healthy cluster's nodes are RUNNING, and only a member really gone is gone."""
+    from tests.emulator.conftest import cluster_body
+    from tests.polling import poll
+
+    for key, value in local_runpod.env().items():
+        monkeypatch.setenv(key, value)
+    with local_runpod.client() as api:
+        cluster = api.post("/v2/clusters", json=cluster_body("recovery-statuses")).json()
+        members = [p["id"] for p in api.get(f"/v2/clusters/{cluster['id']}/pods").json()["pods"]]
+    assert len(members) >= 2
+    statuses = poll(
+        lambda: (s := pod_statuses(members)) and all(v[0] == "RUNNING" for v in s.values()) and s,
+        "the members RUNNING in the supervisor's listing",
+        30,
+    )
+    assert {v[1] for v in statuses.values()} != {None}  # the listing's data center, not the gone default
+    local_runpod.admin.out_of_band(members[-1])  # a host died: that member, and only it, is gone
+    after = pod_statuses(members)
+    assert after[members[-1]][0] == "TERMINATED"
+    assert all(after[m][0] == "RUNNING" for m in members[:-1]), after

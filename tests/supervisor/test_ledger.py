@@ -147,3 +147,23 @@ def test_report_reads_the_bucket_and_prints_the_table(
     config = SimpleNamespace(cluster=SimpleNamespace(gpus_per_node=8))
     note = ledger_note(s3, bucket, "search", config, rec(2.5, 4, 250).observation)
     assert note.startswith("; goodput 40.0% of 80.0 GPU-h")  # 2.5 h x 32 GPUs, up to this round
+
+
+def test_the_compute_bills_from_the_pods_creation_not_from_the_first_round() -> None:
+    """RunPod bills from a pod's creation; the first round may see it minutes later. The span starts at the
+    creation the listing reported, counted as provisioning; a later span never reaches back before the round
+    that saw the compute gone."""
+    from dataclasses import replace
+
+    from supervisor.faults import Fleet, NodeFacts
+
+    def created(record: RoundRecord, at: float) -> RoundRecord:
+        nodes = tuple(NodeFacts(rank=i, pod_id=f"p{i}", reachable=True, created_at=at) for i in range(4))
+        return replace(record, observation=replace(record.observation, fleet=Fleet("cluster", (), nodes)))
+
+    rounds = [created(rec(1, 4, None, reachable=False), 0.75 * H), rec(1.5, 4, 0), rec(2, 4, 100)]
+    rounds += [rec(2.5, 0, None), created(rec(3.5, 4, 100), 1.0 * H), rec(4, 4, 200)]
+    inputs = inputs_from_rounds(rounds, [], gpus_per_node=8)
+    assert inputs.compute == (Span(0.75 * H, 2.5 * H, 32), Span(2.5 * H, 4 * H, 32))
+    ledger = build(inputs)
+    assert ledger.gpu_seconds["provisioning"] / H / 32 == pytest.approx(0.75 + 1.0)

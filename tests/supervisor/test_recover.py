@@ -153,6 +153,14 @@ ROWS = [
         "restarting the job",
     ),
     Row(
+        "a job that failed because its node died: the node is replaced, not the job restarted",
+        obs(30, LOST1, runs=(failed(29, None),)),
+        (past(obs(25, LOST1)),),
+        "node_lost",
+        ("recover",),
+        "recreating the Instant Cluster",
+    ),
+    Row(
         "out of memory: never retried, released, the forecast named",
         obs(30, runs=(failed(29, "oom"),)),
         (),

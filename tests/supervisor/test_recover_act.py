@@ -200,7 +200,7 @@ def test_two_whole_rounds_find_a_lost_pod_recreate_it_through_pulumi_and_say_so(
                 aggregator=lambda _s, _o: state,
                 billing=lambda _o: 5.0,
                 s3=s3,
-                pod_statuses=lambda ids: {i: ("RUNNING", "US-TX-3") for i in ids},
+                pod_statuses=lambda ids: {i: ("RUNNING", "US-TX-3", None) for i in ids},
             ),
             actuator=Heard("search", Path("."), protect=False, log=lambda _l: None),
             recoverer=Recoverer(
@@ -289,3 +289,97 @@ def test_stalled_collects_every_nodes_bundle_first_and_the_message_names_the_sto
     assert stack.calls == [
         ("up", {"replace": [r["urn"] for r in RESOURCES if r["type"] == FILES_TYPE], "refresh": False})
     ]
+
+
+def test_a_fault_that_always_comes_back_gives_up_after_max_recoveries_releases_and_says_so_once(
+    s3: Any, bucket: str
+) -> None:
+    """Whole rounds, 5 min apart: an XID on node 1 that every recreated cluster shows again. Three
+    recoveries through Pulumi (each after its backoff), then "gave up": a last sync, the release, one message
+    saying why."""
+    from supervisor.act import Actuator
+    from supervisor.cli import Round
+    from supervisor.observe import Sources
+
+    outputs = {
+        "nodes": [
+            {"rank": 0, "ip": "10.1.0.2", "pod_id": "p0", "ssh_endpoint": "127.0.0.1:2222"},
+            {"rank": 1, "ip": "10.1.0.3", "pod_id": "p1", "ssh_endpoint": "127.0.0.1:2223"},
+        ],
+        "cost_per_hour": 63.84,
+    }
+    raw = {
+        "trainstack:bucket": {"value": json.dumps({"name": bucket, "region": "us-east-1"})},
+        "trainstack:cluster": {
+            "value": json.dumps({"nodes": 2, "topology": "cluster", "data_centers": ["US-TX-3"]})
+        },
+        "trainstack:training": {
+            "value": json.dumps(
+                {"secrets": ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"], "nccl_min_busbw_gb_per_s": 300}
+            )
+        },
+        "trainstack:recovery": {"value": json.dumps({"max_recoveries": 3, "backoff_min": 10})},
+    }
+    step = iter(range(100, 100_000, 10))
+
+    def state() -> dict[str, Any]:
+        s = next(step)  # training goes on between recoveries: only the XID is wrong
+        return {
+            "time": T0,
+            "nodes": [
+                {"node": "p0", "ok": True, "gpu_util_mean": 0.9, "step": s},
+                {"node": "p1", "ok": True, "gpu_util_mean": 0.9, "step": s},
+            ],
+            "firing": [{"rule": "gpu_xid", "node": "p1", "severity": "critical", "summary": "XID 79"}],
+        }
+
+    sent: list[str] = []
+    effects: list[str] = []
+    stack = FakeStack()
+
+    class Heard(Actuator):
+        def notify(self, text: str) -> str:
+            sent.append(text)
+            return "notify: recorded"
+
+        def sync(self, _outputs: Any) -> str:
+            effects.append("sync")
+            return "sync: recorded"
+
+        def release(self) -> str:
+            effects.append("release")
+            return "release: recorded"
+
+    rounds = []
+    for i in range(40):  # 200 min: room for three backoffs (10, 20, 40 min) and more
+        now = T0 + 300 * i
+        record = Round(
+            "prod",
+            Path("."),
+            s3=s3,
+            sources=Sources(
+                aggregator=lambda _s, _o: state(),
+                billing=lambda _o: 5.0,
+                s3=s3,
+                pod_statuses=lambda ids: {i: ("RUNNING", "US-TX-3", None) for i in ids},
+            ),
+            actuator=Heard("prod", Path("."), protect=False, log=lambda _l: None),
+            recoverer=recoverer(s3, bucket, stack),
+            read=lambda _w, _s: (outputs, raw),
+            clock=lambda now=now: now,
+            log=lambda _l: None,
+        ).run_once()
+        rounds.append((record.decision.kind, record.done))
+        if "release" in record.done:
+            break
+    acted = [r for r in rounds if r[1]]
+    assert acted == [("node_unhealthy", ("recover",))] * 3 + [("gave_up", ("sync", "release"))], rounds
+    assert [c for c in stack.calls if c[0] == "up"] == [
+        ("up", {"replace": [U + CLUSTER_TYPE + "::prod-cluster"], "refresh": True})
+    ] * 3
+    assert effects == ["sync", "release"]
+    gave_up = [t for t in sent if "gave up" in t]
+    assert len(gave_up) == 1 and "after 3 recoveries" in gave_up[0] and "gpu_xid" in gave_up[0], sent
+    assert len(sent) == 3 + 1  # one message per recovery, one for the release; nothing repeated
+    attempts = read_attempts(s3, bucket, "prod", since=0)
+    assert [a.outcome for a in attempts] == ["done"] * 3

@@ -203,3 +203,33 @@ def test_bad_supervisor_config_is_unreadable(s3: Any, bucket: str) -> None:
     bad = config_of(bucket, interval_min=-1)
     with pytest.raises(StackUnreadable, match=r"trainstack:supervisor\.interval_min"):
         make_round(s3, bad, Recorder()).run_once()
+
+
+def test_the_ledger_line_of_scripts_watch_comes_from_the_rounds_in_the_bucket(s3: Any, bucket: str) -> None:
+    """Three rounds 5 min apart (compute up, node 0 answering, the step moving): the run's ledger as
+    scripts/watch shows it, every category named, priced against RunPod's bill."""
+    from supervisor import store
+    from supervisor.model import Decision, Observation
+    from supervisor.report import ledger_line
+
+    raw = config_of(bucket)
+    read = lambda _w, _s: (OUTPUTS, raw)  # noqa: E731
+    assert ledger_line("dev", Path("."), s3=s3, read=read) is None  # no round yet: nothing to show
+    t0 = 1_800_000_000.0
+    for i, (step, spent) in enumerate([(None, 0.0), (100, 2.66), (200, 5.32)]):
+        obs = Observation(
+            at=t0 + 300 * i,
+            phase="active",
+            nodes=1,
+            node0_reachable=step is not None,
+            step=step,
+            spent_usd=spent,
+            usd_per_hour=31.92,
+        )
+        store.write_audit(s3, bucket, RoundRecord("dev", obs, Decision("none", "training runs")))
+    line = ledger_line("dev", Path("."), s3=s3, read=read)
+    assert line is not None
+    # 10 min of 8 GPUs: 5 min before node 0 answered (boot), 5 min of steps (productive).
+    assert line.startswith("ledger: goodput 50.0% of 1.33 GPU-h: productive 0.67 / boot 0.67 / "), line
+    assert "gate+burn-in 0.00 / checkpoint 0.00 / lost 0.00 / recovery 0.00 / idle 0.00 GPU-h" in line
+    assert "within 0.0% of RunPod's bill" in line

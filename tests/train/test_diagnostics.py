@@ -88,3 +88,36 @@ def test_heartbeat_writes_the_node_file(tmp_path: Path) -> None:
     d.heartbeat(tmp_path, "pod-a", every_s=0, rounds=1)
     body = json.loads((tmp_path / "pod-a.json").read_text())
     assert body["node"] == "pod-a" and isinstance(body["ranks"], list) and body["time"] > 0
+
+
+@pytest.mark.root
+def test_ranks_of_another_network_namespace_are_not_this_nodes(tmp_path: Path) -> None:
+    """Emulated hosts are network namespaces sharing the host's pids: a node lists only its own ranks."""
+    import shutil
+
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("needs root and unshare: a network namespace of its own")
+    env = {**os.environ, "RANK": "7", "LOCAL_RANK": "0", "TORCHELASTIC_RUN_ID": "t"}
+    sleeper = [sys.executable, "-c", "import time; time.sleep(120)"]
+    here = subprocess.Popen(sleeper, env=env)
+    there = subprocess.Popen(["unshare", "-n", *sleeper], env=env)
+    try:
+        poll(lambda: here.pid in {r.pid for r in d.ranks()}, "the rank in this namespace", 30)
+        own = os.readlink("/proc/self/ns/net")
+
+        def moved() -> bool:  # unshare execs the sleeper once the namespace is made
+            try:
+                return (
+                    os.readlink(f"/proc/{there.pid}/ns/net") != own
+                    and b"time.sleep" in Path(f"/proc/{there.pid}/cmdline").read_bytes()
+                )
+            except OSError:
+                return False
+
+        poll(moved, "the rank in another namespace", 30)
+        other = there.pid
+        assert other not in {r.pid for r in d.ranks()}
+    finally:
+        for p in (here, there):
+            p.kill()
+            p.wait()

@@ -240,7 +240,7 @@ def test_q_leaves_the_live_view(tmp_path: object) -> None:
         "from watch import cli, snapshot\n"
         "snap = snapshot.build(stack='s', now=0.0, outputs={'nodes': []}, aggregator=None, billed_usd=None,"
         " forecast_usd=None, logs={})\n"
-        "cli.collect = lambda stack, cwd: snap\n"
+        "cli.collect = lambda stack, cwd, **_kw: snap\n"
         "sys.exit(cli.main(['s', '--cwd', '.', '--every', '3600']))\n"
     )
     main_fd, node_fd = pty.openpty()
@@ -424,3 +424,26 @@ def test_billing_from_a_runpod_that_does_not_answer_gives_up_within_the_watch_de
     worker.start()
     worker.join(90)  # the providers' own deadline is 180 s; the watch's is WATCH_DEADLINE_S
     assert outcome and outcome[0] != "answered", "billing from a stopped RunPod did not give up"
+
+
+def test_the_run_ledger_is_one_line_of_the_table_and_of_the_json(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pathlib import Path
+
+    from watch import cli
+
+    monkeypatch.setattr(sources, "aggregator_state", lambda stack, outputs: {"time": 1.0, "nodes": []})
+    monkeypatch.setattr(sources, "billed_usd", lambda outputs: 1.0)
+    line = "ledger: goodput 93.0% of 10.00 GPU-h: productive 9.30 / boot 0.20 / gate+burn-in 0.10 / ..."
+    snap = cli.collect(
+        "search", Path("."), outputs_of=lambda cwd, stack: OUTPUTS, ledger_of=lambda s, c: line
+    )
+    assert snap.to_json()["ledger"] == line
+    console = Console(width=200, record=True)
+    console.print(render(snap))
+    assert "ledger: goodput 93.0% of 10.00 GPU-h" in console.export_text()
+
+    def unreadable(stack: str, cwd: Path) -> str | None:
+        raise OSError("no bucket endpoint")
+
+    broken = cli.collect("search", Path("."), outputs_of=lambda cwd, stack: OUTPUTS, ledger_of=unreadable)
+    assert broken.ledger is None and "ledger: OSError: no bucket endpoint" in broken.problems

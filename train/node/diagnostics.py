@@ -82,12 +82,20 @@ def _env_value(raw: bytes, name: str) -> str | None:
 def ranks(proc: Path = Path("/proc")) -> list[Rank]:
     """Processes that torchrun started as ranks (RANK and LOCAL_RANK set), in rank order."""
     found = []
+    try:
+        own_net = os.readlink(proc / "self" / "ns" / "net")
+    except OSError:
+        own_net = None
     for entry in proc.iterdir():
         if not entry.name.isdigit():
             continue
         try:
             env = (entry / "environ").read_bytes()
             stat = (entry / "stat").read_text()
+            # This node's ranks only: emulated hosts are network namespaces that share the host's pids (a
+            # RunPod container has pids of its own, where every process is in the same namespace anyway).
+            if own_net is not None and os.readlink(entry / "ns" / "net") != own_net:
+                continue
         except OSError:
             continue  # gone, or not ours to read
         rank, local = _env_value(env, "RANK"), _env_value(env, "LOCAL_RANK")
@@ -216,8 +224,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         workdir = Path(os.environ.get("TRAINSTACK_WORKDIR") or workdir)
     import boto3
 
-    run_id = os.environ.get("TRAINSTACK_RUN_ID") or "unknown-run"
     found = ranks()
+    if found:  # what the start script exported after it began (run id, S3 endpoint): its ranks have it
+        os.environ.update(env_of(found[0].pid))
+    run_id = os.environ.get("TRAINSTACK_RUN_ID") or "unknown-run"
     out = bundle(
         workdir / "diagnostics" / args.stamp / node,
         node,
@@ -225,7 +235,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.environ.get("TORCH_NCCL_DEBUG_INFO_TEMP_FILE"),
     )
     prefix = f"run/{run_id}/diagnostics/{args.stamp}/{node}/"
-    keys = upload(boto3.client("s3"), args.bucket, prefix, out)
+    s3 = boto3.client("s3", endpoint_url=os.environ.get("AWS_ENDPOINT_URL_S3") or None)  # as transfer.py
+    keys = upload(s3, args.bucket, prefix, out)
     print(f"{summary(node, found)}; {len(keys)} file(s) to s3://{args.bucket}/{prefix}")
     return 0
 

@@ -61,18 +61,6 @@ def _environment(env: Mapping[str, str]) -> Iterator[None]:
         os.environ.update(saved)
 
 
-def _pod_statuses(pod_ids: Any) -> dict[str, tuple[str, str | None]]:
-    """RunPod's status of each node in one listing, cluster members included (`includeClusterPods`): the
-    listing `supervisor.faults.pod_statuses` asks for omits members, so every node of a cluster read
-    TERMINATED there and recovery (issue #29) recreated a healthy cluster; the round still pays this read."""
-    from providers.runpod.client import RunPodClient
-
-    with RunPodClient.from_env() as client:
-        body = client.request("GET", "/v2/pods", query={"includeClusterPods": "true"})
-    listed = {str(p["id"]): (str(p["status"]), p.get("dataCenterId")) for p in body.get("pods") or []}
-    return {pod_id: listed.get(pod_id, ("TERMINATED", None)) for pod_id in pod_ids}
-
-
 def _cluster_billed(runpod: Any, cluster_id: str) -> float:
     with runpod.client() as api:
         body = api.get("/v2/billing/clusters", params={"clusterId": cluster_id, "bucketSize": "day"}).json()
@@ -147,8 +135,7 @@ def measure(rounds: int = 5) -> dict[str, Any]:
             sources = Sources(
                 aggregator=lambda _stack, outs: node0_state(outs, time.time()),
                 s3=s3,
-                pod_statuses=_pod_statuses,
-            )
+            )  # RunPod's pod listing as the supervisor reads it (cluster members included, issue #29)
             with _environment(ws.cli.env()):
                 sup = Round(STACK, ws.root, s3=s3, sources=sources, clock=runpod.admin.now, log=_quiet)
                 walls, kinds = [], []

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from supervisor.cli import Round
-from tests.hosts.conftest import BRIDGE_IP, HostsEnv
+from tests.hosts.conftest import HOSTS_NET, HostsEnv
 from tests.hosts.test_local_cluster import BUCKET, STACK, Cluster
 from tests.hosts.test_supervise_hosts import Receiver
 from tests.polling import poll
@@ -21,7 +21,7 @@ from tests.polling import poll
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.root,
-    pytest.mark.allow_hosts(["127.0.0.1", "::1", "localhost", BRIDGE_IP]),
+    pytest.mark.allow_hosts(["127.0.0.1", "::1", "localhost", HOSTS_NET]),
 ]
 
 CAP_USD = 40.0  # one 8-GPU pod of local-cpu bills ~$32/h: one max_run_hours (1 h) fits, 1.25 h does not

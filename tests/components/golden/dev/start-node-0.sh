@@ -60,6 +60,8 @@ EOF
 #   TRAINSTACK_PYTHON           interpreter for the node tools in train/node/ (default python3)
 #   TRAINSTACK_GATE_REPLAY      FILE[:SNAPSHOT]: the health gate reads these recorded NVML readings
 #   TRAINSTACK_CPU_PROCS_PER_NODE  processes per node when TRAINSTACK_DEVICE=cpu (default 1)
+#   TRAINSTACK_AGENT_REPLAY_DIR  the metrics agent serves the GPU readings of DIR/<pod id>.json (re-read when
+#                               it changes) instead of NVML: a CPU host's recorded GPUs, an injected XID
 # ---------------------------------------------------------------------------------------------------
 
 log() { printf '[trainstack %s node %s] %s\n' "$(date -u +%H:%M:%S)" "${NODE_RANK:-?}" "$*" >&2; }
@@ -334,6 +336,7 @@ start_agent() {
     --jsonl "$METRICS_DIR/agent-node-$TRAINSTACK_POD_INDEX.$NODE_ID.jsonl" --node "$NODE_ID"
     --rank "$NODE_RANK" --device "$TRAINSTACK_DEVICE")
   if [[ -n "${NCCL_SOCKET_IFNAME:-}" ]]; then args+=(--interface "$NCCL_SOCKET_IFNAME"); fi
+  if [[ -n "${TRAINSTACK_AGENT_REPLAY_DIR:-}" ]]; then args+=(--replay "$TRAINSTACK_AGENT_REPLAY_DIR/$NODE_ID.json"); fi
   # The aggregator scrapes the hostfile's addresses: this node's own line too (a pool pod's private address).
   local own
   own=$(awk -v n=$((TRAINSTACK_POD_INDEX + 1)) 'NR == n {print $1}' "$TRAINSTACK_WORKDIR/hostfile" 2>/dev/null) || own=""

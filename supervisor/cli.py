@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ops import backend_repair
 from stackconfig.config import ConfigError, StackConfig
 from stackconfig.supervisor import run_cost_cap
 from supervisor import store
@@ -77,6 +78,7 @@ class Round:
     recoverer: Any = None  # issue #29: a supervisor.recover_act.Recoverer (tests inject a recording one)
 
     def run_once(self) -> RoundRecord:
+        backend_repair.repair(log=self.log)  # what a round killed mid-update tore in a file backend
         outputs, raw = self.read(self.workspace, self.stack)
         try:
             config = stack_config(raw, warn=self.log)

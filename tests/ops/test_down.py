@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.locks import stack_lock
+
 pytestmark = [pytest.mark.serial, pytest.mark.services]
 
 REPO = Path(__file__).resolve().parents[2]
@@ -68,9 +70,9 @@ def test_with_nothing_left_the_local_services_are_stopped(tmp_path: Path) -> Non
 
 
 @pytest.fixture
-def up_running() -> Iterator[None]:
-    """The lock a running `scripts/up search` holds."""
-    path = REPO / ".state/locks/search.lock"
+def up_running(tmp_path: Path) -> Iterator[None]:
+    """The lock a running `scripts/up search` holds (one run with this test's backend)."""
+    path = stack_lock("search", _env(tmp_path))
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a+") as f:
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.locks import stack_lock
+
 pytestmark = [pytest.mark.serial, pytest.mark.services]
 
 REPO = Path(__file__).resolve().parents[2]
@@ -66,7 +68,7 @@ def test_recover_with_the_local_env_never_uses_the_repo_as_workspace() -> None:
 @pytest.fixture
 def held_lock() -> Iterator[Path]:
     """The lock a first `scripts/up dev` holds while it runs."""
-    path = REPO / ".state/locks/dev.lock"
+    path = stack_lock("dev", {**os.environ, **LOCAL_ENV})  # the env the up below runs with
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a+") as f:
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)

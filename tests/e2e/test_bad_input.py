@@ -58,7 +58,9 @@ def _mutations(runpod: LocalRunPod) -> dict[str, Any]:
 def _use_config(run: StackRun, raw: dict[str, Any]) -> None:
     stack_file = run.cli.project / "stacks" / f"Pulumi.{run.stack}.yaml"
     doc = yaml.safe_load(stack_file.read_text())
-    doc["config"] = raw
+    # The secret values open_stack set (dev's S3 keys: dev has a bucket) stay; only the config is swapped.
+    kept = {k: v for k, v in (doc.get("config") or {}).items() if isinstance(v, dict) and "secure" in v}
+    doc["config"] = {**kept, **raw}
     stack_file.write_text(yaml.safe_dump(doc, sort_keys=False))
 
 

@@ -143,15 +143,18 @@ def test_the_members_of_a_healthy_instant_cluster_read_running_not_gone(
         monkeypatch.setenv(key, value)
     with local_runpod.client() as api:
         cluster = api.post("/v2/clusters", json=cluster_body("recovery-statuses")).json()
-        members = [p["id"] for p in api.get(f"/v2/clusters/{cluster['id']}/pods").json()["pods"]]
-    assert len(members) >= 2
-    statuses = poll(
-        lambda: (s := pod_statuses(members)) and all(v[0] == "RUNNING" for v in s.values()) and s,
-        "the members RUNNING in the supervisor's listing",
-        30,
-    )
-    assert {v[1] for v in statuses.values()} != {None}  # the listing's data center, not the gone default
-    local_runpod.admin.out_of_band(members[-1])  # a host died: that member, and only it, is gone
-    after = pod_statuses(members)
-    assert after[members[-1]][0] == "TERMINATED"
-    assert all(after[m][0] == "RUNNING" for m in members[:-1]), after
+        try:
+            members = [p["id"] for p in api.get(f"/v2/clusters/{cluster['id']}/pods").json()["pods"]]
+            assert len(members) >= 2
+            statuses = poll(
+                lambda: (s := pod_statuses(members)) and all(v[0] == "RUNNING" for v in s.values()) and s,
+                "the members RUNNING in the supervisor's listing",
+                30,
+            )
+            assert {v[1] for v in statuses.values()} != {None}  # the listing's data center, not the default
+            local_runpod.admin.out_of_band(members[-1])  # a host died: that member, and only it, is gone
+            after = pod_statuses(members)
+            assert after[members[-1]][0] == "TERMINATED"
+            assert all(after[m][0] == "RUNNING" for m in members[:-1]), after
+        finally:  # the local RunPod is shared by the module's tests (and tests/emulator's): leave it empty
+            api.delete(f"/v2/clusters/{cluster['id']}")

@@ -50,12 +50,22 @@ def _up_killed_after(run: StackRun, runpod: LocalRunPod, k: int) -> bool:
     return True
 
 
-def _recover(run: StackRun) -> None:
+def _tear_sidecar(run: StackRun) -> Path:
+    """What a kill during the file backend's in-place write of `<stack>.json.attrs` leaves: an empty sidecar,
+    after which every command fails with "failed to load checkpoint: EOF" (ops/backend_repair.py)."""
+    backend = Path(run.cli.env()["PULUMI_BACKEND_URL"].removeprefix("file://"))
+    (attrs,) = backend.glob(f".pulumi/stacks/*/{run.stack}.json.attrs")
+    attrs.write_bytes(b"")
+    return attrs
+
+
+def _recover(run: StackRun) -> str:
     done = subprocess.run(
         [str(REPO / "scripts/recover"), run.stack, "--yes", "--cwd", str(run.cli.project)],
         env=run.cli.env(), check=False, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, f"scripts/recover failed ({done.returncode}):\n{done.stdout}\n{done.stderr}"
+    return done.stdout + done.stderr
 
 
 def test_killed_up_recovers(tmp_path: Path, runpod: LocalRunPod, moto_s3: str, report: Report) -> None:
@@ -77,7 +87,10 @@ def test_killed_up_recovers(tmp_path: Path, runpod: LocalRunPod, moto_s3: str, r
             "2" if i % 2 == 0 else "4",
         )
         killed += _up_killed_after(run, runpod, rng.randint(1, 12))
-        _recover(run)
+        torn = _tear_sidecar(run) if i == 0 else None
+        said = _recover(run)
+        if torn is not None:
+            assert f"/{torn.name}, an attributes file" in said, said
         run.cli.run("up", "--yes", "--skip-preview", "--stack", run.stack)
         run.cli.run("preview", "--expect-no-changes", "--stack", run.stack)
         assert orphans(run) == [] and duplicates(runpod) == []

@@ -96,7 +96,39 @@ _HEAVY_SCRIPTS = {"local-runpod", "up", "down", "recover", "bench", "watch"}  # 
 _HEAVY_MODULES = ("emulator", "train.node.agent", "train.monitor.aggregator", "moto.server")
 
 
+# A file's cost class, heaviest first (root/slow: emulated hosts and training jobs, minutes each; e2e: the
+# real CLI; services: servers; then the unit tests, seconds in all).
+_COST_ORDER = (("root", "slow"), ("e2e",), ("services",))
+
+
+def _cost_class(item: pytest.Item) -> int:
+    names = {m.name for m in item.iter_markers()}
+    return next((i for i, group in enumerate(_COST_ORDER) if names.intersection(group)), len(_COST_ORDER))
+
+
+def heaviest_files_first(items: list[pytest.Item]) -> None:
+    """Reorder `items` in place: whole files, heaviest cost class first, otherwise as collected. xdist's
+    `--dist loadfile` hands files to workers in this order as each frees up, so the minutes-long files start
+    first and the unit tests fill the gaps at the end, instead of one worker idling while the other runs a
+    hosts test it was handed last (longest-first scheduling)."""
+    first_seen: dict[str, int] = {}
+    cost: dict[str, int] = {}
+    for index, item in enumerate(items):
+        path = item.nodeid.split("::", 1)[0]
+        first_seen.setdefault(path, index)
+        cost[path] = min(cost.get(path, len(_COST_ORDER)), _cost_class(item))
+    position = {id(item): index for index, item in enumerate(items)}
+    items.sort(
+        key=lambda it: (
+            cost[it.nodeid.split("::", 1)[0]],
+            first_seen[it.nodeid.split("::", 1)[0]],
+            position[id(it)],
+        )
+    )
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    heaviest_files_first(items)
     wrong = []
     for item in items:
         servers = SERVER_FIXTURES.intersection(getattr(item, "fixturenames", ()))

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import HEAVY, heavy_command
+from tests.polling import scaled
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -69,7 +70,8 @@ def test_a_fast_lane_test_that_starts_the_cli_fails(tmp_path: Path) -> None:
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "tests.conftest", "-q", "-p", "no:cacheprovider",
          "--rootdir", str(tmp_path), "-c", os.devnull, str(tmp_path / "test_cases.py")],
-        cwd=REPO, capture_output=True, text=True, timeout=120, env=os.environ | {"PYTHONPATH": str(REPO)},
+        cwd=REPO, capture_output=True, text=True, timeout=scaled(120),
+        env=os.environ | {"PYTHONPATH": str(REPO)},
     )  # fmt: skip
     out = run.stdout + run.stderr
     assert "1 failed, 2 passed" in out, out
@@ -92,3 +94,38 @@ def test_help_prints_usage_and_sets_nothing_up(tmp_path: Path) -> None:
         assert run.stdout.startswith("Usage: scripts/test [--fast]"), run.stdout
         assert "--fast" in run.stdout and "serial" in run.stdout
     assert sorted(p.name for p in tmp_path.iterdir()) == ["scripts"]  # neither bootstrap nor check ran
+
+
+ORDER_CASES = {
+    "test_a_unit.py": "def test_one():\n    pass\n\ndef test_two():\n    pass\n",
+    "test_b_services.py": "import pytest\npytestmark = pytest.mark.services\n\ndef test_one():\n    pass\n",
+    "test_c_mixed.py": (
+        "import pytest\n\ndef test_unit():\n    pass\n\n@pytest.mark.root\ndef test_hosts():\n    pass\n"
+    ),
+    "test_d_e2e.py": "import pytest\npytestmark = pytest.mark.e2e\n\ndef test_one():\n    pass\n",
+}
+
+
+def test_the_heaviest_files_are_collected_first_and_stay_whole(tmp_path: Path) -> None:
+    for name, text in ORDER_CASES.items():
+        (tmp_path / name).write_text(text)
+    (tmp_path / "pytest.ini").write_text(
+        "[pytest]\nmarkers =\n  e2e: x\n  services: x\n  root: x\n  slow: x\n  serial: x\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "tests.conftest", "-q", "--collect-only",
+         "-p", "no:cacheprovider", "--rootdir", str(tmp_path), "-c", str(tmp_path / "pytest.ini"),
+         str(tmp_path)],
+        cwd=REPO, capture_output=True, text=True, timeout=scaled(120),
+        env=os.environ | {"PYTHONPATH": str(REPO)},
+    )  # fmt: skip
+    ids = [line.rsplit("/", 1)[-1] for line in run.stdout.splitlines() if "::" in line]
+    # root (a whole file, its unit test too), then e2e, then services, then the unit file, each as collected.
+    assert ids == [
+        "test_c_mixed.py::test_unit",
+        "test_c_mixed.py::test_hosts",
+        "test_d_e2e.py::test_one",
+        "test_b_services.py::test_one",
+        "test_a_unit.py::test_one",
+        "test_a_unit.py::test_two",
+    ], run.stdout + run.stderr

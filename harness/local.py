@@ -198,9 +198,16 @@ class MotoS3:
     process: subprocess.Popen[bytes]
 
     def stop(self) -> None:
+        # moto's server turns SIGTERM into sys.exit, and the threaded server then joins its request threads
+        # on the way out: one waiting on a quiet client's socket holds the exit for up to the socket timeout
+        # (30 s), past this wait. What it held is a test's teardown, so it is killed then.
         if self.process.poll() is None:
             self.process.terminate()
-            self.process.wait(timeout=10)
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
 
 
 def start_moto_s3(

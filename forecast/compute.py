@@ -95,9 +95,16 @@ DEFAULT_HARDWARE_UTILISATION: dict[str, float] = {
 }
 FULL_UTILISATION_HIDDEN = 2048  # hidden size from which the default applies unscaled
 SMALL_HIDDEN_EXPONENT = 0.5  # holds H200 runs at h = 768, 1024 and 2048 (docs/GPU-VALIDATION.md)
-# LoRA: HBM bytes per token per element of adapted width (docs/GPU-VALIDATION.md, "LoRA on H200": 60.8 at 7B,
-# 60.7 at 1.5B, rank 16 = rank 64) and the width of a Llama block's seven projections beyond P/h.
-ADAPTER_BYTES = 61.0
+# LoRA: HBM bytes per token per element of adapted width, with and without activation checkpointing (whose
+# recompute runs the adapters' forward pass again): LoRA less its frozen base, same shape and batch
+# (docs/GPU-VALIDATION.md, "LoRA on H200" and "The 8B frozen base"): checkpointed 60.7 (1.5B), 59.8 (3B),
+# 60.8 and 61.8 (7B), 64.0 (8B), rank 16 = rank 64; not checkpointed 42.9 (1.5B), 39.6 (3B), 37.2 (7B),
+# 41.4 and 37.3 (8B). And the width of a Llama block's seven projections beyond P/h.
+ADAPTER_BYTES = {True: 61.0, False: 40.0}  # keyed by activation_checkpointing
+# LoRA without checkpointing: its frozen base's executed FLOPs (4Ψ) ran at 0.87 of the rate the checkpointed
+# base ran its 6Ψ at, same shape, same machine (same document): 0.869 (7B), 0.866 (3B), 0.871 and 0.887 (8B),
+# 0.837 (1.5B, two calls).
+NO_RECOMPUTE_SHARE = 0.87
 ADAPTED_PROJECTIONS_EXTRA = 7
 # zero3: exposed per-layer cost / the layer's compute, measured 1/3 (FSDP full shard / DDP per-GPU rate 0.75)
 # for 350 M on 2 H200s (same document) at h = 1024, s·b = 16384; scaled by the layer's compute h²·s·b.
@@ -135,7 +142,8 @@ def utilisation(w: Workload) -> float:
     if w.sharding == "zero3":
         layer = w.hidden_size**2 * w.sequence_length * w.micro_batch_per_gpu
         sharding = 1.0 / (1.0 + ZERO3_EXPOSED_SHARE * ZERO3_MEASURED_LAYER / layer)
-    return DEFAULT_HARDWARE_UTILISATION[w.precision] * size * sharding
+    recompute = NO_RECOMPUTE_SHARE if w.method == "lora" and not w.activation_checkpointing else 1.0
+    return DEFAULT_HARDWARE_UTILISATION[w.precision] * size * sharding * recompute
 
 
 def adapted_width(w: Workload) -> float:
@@ -149,7 +157,7 @@ def adapter_seconds_per_token(w: Workload, bandwidth_tbps: float) -> float:
     """LoRA's memory-bound adapter passes, per token per GPU; 0 for a full fine-tune."""
     if w.method != "lora":
         return 0.0
-    return ADAPTER_BYTES * w.layers * adapted_width(w) / (bandwidth_tbps * 1e12)
+    return ADAPTER_BYTES[w.activation_checkpointing] * w.layers * adapted_width(w) / (bandwidth_tbps * 1e12)
 
 
 def seconds_per_token(w: Workload, peak_tflops: float, bandwidth_tbps: float) -> float:

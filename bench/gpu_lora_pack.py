@@ -4,6 +4,8 @@ The device tool sends the session's own checkout, not a helper's worktree, and t
 2000 characters: the script travels inside the command, comments stripped, zlib-compressed and base85-coded.
     python -m bench.gpu_lora_pack        # prints the command; its output lands in $OUT/lora.json
     python -m bench.gpu_lora_pack v      # the validation set (the script's list V), no nvidia-smi record
+    python -m bench.gpu_lora_pack 8b     # bench/gpu_lora8b.py (the 8B frozen base; bench/pack.py packs it):
+                                         # $OUT/lora8b.json and $OUT/smi.txt
 """
 
 from __future__ import annotations
@@ -14,11 +16,16 @@ import sys
 import zlib
 from pathlib import Path
 
+from bench import pack
+
 SCRIPT = Path(__file__).with_name("gpu_lora.py")
+SCRIPT_8B = Path(__file__).with_name("gpu_lora8b.py")
 LIMIT = 2000
 
 
 def command(plan: str = "") -> str:
+    if plan == "8b":
+        return pack.command(SCRIPT_8B, prefix="nvidia-smi >$OUT/smi.txt;")
     lines = [
         re.sub(r"  # .*$", "", line) for line in SCRIPT.read_text().splitlines() if not line.startswith("#")
     ]

@@ -27,6 +27,7 @@ Megatron-Turing NLG 30.2 %, PaLM 46.2 %). Unless the workload sets `mfu`, the ut
     U = DEFAULT_HARDWARE_UTILISATION[precision]
         x min(1, h / 2048) ** 0.5                   (small hidden sizes)
         x 1 / (1 + (1/3)·(1024/h)²·(16384/(s·b)))   under zero3 (FSDP full shard's per-layer cost)
+        x 0.87                                      LoRA without activation checkpointing
 
 so activation checkpointing's recompute (8 instead of 6 FLOPs per parameter-token) gives an MFU of
 0.45 x 6/8 = 0.34 for bf16. bf16: 0.45 of peak, measured on one H200 (docs/GPU-VALIDATION.md, "LoRA on
@@ -62,14 +63,28 @@ Corrections, from measured runs on H200 (docs/GPU-VALIDATION.md):
   gradient, all bound by memory traffic over the projection's input and output width, not by the rank.
   Measured: rank 16 and rank 64 ran at the same speed (7B: 8,249 and 8,228 tokens/s; 1.5B: 35,183 and
   35,160), and the time LoRA adds to the frozen base is 60.8 (7B) and 60.7 (1.5B) bytes of HBM traffic per
-  token per element of adapted width, at the datasheet's 4.8 TB/s:
+  token per element of adapted width, at the datasheet's 4.8 TB/s, checkpointed; without checkpointing,
+  whose recompute runs the adapters' forward a second time, 40. Measured as LoRA less its frozen base, same
+  shape, micro-batch and call ("LoRA on H200" and "The 8B frozen base", bench/gpu_lora8b.py): checkpointed
+  60.7 (1.5B), 59.8 (3B), 60.8 and 61.8 (7B), 64.0 (8B); not checkpointed 42.9 (1.5B), 39.6 (3B), 37.2
+  (7B), 41.4 and 37.3 (8B):
 
-      adapter seconds per token = 61 x L x W / HBM bandwidth,   W = (Ψ - 2·V·h) / (L·h) + 7·h
+      adapter seconds per token = B x L x W / HBM bandwidth,   B = 61 checkpointed, 40 not,
+                                                               W = (Ψ - 2·V·h) / (L·h) + 7·h
 
   W is the summed input and output width of a Llama block's seven projections (q, k, v, o, gate, up,
   down), all adapted (peft's "all-linear"): with P = Ψ/L per block, Σ(in + out) = P/h + 7h whatever the
   key-value heads (78,080 for Llama-2-7B, 44,032 for the 1.5B shape: both exact). Adapters on fewer
   projections cost less; the forecast then errs slow. Embeddings are taken as untied (2·V·h).
+- LoRA without activation checkpointing: the frozen base's 4·Ψ executed FLOPs ran at 0.87 of the rate the
+  checkpointed base ran its 6·Ψ at (per FLOP, the recomputed forward is cheaper than the rest of the step),
+  frozen bases without adapters, same shape and call ("The 8B frozen base"): 0.869 (7B), 0.866 (3B), 0.871
+  and 0.887 (8B), 0.837 (1.5B, two calls). Full fine-tunes are not scaled: the small-hidden correction was
+  drawn from GPT-2 runs without checkpointing (docs/FORECAST.md says why).
+- Not corrected: the 8B shape's frozen base ran 15 % over U, checkpointed (0.53 of peak by the 6·Ψ count)
+  or not (0.46-0.47 by 4·Ψ), while its adapters cost what the other shapes' do; one-factor variants put it
+  on the vocabulary (the input embedding counted in Ψ runs no matmul), the 3.5h FFN and the 8 key-value
+  heads. One U cannot hold it: its LoRA runs ran 12-18 % faster than forecast.
 A workload's own `mfu` replaces all of this (a measured MFU already holds its communication).
 
 Restarts: the watchdog stops a run after max_run_hours; segments = ceil(hours / max_run_hours), restarts =
@@ -95,9 +110,16 @@ DEFAULT_HARDWARE_UTILISATION: dict[str, float] = {
 }
 FULL_UTILISATION_HIDDEN = 2048  # hidden size from which the default applies unscaled
 SMALL_HIDDEN_EXPONENT = 0.5  # holds H200 runs at h = 768, 1024 and 2048 (docs/GPU-VALIDATION.md)
-# LoRA: HBM bytes per token per element of adapted width (docs/GPU-VALIDATION.md, "LoRA on H200": 60.8 at 7B,
-# 60.7 at 1.5B, rank 16 = rank 64) and the width of a Llama block's seven projections beyond P/h.
-ADAPTER_BYTES = 61.0
+# LoRA: HBM bytes per token per element of adapted width, with and without activation checkpointing (whose
+# recompute runs the adapters' forward pass again): LoRA less its frozen base, same shape and batch
+# (docs/GPU-VALIDATION.md, "LoRA on H200" and "The 8B frozen base"): checkpointed 60.7 (1.5B), 59.8 (3B),
+# 60.8 and 61.8 (7B), 64.0 (8B), rank 16 = rank 64; not checkpointed 42.9 (1.5B), 39.6 (3B), 37.2 (7B),
+# 41.4 and 37.3 (8B). And the width of a Llama block's seven projections beyond P/h.
+ADAPTER_BYTES = {True: 61.0, False: 40.0}  # keyed by activation_checkpointing
+# LoRA without checkpointing: its frozen base's executed FLOPs (4Ψ) ran at 0.87 of the rate the checkpointed
+# base ran its 6Ψ at, same shape, same machine (same document): 0.869 (7B), 0.866 (3B), 0.871 and 0.887 (8B),
+# 0.837 (1.5B, two calls).
+NO_RECOMPUTE_SHARE = 0.87
 ADAPTED_PROJECTIONS_EXTRA = 7
 # zero3: exposed per-layer cost / the layer's compute, measured 1/3 (FSDP full shard / DDP per-GPU rate 0.75)
 # for 350 M on 2 H200s (same document) at h = 1024, s·b = 16384; scaled by the layer's compute h²·s·b.
@@ -135,7 +157,8 @@ def utilisation(w: Workload) -> float:
     if w.sharding == "zero3":
         layer = w.hidden_size**2 * w.sequence_length * w.micro_batch_per_gpu
         sharding = 1.0 / (1.0 + ZERO3_EXPOSED_SHARE * ZERO3_MEASURED_LAYER / layer)
-    return DEFAULT_HARDWARE_UTILISATION[w.precision] * size * sharding
+    recompute = NO_RECOMPUTE_SHARE if w.method == "lora" and not w.activation_checkpointing else 1.0
+    return DEFAULT_HARDWARE_UTILISATION[w.precision] * size * sharding * recompute
 
 
 def adapted_width(w: Workload) -> float:
@@ -149,7 +172,7 @@ def adapter_seconds_per_token(w: Workload, bandwidth_tbps: float) -> float:
     """LoRA's memory-bound adapter passes, per token per GPU; 0 for a full fine-tune."""
     if w.method != "lora":
         return 0.0
-    return ADAPTER_BYTES * w.layers * adapted_width(w) / (bandwidth_tbps * 1e12)
+    return ADAPTER_BYTES[w.activation_checkpointing] * w.layers * adapted_width(w) / (bandwidth_tbps * 1e12)
 
 
 def seconds_per_token(w: Workload, peak_tflops: float, bandwidth_tbps: float) -> float:

@@ -84,6 +84,12 @@ class Bridge:
     def remove_address(self, cidr: str) -> None:
         ip("addr", "del", cidr, "dev", self.name, check=False)
 
+    def extra_addresses(self) -> list[str]:
+        """The IPv4 addresses on the bridge besides its own `cidr` (cluster gateways), CIDR form."""
+        listing = ip("-o", "-4", "addr", "show", "dev", self.name, check=False).stdout.split("\n")
+        found = [fields[3] for fields in (line.split() for line in listing) if len(fields) >= 4]
+        return [cidr for cidr in found if cidr != self.cidr]
+
 
 def veth_name(namespace: str) -> str:
     """A host-side veth name derived from the namespace (IFNAMSIZ allows 15 characters)."""

@@ -168,6 +168,14 @@ class NamespaceHosts:
         if not self.bridge.exists():
             self.bridge.create()
             self._own_bridge = True
+        elif self.slot_claim is not None and self.bridge.name == self.slot_claim.slot.bridge_name:
+            # The slot's own bridge, left by a server of this slot that was killed (the claim was stale): its
+            # cluster gateways are that server's, and would make a new cluster of ours on the same subnet
+            # look configured (or hide a subnet another interface holds). Hosts are made again by sync.
+            for stale in self.bridge.extra_addresses():
+                self.bridge.remove_address(stale)
+                log.warning("hosts: removed %s from %s, left by a killed local RunPod", stale, self.bridge.name)
+            self._own_bridge = True
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege separation directory
         log.warning("hosts: on; pods become namespaces on bridge %s (%s)", self.bridge.name, self.bridge.cidr)
 

@@ -8,14 +8,15 @@ machine with both cores busy must not turn a slow answer into a failure (issue #
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from typing import TypeVar
 
+from harness.local import DEADLINE_SCALE
+
 T = TypeVar("T")
 
-SCALE = float(os.environ.get("TRAINSTACK_TEST_DEADLINE_SCALE") or 3)
+SCALE = DEADLINE_SCALE  # one figure for the tests' deadlines and the harness's server starts
 
 
 def scaled(seconds: float) -> float:

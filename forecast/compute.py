@@ -121,6 +121,20 @@ ADAPTER_BYTES = {True: 61.0, False: 40.0}  # keyed by activation_checkpointing
 # 0.837 (1.5B, two calls).
 NO_RECOMPUTE_SHARE = 0.87
 ADAPTED_PROJECTIONS_EXTRA = 7
+# LoRA's frozen base (bf16, Llama block) as two terms, from the kernel profiles of the 8B and 7B frozen bases
+# (docs/GPU-VALIDATION.md, "The 8B frozen base" and "Two terms for the frozen base"): the matrix multiplies,
+# counted per product, ran at 811 and 813 TFLOP/s (0.82 of the 989.4 peak), the attention kernels at 0.43 and
+# 0.45 of peak (47 and 45 ms a step), and the rest is elementwise and memory-bound work, HBM bytes per token:
+# per layer 761 per element of hidden width, 304 per element of key-value width, 82 per element of FFN width,
+# and 57 per vocabulary entry for the loss, each the step-time difference of a one-factor variant of the 8B
+# (32 key-value heads; FFN 11008; vocabulary 32000) at the datasheet's 4.8 TB/s, the hidden one the
+# remainder of the 8B's own step. Without checkpointing the elementwise bytes are 0.87 of them (0.85-0.90,
+# five frozen bases).
+MATMUL_UTILISATION = 0.82
+ATTENTION_UTILISATION = 0.435
+BASE_BYTES = {"hidden": 761.0, "kv": 304.0, "ffn": 82.0, "vocab": 57.0}
+BASE_BYTES_NO_RECOMPUTE = 0.87
+ATTENTION_BACKWARD = 2.5  # FlashAttention's backward runs 5 of its forward's 2 matmuls again (Dao 2023)
 # zero3: exposed per-layer cost / the layer's compute, measured 1/3 (FSDP full shard / DDP per-GPU rate 0.75)
 # for 350 M on 2 H200s (same document) at h = 1024, s·b = 16384; scaled by the layer's compute h²·s·b.
 ZERO3_EXPOSED_SHARE = 1.0 / 3.0
@@ -152,13 +166,8 @@ def executed_flops(w: Workload) -> float:
 
 def utilisation(w: Workload) -> float:
     """U: the share of the dense peak executed FLOPs run at, scaled for a small hidden size and zero3."""
-    size = math.pow(min(1.0, w.hidden_size / FULL_UTILISATION_HIDDEN), SMALL_HIDDEN_EXPONENT)
-    sharding = 1.0
-    if w.sharding == "zero3":
-        layer = w.hidden_size**2 * w.sequence_length * w.micro_batch_per_gpu
-        sharding = 1.0 / (1.0 + ZERO3_EXPOSED_SHARE * ZERO3_MEASURED_LAYER / layer)
     recompute = NO_RECOMPUTE_SHARE if w.method == "lora" and not w.activation_checkpointing else 1.0
-    return DEFAULT_HARDWARE_UTILISATION[w.precision] * size * sharding * recompute
+    return DEFAULT_HARDWARE_UTILISATION[w.precision] * _size_share(w) * _sharding_share(w) * recompute
 
 
 def adapted_width(w: Workload) -> float:
@@ -175,12 +184,59 @@ def adapter_seconds_per_token(w: Workload, bandwidth_tbps: float) -> float:
     return ADAPTER_BYTES[w.activation_checkpointing] * w.layers * adapted_width(w) / (bandwidth_tbps * 1e12)
 
 
+def two_terms(w: Workload) -> bool:
+    """LoRA on a bf16 Llama block: its frozen base is timed as matmuls + attention + HBM traffic, not at U."""
+    return w.method == "lora" and w.precision == "bf16" and w.block == "llama"
+
+
+def frozen_base_seconds_per_token(w: Workload, peak_tflops: float, bandwidth_tbps: float) -> float:
+    """LoRA's frozen base, per token per GPU: matmul FLOPs counted per product at MATMUL_UTILISATION of the
+    peak, attention's at ATTENTION_UTILISATION, and the elementwise bytes (BASE_BYTES) at HBM bandwidth.
+
+    Per token: each block's projections 2·P per pass (forward, the recompute under checkpointing, the input
+    gradient), the LM head 2·V·h forward and input gradient (Hugging Face checkpoints only the decoder
+    layers), the input embedding none (a lookup); causal attention 2·s·h per layer forward, 2.5x that
+    backward. The workload does not carry the key-value heads, so the key-value width is taken as h (full
+    multi-head attention; grouped-query attention moves less, and the forecast errs slow) and the FFN width
+    is what the block's parameters leave: F = (P - 4h²) / 3h.
+    """
+    h, layers, vocab, ckpt = w.hidden_size, w.layers, w.vocab_size, w.activation_checkpointing
+    per_block = max(0.0, w.parameters - 2.0 * vocab * h) / layers
+    passes = 3 if ckpt else 2
+    matmul = 2.0 * passes * layers * per_block + 4.0 * vocab * h
+    attention = 2.0 * w.sequence_length * h * layers * (1 + int(ckpt) + ATTENTION_BACKWARD)
+    ffn = max(0.0, per_block - 4.0 * h * h) / (3.0 * h)
+    per_layer = BASE_BYTES["hidden"] * h + BASE_BYTES["kv"] * h + BASE_BYTES["ffn"] * ffn
+    elementwise = (
+        layers * per_layer * (1.0 if ckpt else BASE_BYTES_NO_RECOMPUTE) + BASE_BYTES["vocab"] * vocab
+    )
+    peak = peak_tflops * 1e12
+    seconds = matmul / (peak * MATMUL_UTILISATION) + attention / (peak * ATTENTION_UTILISATION)
+    seconds += elementwise / (bandwidth_tbps * 1e12)
+    return seconds / (_size_share(w) * _sharding_share(w))
+
+
+def _size_share(w: Workload) -> float:
+    return math.pow(min(1.0, w.hidden_size / FULL_UTILISATION_HIDDEN), SMALL_HIDDEN_EXPONENT)
+
+
+def _sharding_share(w: Workload) -> float:
+    if w.sharding != "zero3":
+        return 1.0
+    layer = w.hidden_size**2 * w.sequence_length * w.micro_batch_per_gpu
+    return 1.0 / (1.0 + ZERO3_EXPOSED_SHARE * ZERO3_MEASURED_LAYER / layer)
+
+
 def seconds_per_token(w: Workload, peak_tflops: float, bandwidth_tbps: float) -> float:
-    """One GPU's time per token: executed FLOPs at U plus LoRA's adapters; a given `mfu` replaces both."""
+    """One GPU's time per token: executed FLOPs at U, or LoRA's frozen base in two terms, plus LoRA's
+    adapters; a given `mfu` replaces all of it."""
     if w.mfu is not None:
         return model_flops(w) / w.tokens / (peak_tflops * 1e12 * w.mfu)
-    flops = executed_flops(w) / w.tokens / (peak_tflops * 1e12 * utilisation(w))
-    return flops + adapter_seconds_per_token(w, bandwidth_tbps)
+    if two_terms(w):
+        base = frozen_base_seconds_per_token(w, peak_tflops, bandwidth_tbps)
+    else:
+        base = executed_flops(w) / w.tokens / (peak_tflops * 1e12 * utilisation(w))
+    return base + adapter_seconds_per_token(w, bandwidth_tbps)
 
 
 def assumed_mfu(w: Workload, peak_tflops: float = 989.4, bandwidth_tbps: float = 3.35) -> float:

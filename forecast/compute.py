@@ -19,7 +19,8 @@ https://arxiv.org/abs/2001.08361, §2.1: a forward pass costs 2Ψ per token, the
     s = 4096 they add 4-8 % for 7B-70B models.
 
 Time: seconds per token per GPU = executed FLOPs per token / (dense peak[precision] x U), the peak from
-the GPU table (NVIDIA's datasheets), plus LoRA's adapter term below; wall clock = tokens x that / N x
+the GPU table (NVIDIA's datasheets), plus LoRA's adapter term below (bf16 LoRA on a Llama block times its
+frozen base in two terms instead of at U: "LoRA's frozen base" below); wall clock = tokens x that / N x
 (1 + overhead), N the job's GPUs. MFU, reported, is model FLOPs per second over peak (Chowdhery et al.
 2022, PaLM, https://arxiv.org/abs/2204.02311, §4.1 and Table 3: GPT-3 21.3 %, Gopher 32.5 %,
 Megatron-Turing NLG 30.2 %, PaLM 46.2 %). Unless the workload sets `mfu`, the utilisation of executed FLOPs is
@@ -27,7 +28,7 @@ Megatron-Turing NLG 30.2 %, PaLM 46.2 %). Unless the workload sets `mfu`, the ut
     U = DEFAULT_HARDWARE_UTILISATION[precision]
         x min(1, h / 2048) ** 0.5                   (small hidden sizes)
         x 1 / (1 + (1/3)·(1024/h)²·(16384/(s·b)))   under zero3 (FSDP full shard's per-layer cost)
-        x 0.87                                      LoRA without activation checkpointing
+        x 0.87                                      LoRA without activation checkpointing (at U)
 
 so activation checkpointing's recompute (8 instead of 6 FLOPs per parameter-token) gives an MFU of
 0.45 x 6/8 = 0.34 for bf16. bf16: 0.45 of peak, measured on one H200 (docs/GPU-VALIDATION.md, "LoRA on
@@ -76,15 +77,33 @@ Corrections, from measured runs on H200 (docs/GPU-VALIDATION.md):
   down), all adapted (peft's "all-linear"): with P = Ψ/L per block, Σ(in + out) = P/h + 7h whatever the
   key-value heads (78,080 for Llama-2-7B, 44,032 for the 1.5B shape: both exact). Adapters on fewer
   projections cost less; the forecast then errs slow. Embeddings are taken as untied (2·V·h).
-- LoRA without activation checkpointing: the frozen base's 4·Ψ executed FLOPs ran at 0.87 of the rate the
-  checkpointed base ran its 6·Ψ at (per FLOP, the recomputed forward is cheaper than the rest of the step),
+- LoRA's frozen base, bf16, Llama block: matmuls + attention + elementwise HBM traffic, not one U. The 8B
+  frozen base ran its 6·Ψ at 0.529 of peak, the 7B's at 0.459, while their kernel profiles ran the matrix
+  multiplies at the same 811-813 TFLOP/s (0.82 of peak); the rest of the step is elementwise work that
+  grows with a layer's widths, not its FLOPs (docs/GPU-VALIDATION.md, "The 8B frozen base" and "Two terms
+  for the frozen base"). So
+
+      seconds per token = M / (0.82 x peak) + A / (0.435 x peak) + E / HBM bandwidth
+      M = 2·P·L per pass (forward, recompute, input gradient) + 4·V·h (LM head), P = (Ψ - 2·V·h) / L
+      A = 2·s·h·L per causal forward, 2.5x that backward (Dao 2023, FlashAttention-2,
+          https://arxiv.org/abs/2307.08691, §4.1)
+      E = L·(761·h + 304·kv + 82·F) (x 0.87 without checkpointing) + 57·V bytes
+
+  0.435: the attention kernels' rate in the same profiles (0.43 and 0.45). The bytes are step-time
+  differences at the datasheet's 4.8 TB/s of the 8B against its one-factor variants (32 key-value heads:
+  304 per element of kv width; FFN 11008: 82 per FFN element; V 32000: 57 per vocabulary entry), 761 per
+  element of h the rest of the 8B's own step; 0.87 the elementwise time of five frozen bases without
+  checkpointing against with it (0.85-0.90). Measured, not counted: a count of Hugging Face's unfused ops
+  reaches 0.55-0.65 of the h and F figures. Held out: the 7B frozen base lands within 1 %, 1.5B and 3B
+  read 5-8 % slow, since the workload carries no key-value heads and kv is taken as h (F = (P - 4h²)/3h).
+  The small-hidden and zero3 shares divide this time as they scale U. Every LoRA run measured on H200
+  reads 1.00-1.08 (one U: 0.92-1.18).
+- LoRA without activation checkpointing, at U (fp8, or a GPT block): the frozen base's 4·Ψ executed FLOPs
+  ran at 0.87 of the rate the checkpointed base ran its 6·Ψ at (per FLOP, the recomputed forward is
+  cheaper than the rest of the step),
   frozen bases without adapters, same shape and call ("The 8B frozen base"): 0.869 (7B), 0.866 (3B), 0.871
   and 0.887 (8B), 0.837 (1.5B, two calls). Full fine-tunes are not scaled: the small-hidden correction was
   drawn from GPT-2 runs without checkpointing (docs/FORECAST.md says why).
-- Not corrected: the 8B shape's frozen base ran 15 % over U, checkpointed (0.53 of peak by the 6·Ψ count)
-  or not (0.46-0.47 by 4·Ψ), while its adapters cost what the other shapes' do; one-factor variants put it
-  on the vocabulary (the input embedding counted in Ψ runs no matmul), the 3.5h FFN and the 8 key-value
-  heads. One U cannot hold it: its LoRA runs ran 12-18 % faster than forecast.
 A workload's own `mfu` replaces all of this (a measured MFU already holds its communication).
 
 Restarts: the watchdog stops a run after max_run_hours; segments = ceil(hours / max_run_hours), restarts =
@@ -134,7 +153,7 @@ MATMUL_UTILISATION = 0.82
 ATTENTION_UTILISATION = 0.435
 BASE_BYTES = {"hidden": 761.0, "kv": 304.0, "ffn": 82.0, "vocab": 57.0}
 BASE_BYTES_NO_RECOMPUTE = 0.87
-ATTENTION_BACKWARD = 2.5  # FlashAttention's backward runs 5 of its forward's 2 matmuls again (Dao 2023)
+ATTENTION_BACKWARD = 2.5  # backward FLOPs / forward (Dao 2023, FlashAttention-2, §4.1: 5 matmuls to 2)
 # zero3: exposed per-layer cost / the layer's compute, measured 1/3 (FSDP full shard / DDP per-GPU rate 0.75)
 # for 350 M on 2 H200s (same document) at h = 1024, s·b = 16384; scaled by the layer's compute h²·s·b.
 ZERO3_EXPOSED_SHARE = 1.0 / 3.0

@@ -205,7 +205,8 @@ def test_every_frozen_base_lands_on_the_two_terms() -> None:
     """frozen_base_seconds_per_token (forecast/compute.py) against each frozen base measured: its byte
     coefficients were drawn from the 8B and its three one-factor variants; 1.5B, 3B and 7B were not used.
     The workload carries no key-value heads, so the forecast takes the key-value width as h: the shapes
-    with 32 key-value heads (7B, 8b-kv32) land within 1 %, those with 8 (1.5B, 3B, 8B) read 0.92-0.95, slow."""
+    with 32 key-value heads (7B, 8b-kv32) land within 1 %, those with 8 (1.5B, 3B, 8B) read 0.92-0.95:
+    the forecast errs slow."""
     from forecast.compute import frozen_base_seconds_per_token
 
     frozen = [r for r in RUNS if r["mode"] == "frozen"]

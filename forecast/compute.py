@@ -19,7 +19,8 @@ https://arxiv.org/abs/2001.08361, §2.1: a forward pass costs 2Ψ per token, the
     s = 4096 they add 4-8 % for 7B-70B models.
 
 Time: seconds per token per GPU = executed FLOPs per token / (dense peak[precision] x U), the peak from
-the GPU table (NVIDIA's datasheets), plus LoRA's adapter term below; wall clock = tokens x that / N x
+the GPU table (NVIDIA's datasheets), plus LoRA's adapter term below (bf16 LoRA on a Llama block times its
+frozen base in two terms instead of at U: "LoRA's frozen base" below); wall clock = tokens x that / N x
 (1 + overhead), N the job's GPUs. MFU, reported, is model FLOPs per second over peak (Chowdhery et al.
 2022, PaLM, https://arxiv.org/abs/2204.02311, §4.1 and Table 3: GPT-3 21.3 %, Gopher 32.5 %,
 Megatron-Turing NLG 30.2 %, PaLM 46.2 %). Unless the workload sets `mfu`, the utilisation of executed FLOPs is
@@ -27,7 +28,7 @@ Megatron-Turing NLG 30.2 %, PaLM 46.2 %). Unless the workload sets `mfu`, the ut
     U = DEFAULT_HARDWARE_UTILISATION[precision]
         x min(1, h / 2048) ** 0.5                   (small hidden sizes)
         x 1 / (1 + (1/3)·(1024/h)²·(16384/(s·b)))   under zero3 (FSDP full shard's per-layer cost)
-        x 0.87                                      LoRA without activation checkpointing
+        x 0.87                                      LoRA without activation checkpointing (at U)
 
 so activation checkpointing's recompute (8 instead of 6 FLOPs per parameter-token) gives an MFU of
 0.45 x 6/8 = 0.34 for bf16. bf16: 0.45 of peak, measured on one H200 (docs/GPU-VALIDATION.md, "LoRA on
@@ -76,15 +77,33 @@ Corrections, from measured runs on H200 (docs/GPU-VALIDATION.md):
   down), all adapted (peft's "all-linear"): with P = Ψ/L per block, Σ(in + out) = P/h + 7h whatever the
   key-value heads (78,080 for Llama-2-7B, 44,032 for the 1.5B shape: both exact). Adapters on fewer
   projections cost less; the forecast then errs slow. Embeddings are taken as untied (2·V·h).
-- LoRA without activation checkpointing: the frozen base's 4·Ψ executed FLOPs ran at 0.87 of the rate the
-  checkpointed base ran its 6·Ψ at (per FLOP, the recomputed forward is cheaper than the rest of the step),
+- LoRA's frozen base, bf16, Llama block: matmuls + attention + elementwise HBM traffic, not one U. The 8B
+  frozen base ran its 6·Ψ at 0.529 of peak, the 7B's at 0.459, while their kernel profiles ran the matrix
+  multiplies at the same 811-813 TFLOP/s (0.82 of peak); the rest of the step is elementwise work that
+  grows with a layer's widths, not its FLOPs (docs/GPU-VALIDATION.md, "The 8B frozen base" and "Two terms
+  for the frozen base"). So
+
+      seconds per token = M / (0.82 x peak) + A / (0.435 x peak) + E / HBM bandwidth
+      M = 2·P·L per pass (forward, recompute, input gradient) + 4·V·h (LM head), P = (Ψ - 2·V·h) / L
+      A = 2·s·h·L per causal forward, 2.5x that backward (Dao 2023, FlashAttention-2,
+          https://arxiv.org/abs/2307.08691, §4.1)
+      E = L·(761·h + 304·kv + 82·F) (x 0.87 without checkpointing) + 57·V bytes
+
+  0.435: the attention kernels' rate in the same profiles (0.43 and 0.45). The bytes are step-time
+  differences at the datasheet's 4.8 TB/s of the 8B against its one-factor variants (32 key-value heads:
+  304 per element of kv width; FFN 11008: 82 per FFN element; V 32000: 57 per vocabulary entry), 761 per
+  element of h the rest of the 8B's own step; 0.87 the elementwise time of five frozen bases without
+  checkpointing against with it (0.85-0.90). Measured, not counted: a count of Hugging Face's unfused ops
+  reaches 0.55-0.65 of the h and F figures. Held out: the 7B frozen base lands within 1 %, 1.5B and 3B
+  read 5-8 % slow, since the workload carries no key-value heads and kv is taken as h (F = (P - 4h²)/3h).
+  The small-hidden and zero3 shares divide this time as they scale U. Every LoRA run measured on H200
+  reads 1.00-1.08 (one U: 0.92-1.18).
+- LoRA without activation checkpointing, at U (fp8, or a GPT block): the frozen base's 4·Ψ executed FLOPs
+  ran at 0.87 of the rate the checkpointed base ran its 6·Ψ at (per FLOP, the recomputed forward is
+  cheaper than the rest of the step),
   frozen bases without adapters, same shape and call ("The 8B frozen base"): 0.869 (7B), 0.866 (3B), 0.871
   and 0.887 (8B), 0.837 (1.5B, two calls). Full fine-tunes are not scaled: the small-hidden correction was
   drawn from GPT-2 runs without checkpointing (docs/FORECAST.md says why).
-- Not corrected: the 8B shape's frozen base ran 15 % over U, checkpointed (0.53 of peak by the 6·Ψ count)
-  or not (0.46-0.47 by 4·Ψ), while its adapters cost what the other shapes' do; one-factor variants put it
-  on the vocabulary (the input embedding counted in Ψ runs no matmul), the 3.5h FFN and the 8 key-value
-  heads. One U cannot hold it: its LoRA runs ran 12-18 % faster than forecast.
 A workload's own `mfu` replaces all of this (a measured MFU already holds its communication).
 
 Restarts: the watchdog stops a run after max_run_hours; segments = ceil(hours / max_run_hours), restarts =
@@ -121,6 +140,20 @@ ADAPTER_BYTES = {True: 61.0, False: 40.0}  # keyed by activation_checkpointing
 # 0.837 (1.5B, two calls).
 NO_RECOMPUTE_SHARE = 0.87
 ADAPTED_PROJECTIONS_EXTRA = 7
+# LoRA's frozen base (bf16, Llama block) as two terms, from the kernel profiles of the 8B and 7B frozen bases
+# (docs/GPU-VALIDATION.md, "The 8B frozen base" and "Two terms for the frozen base"): the matrix multiplies,
+# counted per product, ran at 811 and 813 TFLOP/s (0.82 of the 989.4 peak), the attention kernels at 0.43 and
+# 0.45 of peak (47 and 45 ms a step), and the rest is elementwise and memory-bound work, HBM bytes per token:
+# per layer 761 per element of hidden width, 304 per element of key-value width, 82 per element of FFN width,
+# and 57 per vocabulary entry for the loss, each the step-time difference of a one-factor variant of the 8B
+# (32 key-value heads; FFN 11008; vocabulary 32000) at the datasheet's 4.8 TB/s, the hidden one the
+# remainder of the 8B's own step. Without checkpointing the elementwise bytes are 0.87 of them (0.85-0.90,
+# five frozen bases).
+MATMUL_UTILISATION = 0.82
+ATTENTION_UTILISATION = 0.435
+BASE_BYTES = {"hidden": 761.0, "kv": 304.0, "ffn": 82.0, "vocab": 57.0}
+BASE_BYTES_NO_RECOMPUTE = 0.87
+ATTENTION_BACKWARD = 2.5  # backward FLOPs / forward (Dao 2023, FlashAttention-2, §4.1: 5 matmuls to 2)
 # zero3: exposed per-layer cost / the layer's compute, measured 1/3 (FSDP full shard / DDP per-GPU rate 0.75)
 # for 350 M on 2 H200s (same document) at h = 1024, s·b = 16384; scaled by the layer's compute h²·s·b.
 ZERO3_EXPOSED_SHARE = 1.0 / 3.0
@@ -152,13 +185,8 @@ def executed_flops(w: Workload) -> float:
 
 def utilisation(w: Workload) -> float:
     """U: the share of the dense peak executed FLOPs run at, scaled for a small hidden size and zero3."""
-    size = math.pow(min(1.0, w.hidden_size / FULL_UTILISATION_HIDDEN), SMALL_HIDDEN_EXPONENT)
-    sharding = 1.0
-    if w.sharding == "zero3":
-        layer = w.hidden_size**2 * w.sequence_length * w.micro_batch_per_gpu
-        sharding = 1.0 / (1.0 + ZERO3_EXPOSED_SHARE * ZERO3_MEASURED_LAYER / layer)
     recompute = NO_RECOMPUTE_SHARE if w.method == "lora" and not w.activation_checkpointing else 1.0
-    return DEFAULT_HARDWARE_UTILISATION[w.precision] * size * sharding * recompute
+    return DEFAULT_HARDWARE_UTILISATION[w.precision] * _size_share(w) * _sharding_share(w) * recompute
 
 
 def adapted_width(w: Workload) -> float:
@@ -175,12 +203,59 @@ def adapter_seconds_per_token(w: Workload, bandwidth_tbps: float) -> float:
     return ADAPTER_BYTES[w.activation_checkpointing] * w.layers * adapted_width(w) / (bandwidth_tbps * 1e12)
 
 
+def two_terms(w: Workload) -> bool:
+    """LoRA on a bf16 Llama block: its frozen base is timed as matmuls + attention + HBM traffic, not at U."""
+    return w.method == "lora" and w.precision == "bf16" and w.block == "llama"
+
+
+def frozen_base_seconds_per_token(w: Workload, peak_tflops: float, bandwidth_tbps: float) -> float:
+    """LoRA's frozen base, per token per GPU: matmul FLOPs counted per product at MATMUL_UTILISATION of the
+    peak, attention's at ATTENTION_UTILISATION, and the elementwise bytes (BASE_BYTES) at HBM bandwidth.
+
+    Per token: each block's projections 2·P per pass (forward, the recompute under checkpointing, the input
+    gradient), the LM head 2·V·h forward and input gradient (Hugging Face checkpoints only the decoder
+    layers), the input embedding none (a lookup); causal attention 2·s·h per layer forward, 2.5x that
+    backward. The workload does not carry the key-value heads, so the key-value width is taken as h (full
+    multi-head attention; grouped-query attention moves less, and the forecast errs slow) and the FFN width
+    is what the block's parameters leave: F = (P - 4h²) / 3h.
+    """
+    h, layers, vocab, ckpt = w.hidden_size, w.layers, w.vocab_size, w.activation_checkpointing
+    per_block = max(0.0, w.parameters - 2.0 * vocab * h) / layers
+    passes = 3 if ckpt else 2
+    matmul = 2.0 * passes * layers * per_block + 4.0 * vocab * h
+    attention = 2.0 * w.sequence_length * h * layers * (1 + int(ckpt) + ATTENTION_BACKWARD)
+    ffn = max(0.0, per_block - 4.0 * h * h) / (3.0 * h)
+    per_layer = BASE_BYTES["hidden"] * h + BASE_BYTES["kv"] * h + BASE_BYTES["ffn"] * ffn
+    elementwise = (
+        layers * per_layer * (1.0 if ckpt else BASE_BYTES_NO_RECOMPUTE) + BASE_BYTES["vocab"] * vocab
+    )
+    peak = peak_tflops * 1e12
+    seconds = matmul / (peak * MATMUL_UTILISATION) + attention / (peak * ATTENTION_UTILISATION)
+    seconds += elementwise / (bandwidth_tbps * 1e12)
+    return seconds / (_size_share(w) * _sharding_share(w))
+
+
+def _size_share(w: Workload) -> float:
+    return math.pow(min(1.0, w.hidden_size / FULL_UTILISATION_HIDDEN), SMALL_HIDDEN_EXPONENT)
+
+
+def _sharding_share(w: Workload) -> float:
+    if w.sharding != "zero3":
+        return 1.0
+    layer = w.hidden_size**2 * w.sequence_length * w.micro_batch_per_gpu
+    return 1.0 / (1.0 + ZERO3_EXPOSED_SHARE * ZERO3_MEASURED_LAYER / layer)
+
+
 def seconds_per_token(w: Workload, peak_tflops: float, bandwidth_tbps: float) -> float:
-    """One GPU's time per token: executed FLOPs at U plus LoRA's adapters; a given `mfu` replaces both."""
+    """One GPU's time per token: executed FLOPs at U, or LoRA's frozen base in two terms, plus LoRA's
+    adapters; a given `mfu` replaces all of it."""
     if w.mfu is not None:
         return model_flops(w) / w.tokens / (peak_tflops * 1e12 * w.mfu)
-    flops = executed_flops(w) / w.tokens / (peak_tflops * 1e12 * utilisation(w))
-    return flops + adapter_seconds_per_token(w, bandwidth_tbps)
+    if two_terms(w):
+        base = frozen_base_seconds_per_token(w, peak_tflops, bandwidth_tbps)
+    else:
+        base = executed_flops(w) / w.tokens / (peak_tflops * 1e12 * utilisation(w))
+    return base + adapter_seconds_per_token(w, bandwidth_tbps)
 
 
 def assumed_mfu(w: Workload, peak_tflops: float = 989.4, bandwidth_tbps: float = 3.35) -> float:

@@ -10,6 +10,7 @@ from forecast.compute import (
     adapter_seconds_per_token,
     assumed_mfu,
     executed_flops,
+    frozen_base_seconds_per_token,
     model_flops,
 )
 from tests.forecast.factories import A100, H100, SEVEN_B, deployment, inp
@@ -128,7 +129,7 @@ def test_lora_adapter_width_is_exact_for_llama_2_7b() -> None:
 
 def test_lora_adds_memory_bound_adapter_time_by_hand() -> None:
     """40 bytes (61 checkpointed) x L x W per token over the HBM bandwidth; none for a full fine-tune; not set
-    by the rank; without checkpointing the frozen base runs at 0.87 of the default U."""
+    by the rank; added to the frozen base's two terms."""
     w = SEVEN_B._replace(parameters=6_738_415_616.0, method="lora", trainable_fraction=0.006)
     expected = 40.0 * 32 * adapted_width(w) / 3.35e12
     assert adapter_seconds_per_token(w, 3.35) == pytest.approx(expected)
@@ -137,10 +138,35 @@ def test_lora_adds_memory_bound_adapter_time_by_hand() -> None:
     checkpointed = w._replace(activation_checkpointing=True)
     assert adapter_seconds_per_token(checkpointed, 3.35) == pytest.approx(expected * 61.0 / 40.0)
     c = forecast(inp(w, deployment(H100, gpus=1))).compute
-    base = executed_flops(w) / w.tokens / (989.4e12 * 0.45 * 0.87)  # the frozen base's work, no recompute
+    base = frozen_base_seconds_per_token(w, 989.4, 3.35)
     assert 1 / c.tokens_per_gpu_second == pytest.approx(base + expected)
     assert c.mfu == pytest.approx(model_flops(w) / w.tokens * c.tokens_per_gpu_second / 989.4e12)
     c = forecast(inp(checkpointed, deployment(H100, gpus=1))).compute
-    base = executed_flops(checkpointed) / w.tokens / (989.4e12 * 0.45)  # with the recompute, the default U
+    base = frozen_base_seconds_per_token(checkpointed, 989.4, 3.35)
     assert 1 / c.tokens_per_gpu_second == pytest.approx(base + expected * 61.0 / 40.0)
     assert forecast(inp(w, deployment(H100, gpus=1), mfu=0.3)).compute.mfu == 0.3  # a measured MFU holds it
+
+
+def test_lora_frozen_base_in_two_terms_by_hand() -> None:
+    """Llama-2-7B (P = 202,383,488 a block, FFN 11008 from P, 32 KV heads), s 2048, on an H200 (989.4 TFLOP/s,
+    4.8 TB/s): matmuls at 0.82 of peak, attention at 0.435, the elementwise bytes at HBM bandwidth."""
+    w = SEVEN_B._replace(parameters=6_738_415_616.0, method="lora", trainable_fraction=0.006)
+    per_block, h = 202_383_488, 4096
+    mm_plain = 2 * 2 * 32 * per_block + 4 * 32000 * h  # forward + input gradient; the LM head, not the lookup
+    att_plain = 2 * 2048 * h * 32 * (1 + 2.5)
+    bytes_plain = 32 * (761 * h + 304 * h + 82 * 11008) * 0.87 + 57 * 32000
+    by_hand = mm_plain / (0.82 * 989.4e12) + att_plain / (0.435 * 989.4e12) + bytes_plain / 4.8e12
+    assert frozen_base_seconds_per_token(w, 989.4, 4.8) == pytest.approx(
+        by_hand, rel=1e-5
+    )  # P holds the norms
+    ckpt = w._replace(activation_checkpointing=True)  # the recompute: one more pass of matmuls and attention
+    mm_ckpt = mm_plain + 2 * 32 * per_block
+    att_ckpt = 2 * 2048 * h * 32 * (2 + 2.5)
+    bytes_ckpt = 32 * (761 * h + 304 * h + 82 * 11008) + 57 * 32000
+    by_hand = mm_ckpt / (0.82 * 989.4e12) + att_ckpt / (0.435 * 989.4e12) + bytes_ckpt / 4.8e12
+    assert frozen_base_seconds_per_token(ckpt, 989.4, 4.8) == pytest.approx(by_hand, rel=1e-5)
+    # 89.0 and 89.6 µs a token measured for this base on an H200 (docs/GPU-VALIDATION.md)
+    assert 1e6 * by_hand == pytest.approx(89.3, abs=1.0)
+    # full fine-tunes and other precisions keep the one utilisation U
+    full = forecast(inp(ckpt._replace(method="full", trainable_fraction=1.0), deployment(H100, gpus=1)))
+    assert full.compute.mfu == pytest.approx(0.45 * 6 / 8)

@@ -46,9 +46,9 @@ TORCH_VENV = cache_dir() / "torch-venv"
 INTERVAL_S = 300.0  # trainstack:supervisor.interval_min (5), the default
 NODES = 4
 # The job's length and its pace against the emulator's clock: a round of training stands for at least
-# STEPS_PER_ROUND steps (Scenario.tick). 1,200 steps leave room for three faults and their resumes on an idle
+# STEPS_PER_ROUND steps (Scenario.tick). 1,500 steps leave room for three faults and their resumes on an idle
 # machine (the job steps on during every round) and end within ~10 rounds of the last recovery.
-STEPS = 1200
+STEPS = 1500
 STEPS_PER_ROUND = 100
 # The job: a tiny model (train/train.py), long enough to outlive three recoveries on a loaded machine.
 NODE_ENV = {
@@ -215,9 +215,10 @@ def environment(values: dict[str, str]) -> Iterator[None]:
 class Storm:
     """One scenario on its own bridge, moto, local RunPod with hosts and Pulumi backend (removed after)."""
 
-    def __init__(self, root: Path, steps: int) -> None:
+    def __init__(self, root: Path, steps: int, run_hours: float = 0.0) -> None:
         self.root = root
         self.steps = steps
+        self.run_hours = run_hours
         self.bridge: Bridge  # on a local RunPod address slot of its own (emulator/netslot.py), in start()
         self.replay = root / "gpus"  # TRAINSTACK_AGENT_REPLAY_DIR: each node's GPU readings
         self.receiver = Receiver()
@@ -282,6 +283,15 @@ class Storm:
         self.runpod.admin.limits(spendLimit=300)  # stacks/Pulumi.local-cpu.yaml's raised limit
         self.config("trainstack:s3EndpointUrl", moto.endpoint_url)
         self.config("trainstack:cluster.nodes", str(NODES), path=True)
+        # The run lasts ~2 h on the emulator's clock (20-odd rounds 5 min apart, plus the real time of `up`
+        # and the recoveries), local-cpu's max_run_hours is 1, and a run is never longer than that for the
+        # supervisor (its recovery records and replaced ids are read that far back): the stack says 3 h, as
+        # a stack with a run that long would. An emulated long run (`run_hours`) says its own length, and
+        # its cost cap covers it (an hour at local-cpu's 4-node price, $127.69, with room).
+        hours = max(3, int(self.run_hours) + 3)
+        self.config("trainstack:training.max_run_hours", str(hours), path=True)
+        if hours > 3:
+            self.config("trainstack:run.max_cost_usd", str(200 * hours), path=True)
         # The aggregator evaluates every 3 s (as JSON: `--path` would store 0.05 as text).
         self.config("trainstack:alerts", json.dumps({"interval_min": 0.05}))
         for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
@@ -400,12 +410,15 @@ def _losses(lines: list[dict[str, Any]]) -> dict[int, float]:
 class Scenario:
     """Drives the rounds and the faults; every wait is on an event with a deadline."""
 
-    def __init__(self, storm: Storm, result: Result, steps_per_round: int) -> None:
+    def __init__(
+        self, storm: Storm, result: Result, steps_per_round: int, ends_at: float | None = None
+    ) -> None:
         from supervisor.cli import Round
 
         self.storm = storm
         self.result = result
         self.steps_per_round = steps_per_round
+        self.ends_at = ends_at  # an emulated long run's end on the emulator's clock (bench only)
         self.admin = storm.runpod.admin
         self.round = Round(STACK, storm.cli.project, s3=storm.s3, clock=self.admin.now, log=self._log)
         self.losses: dict[int, float] = {}  # every loss node 0 logged, by step, across the jobs
@@ -420,7 +433,7 @@ class Scenario:
     def _finished(self) -> bool:
         return "run state finished" in self.storm.log(0, self.current[0]["pod_id"])
 
-    def tick(self, wait_for_progress: bool = True) -> tuple[str, tuple[str, ...], str]:
+    def tick(self, wait_for_progress: bool = True, extra_s: float = 0.0) -> tuple[str, tuple[str, ...], str]:
         """5 minutes on the emulator's clock (of training, when `wait_for_progress`), then one round.
 
         A round of training stands for `steps_per_round` steps of the job (or its end): the emulator's clock
@@ -437,7 +450,7 @@ class Scenario:
                 240,
                 self.diagnose,
             )
-        self.admin.advance(INTERVAL_S)
+        self.admin.advance(INTERVAL_S + extra_s)
         record = self.round.run_once()
         kinds = (record.decision.kind, record.done)
         self.result.rounds.append(kinds)
@@ -527,6 +540,11 @@ class Scenario:
             for _ in range(chunks[2]):
                 self.tick()
             self.xid()
+        if self.ends_at is not None:  # the rest of a long run: its healthy middle, in one stride of the clock
+            left = (self.storm.steps - (self.storm.agg_step() or 0)) / self.steps_per_round + 2
+            self.tick(
+                wait_for_progress=True, extra_s=max(0.0, self.ends_at - self.admin.now() - left * INTERVAL_S)
+            )
         self.collect_losses()
         self.finish()
 
@@ -686,6 +704,7 @@ def run(
     healthy_rounds: int = 8,
     steps: int = STEPS,
     steps_per_round: int = STEPS_PER_ROUND,
+    run_hours: float = 0.0,
 ) -> Result:
     """The whole scenario; everything it made is removed at the end, on failure too."""
     why = missing()
@@ -693,11 +712,15 @@ def run(
         raise StormFailed(f"the storm cannot run here: {why}")
     started = time.monotonic()
     result = Result(faults=faults, steps=steps)
-    storm = Storm(root, steps)
+    storm = Storm(root, steps, run_hours)
     try:
         storm.start()
+        started_at = storm.runpod.admin.now()
         with environment(storm.cli.env()):
-            scenario = Scenario(storm, result, steps_per_round)
+            # An emulated long run: the scenario's own ~2 h, then the clock moved on to `run_hours` in one
+            # stride while the job trains (the ledger's accounting is the same: it sees steps on both sides).
+            ends_at = started_at + run_hours * 3600 if run_hours else None
+            scenario = Scenario(storm, result, steps_per_round, ends_at)
             try:
                 scenario.run(healthy_rounds)
             finally:
@@ -729,10 +752,14 @@ def section(runs: dict[str, dict[str, Any]], command: str) -> str:
         "",
         "Written by `bench/storm.py`, as root on the local RunPod with emulated hosts: a 4-node CPU Instant",
         "Cluster (local-cpu) trains a tiny model while the supervisor's rounds run 5 min apart on the",
-        "emulator's clock (a round of healthy training waits for the job to step on, so each stands for 5",
-        "min of training). Storm: a node's host killed, one rank SIGSTOPped, an XID on a node. The ledger",
-        "is the supervisor's own (`scripts/supervise --report`), compared with the emulator's bill read in",
-        f"the same round. Command: `{command}`.",
+        "emulator's clock (a round of healthy training waits for the job to step on by `--steps-per-round`",
+        "steps, so each stands for 5 min of training). Storm: a node's host killed, one rank SIGSTOPped, an",
+        "XID on a node. The ledger is the supervisor's own (`scripts/supervise --report`), compared with",
+        "RunPod's bill as its last round read it (every cluster of the run). With `--run-hours H` the run is",
+        "emulated at H hours: after the faults, one round moves the emulator's clock on in a single stride",
+        "while the job trains (the ledger counts that stride as it counts any round: steps on both sides,",
+        "so productive); the boot, the faults and the end are the real scenario's. Command:",
+        f"`{command}`.",
         "",
         "| run | rounds | billed GPU-h | goodput | target | productive / boot / gate+burn-in / checkpoint / "
         "lost / recovery / idle GPU-h | ledger vs bill | wall |",
@@ -766,11 +793,10 @@ def section(runs: dict[str, dict[str, Any]], command: str) -> str:
 
 
 def splice(doc: str, text: str) -> str:
-    """`doc` with its storm section replaced by `text` (appended when it has none)."""
-    if BEGIN in doc and END in doc:
-        head, rest = doc.split(BEGIN, 1)
-        return head + text + rest.split(END, 1)[1]
-    return doc.rstrip("\n") + "\n\n" + text + "\n"
+    """`doc` with its storm section replaced by `text` (bench/report.py's splice_section)."""
+    from bench.report import splice_section
+
+    return splice_section(doc, text, BEGIN, END)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -785,6 +811,13 @@ def main(argv: list[str] | None = None) -> int:
         default=STEPS_PER_ROUND,
         help="the steps a round of training stands for",
     )
+    p.add_argument(
+        "--run-hours",
+        type=float,
+        default=0.0,
+        help="emulate a run this long: after the faults the emulator's clock moves on in one stride while "
+        "the job trains (0: the scenario's own ~2 h)",
+    )
     p.add_argument("--out", type=Path, help="the figures as JSON (a run not repeated is kept)")
     p.add_argument("--doc", type=Path, help="splice the section into this Markdown file")
     args = p.parse_args(argv)
@@ -794,7 +827,9 @@ def main(argv: list[str] | None = None) -> int:
     stored: dict[str, Any] = json.loads(args.out.read_text()) if args.out and args.out.exists() else {}
     for faults in wanted:
         with tempfile.TemporaryDirectory(prefix="trainstack-storm-") as tmp:
-            result = run(Path(tmp), faults, args.healthy_rounds, args.steps, args.steps_per_round)
+            result = run(
+                Path(tmp), faults, args.healthy_rounds, args.steps, args.steps_per_round, args.run_hours
+            )
         stored["storm" if faults else "no_faults"] = result.to_json()
         print(result.ledger.get("table", ""))
         for r in result.recoveries:
@@ -807,6 +842,7 @@ def main(argv: list[str] | None = None) -> int:
         command = (
             f"sudo scripts/bench --storm --healthy-rounds {args.healthy_rounds} --steps {args.steps} "
             f"--steps-per-round {args.steps_per_round}"
+            + (f" --run-hours {args.run_hours:g}" if args.run_hours else "")
         )
         args.doc.write_text(splice(args.doc.read_text(), section(stored, command)))
     return 0

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
 
-from supervisor.faults import Attempt
+from supervisor.faults import HALTED, Attempt
 from supervisor.model import RoundRecord
 
 CATEGORIES = ("productive", "provisioning", "health", "checkpoint", "lost", "recovery", "idle")
@@ -199,6 +199,12 @@ def _pods(record: RoundRecord) -> frozenset[str] | None:
     return frozenset(n.pod_id for n in fleet.nodes) if fleet and fleet.nodes else None
 
 
+def _halted(record: RoundRecord) -> frozenset[str]:
+    """The pods RunPod reported gone, exited or failed this round: RunPod bills them no GPU any more."""
+    fleet = record.observation.fleet
+    return frozenset(n.pod_id for n in (fleet.nodes if fleet else ()) if n.status in HALTED)
+
+
 def _created(record: RoundRecord) -> list[float]:
     fleet = record.observation.fleet
     return [n.created_at for n in (fleet.nodes if fleet else ()) if n.created_at is not None]
@@ -210,7 +216,7 @@ def _same_compute(a: RoundRecord, b: RoundRecord) -> bool:
     if a.observation.nodes != b.observation.nodes:
         return False
     pa, pb = _pods(a), _pods(b)
-    return pa is None or pb is None or pa == pb
+    return (pa is None or pb is None or pa == pb) and _halted(a) == _halted(b)
 
 
 def _released(
@@ -250,7 +256,11 @@ def inputs_from_rounds(
         if k + 1 < len(groups):
             after = groups[k + 1]
             end = after[0].observation.at
-            if after[0].observation.nodes == nodes:  # replaced: the old compute's bill ended at its delete
+            if _pods(after[0]) == _pods(group[0]) and _halted(after[0]) > _halted(group[0]):
+                # A pod lost (its host died, a spot pod taken back): RunPod billed it until it went, some time
+                # after the last round that saw it running; the ledger stops it there (round granularity).
+                end = group[-1].observation.at
+            elif after[0].observation.nodes == nodes:  # replaced: the old compute's bill ended at its delete
                 end = _released(group, after, attempts) or end
         # RunPod bills from a pod's creation, often minutes before the first round saw it: the span starts
         # there (never before the round that saw the compute gone, or the end of the span it replaced).
@@ -263,7 +273,9 @@ def inputs_from_rounds(
                 floor = start  # more or fewer nodes: the round that saw the change is where it began
         if created:
             start = max(min(start, min(created)), floor)
-        compute.append(Span(start, end, nodes * gpus_per_node))
+        pods = _pods(group[0]) or frozenset()
+        live = nodes - len(_halted(group[0]) & pods)
+        compute.append(Span(start, end, live * gpus_per_node))
         answered = [
             r.observation.at
             for r in group

@@ -198,3 +198,29 @@ def test_a_replaced_cluster_bills_until_its_delete_and_its_successor_from_its_cr
     assert inputs_from_rounds(same, [Attempt(1 * H, "stalled", (), None, "done")], 8).compute == (
         Span(0, 2 * H, 32),
     )
+
+
+def test_a_lost_pod_stops_billing_at_the_last_round_that_saw_it_running() -> None:
+    """A host died: RunPod (the local RunPod's meter too) bills the lost pod no more, while its cluster's
+    other pods bill on until the replace. The ledger counts its GPUs until the last round that saw it running,
+    then only the others', then the new cluster from its creation."""
+    from dataclasses import replace
+
+    from supervisor.faults import Fleet, NodeFacts
+
+    def pods(record: RoundRecord, prefix: str, at: float, lost: int | None = None) -> RoundRecord:
+        nodes = tuple(
+            NodeFacts(
+                i, f"{prefix}{i}", i != lost, created_at=at, status="TERMINATED" if i == lost else "RUNNING"
+            )
+            for i in range(4)
+        )
+        return replace(record, observation=replace(record.observation, fleet=Fleet("cluster", (), nodes)))
+
+    rounds = [pods(rec(0, 4, 0), "a", 0.0), pods(rec(1, 4, 100), "a", 0.0)]
+    rounds += [pods(rec(2, 4, 100), "a", 0.0, lost=3)]  # seen gone at 2 h, and the cluster replaced
+    rounds += [pods(rec(3, 4, 100), "b", 2.5 * H), pods(rec(4, 4, 200), "b", 2.5 * H)]
+    replaced = Attempt(2 * H, "node_lost", (), None, "done", released_at=2.2 * H)
+    inputs = inputs_from_rounds(rounds, [replaced], gpus_per_node=8)
+    assert inputs.compute == (Span(0, 1 * H, 32), Span(1 * H, 2.2 * H, 24), Span(2.5 * H, 4 * H, 32))
+    assert build(inputs).billed_gpu_seconds / H == pytest.approx(32 + 1.2 * 24 + 1.5 * 32)

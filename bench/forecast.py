@@ -319,11 +319,11 @@ def section(res: dict[str, Any]) -> str:
 
 
 def splice(doc: str, text: str) -> str:
-    """`doc` with its forecast section replaced by `text` (appended when it has none)."""
-    if BEGIN in doc and END in doc:
-        head, rest = doc.split(BEGIN, 1)
-        return head + text + rest.split(END, 1)[1]
-    return doc.rstrip("\n") + "\n\n" + text + "\n"
+    """`doc` with its forecast section replaced by `text` (bench/report.py's splice_section; imported here,
+    as bench/report.py imports this module)."""
+    from bench.report import splice_section
+
+    return splice_section(doc, text, BEGIN, END)
 
 
 def main(argv: list[str] | None = None) -> int:

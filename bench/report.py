@@ -18,6 +18,17 @@ from bench.stats import Fit, Spread, at_scale_one, linear_fit, spread, table
 VERBS = ("preview (empty)", "up", "preview (no-op)", "up (no-op)", "refresh", "destroy")
 
 
+def splice_section(doc: str, text: str, begin: str, end: str) -> str:
+    """`doc` (docs/PERFORMANCE.md) with its section between the `begin` and `end` markers replaced by `text`
+    (which carries the markers itself), or `text` appended when the doc has no such section: the one way
+    each benchmark (bench/storm.py, bench/supervisor.py, bench/forecast.py) writes its own part of the file,
+    keeping the rest as it is."""
+    if begin in doc and end in doc:
+        head, rest = doc.split(begin, 1)
+        return head + text + rest.split(end, 1)[1]
+    return doc.rstrip("\n") + "\n\n" + text + "\n"
+
+
 def _walls(runs: Sequence[Mapping[str, Any]]) -> list[float]:
     return [float(r["wall_s"]) for r in runs]
 

@@ -31,8 +31,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from common.cachedir import cache_dir
-from emulator import hostnet
+from emulator import hostnet, netslot
 from emulator.hostnet import Bridge
+from harness.deadlines import scaled
 from harness.local import FAST_ARGS, LocalRunPod, start_local_runpod, start_moto_s3
 from harness.pulumi_cli import REPO, Pulumi
 from ops.workspace import prepare
@@ -44,6 +45,11 @@ PREFIX = f"trainstack/{STACK}/"
 TORCH_VENV = cache_dir() / "torch-venv"
 INTERVAL_S = 300.0  # trainstack:supervisor.interval_min (5), the default
 NODES = 4
+# The job's length and its pace against the emulator's clock: a round of training stands for at least
+# STEPS_PER_ROUND steps (Scenario.tick). 1,500 steps leave room for three faults and their resumes on an idle
+# machine (the job steps on during every round) and end within ~10 rounds of the last recovery.
+STEPS = 1500
+STEPS_PER_ROUND = 100
 # The job: a tiny model (train/train.py), long enough to outlive three recoveries on a loaded machine.
 NODE_ENV = {
     "AWS_DEFAULT_REGION": "us-east-1",
@@ -61,14 +67,16 @@ class StormFailed(AssertionError):
 
 
 def wait_for(check: Callable[[], T | None], what: str, timeout_s: float, log: Callable[[], str]) -> T:
-    """`check()`'s first truthy answer within the deadline (an event, never a judged duration)."""
-    deadline = time.monotonic() + timeout_s
+    """`check()`'s first truthy answer within the deadline (an event, never a judged duration). The deadline
+    is what an idle machine needs, stretched by TRAINSTACK_TEST_DEADLINE_SCALE (harness/deadlines.py)."""
+    limit = scaled(timeout_s)
+    deadline = time.monotonic() + limit
     while True:
         found = check()
         if found:
             return found
         if time.monotonic() >= deadline:
-            raise StormFailed(f"{what}: not within {timeout_s:.0f} s\n{log()}")
+            raise StormFailed(f"{what}: not within {limit:.0f} s\n{log()}")
         time.sleep(0.5)
 
 
@@ -207,10 +215,11 @@ def environment(values: dict[str, str]) -> Iterator[None]:
 class Storm:
     """One scenario on its own bridge, moto, local RunPod with hosts and Pulumi backend (removed after)."""
 
-    def __init__(self, root: Path, cidr: str, bridge_name: str, steps: int) -> None:
+    def __init__(self, root: Path, steps: int, run_hours: float = 0.0) -> None:
         self.root = root
         self.steps = steps
-        self.bridge = Bridge(bridge_name, cidr)
+        self.run_hours = run_hours
+        self.bridge: Bridge  # on a local RunPod address slot of its own (emulator/netslot.py), in start()
         self.replay = root / "gpus"  # TRAINSTACK_AGENT_REPLAY_DIR: each node's GPU readings
         self.receiver = Receiver()
         self._stack: list[Callable[[], None]] = [self.receiver.close]
@@ -218,7 +227,10 @@ class Storm:
     # --- setup and teardown -------------------------------------------------------------------------------
     def start(self) -> None:
         root = self.root
-        self.bridge.remove()
+        slot = netslot.claim()  # 10.250.N.1/24, apart from every other hosts test's or demo's bridge
+        self._stack.append(slot.release)
+        self.bridge = Bridge(f"tss{os.getpid() % 100000}", slot.slot.bridge_cidr)
+        self.bridge.remove()  # a leftover of a killed run with the same pid
         self.bridge.create()
         self._stack.append(self._remove_bridge)
         self.replay.mkdir(parents=True, exist_ok=True)
@@ -271,6 +283,15 @@ class Storm:
         self.runpod.admin.limits(spendLimit=300)  # stacks/Pulumi.local-cpu.yaml's raised limit
         self.config("trainstack:s3EndpointUrl", moto.endpoint_url)
         self.config("trainstack:cluster.nodes", str(NODES), path=True)
+        # The run lasts ~2 h on the emulator's clock (20-odd rounds 5 min apart, plus the real time of `up`
+        # and the recoveries), local-cpu's max_run_hours is 1, and a run is never longer than that for the
+        # supervisor (its recovery records and replaced ids are read that far back): the stack says 3 h, as
+        # a stack with a run that long would. An emulated long run (`run_hours`) says its own length, and
+        # its cost cap covers it (an hour at local-cpu's 4-node price, $127.69, with room).
+        hours = max(3, int(self.run_hours) + 3)
+        self.config("trainstack:training.max_run_hours", str(hours), path=True)
+        if hours > 3:
+            self.config("trainstack:run.max_cost_usd", str(200 * hours), path=True)
         # The aggregator evaluates every 3 s (as JSON: `--path` would store 0.05 as text).
         self.config("trainstack:alerts", json.dumps({"interval_min": 0.05}))
         for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
@@ -389,11 +410,15 @@ def _losses(lines: list[dict[str, Any]]) -> dict[int, float]:
 class Scenario:
     """Drives the rounds and the faults; every wait is on an event with a deadline."""
 
-    def __init__(self, storm: Storm, result: Result) -> None:
+    def __init__(
+        self, storm: Storm, result: Result, steps_per_round: int, ends_at: float | None = None
+    ) -> None:
         from supervisor.cli import Round
 
         self.storm = storm
         self.result = result
+        self.steps_per_round = steps_per_round
+        self.ends_at = ends_at  # an emulated long run's end on the emulator's clock (bench only)
         self.admin = storm.runpod.admin
         self.round = Round(STACK, storm.cli.project, s3=storm.s3, clock=self.admin.now, log=self._log)
         self.losses: dict[int, float] = {}  # every loss node 0 logged, by step, across the jobs
@@ -408,26 +433,35 @@ class Scenario:
     def _finished(self) -> bool:
         return "run state finished" in self.storm.log(0, self.current[0]["pod_id"])
 
-    def tick(self, wait_for_progress: bool = True) -> tuple[str, tuple[str, ...], str]:
-        """5 minutes on the emulator's clock (of training, when `wait_for_progress`), then one round."""
+    def tick(self, wait_for_progress: bool = True, extra_s: float = 0.0) -> tuple[str, tuple[str, ...], str]:
+        """5 minutes on the emulator's clock (of training, when `wait_for_progress`), then one round.
+
+        A round of training stands for `steps_per_round` steps of the job (or its end): the emulator's clock
+        and the job's progress then keep one pace whatever the machine's load, so the run's last step comes
+        after a known number of rounds, well inside its cost cap on the emulator's clock. (Waiting for any
+        new step made a round stand for ~30 steps on a loaded machine: a 2,000-step job needed ~65 rounds,
+        5.4 h at $127.69/h, and the cap released it first: issue #29's storm timeout.)"""
         if wait_for_progress:
             before = self.storm.agg_step()
+            wanted = (before or 0) + self.steps_per_round
             wait_for(
-                lambda: (
-                    self._finished()
-                    or ((s := self.storm.agg_step()) is not None and (before is None or s > before))
-                ),
-                "the job stepping on before the next round",
+                lambda: self._finished() or ((s := self.storm.agg_step()) is not None and s >= wanted),
+                f"the job stepping on to step {wanted:g} before the next round",
                 240,
                 self.diagnose,
             )
-        self.admin.advance(INTERVAL_S)
+        self.admin.advance(INTERVAL_S + extra_s)
         record = self.round.run_once()
         kinds = (record.decision.kind, record.done)
         self.result.rounds.append(kinds)
         self._log(f"round {len(self.result.rounds)}: {kinds} {record.decision.reason} {record.errors}")
         if record.errors:
             raise StormFailed(f"round failed: {record.errors}\n{self.diagnose()}")
+        if "release" in record.done and record.decision.kind != "finished":
+            raise StormFailed(  # the run cannot reach its last step any more: say why now, not at a deadline
+                f"the supervisor released the run before its last step: {record.decision.kind}: "
+                f"{record.decision.reason}\n{self.diagnose()}"
+            )
         return record.decision.kind, record.done, record.decision.reason
 
     def ticks_until(self, kind: str, limit: int, wait_for_progress: bool) -> str:
@@ -506,6 +540,11 @@ class Scenario:
             for _ in range(chunks[2]):
                 self.tick()
             self.xid()
+        if self.ends_at is not None:  # the rest of a long run: its healthy middle, in one stride of the clock
+            left = (self.storm.steps - (self.storm.agg_step() or 0)) / self.steps_per_round + 2
+            self.tick(
+                wait_for_progress=True, extra_s=max(0.0, self.ends_at - self.admin.now() - left * INTERVAL_S)
+            )
         self.collect_losses()
         self.finish()
 
@@ -663,9 +702,9 @@ def run(
     root: Path,
     faults: bool = True,
     healthy_rounds: int = 8,
-    steps: int = 4000,
-    cidr: str = "10.251.79.1/24",
-    bridge_name: str | None = None,
+    steps: int = STEPS,
+    steps_per_round: int = STEPS_PER_ROUND,
+    run_hours: float = 0.0,
 ) -> Result:
     """The whole scenario; everything it made is removed at the end, on failure too."""
     why = missing()
@@ -673,11 +712,15 @@ def run(
         raise StormFailed(f"the storm cannot run here: {why}")
     started = time.monotonic()
     result = Result(faults=faults, steps=steps)
-    storm = Storm(root, cidr, bridge_name or f"tss{os.getpid() % 100000}", steps)
+    storm = Storm(root, steps, run_hours)
     try:
         storm.start()
+        started_at = storm.runpod.admin.now()
         with environment(storm.cli.env()):
-            scenario = Scenario(storm, result)
+            # An emulated long run: the scenario's own ~2 h, then the clock moved on to `run_hours` in one
+            # stride while the job trains (the ledger's accounting is the same: it sees steps on both sides).
+            ends_at = started_at + run_hours * 3600 if run_hours else None
+            scenario = Scenario(storm, result, steps_per_round, ends_at)
             try:
                 scenario.run(healthy_rounds)
             finally:
@@ -709,10 +752,14 @@ def section(runs: dict[str, dict[str, Any]], command: str) -> str:
         "",
         "Written by `bench/storm.py`, as root on the local RunPod with emulated hosts: a 4-node CPU Instant",
         "Cluster (local-cpu) trains a tiny model while the supervisor's rounds run 5 min apart on the",
-        "emulator's clock (a round of healthy training waits for the job to step on, so each stands for 5",
-        "min of training). Storm: a node's host killed, one rank SIGSTOPped, an XID on a node. The ledger",
-        "is the supervisor's own (`scripts/supervise --report`), compared with the emulator's bill read in",
-        f"the same round. Command: `{command}`.",
+        "emulator's clock (a round of healthy training waits for the job to step on by `--steps-per-round`",
+        "steps, so each stands for 5 min of training). Storm: a node's host killed, one rank SIGSTOPped, an",
+        "XID on a node. The ledger is the supervisor's own (`scripts/supervise --report`), compared with",
+        "RunPod's bill as its last round read it (every cluster of the run). With `--run-hours H` the run is",
+        "emulated at H hours: after the faults, one round moves the emulator's clock on in a single stride",
+        "while the job trains (the ledger counts that stride as it counts any round: steps on both sides,",
+        "so productive); the boot, the faults and the end are the real scenario's. Command:",
+        f"`{command}`.",
         "",
         "| run | rounds | billed GPU-h | goodput | target | productive / boot / gate+burn-in / checkpoint / "
         "lost / recovery / idle GPU-h | ledger vs bill | wall |",
@@ -746,11 +793,10 @@ def section(runs: dict[str, dict[str, Any]], command: str) -> str:
 
 
 def splice(doc: str, text: str) -> str:
-    """`doc` with its storm section replaced by `text` (appended when it has none)."""
-    if BEGIN in doc and END in doc:
-        head, rest = doc.split(BEGIN, 1)
-        return head + text + rest.split(END, 1)[1]
-    return doc.rstrip("\n") + "\n\n" + text + "\n"
+    """`doc` with its storm section replaced by `text` (bench/report.py's splice_section)."""
+    from bench.report import splice_section
+
+    return splice_section(doc, text, BEGIN, END)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -758,7 +804,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-faults", action="store_true", help="only the run without a fault")
     p.add_argument("--faults-only", action="store_true", help="only the storm")
     p.add_argument("--healthy-rounds", type=int, default=8, help="rounds of healthy training (5 min each)")
-    p.add_argument("--steps", type=int, default=4000, help="TRAINSTACK_STEPS of the job")
+    p.add_argument("--steps", type=int, default=STEPS, help="TRAINSTACK_STEPS of the job")
+    p.add_argument(
+        "--steps-per-round",
+        type=int,
+        default=STEPS_PER_ROUND,
+        help="the steps a round of training stands for",
+    )
+    p.add_argument(
+        "--run-hours",
+        type=float,
+        default=0.0,
+        help="emulate a run this long: after the faults the emulator's clock moves on in one stride while "
+        "the job trains (0: the scenario's own ~2 h)",
+    )
     p.add_argument("--out", type=Path, help="the figures as JSON (a run not repeated is kept)")
     p.add_argument("--doc", type=Path, help="splice the section into this Markdown file")
     args = p.parse_args(argv)
@@ -768,7 +827,9 @@ def main(argv: list[str] | None = None) -> int:
     stored: dict[str, Any] = json.loads(args.out.read_text()) if args.out and args.out.exists() else {}
     for faults in wanted:
         with tempfile.TemporaryDirectory(prefix="trainstack-storm-") as tmp:
-            result = run(Path(tmp), faults, args.healthy_rounds, args.steps)
+            result = run(
+                Path(tmp), faults, args.healthy_rounds, args.steps, args.steps_per_round, args.run_hours
+            )
         stored["storm" if faults else "no_faults"] = result.to_json()
         print(result.ledger.get("table", ""))
         for r in result.recoveries:
@@ -778,7 +839,11 @@ def main(argv: list[str] | None = None) -> int:
             args.out.parent.mkdir(parents=True, exist_ok=True)
             args.out.write_text(json.dumps(stored, indent=2, default=str))
     if args.doc:
-        command = f"sudo scripts/bench --storm --healthy-rounds {args.healthy_rounds} --steps {args.steps}"
+        command = (
+            f"sudo scripts/bench --storm --healthy-rounds {args.healthy_rounds} --steps {args.steps} "
+            f"--steps-per-round {args.steps_per_round}"
+            + (f" --run-hours {args.run_hours:g}" if args.run_hours else "")
+        )
         args.doc.write_text(splice(args.doc.read_text(), section(stored, command)))
     return 0
 

@@ -246,10 +246,10 @@ def section(res: Mapping[str, Any]) -> str:
 
 
 def splice(doc: str, text: str) -> str:
-    if BEGIN in doc and END in doc:
-        head, rest = doc.split(BEGIN, 1)
-        return head + text + rest.split(END, 1)[1]
-    return doc.rstrip("\n") + "\n\n" + text + "\n"
+    """`doc` with its supervisor section replaced by `text` (bench/report.py's splice_section)."""
+    from bench.report import splice_section
+
+    return splice_section(doc, text, BEGIN, END)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 
 from emulator.config import DEFAULT_API_KEY
+from harness.deadlines import scaled
 
 # Fast enough that a pod is ready within ~1.5 s of wall time, slow enough to see every phase.
 FAST_ARGS = (
@@ -32,16 +33,11 @@ FAST_ARGS = (
 )
 
 
-# How much longer than an idle machine needs a deadline here waits (TRAINSTACK_TEST_DEADLINE_SCALE, default 3;
-# tests/polling.py stretches the tests' own deadlines by the same figure). A server's readiness deadline only
-# bounds how long a start that failed takes to say so; a busy CI machine must not turn a slow start into one.
-DEADLINE_SCALE = float(os.environ.get("TRAINSTACK_TEST_DEADLINE_SCALE") or 3)
-
-
 def _wait(check: Any, what: str, timeout_s: float, process: subprocess.Popen[bytes] | None = None) -> Any:
     """Poll `check()` until it returns something truthy, the process dies, or the deadline passes
-    (`timeout_s` times DEADLINE_SCALE)."""
-    timeout_s *= DEADLINE_SCALE
+    (`timeout_s` stretched by harness/deadlines.py: a readiness deadline only bounds how long a start that
+    failed takes to say so, and a busy CI machine must not turn a slow start into one)."""
+    timeout_s = scaled(timeout_s)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if process is not None and process.poll() is not None:

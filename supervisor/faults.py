@@ -48,6 +48,12 @@ class Attempt:
     outcome: Outcome = "begun"
     what: str = ""  # what was tried, one line (the audit says it too)
     cause: str | None = None  # a failed job's classified cause (nccl_timeout, oom, config), else None
+    # What the replace removed from RunPod: the Instant Cluster ("cluster:<id>") or the pods ("pod:<id>").
+    # RunPod keeps billing them under those ids, so a round's bill reads them too (issue #29).
+    replaced: tuple[str, ...] = ()
+    # When Pulumi reported the replaced compute deleted (the supervisor's clock): its bill ends there, the
+    # new compute's begins at its pods' creation (delete before create). None: not replaced, or not seen.
+    released_at: float | None = None
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Attempt:
@@ -59,6 +65,8 @@ class Attempt:
             outcome=data.get("outcome", "begun"),
             what=str(data.get("what") or ""),
             cause=data.get("cause"),
+            replaced=tuple(str(r) for r in data.get("replaced") or ()),
+            released_at=float(data["released_at"]) if data.get("released_at") is not None else None,
         )
 
 

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
 
-from supervisor.faults import Attempt
+from supervisor.faults import HALTED, Attempt
 from supervisor.model import RoundRecord
 
 CATEGORIES = ("productive", "provisioning", "health", "checkpoint", "lost", "recovery", "idle")
@@ -194,6 +194,44 @@ def table(ledger: Ledger) -> str:
     return "\n".join(rows)
 
 
+def _pods(record: RoundRecord) -> frozenset[str] | None:
+    fleet = record.observation.fleet
+    return frozenset(n.pod_id for n in fleet.nodes) if fleet and fleet.nodes else None
+
+
+def _halted(record: RoundRecord) -> frozenset[str]:
+    """The pods RunPod reported gone, exited or failed this round: RunPod bills them no GPU any more."""
+    fleet = record.observation.fleet
+    return frozenset(n.pod_id for n in (fleet.nodes if fleet else ()) if n.status in HALTED)
+
+
+def _created(record: RoundRecord) -> list[float]:
+    fleet = record.observation.fleet
+    return [n.created_at for n in (fleet.nodes if fleet else ()) if n.created_at is not None]
+
+
+def _same_compute(a: RoundRecord, b: RoundRecord) -> bool:
+    """The same nodes: as many, and (where both rounds read the pods) the same pod ids. A recovery's replace
+    keeps the count and changes every id of a cluster: its compute is billed apart, from its own creation."""
+    if a.observation.nodes != b.observation.nodes:
+        return False
+    pa, pb = _pods(a), _pods(b)
+    return (pa is None or pb is None or pa == pb) and _halted(a) == _halted(b)
+
+
+def _released(
+    group: Sequence[RoundRecord], after: Sequence[RoundRecord], attempts: Sequence[Attempt]
+) -> float | None:
+    """When the compute of `group` stopped billing, replaced by that of `after`: the replace's own record of
+    the delete where it has one, else the new pods' creation (a replace deletes before it creates)."""
+    lo, hi = group[0].observation.at, after[0].observation.at
+    seen = [a.released_at for a in attempts if a.released_at is not None and lo <= a.at <= hi]
+    if seen:
+        return max(seen)
+    created = _created(after[0])
+    return min(created) if created and lo <= min(created) <= hi else None
+
+
 def inputs_from_rounds(
     rounds: Sequence[RoundRecord], attempts: Sequence[Attempt], gpus_per_node: int
 ) -> Inputs:
@@ -204,8 +242,8 @@ def inputs_from_rounds(
     compute: list[Span] = []
     first_answer: list[float] = []
     groups: list[list[RoundRecord]] = []
-    for rec in ordered:  # runs of rounds that saw the same number of nodes
-        if groups and groups[-1][0].observation.nodes == rec.observation.nodes:
+    for rec in ordered:  # runs of rounds that saw the same compute: as many nodes, and the same pods
+        if groups and _same_compute(groups[-1][-1], rec):
             groups[-1].append(rec)
         else:
             groups.append([rec])
@@ -213,23 +251,31 @@ def inputs_from_rounds(
         nodes = group[0].observation.nodes
         if nodes == 0:
             continue
-        end = groups[k + 1][0].observation.at if k + 1 < len(groups) else group[-1].observation.at
         start = group[0].observation.at
+        end = group[-1].observation.at
+        if k + 1 < len(groups):
+            after = groups[k + 1]
+            end = after[0].observation.at
+            if _pods(after[0]) == _pods(group[0]) and _halted(after[0]) > _halted(group[0]):
+                # A pod lost (its host died, a spot pod taken back): RunPod billed it until it went, some time
+                # after the last round that saw it running; the ledger stops it there (round granularity).
+                end = group[-1].observation.at
+            elif after[0].observation.nodes == nodes:  # replaced: the old compute's bill ended at its delete
+                end = _released(group, after, attempts) or end
         # RunPod bills from a pod's creation, often minutes before the first round saw it: the span starts
-        # there (never before the round that saw the compute gone, or the span before).
-        fleet = group[0].observation.fleet
-        created = [n.created_at for n in (fleet.nodes if fleet else ()) if n.created_at is not None]
+        # there (never before the round that saw the compute gone, or the end of the span it replaced).
+        created = _created(group[0])
         before = groups[k - 1] if k > 0 else None
-        floor = (
-            float("-inf")
-            if before is None
-            else start
-            if before[0].observation.nodes
-            else before[-1].observation.at
-        )
+        floor = float("-inf")
+        if before is not None:
+            floor = before[-1].observation.at if not before[0].observation.nodes else compute[-1].end
+            if before[0].observation.nodes and before[0].observation.nodes != nodes:
+                floor = start  # more or fewer nodes: the round that saw the change is where it began
         if created:
             start = max(min(start, min(created)), floor)
-        compute.append(Span(start, end, nodes * gpus_per_node))
+        pods = _pods(group[0]) or frozenset()
+        live = nodes - len(_halted(group[0]) & pods)
+        compute.append(Span(start, end, live * gpus_per_node))
         answered = [
             r.observation.at
             for r in group

@@ -32,7 +32,7 @@ class Sources:
     """The seams a round reads through; tests pass fakes, `scripts/supervise` the defaults."""
 
     aggregator: Callable[[str, Mapping[str, Any]], dict[str, Any]] = sources.aggregator_state
-    billing: Callable[[Mapping[str, Any]], float] = sources.billed_usd
+    billing: Callable[..., float] = sources.billed_usd  # (outputs, replaced=ids) -> USD
     s3: Any = None  # a boto3 S3 client; None: the run states are not read (no bucket)
     pod_statuses: Callable[[Sequence[str]], Mapping[str, faults.PodStatus]] = faults.pod_statuses
 
@@ -68,9 +68,17 @@ def observe(
             problems.append(f"aggregator: {exc}")
         except sources.WatchError as exc:
             problems.append(f"aggregator: {exc}")
+    attempts: list[faults.Attempt] = []
+    if src.s3 is not None and config.bucket is not None and nodes:
+        from supervisor.recover_act import read_attempts
+
+        since = now - config.training.max_run_hours * 3600  # a run is never longer: older ones were another
+        attempts = read_attempts(src.s3, config.bucket.name, stack, since)
     billed: float | None = None
     try:
-        billed = src.billing(outputs)
+        # The clusters and pods this run's recoveries replaced bill under their own ids: read them too.
+        replaced = tuple(dict.fromkeys(r for a in attempts for r in a.replaced))
+        billed = src.billing(outputs, replaced=replaced)
     except Exception as exc:  # any failure of billing is a problem line, never the round's end
         problems.append(f"billing: {type(exc).__name__}: {exc}")
     forecast = outputs.get("forecast") if isinstance(outputs.get("forecast"), Mapping) else {}
@@ -93,7 +101,7 @@ def observe(
         boots = [int(n.get("boot") or 0) for n in nodes]  # a pod started again after release_mode stop
         ids = stack_run_ids(stack, config.cluster.topology, pod_ids, boots)
         runs = tuple(verify_run(src.s3, config.bucket.name, run_id) for run_id in ids)
-    fleet, runs = _fleet(stack, config, snap, nodes, runs, now, src, problems)
+    fleet, runs = _fleet(config, snap, nodes, runs, attempts, src, problems)
     return Observation(
         at=now,
         phase=config.run.phase,
@@ -112,29 +120,22 @@ def observe(
 
 
 def _fleet(
-    stack: str,
     config: StackConfig,
     snap: snapshot.WatchSnapshot,
     nodes: Sequence[Mapping[str, Any]],
     runs: tuple[RunState, ...],
-    now: float,
+    attempts: list[faults.Attempt],
     src: Sources,
     problems: list[str],
 ) -> tuple[faults.Fleet | None, tuple[RunState, ...]]:
     """Issue #29: each node, its pod's status, the run's recoveries; run states a recovery answered drop."""
     if not config.recovery.enabled or not nodes:
         return None, runs
-    from supervisor.recover_act import read_attempts
-
     statuses: Mapping[str, faults.PodStatus] = {}
     try:
         statuses = src.pod_statuses([str(n.get("pod_id")) for n in nodes])
     except Exception as exc:  # a status is one more source; its failure is a problem line
         problems.append(f"pod status: not read ({type(exc).__name__})")
-    attempts: list[faults.Attempt] = []
-    if src.s3 is not None and config.bucket is not None:
-        since = now - config.training.max_run_hours * 3600  # a run is never longer: older ones were another
-        attempts = read_attempts(src.s3, config.bucket.name, stack, since)
     spot = config.cluster.capacity != "on_demand"
     fleet = faults.fleet_of(
         config.cluster.topology, config.cluster.data_centers, snap.nodes, statuses, spot, attempts

@@ -10,8 +10,9 @@
                     always retries; a config error or out of memory never does (the forecast and the preview
                     should have caught it: the message says so) and compute is released. After the node
                     faults: a job whose node died fails too, and a restart on the same nodes would not help
-    stalled         every node answers but no new step for `stalled_after_min`: diagnostics, then the job is
-                    restarted on the same nodes
+    stalled         every node answers but no new step for `stalled_after_min` (or longer where the run's
+                    own pace says so: `stall_threshold_s`): diagnostics, then the job is restarted on the
+                    same nodes
 
 and turns it into a `Plan`: what to replace (an Instant Cluster cannot lose or gain one member, so any node
 fault of a cluster replaces the whole cluster; a loose pod replaces only that pod) or restart, bounded by
@@ -170,6 +171,52 @@ def _stragglers(
     return out
 
 
+# A silence the run's own pace explains is not a hang: no new step for up to this many times the slowest step
+# the job measured, or the longest quiet spell it had and came out of on its own (a checkpoint save).
+PACE_FACTOR = 2.0
+
+
+def _quiet_spells(
+    history: Sequence[RoundRecord], attempts: Sequence[Attempt], interval_s: float, boot_s: float
+) -> list[float]:
+    """How long each stretch of two or more rounds at one step lasted before the step moved on by itself (at
+    the round's granularity: the first to the last round at that step, plus one interval). A stretch that
+    began within `boot_s` after a recovery is the resume's boot, not the job's own pace, and is left out."""
+    spells = []
+    ordered = sorted(history, key=lambda r: r.observation.at)
+    i = 0
+    while i < len(ordered):
+        first = ordered[i].observation
+        j = i
+        while j + 1 < len(ordered) and ordered[j + 1].observation.step == first.step:
+            j += 1
+        nxt = ordered[j + 1].observation if j + 1 < len(ordered) else None
+        booting = any(first.at - boot_s <= a.at <= (nxt.at if nxt else first.at) for a in attempts)
+        moved_on = (
+            nxt is not None and nxt.step is not None and first.step is not None and nxt.step > first.step
+        )
+        if j > i and moved_on and not booting:
+            spells.append(ordered[j].observation.at - first.at + interval_s)
+        i = j + 1
+    return spells
+
+
+def stall_threshold_s(obs: Observation, history: Sequence[RoundRecord], policy: Policy) -> float:
+    """How long with no new step is a hang. `stalled_after_min` (10 by default: PyTorch's default timeout
+    of an NCCL process group, `init_process_group(timeout=)`, after which its watchdog aborts a collective
+    that has not completed, so a healthy NCCL job never waits longer in one), and never less than
+    PACE_FACTOR times what this run showed to be normal: its slowest measured step (the progress contract's
+    `step_time_s`, the aggregator's per node) and the longest quiet spell it came out of by itself, such as a
+    checkpoint save. A slow step or a live save is then never called a hang; a stopped rank's silence grows
+    past both while its peers' measured step time stays what it was."""
+    base = policy.recovery.stalled_after_min * 60
+    step_times = [n.step_time_s for n in _nodes(obs) if n.step_time_s]
+    slowest = max(step_times, default=0.0)
+    attempts = obs.fleet.attempts if obs.fleet else ()
+    spells = _quiet_spells(history, attempts, policy.interval_min * 60, base)
+    return max(base, PACE_FACTOR * slowest, PACE_FACTOR * max(spells, default=0.0))
+
+
 def _stalled(obs: Observation, history: Sequence[RoundRecord], policy: Policy) -> Fault | None:
     nodes = _nodes(obs)
     if obs.step is None or obs.node0_reachable is not True or any(n.reachable is False for n in nodes):
@@ -184,7 +231,7 @@ def _stalled(obs: Observation, history: Sequence[RoundRecord], policy: Policy) -
         start = past.at
     start = max(start, _since(obs))  # a restart's own boot and resume is not a stall
     lasted = obs.at - start
-    if lasted < policy.recovery.stalled_after_min * 60:
+    if lasted < stall_threshold_s(obs, history, policy):
         return None
     steps = [n.step for n in nodes if n.step is not None]
     behind = [n for n in nodes if n.step is not None and n.step == min(steps)] if steps else []

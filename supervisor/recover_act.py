@@ -20,6 +20,7 @@ round finishes from and the bound on retries counts. Nothing here deletes an obj
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -122,6 +123,8 @@ class Recoverer:
     select: Callable[[str, Path], Any] | None = None
     up_options: Mapping[str, Any] | None = None  # policy pack arguments (supervisor/act.py's)
     ssh_run: Callable[[Any, str], str] | None = None  # tests pass a fake; else ssh in batch mode
+    clock: Callable[[], float] = time.time  # the round's clock (the storm's: the emulator's)
+    released_at: float | None = None  # when this update's engine reported the replaced compute deleted
 
     def _stack(self) -> Any:
         if self.select is not None:
@@ -139,12 +142,23 @@ class Recoverer:
 
         self.log(f"recover: pulumi up ({what})")
         try:
-            result = stack.up(color="never", on_output=self._line, **kwargs, **(self.up_options or {}))
+            result = stack.up(
+                color="never", on_output=self._line, on_event=self._event, **kwargs, **(self.up_options or {})
+            )
         except auto.errors.CommandError as exc:
             lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
             said = [line for line in lines if "error" in line.lower()][-3:] or lines[-3:]
             raise RecoveryError(f"pulumi up ({what}) failed: {' | '.join(said)}") from None
         self.log(f"recover: {what} applied ({dict(result.summary.resource_changes or {})})")
+
+    def _event(self, event: Any) -> None:
+        """Note when the engine reports the old cluster or pod deleted: RunPod stops billing it there."""
+        done = getattr(event, "res_outputs_event", None)
+        meta = getattr(done, "metadata", None)
+        if meta is None or meta.type not in (CLUSTER_TYPE, POD_TYPE):
+            return
+        if str(getattr(meta.op, "value", meta.op)) in ("delete", "delete-replaced"):
+            self.released_at = self.clock()
 
     def _line(self, line: str) -> None:
         if line.strip():
@@ -197,11 +211,16 @@ class Recoverer:
             stack.set_config(f"{AVOID_KEY}[{i}]", auto.ConfigValue(dc), path=True)
         self.log(f"recover: {AVOID_KEY} = {list(avoided)} (tried last)")
 
-    def carry_out(self, plan: Plan, now: float, pending: Attempt | None = None) -> str:
-        """Do the plan; returns what was done in one line (the audit line and the message say it)."""
+    def carry_out(
+        self, plan: Plan, now: float, pending: Attempt | None = None, replaced: Sequence[str] = ()
+    ) -> str:
+        """Do the plan; returns what was done in one line (the audit line and the message say it).
+        `replaced`: the billed RunPod ids the plan removes (`replaced_ids`), kept in the attempt's record."""
         if plan.act not in ("restart", "replace", "finish"):
             return f"recover: nothing to do ({plan.act})"
-        attempt = pending or Attempt(now, plan.kind, plan.targets, plan.data_center, "begun", plan.reason)
+        attempt = pending or Attempt(
+            now, plan.kind, plan.targets, plan.data_center, "begun", plan.reason, replaced=tuple(replaced)
+        )
         self._record(attempt)  # before any Pulumi call: a kill from here on leaves `begun`
         stack = self._stack()
         try:
@@ -209,7 +228,7 @@ class Recoverer:
         except Exception:
             self._record(replace(attempt, outcome="failed"))
             raise
-        self._record(replace(attempt, outcome="done"))
+        self._record(replace(attempt, outcome="done", released_at=self.released_at or attempt.released_at))
         return done
 
     def _apply(self, stack: Any, plan: Plan) -> str:
@@ -234,6 +253,16 @@ class Recoverer:
         return f"recover: {plan.act} done through Pulumi ({names})"
 
 
+def replaced_ids(outputs: Mapping[str, Any], plan: Plan, topology: str) -> tuple[str, ...]:
+    """The billed RunPod ids a plan removes: the Instant Cluster ("cluster:<id>", from the stack's outputs)
+    or the loose pods it replaces ("pod:<id>"). A restart removes nothing. Pure."""
+    if plan.act != "replace":
+        return ()
+    if topology == "cluster":
+        return (f"cluster:{outputs['cluster_id']}",) if outputs.get("cluster_id") else ()
+    return tuple(f"pod:{t}" for t in plan.targets)
+
+
 def recover_with(
     round_: Any,
     config: Any,
@@ -254,6 +283,7 @@ def recover_with(
         bucket=bucket,
         log=round_.log,
         up_options=actor._policy(),
+        clock=round_.clock,
     )
     fleet = obs.fleet
     pending = None
@@ -262,5 +292,6 @@ def recover_with(
     lines = []
     if plan.kind == "stalled" and plan.act == "restart":
         lines.append(rec.diagnose(outputs, obs.at))
-    lines.append(rec.carry_out(plan, obs.at, pending))
+    replaced = replaced_ids(outputs, plan, config.cluster.topology)
+    lines.append(rec.carry_out(plan, obs.at, pending, replaced))
     return "; ".join(lines)

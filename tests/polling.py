@@ -3,8 +3,9 @@ fixed sleep standing in for "long enough".
 
 A deadline only bounds how long a failing test takes to say so: waiting longer never lets a wrong answer
 pass (`poll` returns at the first right one). So every deadline a test names is stretched by
-TRAINSTACK_TEST_DEADLINE_SCALE (default 3): the figure in a test is what an idle machine needs, and a CI
-machine with both cores busy must not turn a slow answer into a failure (issue #31)."""
+TRAINSTACK_TEST_DEADLINE_SCALE (default 3, harness/deadlines.py): the figure in a test is what an idle
+machine needs, and a CI machine with both cores busy must not turn a slow answer into a failure
+(issue #31)."""
 
 from __future__ import annotations
 
@@ -12,16 +13,10 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from harness.local import DEADLINE_SCALE
+from harness.deadlines import SCALE, scaled
 
 T = TypeVar("T")
-
-SCALE = DEADLINE_SCALE  # one figure for the tests' deadlines and the harness's server starts
-
-
-def scaled(seconds: float) -> float:
-    """A test's deadline on this machine: `seconds` (what an idle machine needs) times SCALE."""
-    return seconds * SCALE
+__all__ = ["SCALE", "poll", "scaled"]
 
 
 def poll(

@@ -153,22 +153,34 @@ def _over_ssh(timeout_s: float) -> Callable[[SshTarget, str], str]:
     ).run(command)
 
 
-def billed_usd(outputs: Mapping[str, Any], client: RunPodClient | None = None) -> float:
-    """What RunPod billed so far for this stack's pods, cluster and volume (REST v2 `/v2/billing/*`).
+def billed_usd(
+    outputs: Mapping[str, Any], client: RunPodClient | None = None, replaced: Sequence[str] = ()
+) -> float:
+    """What RunPod billed so far for this stack's pods, cluster and volume (REST v2 `/v2/billing/*`), and for
+    the clusters and pods a recovery replaced in this run (`replaced`: "cluster:<id>" / "pod:<id>", from the
+    supervisor's recovery records): RunPod bills a deleted cluster under its own id, not its successor's.
 
-    Pod ids are unique to this stack, so RunPod's default window (30 days) holds the whole run. The pods take
-    one unfiltered request, whose records each carry their `podId` (ListPodBillingResponse), summed for this
-    stack's pods only: a request per pod would spend the client's burst of the 60/min quota and then wait a
-    second for each further pod (about 5 s for prod's 8)."""
+    Pod and cluster ids are unique to this stack, so RunPod's default window (30 days) holds the whole run.
+    The pods take one unfiltered request, whose records each carry their `podId` (ListPodBillingResponse),
+    summed for this stack's pods only: a request per pod would spend the client's burst of the 60/min quota
+    and then wait a second for each further pod (about 5 s for prod's 8). Clusters likewise: one filtered
+    request for the stack's only cluster, one unfiltered request summed by `clusterId` once it had more."""
     pods = {str(n["pod_id"]) for n in outputs.get("nodes") or [] if n.get("pod_id")}
+    pods |= {r.split(":", 1)[1] for r in replaced if r.startswith("pod:")}
+    clusters = {r.split(":", 1)[1] for r in replaced if r.startswith("cluster:")}
+    if outputs.get("cluster_id"):
+        clusters.add(str(outputs["cluster_id"]))
     total = 0.0
     with client or _client() as client:
         if pods:
             body = client.request("GET", "/v2/billing/pods", query={"bucketSize": "day"})
             total += _sum(body, lambda record: record.get("podId") in pods)
-        if outputs.get("cluster_id"):
-            query = {"clusterId": str(outputs["cluster_id"]), "bucketSize": "day"}
+        if len(clusters) == 1:
+            query = {"clusterId": next(iter(clusters)), "bucketSize": "day"}
             total += _sum(client.request("GET", "/v2/billing/clusters", query=query))
+        elif clusters:
+            body = client.request("GET", "/v2/billing/clusters", query={"bucketSize": "day"})
+            total += _sum(body, lambda record: record.get("clusterId") in clusters)
         if outputs.get("volume_id"):
             query = {"networkVolumeId": str(outputs["volume_id"]), "bucketSize": "day"}
             total += _sum(client.request("GET", "/v2/billing/network-volumes", query=query))

@@ -125,3 +125,35 @@ def test_cluster_and_volume_billing(rp: LocalRunPod, api: httpx.Client) -> None:
     hourly = (1000 * 0.07 + 500 * 0.05) / 730  # first TB at $0.07/GB-month, the rest at $0.05
     assert volumes["metadata"]["totals"]["standardAmount"] == pytest.approx(hourly, rel=0.01)
     assert volumes["metadata"]["uniqueNetworkVolumeCount"] == 1
+
+
+def test_the_bill_of_a_run_covers_the_clusters_its_recoveries_replaced(
+    rp: LocalRunPod, api: httpx.Client
+) -> None:
+    """Issue #29: after a recovery recreated the Instant Cluster, RunPod still bills the old one under its own
+    id. watch/sources.billed_usd reads it from the local RunPod (the same contract as RunPod's) when told
+    the replaced ids, as the supervisor does from its recovery records, so the run's bill is whole."""
+    from providers.runpod.client import RunPodClient
+    from watch import sources
+
+    rp.admin.limits(spendLimit=300)  # two 16-GPU clusters at once
+    other = api.post("/v2/clusters", json=cluster_body(name="someone-else")).json()["id"]
+    first = api.post("/v2/clusters", json=cluster_body()).json()["id"]
+    rp.admin.advance(3600)
+    assert api.delete(f"/v2/clusters/{first}").status_code in (200, 204)
+    made = api.post("/v2/clusters", json=cluster_body())
+    assert made.status_code in (200, 201), made.text
+    second = made.json()["id"]
+    rp.admin.advance(1800)
+    outputs = {"cluster_id": second, "nodes": []}
+
+    def bill(cluster: str) -> float:
+        body = api.get("/v2/billing/clusters", params={"clusterId": cluster}).json()
+        return float(body["metadata"]["totals"]["totalAmount"])
+
+    current_only = sources.billed_usd(outputs, client=RunPodClient(rp.base_url, rp.api_key))
+    replaced = (f"cluster:{first}",)
+    whole = sources.billed_usd(outputs, client=RunPodClient(rp.base_url, rp.api_key), replaced=replaced)
+    assert bill(first) > 0 and bill(other) > 0
+    assert current_only == pytest.approx(bill(second), abs=1e-6)
+    assert whole == pytest.approx(bill(first) + bill(second), abs=1e-6)  # the other cluster is not ours

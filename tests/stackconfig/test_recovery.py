@@ -15,7 +15,7 @@ from stackconfig.supervisor import data_center_order
 def test_defaults() -> None:
     r = load_stack_config({}).recovery
     assert (r.enabled, r.stalled_after_min, r.unreachable_rounds, r.max_recoveries, r.backoff_min) == (
-        True, 20.0, 2, 3, 10.0,
+        True, 10.0, 2, 3, 10.0,
     )  # fmt: skip
     assert (r.straggler_tolerance_pct, r.straggler_for_min, r.avoid_data_centers) == (20.0, 10.0, ())
 

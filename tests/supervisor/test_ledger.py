@@ -167,3 +167,60 @@ def test_the_compute_bills_from_the_pods_creation_not_from_the_first_round() -> 
     assert inputs.compute == (Span(0.75 * H, 2.5 * H, 32), Span(2.5 * H, 4 * H, 32))
     ledger = build(inputs)
     assert ledger.gpu_seconds["provisioning"] / H / 32 == pytest.approx(0.75 + 1.0)
+
+
+def test_a_replaced_cluster_bills_until_its_delete_and_its_successor_from_its_creation() -> None:
+    """Issue #29: a recovery's replace keeps the node count but not the pods. The old cluster's span ends
+    where the replace reported it deleted, the new one's begins at its pods' creation: the minutes between
+    (delete before create) are billed by no one, so the ledger stays within 1 % of RunPod's bill."""
+    from dataclasses import replace
+
+    from supervisor.faults import Fleet, NodeFacts
+
+    def pods(record: RoundRecord, prefix: str, at: float) -> RoundRecord:
+        nodes = tuple(
+            NodeFacts(rank=i, pod_id=f"{prefix}{i}", reachable=True, created_at=at) for i in range(4)
+        )
+        return replace(record, observation=replace(record.observation, fleet=Fleet("cluster", (), nodes)))
+
+    rounds = [pods(rec(0, 4, 0), "a", 0.0), pods(rec(1, 4, 100), "a", 0.0)]  # recover at 1 h
+    rounds += [pods(rec(1.5, 4, 100), "b", 1.2 * H), pods(rec(2, 4, 200), "b", 1.2 * H)]
+    replaced = Attempt(1 * H, "node_lost", (), None, "done", released_at=1.1 * H)
+    inputs = inputs_from_rounds(rounds, [replaced], gpus_per_node=8)
+    assert inputs.compute == (Span(0, 1.1 * H, 32), Span(1.2 * H, 2 * H, 32))
+    # Without the replace's own record, the new pods' creation bounds the old cluster's end.
+    assert inputs_from_rounds(rounds, [replace(replaced, released_at=None)], 8).compute == (
+        Span(0, 1.2 * H, 32),
+        Span(1.2 * H, 2 * H, 32),
+    )
+    # The same pods throughout (a restart on the same nodes): one span.
+    same = [pods(rec(t, 4, 100 * t), "a", 0.0) for t in (0, 1, 1.5, 2)]
+    assert inputs_from_rounds(same, [Attempt(1 * H, "stalled", (), None, "done")], 8).compute == (
+        Span(0, 2 * H, 32),
+    )
+
+
+def test_a_lost_pod_stops_billing_at_the_last_round_that_saw_it_running() -> None:
+    """A host died: RunPod (the local RunPod's meter too) bills the lost pod no more, while its cluster's
+    other pods bill on until the replace. The ledger counts its GPUs until the last round that saw it running,
+    then only the others', then the new cluster from its creation."""
+    from dataclasses import replace
+
+    from supervisor.faults import Fleet, NodeFacts
+
+    def pods(record: RoundRecord, prefix: str, at: float, lost: int | None = None) -> RoundRecord:
+        nodes = tuple(
+            NodeFacts(
+                i, f"{prefix}{i}", i != lost, created_at=at, status="TERMINATED" if i == lost else "RUNNING"
+            )
+            for i in range(4)
+        )
+        return replace(record, observation=replace(record.observation, fleet=Fleet("cluster", (), nodes)))
+
+    rounds = [pods(rec(0, 4, 0), "a", 0.0), pods(rec(1, 4, 100), "a", 0.0)]
+    rounds += [pods(rec(2, 4, 100), "a", 0.0, lost=3)]  # seen gone at 2 h, and the cluster replaced
+    rounds += [pods(rec(3, 4, 100), "b", 2.5 * H), pods(rec(4, 4, 200), "b", 2.5 * H)]
+    replaced = Attempt(2 * H, "node_lost", (), None, "done", released_at=2.2 * H)
+    inputs = inputs_from_rounds(rounds, [replaced], gpus_per_node=8)
+    assert inputs.compute == (Span(0, 1 * H, 32), Span(1 * H, 2.2 * H, 24), Span(2.5 * H, 4 * H, 32))
+    assert build(inputs).billed_gpu_seconds / H == pytest.approx(32 + 1.2 * 24 + 1.5 * 32)

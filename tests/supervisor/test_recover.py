@@ -16,7 +16,7 @@ from supervisor.recover import assess
 
 T0 = 1_800_000_000.0
 MIN = 60.0
-RC = RecoveryConfig()  # the documented defaults: stalled 20 min, 2 rounds, 3 recoveries, 10 min backoff
+RC = RecoveryConfig()  # the documented defaults: stalled 10 min, 2 rounds, 3 recoveries, 10 min backoff
 POLICY = Policy(cap_usd=1000.0, recovery=RC)
 
 
@@ -115,7 +115,7 @@ ROWS = [
     Row(
         "a straggler for 5 min only: not yet",
         obs(30, SLOW),
-        (past(obs(25, SLOW)), past(obs(20))),
+        (past(replace(obs(25, SLOW), step=90.0)), past(replace(obs(20), step=80.0))),
         "none",
         (),
         "training runs",
@@ -129,16 +129,24 @@ ROWS = [
         "diagnostics to the bucket",
     ),
     Row(
-        "15 min without a step: not stalled yet",
+        "5 min without a step: not stalled yet",
         obs(30),
-        tuple(past(obs(m)) for m in (15, 20, 25)),
+        (past(obs(25)),),
         "none",
         (),
         "training runs",
     ),
     Row(
+        "10 min without a step (PyTorch's NCCL timeout): stalled",
+        obs(30),
+        (past(obs(20)), past(obs(25))),
+        "stalled",
+        ("recover",),
+        "no new step for 10 min",
+    ),
+    Row(
         "stalled counts from the last recovery, not before it",
-        obs(30, fleet(attempts=(attempt(20, "stalled"),))),
+        obs(30, fleet(attempts=(attempt(25, "stalled"),))),
         tuple(past(obs(m)) for m in (0, 5, 10, 15, 20, 25)),
         "none",
         (),
@@ -234,6 +242,66 @@ ROWS = [
         Policy(cap_usd=1000.0),
     ),
 ]
+
+
+def at(minute: float, step: float, step_time_s: float = 1.0, **kw: object) -> Observation:
+    """Every node at `step`, measuring `step_time_s` a step."""
+    return obs(minute, fleet(*(node(r, step=step, step_time_s=step_time_s) for r in range(4))), **kw)
+
+
+# A checkpoint save the run came out of by itself: three rounds at step 100 (a 15-min quiet spell), then on.
+SAVED = tuple(past(at(m, s)) for m, s in ((0, 100), (5, 100), (10, 100), (15, 200), (20, 300), (25, 300)))
+PACE_ROWS = [
+    Row(
+        "a slow step (7 min) silent for 10 min is not a hang",
+        at(30, 100, step_time_s=420),
+        tuple(past(at(m, 100, step_time_s=420)) for m in (20, 25)),
+        "none",
+        (),
+        "training runs",
+    ),
+    Row(
+        "a slow step (7 min) silent for 15 min, twice its step time: stalled",
+        at(30, 100, step_time_s=420),
+        tuple(past(at(m, 100, step_time_s=420)) for m in (15, 20, 25)),
+        "stalled",
+        ("recover",),
+        "no new step for 15 min",
+    ),
+    Row(
+        "10 min into a save as long as the 15-min one the run came out of: not a hang",
+        at(30, 300),
+        SAVED,
+        "none",
+        (),
+        "training runs",
+    ),
+    Row(
+        "30 min at one step, twice the run's longest save: stalled",
+        at(50, 300),
+        (*SAVED, *(past(at(m, 300)) for m in (30, 35, 40, 45))),
+        "stalled",
+        ("recover",),
+        "no new step for 30 min",
+    ),
+    Row(
+        "a resume's boot right after a recovery is no quiet spell: stalled at 10 min",
+        obs(30, fleet(*(node(r, step=300) for r in range(4)), attempts=(attempt(0, "stalled"),))),
+        SAVED,
+        "stalled",
+        ("recover",),
+        "no new step for 10 min",
+    ),
+]
+
+
+@pytest.mark.parametrize("row", PACE_ROWS, ids=[r.name for r in PACE_ROWS])
+def test_a_slow_step_or_a_live_save_is_not_a_hang_but_a_stopped_job_is(row: Row) -> None:
+    """stall_threshold_s: stalled_after_min (10, PyTorch's NCCL timeout), and at least twice the run's own
+    slowest step and longest quiet spell (supervisor/recover.py)."""
+    d = decide(row.now, list(row.history), POLICY)
+    assert (d.kind, d.actions) == (row.kind, row.actions), d.reason
+    assert row.says in d.reason, d.reason
 
 
 @pytest.mark.parametrize("row", ROWS, ids=[r.name for r in ROWS])

@@ -26,6 +26,7 @@ from supervisor.recover_act import (
     RecoveryError,
     read_attempts,
     replace_urns,
+    replaced_ids,
 )
 
 pytestmark = pytest.mark.services  # a moto S3 server beside the test
@@ -151,7 +152,35 @@ def test_an_attempt_record_holds_no_secret_and_round_trips(s3: Any, bucket: str)
     [obj] = s3.list_objects_v2(Bucket=bucket, Prefix="supervisor/prod/recoveries/")["Contents"]
     data = json.loads(s3.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read())
     assert Attempt.from_json(data).targets == ("p0",)
-    assert set(data) == {"at", "kind", "targets", "data_center", "outcome", "what", "cause"}
+    assert set(data) == {
+        *("at", "kind", "targets", "data_center", "outcome", "what", "cause", "replaced", "released_at"),
+    }
+
+
+def test_a_replace_records_the_billed_ids_it_removes_and_the_next_round_bills_them(
+    s3: Any, bucket: str
+) -> None:
+    """Issue #29: RunPod bills a replaced cluster (or pod) under its own id, so the attempt keeps that id and
+    every later round's billing read gets it; a restart removes nothing billed."""
+    outputs = {"cluster_id": "c1", "nodes": [{"pod_id": "p0"}, {"pod_id": "p1"}]}
+    lost = Plan("node_lost", "x", "replace", ("p1",))
+    assert replaced_ids(outputs, lost, "cluster") == ("cluster:c1",)
+    assert replaced_ids(outputs, lost, "pods") == ("pod:p1",)
+    assert replaced_ids(outputs, Plan("stalled", "x", "restart", ("p1",)), "cluster") == ()
+    assert replaced_ids({"nodes": []}, lost, "cluster") == ()  # no cluster id: nothing to name
+
+    class Deleting(FakeStack):  # the engine reports the old cluster deleted, as `pulumi up --replace` does
+        def up(self, **kwargs: Any) -> Any:
+            meta = SimpleNamespace(type=CLUSTER_TYPE, op=auto.events.OpType.DELETE_REPLACED)
+            kwargs["on_event"](SimpleNamespace(res_outputs_event=SimpleNamespace(metadata=meta)))
+            return super().up(**kwargs)
+
+    rec = recoverer(s3, bucket, Deleting())
+    rec.clock = lambda: T0 + 42.0
+    rec.carry_out(lost, T0, replaced=("cluster:c1",))
+    [attempt] = read_attempts(s3, bucket, "prod", since=0.0)
+    assert attempt.replaced == ("cluster:c1",) and attempt.outcome == "done"
+    assert attempt.released_at == T0 + 42.0  # the ledger ends the old cluster's span there
 
 
 def test_two_whole_rounds_find_a_lost_pod_recreate_it_through_pulumi_and_say_so(s3: Any, bucket: str) -> None:
@@ -198,7 +227,7 @@ def test_two_whole_rounds_find_a_lost_pod_recreate_it_through_pulumi_and_say_so(
             s3=s3,
             sources=Sources(
                 aggregator=lambda _s, _o: state,
-                billing=lambda _o: 5.0,
+                billing=lambda _o, **_kw: 5.0,
                 s3=s3,
                 pod_statuses=lambda ids: {i: ("RUNNING", "US-TX-3", None) for i in ids},
             ),
@@ -359,7 +388,7 @@ def test_a_fault_that_always_comes_back_gives_up_after_max_recoveries_releases_a
             s3=s3,
             sources=Sources(
                 aggregator=lambda _s, _o: state(),
-                billing=lambda _o: 5.0,
+                billing=lambda _o, **_kw: 5.0,
                 s3=s3,
                 pod_statuses=lambda ids: {i: ("RUNNING", "US-TX-3", None) for i in ids},
             ),

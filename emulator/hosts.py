@@ -174,7 +174,7 @@ class NamespaceHosts:
             # look configured (or hide a subnet another interface holds). Hosts are made again by sync.
             for stale in self.bridge.extra_addresses():
                 self.bridge.remove_address(stale)
-                log.warning("hosts: removed %s from %s, left by a killed local RunPod", stale, self.bridge.name)
+                log.warning("hosts: removed %s from %s, a killed local RunPod's", stale, self.bridge.name)
             self._own_bridge = True
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege separation directory
         log.warning("hosts: on; pods become namespaces on bridge %s (%s)", self.bridge.name, self.bridge.cidr)

@@ -144,8 +144,9 @@ def test_a_killed_servers_gateways_do_not_outlive_it(tmp_path: Path) -> None:
     seeded = Store(tmp_path / "next")
     seeded.set_setting("net_slot", slot)
     seeded.close()
-    server = start_local_runpod(tmp_path / "next", *FAST_ARGS, "--hosts", "on")
+    server = None
     try:
+        server = start_local_runpod(tmp_path / "next", *FAST_ARGS, "--hosts", "on")
         assert server.admin.hosts()["bridge"] == bridge.name  # the killed server's slot, taken over
         assert bridge.extra_addresses() == []
         taken.create()
@@ -171,5 +172,9 @@ def test_a_killed_servers_gateways_do_not_outlive_it(tmp_path: Path) -> None:
         assert "RUNNING" not in seen, seen
     finally:
         taken.remove()
-        server.stop()
-    hostnet.ip("link", "del", bridge.name, check=False)  # what a fix that failed would leave behind
+        if server is not None:
+            server.stop()
+        # What the killed server left, if the next one did not start or did not clean it up.
+        for stale in hostnet.list_namespaces(f"ts-{bridge.name}-"):
+            hostnet.delete_namespace(stale)
+        hostnet.ip("link", "del", bridge.name, check=False)

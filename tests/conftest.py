@@ -107,10 +107,11 @@ def _cost_class(item: pytest.Item) -> int:
 
 
 def heaviest_files_first(items: list[pytest.Item]) -> None:
-    """Reorder `items` in place: whole files, heaviest cost class first, otherwise as collected. xdist's
-    `--dist loadfile` hands files to workers in this order as each frees up, so the minutes-long files start
-    first and the unit tests fill the gaps at the end, instead of one worker idling while the other runs a
-    hosts test it was handed last (longest-first scheduling)."""
+    """Reorder `items` in place: whole files, heaviest cost class first, otherwise as collected. With
+    `--dist loadfile --no-loadscope-reorder` (scripts/test) xdist hands files to workers in this order as each
+    frees up, so the minutes-long files start first and the unit tests fill the gaps at the end, instead of
+    one worker idling while the other runs a hosts test it was handed last (longest-first scheduling).
+    xdist's own default order is by test count, which puts many-case unit files first."""
     first_seen: dict[str, int] = {}
     cost: dict[str, int] = {}
     for index, item in enumerate(items):

@@ -25,6 +25,8 @@ def test_the_fast_lane_leaves_out_every_heavy_marker() -> None:
     assert expression is not None, "scripts/test has no fast lane"
     assert sorted(re.findall(r"not (\w+)", expression.group(1))) == sorted(HEAVY)
     assert '-m "not serial"' in script and "-m serial" in script  # the full run: both lanes, every test
+    # The heaviest-first order of tests/conftest.py reaches the workers only without xdist's own reorder.
+    assert re.search(r"lane parallel .*--dist loadfile --no-loadscope-reorder", script)
 
 
 @pytest.mark.parametrize(

@@ -619,11 +619,15 @@ class Scenario:
     def finish(self) -> None:
         """Healthy rounds until the job's run state says finished, then the round that releases."""
         storm = self.storm
+        # The round that released may have been one before this (a long run's stride can end on the job's
+        # last step): rounds after a release only see nothing billing, and would never say finished again.
+        released = any(kind == "finished" and "release" in acted for kind, acted in self.result.rounds)
         for _ in range(400):
-            kind, acted, _ = self.tick(wait_for_progress=True)
-            if kind == "finished" and "release" in acted:
+            if released:
                 break
-        else:
+            kind, acted, _ = self.tick(wait_for_progress=True)
+            released = kind == "finished" and "release" in acted
+        if not released:
             raise StormFailed(f"the run was not released: {self.result.rounds}\n{self.diagnose()}")
         self.result.final_step = max(_losses(storm.progress(self.current[0]["pod_id"])) or [0])
         self.collect_losses()

@@ -820,7 +820,8 @@ def main(argv: list[str] | None = None) -> int:
         type=float,
         default=0.0,
         help="emulate a run this long: after the faults the emulator's clock moves on in one stride while "
-        "the job trains (0: the scenario's own ~2 h)",
+        "the job trains (0: the scenario's own ~2 h). Not yet a valid measurement: the ledger places steps "
+        "by the nodes' own clocks, which do not take the stride (docs/PERFORMANCE.md)",
     )
     p.add_argument("--out", type=Path, help="the figures as JSON (a run not repeated is kept)")
     p.add_argument("--doc", type=Path, help="splice the section into this Markdown file")
@@ -839,6 +840,14 @@ def main(argv: list[str] | None = None) -> int:
         for r in result.recoveries:
             shown = "not resumed" if r.minutes is None else f"{r.minutes:.1f} min"
             print(f"{r.fault}: resumed from step {r.resumed_from} after {shown}: {r.decision[:120]}")
+        agreement = result.ledger.get("agreement")
+        if agreement is None or agreement > 0.01:
+            # A ledger that does not add up to RunPod's bill measured nothing: no figure is written from it.
+            print(
+                f"bench.storm: the ledger and RunPod's bill disagree ({agreement}); nothing written",
+                file=sys.stderr,
+            )
+            return 1
         if args.out:
             args.out.parent.mkdir(parents=True, exist_ok=True)
             args.out.write_text(json.dumps(stored, indent=2, default=str))

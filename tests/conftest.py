@@ -112,20 +112,13 @@ def heaviest_files_first(items: list[pytest.Item]) -> None:
     frees up, so the minutes-long files start first and the unit tests fill the gaps at the end, instead of
     one worker idling while the other runs a hosts test it was handed last (longest-first scheduling).
     xdist's own default order is by test count, which puts many-case unit files first."""
-    first_seen: dict[str, int] = {}
+    files = [item.nodeid.split("::", 1)[0] for item in items]
     cost: dict[str, int] = {}
-    for index, item in enumerate(items):
-        path = item.nodeid.split("::", 1)[0]
-        first_seen.setdefault(path, index)
+    for path, item in zip(files, items, strict=True):
         cost[path] = min(cost.get(path, len(_COST_ORDER)), _cost_class(item))
-    position = {id(item): index for index, item in enumerate(items)}
-    items.sort(
-        key=lambda it: (
-            cost[it.nodeid.split("::", 1)[0]],
-            first_seen[it.nodeid.split("::", 1)[0]],
-            position[id(it)],
-        )
-    )
+    first_seen = {path: index for index, path in reversed(list(enumerate(files)))}
+    order = sorted(range(len(items)), key=lambda i: (cost[files[i]], first_seen[files[i]], i))
+    items[:] = [items[i] for i in order]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

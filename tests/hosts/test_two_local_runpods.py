@@ -52,6 +52,25 @@ def _up(server: LocalRunPod) -> dict[str, Any]:
     return dict(cluster)
 
 
+def _errored_at_once(server: LocalRunPod, cluster: dict[str, Any]) -> None:
+    """The cluster's members go to ERROR without ever being read as RUNNING, within the poll's deadline
+    (counted from the cluster's create, not from before it as a stopwatch was)."""
+    seen: set[str] = set()  # every status the members were read with, until both were ERROR
+    with server.client() as api:
+
+        def errored() -> list[str] | None:
+            pods = [
+                p
+                for p in api.get("/v2/pods", params={"includeClusterPods": "true"}).json()["pods"]
+                if p["name"].startswith(cluster["name"])
+            ]
+            seen.update(p["status"] for p in pods)
+            return [p["status"] for p in pods] if pods and all(p["status"] == "ERROR" for p in pods) else None
+
+        assert poll(errored, "cluster members ERROR", 20, 0.1) == ["ERROR", "ERROR"]
+    assert "RUNNING" not in seen, seen
+
+
 def test_two_servers_each_have_their_own_bridge_and_subnets(two: tuple[LocalRunPod, LocalRunPod]) -> None:
     clusters = [_up(server) for server in two]
 
@@ -85,26 +104,7 @@ def test_a_pod_whose_subnet_is_taken_is_error_at_once(two: tuple[LocalRunPod, Lo
     try:
         cluster = _up(server)
         assert cluster["network"]["cidr"] == f"10.{64 + slot}.1.0/24"
-        seen: set[str] = set()  # every status the members were read with, until both were ERROR
-        with server.client() as api:
-
-            def errored() -> list[str] | None:
-                pods = [
-                    p
-                    for p in api.get("/v2/pods", params={"includeClusterPods": "true"}).json()["pods"]
-                    if p["name"].startswith(cluster["name"])
-                ]
-                seen.update(p["status"] for p in pods)
-                return (
-                    [p["status"] for p in pods]
-                    if pods and all(p["status"] == "ERROR" for p in pods)
-                    else None
-                )
-
-            # "At once": the members go to ERROR without ever being read as RUNNING, within the poll's
-            # deadline (counted from the cluster's create, not from before it as a stopwatch was).
-            assert poll(errored, "cluster members ERROR", 20, 0.1) == ["ERROR", "ERROR"]
-        assert "RUNNING" not in seen, seen
+        _errored_at_once(server, cluster)
         failed = server.admin.hosts()["failed"]
         reasons = " ".join(f["error"] for f in failed) + " ".join(
             str(e["detail"]) for e in server.admin.audit() if e["event"] == "pod.error"
@@ -152,24 +152,7 @@ def test_a_killed_servers_gateways_do_not_outlive_it(tmp_path: Path) -> None:
         taken.create()
         mine = _up(server)
         assert mine["network"]["cidr"] == f"10.{64 + slot}.1.0/24"
-        seen: set[str] = set()
-        with server.client() as api:
-
-            def errored() -> list[str] | None:
-                pods = [
-                    p
-                    for p in api.get("/v2/pods", params={"includeClusterPods": "true"}).json()["pods"]
-                    if p["name"].startswith(mine["name"])
-                ]
-                seen.update(p["status"] for p in pods)
-                return (
-                    [p["status"] for p in pods]
-                    if pods and all(p["status"] == "ERROR" for p in pods)
-                    else None
-                )
-
-            assert poll(errored, "cluster members ERROR", 20, 0.1) == ["ERROR", "ERROR"]
-        assert "RUNNING" not in seen, seen
+        _errored_at_once(server, mine)
     finally:
         taken.remove()
         if server is not None:

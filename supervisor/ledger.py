@@ -4,9 +4,11 @@ Every billed GPU-second of a run goes to exactly one bucket, in this order of pr
 Google's ML Goodput measurement, goodput vs. badput, and Meta's effective training time ratio, ETTR):
 
     recovery       a recovery was under way (from its begun record to the first step after it)
+    health         the health gate, the preflight and burn-in (the health records' spans; from the rounds:
+                   the nodes' measured health-check seconds, ending where a round first saw a step)
     provisioning   compute billed, but no node has answered yet (boot, image pull, delivery)
-    health         the health gate, the preflight and burn-in (from the health records' spans)
-    checkpoint     training stood still while a checkpoint was written (the job's checkpoint spans)
+    checkpoint     training stood still while a checkpoint was written (the job's checkpoint spans; from
+                   the rounds: what the job's measured checkpoint-save seconds grew by between two rounds)
     lost           steps trained a second time: a resume went back to an older checkpoint, so the time
                    of the steps between that checkpoint and the newest step reached before is lost work
     productive     the step advanced
@@ -147,11 +149,11 @@ def _category(t0: float, t1: float, inputs: Inputs, span_index: int) -> str:
     mid = (t0 + t1) / 2
     if _inside(mid, inputs.recoveries):
         return "recovery"
+    if _inside(mid, inputs.health):  # the checks run before the first step: inside the boot, not beside it
+        return "health"
     answered = inputs.first_answer[span_index] if span_index < len(inputs.first_answer) else None
     if answered is not None and mid < answered:
         return "provisioning"
-    if _inside(mid, inputs.health):
-        return "health"
     if _inside(mid, inputs.checkpoints):
         return "checkpoint"
     before = [p for p in inputs.progress if p.time <= t0]
@@ -232,6 +234,40 @@ def _released(
     return min(created) if created and lo <= min(created) <= hi else None
 
 
+def _measured_spans(
+    groups: Sequence[Sequence[RoundRecord]], compute: Sequence[Span], first_answer: Sequence[float]
+) -> tuple[list[Span], list[Span]]:
+    """Health-check and checkpoint-save time from the durations the nodes measured (never their clocks'
+    timestamps: a node's clock need not be the supervisor's), placed at round granularity.
+
+    health       a boot's health checks (the first `health_s` its compute reported) end where the round first
+                 saw a step, never before the compute's start
+    checkpoints  the growth of the job's `checkpoint_s` between two rounds of the same compute (a smaller
+                 value is a new start of the job, counted from 0) ends at the later round, never before the
+                 earlier one
+    """
+    health: list[Span] = []
+    checkpoints: list[Span] = []
+    live = [g for g in groups if g[0].observation.nodes]
+    for group, span, answered in zip(live, compute, first_answer, strict=True):
+        said = next((r.observation.health_s for r in group if r.observation.health_s is not None), None)
+        if said and answered > span.start:
+            health.append(Span(max(span.start, answered - said), answered))
+        before: RoundRecord | None = None
+        for rec in group:
+            now = rec.observation.checkpoint_s
+            if now is None:
+                continue
+            if before is not None and before.observation.checkpoint_s is not None:
+                grown = now - before.observation.checkpoint_s
+                saved = grown if grown >= 0 else now
+                end = rec.observation.at
+                if saved > 0 and end > before.observation.at:
+                    checkpoints.append(Span(max(before.observation.at, end - saved), end))
+            before = rec
+    return health, checkpoints
+
+
 def inputs_from_rounds(
     rounds: Sequence[RoundRecord], attempts: Sequence[Attempt], gpus_per_node: int
 ) -> Inputs:
@@ -285,6 +321,7 @@ def inputs_from_rounds(
     progress = tuple(
         Point(r.observation.at, r.observation.step) for r in ordered if r.observation.step is not None
     )
+    health, checkpoints = _measured_spans(groups, compute, first_answer)
     recoveries = []
     for a in attempts:
         at_step = next((p.step for p in reversed(progress) if p.time <= a.at), None)
@@ -299,6 +336,8 @@ def inputs_from_rounds(
     return Inputs(
         compute=tuple(compute),
         progress=progress,
+        health=tuple(health),
+        checkpoints=tuple(checkpoints),
         recoveries=tuple(recoveries),
         first_answer=tuple(first_answer),
         usd_per_gpu_hour=price,

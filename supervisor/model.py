@@ -68,6 +68,10 @@ class Observation:
     runs: tuple[RunState, ...] = ()
     problems: tuple[str, ...] = ()
     fleet: Fleet | None = None  # per node, and the run's recoveries (supervisor/faults.py, issue #29)
+    # Durations the nodes measured (their clocks' differences, never their timestamps): the goodput ledger's
+    # checkpoint stalls and health-check time (supervisor/ledger.py).
+    checkpoint_s: float | None = None  # the most any node's job says it spent saving since it started
+    health_s: float | None = None  # the longest any node's health checks took on its boot
 
     @property
     def blind(self) -> bool:

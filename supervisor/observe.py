@@ -95,6 +95,8 @@ def observe(
     )
     utils = [n.gpu_util_mean for n in snap.nodes if n.gpu_util_mean is not None]
     steps = [n.step for n in snap.nodes if n.step is not None]
+    saving = [n.checkpoint_s for n in snap.nodes if n.checkpoint_s is not None]
+    checks = [n.health_s for n in snap.nodes if n.health_s is not None]
     runs: tuple[RunState, ...] = ()
     if src.s3 is not None and config.bucket is not None and nodes:
         pod_ids = [str(n.get("pod_id")) for n in nodes]
@@ -116,6 +118,8 @@ def observe(
         runs=runs,
         problems=tuple(problems),
         fleet=fleet,
+        checkpoint_s=max(saving) if saving else None,
+        health_s=max(checks) if checks else None,
     )
 
 

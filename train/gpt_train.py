@@ -231,6 +231,7 @@ def train_loop(
     autocast = torch.autocast(run.device.type, dtype=torch.bfloat16, enabled=args.sharding == "ddp")
     tokens_per_step = args.micro_batch * cfg.seq_len * run.world
     step, times, losses = first, [], []
+    saving = 0.0  # seconds spent in checkpoint saves (the progress contract's checkpoint_s)
     tick = time.perf_counter()
     while step < args.steps:
         batch = shards.windows(args.seed, step, run.rank, args.micro_batch, cfg.seq_len + 1)
@@ -249,13 +250,16 @@ def train_loop(
         times.append(now - tick)
         losses.append(float(loss.item()))
         if args.checkpoint_every and (step % args.checkpoint_every == 0 or step == args.steps or stop):
+            began = time.perf_counter()
             save(run, model, optim, step, ckpt_dir)
+            saving += time.perf_counter() - began
         if step % args.log_every == 0 or stop:
             per_step = statistics.fmean(times[-args.log_every :])
             _say(run, f"step {step} loss {losses[-1]:.4f} {per_step * 1e3:.1f} ms/step "
                  f"{tokens_per_step / per_step:,.0f} tokens/s")  # fmt: skip
             if progress:
-                _append(progress, step, per_step, run.world * args.micro_batch, tokens_per_step, losses[-1])
+                samples = run.world * args.micro_batch
+                _append(progress, step, per_step, samples, tokens_per_step, losses[-1], saving)
         if stop:
             _say(run, f"stopping at step {step} (checkpoint saved)")
             break
@@ -263,10 +267,12 @@ def train_loop(
     return step, times, losses
 
 
-def _append(path: str, step: int, per_step: float, samples: int, tokens: int, loss: float) -> None:
+def _append(
+    path: str, step: int, per_step: float, samples: int, tokens: int, loss: float, saving: float = 0.0
+) -> None:
     """One line of the progress contract, written whole with one append."""
     rates = {"samples_per_s": samples / per_step, "tokens_per_s": tokens / per_step}
-    line = progress_line(step, per_step, loss, now=time.time(), **rates)
+    line = progress_line(step, per_step, loss, now=time.time(), checkpoint_s=round(saving, 3), **rates)
     with open(path, "a", encoding="utf-8") as f:
         f.write(line)
 

@@ -53,10 +53,12 @@ def save_checkpoint(directory: Path, step: int, state: dict[str, Any]) -> Path:
     return final
 
 
-def write_progress(path: str, step: int, step_time_s: float, samples_per_s: float, loss: float) -> None:
+def write_progress(
+    path: str, step: int, step_time_s: float, samples_per_s: float, loss: float, checkpoint_s: float = 0.0
+) -> None:
     """One line of the progress contract (train/node/progress.py), written whole with one append."""
     line = {"v": 1, "time": time.time(), "step": step, "step_time_s": step_time_s}
-    line |= {"samples_per_s": samples_per_s, "loss": loss}
+    line |= {"samples_per_s": samples_per_s, "loss": loss, "checkpoint_s": round(checkpoint_s, 3)}
     with open(path, "a", encoding="utf-8") as f:
         f.write(json.dumps(line, separators=(",", ":")) + "\n")
 
@@ -117,6 +119,7 @@ def main() -> None:
     step, tick = first, time.perf_counter()
     started = last_progress = tick
     last_progress_step = first
+    saving = 0.0  # seconds spent saving checkpoints: the progress contract's checkpoint_s
     world = dist.get_world_size()
     while step < steps:
         x, y = _batch(step, shard, num_shards, device)
@@ -127,12 +130,14 @@ def main() -> None:
         step += 1
         stop = _should_stop(stop_file, device)
         if rank == 0 and (step % every == 0 or step == steps or stop):
+            began = time.perf_counter()
             state = {"model": model.state_dict(), "optim": optim.state_dict(), "step": step}
             save_checkpoint(ckpt_dir, step, state)
+            saving += time.perf_counter() - began
         if progress_file and step % LOG_EVERY == 0:
             now = time.perf_counter()
             per_step = (now - last_progress) / (step - last_progress_step)
-            write_progress(progress_file, step, per_step, BATCH * world / per_step, loss.item())
+            write_progress(progress_file, step, per_step, BATCH * world / per_step, loss.item(), saving)
             last_progress, last_progress_step = now, step
         if rank == 0 and step % LOG_EVERY == 0:
             now = time.perf_counter()

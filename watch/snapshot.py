@@ -28,6 +28,8 @@ class NodeView:
     nvme_p99_us: float | None = None
     step: float | None = None
     step_time_s: float | None = None
+    checkpoint_s: float | None = None  # the job's seconds saving checkpoints since it started
+    health_s: float | None = None  # the node's health checks' time on this boot
     alerts: tuple[str, ...] = ()  # rules firing on this node
     note: str = ""  # why a value is missing (agent unreachable, never reached SSH, ...)
     log_tail: tuple[str, ...] = ()  # last log lines of a node whose agent did not answer
@@ -121,6 +123,8 @@ def build(
                 nvme_p99_us=_num(row, "nvme_write_p99_us"),
                 step=_num(row, "step"),
                 step_time_s=_num(row, "step_time_s"),
+                checkpoint_s=_num(row, "checkpoint_s"),
+                health_s=_num(row, "health_s"),
                 alerts=tuple(str(a.get("rule")) for a in firing if name and a.get("node") == name),
                 note=note,
                 log_tail=tuple(logs.get(pod_id, ())),

@@ -21,6 +21,7 @@ from common.cachedir import cache_dir
 from emulator import hostnet, netslot
 from emulator.hostnet import Bridge
 from harness.local import FAST_ARGS, LocalRunPod, start_local_runpod, start_moto_s3
+from harness.webhook import Receiver
 
 # Every bridge address a hosts test may use (each claims one /24 of it): what their `allow_hosts` lets in.
 HOSTS_NET = "10.250.0.0/16"
@@ -50,6 +51,14 @@ class HostsEnv:
     private_key: Path
     bridge: Bridge
     ca_bundle: Path  # moto's self-signed certificate
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    """The team's channel: every message the supervisor and the aggregator post, in order."""
+    r = Receiver()
+    yield r
+    r.close()
 
 
 @pytest.fixture(scope="module")

@@ -7,15 +7,14 @@ compute through a Pulumi update. Nothing here waits on real time: rounds run whe
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from harness.webhook import Receiver
 from supervisor.cli import Round
 from tests.hosts.conftest import HOSTS_NET, HostsEnv
 from tests.hosts.test_local_cluster import BUCKET, STACK, Cluster
-from tests.hosts.test_supervise_hosts import Receiver
 from tests.polling import poll
 
 pytestmark = [
@@ -25,13 +24,6 @@ pytestmark = [
 ]
 
 CAP_USD = 40.0  # one 8-GPU pod of local-cpu bills ~$32/h: one max_run_hours (1 h) fits, 1.25 h does not
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    r = Receiver()
-    yield r
-    r.close()
 
 
 @pytest.fixture(scope="module")

@@ -12,16 +12,14 @@ import json
 import os
 import signal
 import subprocess
-import threading
 import time
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from harness.pulumi_cli import REPO, descendants, kill_tree
+from harness.webhook import Receiver
 from supervisor.cli import Round
 from supervisor.store import LEASE_TTL_S
 from tests.e2e.reliability import duplicates, live_ids
@@ -43,39 +41,6 @@ pytestmark = [
     pytest.mark.root,
     pytest.mark.allow_hosts(["127.0.0.1", "::1", "localhost", HOSTS_NET]),
 ]
-
-
-class Receiver:
-    """A Slack-style incoming webhook on loopback that keeps every message's text."""
-
-    def __init__(self) -> None:
-        texts: list[str] = []
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                texts.append(json.loads(body)["text"])
-                self.send_response(200)
-                self.end_headers()
-
-            def log_message(self, *_args: Any) -> None:
-                return
-
-        self.texts = texts
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_port}/hook"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    r = Receiver()
-    yield r
-    r.close()
 
 
 def pod_billed(env: HostsEnv, pod_id: str) -> float:

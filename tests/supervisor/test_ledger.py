@@ -224,3 +224,51 @@ def test_a_lost_pod_stops_billing_at_the_last_round_that_saw_it_running() -> Non
     inputs = inputs_from_rounds(rounds, [replaced], gpus_per_node=8)
     assert inputs.compute == (Span(0, 1 * H, 32), Span(1 * H, 2.2 * H, 24), Span(2.5 * H, 4 * H, 32))
     assert build(inputs).billed_gpu_seconds / H == pytest.approx(32 + 1.2 * 24 + 1.5 * 32)
+
+
+def measured(at_h: float, step: float, saving: float | None, checks: float | None = None) -> RoundRecord:
+    r = rec(at_h, 4, step)
+    obs = Observation(**{**r.observation.__dict__, "checkpoint_s": saving, "health_s": checks})
+    return RoundRecord("search", obs, r.decision)
+
+
+def test_checkpoint_stalls_and_health_checks_come_from_the_durations_the_nodes_measured() -> None:
+    """The job's checkpoint_s grows 0 -> 90 -> 270 s, then a new start of the job (a smaller value: counted
+    from 0) saves 60 s; the boot's health checks took 600 s. Durations only: no node timestamp is read."""
+    rounds = [rec(0, 4, None, reachable=False), measured(0.5, 0, 0.0, 600.0), measured(1, 100, 90.0, 600.0)]
+    rounds += [measured(1.5, 200, 270.0, 600.0), measured(2, 300, 60.0, 20.0), rec(2.5, 0, None)]
+    inputs = inputs_from_rounds(rounds, [], gpus_per_node=8)
+    assert inputs.health == (Span(0.5 * H - 600, 0.5 * H),)  # ends where the round first saw a step
+    assert inputs.checkpoints == (
+        Span(1 * H - 90, 1 * H),
+        Span(1.5 * H - 180, 1.5 * H),
+        Span(2 * H - 60, 2 * H),
+    )
+    gs = build(inputs).gpu_seconds
+    assert gs["health"] == pytest.approx(600 * 32)
+    assert gs["checkpoint"] == pytest.approx((90 + 180 + 60) * 32)
+    assert gs["provisioning"] == pytest.approx((0.5 * H - 600) * 32)
+    assert gs["productive"] == pytest.approx((1.5 * H - 330) * 32)  # 0.5-2 h less the saves
+    assert sum(gs.values()) == pytest.approx(build(inputs).billed_gpu_seconds)
+
+
+def test_a_duration_longer_than_its_round_interval_stays_inside_it() -> None:
+    """A node that says it saved for 2 h between two rounds 30 min apart (or checked its health for longer
+    than the boot lasted) moves at most that interval: the ledger still adds up to the bill."""
+    rounds = [measured(0, 0, 0.0, 5 * H), measured(0.5, 100, 2 * H), measured(1, 200, 2 * H)]
+    rounds += [rec(1.5, 0, None)]
+    inputs = inputs_from_rounds(rounds, [], gpus_per_node=8)
+    assert inputs.health == ()  # the first round saw a step at the compute's start: nothing to carve
+    assert inputs.checkpoints == (Span(0, 0.5 * H),)
+    ledger = build(inputs)
+    assert ledger.gpu_seconds["checkpoint"] == pytest.approx(0.5 * H * 32)
+    assert sum(ledger.gpu_seconds.values()) == pytest.approx(ledger.billed_gpu_seconds)
+
+
+def test_rounds_without_the_durations_leave_health_and_checkpoint_empty() -> None:
+    """Audit lines of the last version (no checkpoint_s, no health_s) read as before."""
+    rounds = [rec(0, 4, None, reachable=False), rec(0.5, 4, 0), rec(1, 4, 100), rec(1.5, 0, None)]
+    inputs = inputs_from_rounds(rounds, [], gpus_per_node=8)
+    assert inputs.health == () and inputs.checkpoints == ()
+    back = RoundRecord.from_json(measured(1, 100, 9.5, 30.0).to_json())
+    assert back.observation.checkpoint_s == 9.5 and back.observation.health_s == 30.0

@@ -19,6 +19,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.polling import poll, scaled
 from tests.train.recorded import node_of
+from train.monitor import scrape
+from train.node import healthrecord
 from train.node.agent import Agent, State, StateCollector, interface_ipv4, snapshot
 from train.node.nvml import GpuReading, ReplaySampler, SamplerError, with_fault
 from train.node.progress import Progress, ProgressTail, progress_line
@@ -134,7 +136,10 @@ def _get(url: str, deadline_s: float = 20.0) -> str:
 def test_the_agent_process_on_a_cpu_machine(tmp_path: Path) -> None:
     port = _free_port()
     progress = tmp_path / "progress.jsonl"
-    progress.write_text(progress_line(42, 0.2, 0.5, samples_per_s=320.0))
+    progress.write_text(progress_line(42, 0.2, 0.5, samples_per_s=320.0, checkpoint_s=3.25))
+    record = tmp_path / "health.json"
+    healthrecord.update(record, "gate", {"status": "skipped", "elapsed_s": 1.5})
+    healthrecord.update(record, "burn_in", {"status": "pass", "elapsed_s": 600.0})
     argv = [
         sys.executable,
         "-m",
@@ -153,6 +158,8 @@ def test_the_agent_process_on_a_cpu_machine(tmp_path: Path) -> None:
         str(progress),
         "--interface",
         "lo",
+        "--health-record",
+        str(record),
     ]
     argv += ["--jsonl", str(tmp_path / "metrics" / "agent.jsonl"), "--node", "cpu-node", "--rank", "1"]
     proc = subprocess.Popen(argv, cwd=REPO, stderr=subprocess.PIPE, text=True)
@@ -160,6 +167,11 @@ def test_the_agent_process_on_a_cpu_machine(tmp_path: Path) -> None:
         text = _get(f"http://127.0.0.1:{port}/metrics")
         assert 'trainstack_train_step{node="cpu-node",rank="1"} 42.0' in text
         assert 'trainstack_agent_nvml_up{node="cpu-node",rank="1"} 0.0' in text
+        # the ledger's durations: checkpoint saves (progress contract), health checks (the health record)
+        assert 'trainstack_train_checkpoint_seconds{node="cpu-node",rank="1"} 3.25' in text
+        assert 'trainstack_health_check_seconds{node="cpu-node",rank="1"} 601.5' in text
+        sample = scrape.parse("cpu-node", 0.0, text)
+        assert (sample.checkpoint_s, sample.health_s) == (3.25, 601.5)
         assert "trainstack_storage_write_latency_seconds{" in text
         assert "process_resident_memory_bytes" in text  # the agent's own cost, for its budget
     finally:

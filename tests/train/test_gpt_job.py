@@ -67,3 +67,8 @@ def test_fsdp_run_stops_on_sigterm_and_ddp_resumes(tmp_path: Path) -> None:
     assert summary["tokens_per_s"] > 0 and summary["mfu"] is None  # no peak known on CPU
     lines = [parse_line(x) for x in (tmp_path / "progress.jsonl").read_text().splitlines()]
     assert lines[-1].step == step + 2 and lines[-1].tokens_per_s is not None
+    # the checkpoint saves' running total (the ledger's checkpoint stall): said, and it never goes back
+    # within the resumed job (which saved at its last step)
+    resumed = [p.checkpoint_s for p in lines if p.step > step]
+    assert resumed and all(s is not None and s >= 0 for s in resumed)
+    assert resumed == sorted(resumed) and resumed[-1] > 0

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.train.recorded import node_of, recorded, write_replay
-from train.node import healthgate
+from train.node import healthgate, healthrecord
 from train.node.nvml import THROTTLE_REASONS, ReplaySampler, with_fault
 
 
@@ -113,6 +113,7 @@ def test_main_writes_the_record_and_ends_with_the_first_failure(
     assert last.startswith("GPU 3 (00000000:1B:00.0): a memory row remap is pending")
     saved = json.loads(record.read_text())
     assert saved["status"] == "fail" and saved["gate"]["reason"] == last
+    assert saved["gate"]["elapsed_s"] >= 0  # its time, summed into the goodput ledger's health time
     assert [f["gpu"] for f in saved["gate"]["findings"]] == [3, 6]
     assert len(saved["gate"]["gpus"]) == 8
 
@@ -130,3 +131,15 @@ def test_main_passes_a_healthy_node_and_skips_a_cpu_one(
     )
     assert "no GPU: cpu test cluster" in capsys.readouterr().err
     assert json.loads((tmp_path / "cpu.json").read_text())["status"] == "skipped"
+
+
+def test_the_health_time_is_the_sum_of_the_checks_elapsed_seconds(tmp_path: Path) -> None:
+    record = tmp_path / "health.json"
+    assert healthrecord.seconds(healthrecord.load(record)) is None  # no record yet: nothing said
+    healthrecord.update(record, "gate", {"status": "pass", "elapsed_s": 4.0})
+    healthrecord.update(record, "straggler", {"status": "pass"})  # a record of the last version: no time
+    healthrecord.update(record, "burn_in", {"status": "pass", "elapsed_s": 900.5})
+    assert healthrecord.seconds(healthrecord.load(record)) == 904.5
+    healthrecord.update(record, "allreduce", {"status": "pass", "elapsed_s": "soon"})  # not a number
+
+    assert healthrecord.seconds(healthrecord.load(record)) == 904.5

@@ -40,6 +40,8 @@ def test_minimal_line_with_tokens_only_and_null_loss() -> None:
         ({"samples_per_s": -3}, "'samples_per_s'"),
         ({"loss": "nan"}, "'loss'"),
         ({"v": 2}, "'v'"),
+        ({"checkpoint_s": -1}, "'checkpoint_s'"),
+        ({"checkpoint_s": "long"}, "'checkpoint_s'"),
     ],
 )
 def test_bad_field_is_refused_by_name(change: dict[str, object], field: str) -> None:
@@ -103,3 +105,10 @@ def test_tail_reads_whole_lines_only_counts_malformed_and_follows_a_new_file(tmp
     path.write_text(progress_line(1, 0.2, 4.0, tokens_per_s=99.0))
     third = tail.poll()
     assert third.latest is not None and third.latest.step == 1 and third.latest.tokens_per_s == 99.0
+
+
+def test_checkpoint_seconds_are_optional_and_round_trip() -> None:
+    """The job's running total of checkpoint-save seconds: the goodput ledger's checkpoint stalls."""
+    assert parse_line(json.dumps(GOOD)).checkpoint_s is None
+    rec = parse_line(progress_line(7, 0.5, 1.0, samples_per_s=1.0, checkpoint_s=12.5))
+    assert rec.checkpoint_s == 12.5

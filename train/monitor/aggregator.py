@@ -56,6 +56,8 @@ def _node_row(s: NodeSample) -> dict[str, Any]:
         "step": s.step,
         "step_time_s": s.step_time_s,
         "tokens_per_s": s.tokens_per_s,
+        "checkpoint_s": s.checkpoint_s,
+        "health_s": s.health_s,
     }
 
 

@@ -51,6 +51,8 @@ class NodeSample:
     step: float | None = None
     step_time_s: float | None = None
     tokens_per_s: float | None = None
+    checkpoint_s: float | None = None  # the job's seconds saving checkpoints since it started
+    health_s: float | None = None  # the node's health checks' time on this boot
     nvml: bool | None = None
 
     @property
@@ -72,6 +74,8 @@ _NODE_SERIES = {
     "trainstack_train_step": "step",
     "trainstack_train_step_time_seconds": "step_time_s",
     "trainstack_train_tokens_per_second": "tokens_per_s",
+    "trainstack_train_checkpoint_seconds": "checkpoint_s",
+    "trainstack_health_check_seconds": "health_s",
     "trainstack_allreduce_busbw_bytes_per_second": "busbw_bytes_per_s",
 }
 
@@ -108,6 +112,8 @@ def parse(node: str, now: float, text: str) -> NodeSample:
         step=scalars.get("step"),
         step_time_s=scalars.get("step_time_s"),
         tokens_per_s=scalars.get("tokens_per_s"),
+        checkpoint_s=scalars.get("checkpoint_s"),
+        health_s=scalars.get("health_s"),
     )
 
 

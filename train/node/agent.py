@@ -32,6 +32,7 @@ from prometheus_client import CollectorRegistry, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from train.node import healthrecord
 from train.node.httpserve import serve_metrics
 from train.node.nvml import THROTTLE_REASONS, FileSampler, GpuReading, NvmlSampler, Sampler, SamplerError
 from train.node.progress import Progress, ProgressTail
@@ -54,6 +55,7 @@ class State:
     progress: Progress | None = None
     progress_seen_at: float | None = None  # when the newest progress line was read
     malformed_lines: int = 0
+    health_s: float | None = None  # the health checks' time on this boot (the health record's elapsed_s)
     errors: dict[str, int] = field(default_factory=dict)  # source -> count
     sample_seconds: float = 0.0
 
@@ -69,9 +71,10 @@ class Agent:
         progress: ProgressTail | None,
         jsonl: Path | None,
         log: Any = sys.stderr,
+        health_record: Path | None = None,
     ) -> None:
         self.state, self.sampler, self.storage, self.progress = state, sampler, storage, progress
-        self.jsonl, self._log = jsonl, log
+        self.jsonl, self._log, self.health_record = jsonl, log, health_record
         self._said: set[str] = set()
 
     def say_once(self, message: str) -> None:
@@ -115,6 +118,14 @@ class Agent:
                     self.state.malformed_lines += len(found.malformed)
                     if found.latest is not None:
                         self.state.progress, self.state.progress_seen_at = found.latest, now
+        if self.health_record is not None:
+            try:
+                health = healthrecord.seconds(healthrecord.load(self.health_record))
+            except (OSError, ValueError) as exc:  # a record being replaced is whole (atomic); others count
+                self._failed("health", exc)
+            else:
+                with self.state.lock:
+                    self.state.health_s = health
         with self.state.lock:
             self.state.sample_seconds = time.perf_counter() - started
         if self.jsonl is not None:
@@ -176,6 +187,7 @@ def snapshot(state: State, now: float) -> dict[str, Any]:
                 "samples_per_s": p.samples_per_s,
                 "tokens_per_s": p.tokens_per_s,
                 "loss": p.loss,
+                "checkpoint_s": p.checkpoint_s,
             },
             "errors": dict(state.errors),
         }
@@ -348,6 +360,20 @@ def _progress_metrics(s: State, node: list[str]) -> Iterator[Metric]:
         )
     if p.loss is not None:
         yield _gauge("trainstack_train_loss", "Training loss at the newest step", node, p.loss)
+    if p.checkpoint_s is not None:
+        yield _gauge(
+            "trainstack_train_checkpoint_seconds",
+            "Seconds the job has spent saving checkpoints since it started",
+            node,
+            p.checkpoint_s,
+        )
+    if s.health_s is not None:
+        yield _gauge(
+            "trainstack_health_check_seconds",
+            "Seconds the node's health checks (gate, straggler, all-reduce, burn-in) took on this boot",
+            node,
+            s.health_s,
+        )
     if s.progress_seen_at is not None:
         yield _gauge(
             "trainstack_train_progress_timestamp_seconds",
@@ -381,6 +407,7 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--interval-s", type=float, default=5.0)
     p.add_argument("--checkpoint-dir", type=Path)
     p.add_argument("--progress-file", type=Path)
+    p.add_argument("--health-record", type=Path, help="the node's health record: serve its checks' time")
     p.add_argument("--jsonl", type=Path)
     p.add_argument("--node", default=os.environ.get("RUNPOD_POD_ID") or socket.gethostname())
     p.add_argument("--rank", default=os.environ.get("NODE_RANK", "0"))
@@ -418,9 +445,8 @@ def main(argv: list[str] | None = None) -> int:
         storage = LatencyFile(args.latency_replay)
     elif args.checkpoint_dir:
         storage = StorageProbe(args.checkpoint_dir)
-    agent = Agent(
-        state, sampler, storage, ProgressTail(args.progress_file) if args.progress_file else None, args.jsonl
-    )
+    tail = ProgressTail(args.progress_file) if args.progress_file else None
+    agent = Agent(state, sampler, storage, tail, args.jsonl, health_record=args.health_record)
     registry = CollectorRegistry()
     registry.register(StateCollector(state))
     ProcessCollector(registry=registry)  # the agent's own CPU time and memory, for its cost budget

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -165,16 +166,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--replace", choices=sorted(ACTIONS), default="pod")
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     args = parser.parse_args(argv)
+    began = time.monotonic()
+
+    def took() -> dict[str, float]:  # the check's time, summed into the goodput ledger's health time
+        return {"elapsed_s": round(time.monotonic() - began, 3)}
+
     if args.device == "cpu":
         why = "no GPU: cpu test cluster, the GPU health gate does not apply"
-        healthrecord.update(args.record, "gate", {"status": "skipped", "reason": why})
+        healthrecord.update(args.record, "gate", {"status": "skipped", "reason": why} | took())
         print(f"health gate skipped: {why}", file=sys.stderr)
         return 0
     try:
         sampler = _sampler()
     except SamplerError as exc:
         line = f"node: {exc}; {ACTIONS[args.replace]}"
-        healthrecord.update(args.record, "gate", {"status": "fail", "reason": line})
+        healthrecord.update(args.record, "gate", {"status": "fail", "reason": line} | took())
         print(line, file=sys.stderr)
         return 1
     try:
@@ -187,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         section, lines = {"status": "fail"}, [f"node: {exc}; {ACTIONS[args.replace]}"]
     finally:
         sampler.close()
-    healthrecord.update(args.record, "gate", section | {"reason": lines[0] if lines else None})
+    healthrecord.update(args.record, "gate", section | {"reason": lines[0] if lines else None} | took())
     for line in lines:
         print(line, file=sys.stderr)
     if not lines:

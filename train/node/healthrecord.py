@@ -9,6 +9,9 @@
      "burn_in":   {"status", "reason", "minutes", "gpus": {...},
                   "busbw_gb_per_s": {"min", "median", "max", "p5", "timeline"}}}
 
+Each section also says how long its check took (`elapsed_s`, seconds on the node's monotonic clock): the
+goodput ledger's health time is their sum (`seconds`), served by the metrics agent.
+
 docs/NODE-HEALTH.md describes every field. Writes are atomic (temp file, then rename), so a reader never
 sees half a record.
 """
@@ -39,6 +42,19 @@ def overall(record: dict[str, Any]) -> str:
     if "fail" in states:
         return "fail"
     return "skipped" if states and all(s == "skipped" for s in states) else "pass"
+
+
+def seconds(record: dict[str, Any]) -> float | None:
+    """The health checks' time on this boot: the sum of the sections' `elapsed_s` (None: none said)."""
+    found = [
+        float(v["elapsed_s"])
+        for v in record.values()
+        if isinstance(v, dict)
+        and isinstance(v.get("elapsed_s"), int | float)
+        and not isinstance(v.get("elapsed_s"), bool)
+        and 0 <= v["elapsed_s"] < 1e7
+    ]
+    return sum(found) if found else None
 
 
 def update(path: Path, section: str, data: dict[str, Any]) -> dict[str, Any]:

@@ -45,6 +45,7 @@ class Ctx:
     device: Any
     watch_file: Path | None = None  # the NVML samples (local rank 0 only; see train/node/nvml_watch.py)
     fails: list[str] = field(default_factory=list)  # this node's failure lines (local rank 0)
+    since: float = field(default_factory=time.monotonic)  # when the previous check ended (its elapsed_s)
 
     @property
     def lead(self) -> bool:
@@ -55,8 +56,11 @@ class Ctx:
             print(line, flush=True)
 
     def record(self, section: str, data: dict[str, Any]) -> None:
+        """Write one check's section with how long it took (the checks run one after another)."""
+        now = time.monotonic()
+        elapsed, self.since = now - self.since, now
         if self.lead:
-            healthrecord.update(self.args.record, section, data)
+            healthrecord.update(self.args.record, section, data | {"elapsed_s": round(elapsed, 3)})
 
 
 def _args(argv: list[str] | None) -> argparse.Namespace:

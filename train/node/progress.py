@@ -14,8 +14,11 @@ A job reports progress by appending one JSON object per logged step, one line ea
     tokens_per_s   number >= 0     these     tokens per second, whole job, all ranks
     loss           number or null  yes       the training loss at that step (null: not computed)
 
-Every number is finite: NaN, Infinity and a value no float holds (a 400-digit integer) are refused.
     time           number          no        Unix time in seconds when the line was written
+    checkpoint_s   number >= 0     no        seconds this job has spent saving checkpoints since it started
+                                             (a running total; a new start of the job begins again at 0)
+
+Every number is finite: NaN, Infinity and a value no float holds (a 400-digit integer) are refused.
 
 Rules: UTF-8, one object per line, each line written whole with one `write` of the file opened for append
 (so a reader never sees half a line), at most 4096 bytes a line. Unknown fields are ignored, so a job may
@@ -57,6 +60,7 @@ class Progress:
     tokens_per_s: float | None
     loss: float | None
     time: float | None  # as the job wrote it; None when it did not
+    checkpoint_s: float | None = None  # seconds saving checkpoints since the job started; None: not said
 
 
 def _number(obj: dict[str, Any], key: str, *, low: float, strict: bool, required: bool) -> float | None:
@@ -116,8 +120,9 @@ def parse_line(line: str) -> Progress:
         raise ProgressError("'loss' is missing (write null when it was not computed)")
     loss = _number(obj, "loss", low=-math.inf, strict=False, required=True)  # finite, or null
     stamp = _number(obj, "time", low=0, strict=False, required=False)
+    saving = _number(obj, "checkpoint_s", low=0, strict=False, required=False)
     assert step_time is not None  # required=True above
-    return Progress(step, step_time, samples, tokens, loss, stamp)
+    return Progress(step, step_time, samples, tokens, loss, stamp, saving)
 
 
 def progress_line(
@@ -128,6 +133,7 @@ def progress_line(
     samples_per_s: float | None = None,
     tokens_per_s: float | None = None,
     now: float | None = None,
+    checkpoint_s: float | None = None,
 ) -> str:
     """A contract line (with its newline) for jobs that may import this module; others write the JSON."""
     obj: dict[str, Any] = {"v": VERSION, "step": step, "step_time_s": step_time_s, "loss": loss}
@@ -137,6 +143,8 @@ def progress_line(
         obj["tokens_per_s"] = tokens_per_s
     if now is not None:
         obj["time"] = now
+    if checkpoint_s is not None:
+        obj["checkpoint_s"] = checkpoint_s
     line = json.dumps(obj, separators=(",", ":"))
     parse_line(line)  # never write what the reader would refuse
     return line + "\n"

@@ -336,6 +336,7 @@ start_agent() {
   fi
   local args=(--port "$TRAINSTACK_METRICS_PORT" --bind 127.0.0.1 --interval-s "$TRAINSTACK_METRICS_INTERVAL_S"
     --checkpoint-dir "$TRAINSTACK_CHECKPOINT_DIR" --progress-file "$TRAINSTACK_PROGRESS_FILE"
+    --health-record "$HEALTH_RECORD"
     --jsonl "$METRICS_DIR/agent-node-$TRAINSTACK_POD_INDEX.$NODE_ID.jsonl" --node "$NODE_ID"
     --rank "$NODE_RANK" --device "$TRAINSTACK_DEVICE")
   if [[ -n "${NCCL_SOCKET_IFNAME:-}" ]]; then args+=(--interface "$NCCL_SOCKET_IFNAME"); fi

@@ -75,9 +75,13 @@ def read_attempts(s3: Any, bucket: str, stack: str, since: float) -> list[Attemp
     return sorted(out, key=lambda a: a.at)
 
 
-def replace_urns(resources: Sequence[Mapping[str, Any]], plan: Plan, topology: str) -> list[str]:
+def replace_urns(
+    resources: Sequence[Mapping[str, Any]], plan: Plan, topology: str, replaced: Sequence[str] = ()
+) -> list[str]:
     """The URNs a plan replaces, from the stack's exported state: the cluster, the pods whose pod_id it names,
-    or (restart) every node's NodeFiles. Pure; an empty list means there is nothing left to replace."""
+    or (restart) every node's NodeFiles. Pure; an empty list means there is nothing left to replace.
+    `replaced` (replaced_ids: "cluster:<id>") names the cluster the plan was made for: a stack whose cluster
+    is another one has been replaced already, and the same plan again replaces nothing."""
 
     def of(kind: str) -> list[Mapping[str, Any]]:
         return [r for r in resources if r.get("type") == kind and not r.get("delete")]
@@ -87,7 +91,12 @@ def replace_urns(resources: Sequence[Mapping[str, Any]], plan: Plan, topology: s
     if plan.act != "replace":
         return []
     if topology == "cluster":
-        return [str(r["urn"]) for r in of(CLUSTER_TYPE)]
+        meant = {r.split(":", 1)[1] for r in replaced if r.startswith("cluster:")}
+        return [
+            str(r["urn"])
+            for r in of(CLUSTER_TYPE)
+            if not meant or str((r.get("outputs") or {}).get("cluster_id") or r.get("id")) in meant
+        ]
     wanted = set(plan.targets)
     return [str(r["urn"]) for r in of(POD_TYPE) if str((r.get("outputs") or {}).get("pod_id")) in wanted]
 
@@ -224,21 +233,22 @@ class Recoverer:
         self._record(attempt)  # before any Pulumi call: a kill from here on leaves `begun`
         stack = self._stack()
         try:
-            done = self._apply(stack, plan)
+            done = self._apply(stack, plan, replaced)
         except Exception:
             self._record(replace(attempt, outcome="failed"))
             raise
         self._record(replace(attempt, outcome="done", released_at=self.released_at or attempt.released_at))
         return done
 
-    def _apply(self, stack: Any, plan: Plan) -> str:
+    def _apply(self, stack: Any, plan: Plan, replaced: Sequence[str]) -> str:
         if plan.act == "finish":
             self._up(stack, "refresh, finishing the last recovery", refresh=True)
             if self.protect:
                 self._phase(stack, "active")
             return "recover: converged (pulumi up --refresh); phase active"
-        urns = replace_urns(stack.export_stack().deployment.get("resources") or [], plan, self.topology)
-        if not urns:
+        resources = stack.export_stack().deployment.get("resources") or []
+        urns = replace_urns(resources, plan, self.topology, replaced)
+        if not urns:  # replaced already (a plan made from outputs read before): converge, replace nothing
             self._up(stack, "refresh: nothing left to replace", refresh=True)
             return "recover: nothing left to replace; refreshed"
         if plan.avoided and self.topology == "pods":

@@ -113,6 +113,24 @@ def test_a_protected_cluster_is_unprotected_replaced_and_protected_again(s3: Any
     assert (attempt.kind, attempt.outcome, attempt.at) == ("node_unhealthy", "done", T0)
 
 
+def test_a_cluster_plan_made_before_its_cluster_was_replaced_replaces_nothing(s3: Any, bucket: str) -> None:
+    """A plan names the cluster it was made for (replaced_ids): once the stack holds another cluster, the
+    same plan again (outputs read before the replace) only converges, protect untouched; the attempt is
+    recorded and counted, so it stays bounded (tests/e2e/test_recovery_protected.py shows it for real)."""
+    lost = Plan("node_lost", "gone", "replace")
+    assert replace_urns(RESOURCES, lost, "cluster", ("cluster:c1",)) == [U + CLUSTER_TYPE + "::prod-cluster"]
+    assert replace_urns(RESOURCES, lost, "cluster", ("cluster:c0",)) == []  # c0 replaced: the stack has c1
+    stack = FakeStack()
+    line = recoverer(s3, bucket, stack, protect=True).carry_out(lost, T0, replaced=("cluster:c0",))
+    assert line == "recover: nothing left to replace; refreshed"
+    assert stack.calls == [("up", {"replace": None, "refresh": True})]  # no phase change, no replace
+    [attempt] = read_attempts(s3, bucket, "prod", since=0)
+    assert (attempt.outcome, attempt.replaced) == ("done", ("cluster:c0",))
+    again = FakeStack()
+    recoverer(s3, bucket, again, protect=True).carry_out(lost, T0 + 60, replaced=("cluster:c1",))
+    assert again.calls[2] == ("up", {"replace": [U + CLUSTER_TYPE + "::prod-cluster"], "refresh": True})
+
+
 def test_a_loose_pod_only_that_pod_and_the_failed_data_center_last(s3: Any, bucket: str) -> None:
     stack = FakeStack()
     plan = Plan("node_lost", "gone", "replace", ("p1",), "EU-RO-1", ("US-TX-3", "EU-RO-1"), ("EU-RO-1",))

@@ -72,6 +72,9 @@ def test_a_node_lost_a_hang_and_an_xid_are_recovered_unattended(tmp_path: Path) 
     assert ledger["billed_usd"] == pytest.approx(bill, rel=0.01)
     assert sum(ledger["gpu_hours"].values()) == pytest.approx(ledger["billed_gpu_hours"], rel=1e-6)
     assert ledger["gpu_hours"]["recovery"] > 0 and ledger["gpu_hours"]["productive"] > 0
+    # The nodes' own durations reached the ledger through the agents and node 0's aggregator: the boot's
+    # health checks (the gate's record, the all-reduce sweep) and the job's checkpoint saves.
+    assert ledger["gpu_hours"]["health"] > 0 and ledger["gpu_hours"]["checkpoint"] > 0, ledger["table"]
     assert len(ledger["attempts"]) == 3 and all(a["outcome"] == "done" for a in ledger["attempts"])
 
     # The team's channel says what happened, in order, with the ledger in the summary; no secret in any.

@@ -6,7 +6,7 @@ import signal
 from collections import Counter
 from typing import Any, Literal
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from emulator.admission import Counters
@@ -167,6 +167,16 @@ async def audit(request: Request, since: int = 0, limit: int = 10_000) -> dict[s
 @router.get("/counters")
 async def counters(request: Request) -> dict[str, Any]:
     return counters_of(request).view()
+
+
+@router.get("/counters/wait")
+async def counters_wait(
+    request: Request, total: int = Query(ge=0), timeoutS: float = Query(default=1.0, ge=0, le=60)
+) -> dict[str, Any]:
+    """Answer once `total` requests are counted, or after `timeoutS`: `reached` says which, with the view."""
+    reached = await counters_of(request).reach(total, timeoutS)
+    view = counters_of(request).view()
+    return view | {"reached": reached, "total": counters_of(request).total}
 
 
 def _live_pods(world: World) -> list[dict[str, Any]]:

@@ -25,9 +25,30 @@ class Counters:
 
     def __init__(self) -> None:
         self.by_endpoint: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        self.total = 0  # every outcome recorded since the last clear: the sum over `by_endpoint`
+        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
 
     def record(self, endpoint: str, outcome: str) -> None:
         self.by_endpoint[endpoint][outcome] += 1
+        self.total += 1
+        for total, waiter in self._waiters:
+            if self.total >= total and not waiter.done():
+                waiter.set_result(None)
+
+    async def reach(self, total: int, timeout_s: float) -> bool:
+        """Wait until `total` outcomes are recorded (at most `timeout_s`); True if they were. A test that
+        acts at the k-th request waits here instead of polling `view` (tests/e2e/test_crashes.py)."""
+        if self.total >= total:
+            return True
+        entry = (total, asyncio.get_running_loop().create_future())
+        self._waiters.append(entry)
+        try:
+            await asyncio.wait_for(asyncio.shield(entry[1]), timeout_s)
+            return True
+        except TimeoutError:
+            return False  # not within timeout_s (a caller asks again; a wait already there answers at once)
+        finally:
+            self._waiters.remove(entry)
 
     def view(self) -> dict[str, Any]:
         endpoints = {e: dict(c) for e, c in sorted(self.by_endpoint.items())}
@@ -36,6 +57,7 @@ class Counters:
 
     def clear(self) -> None:
         self.by_endpoint.clear()
+        self.total = 0
 
 
 def _abort_connection(send: Send) -> None:

@@ -119,6 +119,15 @@ class Admin:
         result: dict[str, Any] = self._call("GET", "/counters")
         return result
 
+    def requests_reach(self, total: int, timeout_s: float = 1.0) -> bool:
+        """Wait on the server (one long-polled call, no spinning) until it has counted `total` API requests
+        since the last reset, at most `timeout_s`; True if it has."""
+        response = self.client.get(
+            "/_admin/counters/wait", params={"total": total, "timeoutS": timeout_s}, timeout=timeout_s + 30
+        )
+        response.raise_for_status()
+        return bool(response.json()["reached"])
+
     def hosts(self) -> dict[str, Any]:
         """Emulated hosts: `enabled`, `mode`, `reason`, `bridge`, `hosts` (pod id, namespace, ip)."""
         result: dict[str, Any] = self._call("GET", "/hosts")

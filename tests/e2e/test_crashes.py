@@ -40,9 +40,12 @@ def _up_killed_after(run: StackRun, runpod: LocalRunPod, k: int) -> bool:
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     deadline = time.monotonic() + 120
-    while proc.poll() is None and _requests(runpod) - start < k:
+    # The server answers the moment it has counted the k-th request (a long poll: no spinning on its
+    # counters); each wait is short so an `up` that ends before the kill point is seen.
+    while not runpod.admin.requests_reach(start + k, timeout_s=0.5):
+        if proc.poll() is not None:
+            return False
         assert time.monotonic() < deadline, "up neither finished nor reached the kill point in 120 s"
-        time.sleep(0.02)  # polling the emulator's counter, not timing the test
     if proc.poll() is not None:
         return False
     kill_tree(proc.pid)

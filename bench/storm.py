@@ -53,6 +53,7 @@ STEPS_PER_ROUND = 100
 NODE_ENV = {
     "AWS_DEFAULT_REGION": "us-east-1",
     "TRAINSTACK_CPU_PROCS_PER_NODE": "1",
+    "OMP_NUM_THREADS": "1",  # torch's idle intra-op thread spins through each step's sleep (tests/hosts too)
     "TRAINSTACK_CHECKPOINT_INTERVAL_S": "2",
     "TRAINSTACK_CHECKPOINT_EVERY": "20",
     "TRAINSTACK_LOG_EVERY": "10",

@@ -262,3 +262,22 @@ def test_the_reader_keeps_up_with_a_fast_job(tmp_path: Path) -> None:
         f.write(progress_line(40_000, 0.01, 1.9, samples_per_s=100.0))
     again = tail.poll()
     assert again.latest is not None and again.latest.step == 40_000 and again.lines == 1
+
+
+def test_the_health_time_follows_the_record_and_is_read_again_only_when_it_changed(tmp_path: Path) -> None:
+    record = tmp_path / "health.json"
+    state = State("n", "0")
+    agent = Agent(state, None, None, None, None, log=io.StringIO(), health_record=record)
+    agent.sample(1.0)
+    assert state.health_s is None  # no record yet: nothing served, nothing counted as an error
+    healthrecord.update(record, "gate", {"status": "pass", "elapsed_s": 2.0})
+    agent.sample(2.0)
+    assert state.health_s == 2.0
+    healthrecord.update(record, "burn_in", {"status": "pass", "elapsed_s": 600.0})  # preflight wrote on
+    agent.sample(3.0)
+    assert state.health_s == 602.0
+    record.write_text("{not json")  # a record the agent cannot read: counted, the last value kept
+    agent.sample(4.0)
+    assert state.health_s == 602.0 and state.errors == {"health": 1}
+    agent.sample(5.0)  # unchanged since: not parsed again, not counted again
+    assert state.errors == {"health": 1}

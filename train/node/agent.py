@@ -75,6 +75,7 @@ class Agent:
     ) -> None:
         self.state, self.sampler, self.storage, self.progress = state, sampler, storage, progress
         self.jsonl, self._log, self.health_record = jsonl, log, health_record
+        self._health_seen: tuple[int, int, int] | None = None  # the record (inode, mtime_ns, size) last read
         self._said: set[str] = set()
 
     def say_once(self, message: str) -> None:
@@ -119,13 +120,7 @@ class Agent:
                     if found.latest is not None:
                         self.state.progress, self.state.progress_seen_at = found.latest, now
         if self.health_record is not None:
-            try:
-                health = healthrecord.seconds(healthrecord.load(self.health_record))
-            except (OSError, ValueError) as exc:  # a record being replaced is whole (atomic); others count
-                self._failed("health", exc)
-            else:
-                with self.state.lock:
-                    self.state.health_s = health
+            self._read_health(self.health_record)
         with self.state.lock:
             self.state.sample_seconds = time.perf_counter() - started
         if self.jsonl is not None:
@@ -133,6 +128,24 @@ class Agent:
                 self._append(now)
             except OSError as exc:
                 self._failed("jsonl", exc)
+
+    def _read_health(self, path: Path) -> None:
+        """The health checks' time, read again only when the record changed (it is written before training
+        and rarely after: a stat per sample, not a JSON parse)."""
+        try:
+            st = path.stat()
+            seen = (st.st_ino, st.st_mtime_ns, st.st_size)  # each write is a new file (os.replace)
+            if seen == self._health_seen:
+                return
+            self._health_seen = seen  # a record that cannot be read is counted once, until it changes
+            health = healthrecord.seconds(healthrecord.load(path))
+        except FileNotFoundError:
+            return  # no record yet (or a node without checks): nothing to serve
+        except (OSError, ValueError) as exc:  # the record is replaced atomically; anything else counts
+            self._failed("health", exc)
+            return
+        with self.state.lock:
+            self.state.health_s = health
 
     def _append(self, now: float) -> None:
         assert self.jsonl is not None

@@ -5,7 +5,8 @@
     preempted       a spot pod RunPod stopped (EXITED): rent it again at the bid
     node_lost       a pod EXITED / ERROR / gone, or a node unreachable `unreachable_rounds` rounds in a row
     node_unhealthy  an XID or uncorrected-ECC alert, or a straggler `straggler_for_min` long (train/monitor/
-                    straggler.py): the hardware is replaced
+                    straggler.py) judged on the rounds in which the job stepped (a stopped job's
+                    agents go on serving their last step times): the hardware is replaced
     job_failed      the job's run state says it exited non-zero after the last recovery. An NCCL timeout
                     always retries; a config error or out of memory never does (the forecast and the preview
                     should have caught it: the message says so) and compute is released. After the node
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import TYPE_CHECKING, Literal
 
 from stackconfig.supervisor import data_center_order
@@ -153,11 +155,20 @@ def _stragglers(
 ) -> list[tuple[NodeFacts, str]]:
     rc = policy.recovery
     window = obs.at - rc.straggler_for_min * 60 - 2 * policy.interval_min * 60
+    stepping = _stepping(obs, history)
     samples = [
         Sample(o.at, {n.rank: n.step_time_s for n in _nodes(o) if n.step_time_s})
-        for o in [obs, *(r.observation for r in history if window <= r.observation.at < obs.at)]
+        for o in stepping
+        if o.at >= window
     ]
-    found = stragglers(samples, rc.straggler_tolerance_pct, rc.straggler_for_min * 60)
+    # A step time is measured when a step ends: a job with no new step since the round before serves the last
+    # one it had, however old. Frozen figures are no evidence about the nodes now, and a job that stopped
+    # stepping is the stall check's to call (with its diagnostics), not a straggler to replace.
+    found = (
+        stragglers(samples, rc.straggler_tolerance_pct, rc.straggler_for_min * 60)
+        if stepping and stepping[0] is obs
+        else []
+    )
     by_rank = {n.rank: n for n in _nodes(obs)}
     out = [
         (by_rank[s.rank], f"{s.line()} for {rc.straggler_for_min:g}+ min") for s in found if s.rank in by_rank
@@ -169,6 +180,20 @@ def _stragglers(
         if STRAGGLER_ALERT in n.alerts and n.rank not in {s.rank for s in found}
     ]
     return out
+
+
+def _stepping(obs: Observation, history: Sequence[RoundRecord]) -> list[Observation]:
+    """This round's observation and the earlier ones, newest first, whose job had made a new step since the
+    round before it: the rounds whose step times are fresh."""
+    ordered = sorted(
+        [obs, *(r.observation for r in history if r.observation.at < obs.at)], key=lambda o: o.at
+    )
+    fresh = [
+        later
+        for before, later in pairwise(ordered)
+        if later.step is not None and before.step is not None and later.step > before.step
+    ]
+    return fresh[::-1]
 
 
 # A silence the run's own pace explains is not a hang: no new step for up to this many times the slowest step

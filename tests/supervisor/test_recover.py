@@ -106,11 +106,29 @@ ROWS = [
     Row("an XID: node_unhealthy", obs(30, XID), (), "node_unhealthy", ("recover",), "gpu_xid"),
     Row(
         "a straggler for 10 min: node_unhealthy",
-        obs(30, SLOW),
-        tuple(past(obs(m, SLOW)) for m in (15, 20, 25)),
+        obs(30, SLOW, step=100.0),
+        tuple(past(obs(m, SLOW, step=float(m) * 3)) for m in (10, 15, 20, 25)),
         "node_unhealthy",
         ("recover",),
         "node 3: step time 50% behind",
+    ),
+    Row(
+        # The storm's hang (bench/storm.py): the stopped rank's peers wait in the collective, and the agents
+        # serve the step times measured before it, node 3's slow one among them. No new step: no straggler.
+        "frozen step times of a job that stopped stepping: stalled, not a straggler",
+        obs(30, SLOW),
+        tuple(past(obs(m, SLOW)) for m in (10, 15, 20, 25)),
+        "stalled",
+        ("recover",),
+        "diagnostics to the bucket",
+    ),
+    Row(
+        "a straggler that stepped for 10 min, then stopped stepping: not a straggler this round",
+        obs(35, SLOW, step=100.0),
+        tuple(past(obs(m, SLOW, step=70.0 + (m - 15) * 2)) for m in (15, 20, 25, 30)),
+        "none",
+        (),
+        "training runs",
     ),
     Row(
         "a straggler for 5 min only: not yet",

@@ -155,12 +155,8 @@ def _stragglers(
 ) -> list[tuple[NodeFacts, str]]:
     rc = policy.recovery
     window = obs.at - rc.straggler_for_min * 60 - 2 * policy.interval_min * 60
-    stepping = _stepping(obs, history)
-    samples = [
-        Sample(o.at, {n.rank: n.step_time_s for n in _nodes(o) if n.step_time_s})
-        for o in stepping
-        if o.at >= window
-    ]
+    stepping = _stepping(obs, history, window)
+    samples = [Sample(o.at, {n.rank: n.step_time_s for n in _nodes(o) if n.step_time_s}) for o in stepping]
     # A step time is measured when a step ends: a job with no new step since the round before serves the last
     # one it had, however old. Frozen figures are no evidence about the nodes now, and a job that stopped
     # stepping is the stall check's to call (with its diagnostics), not a straggler to replace.
@@ -182,11 +178,15 @@ def _stragglers(
     return out
 
 
-def _stepping(obs: Observation, history: Sequence[RoundRecord]) -> list[Observation]:
-    """This round's observation and the earlier ones, newest first, whose job had made a new step since the
-    round before it: the rounds whose step times are fresh."""
+def _stepping(obs: Observation, history: Sequence[RoundRecord], since: float) -> list[Observation]:
+    """This round's observation and the earlier ones from `since`, newest first, whose job had made a new step
+    since the round before it: the rounds whose step times are fresh. Only the window and the one round
+    before it are sorted, not the whole history."""
+    earlier = [r.observation for r in history if r.observation.at < obs.at]
+    before = [o for o in earlier if o.at < since]
     ordered = sorted(
-        [obs, *(r.observation for r in history if r.observation.at < obs.at)], key=lambda o: o.at
+        [*([max(before, key=lambda o: o.at)] if before else []), *(o for o in earlier if o.at >= since), obs],
+        key=lambda o: o.at,
     )
     fresh = [
         later

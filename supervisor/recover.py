@@ -183,11 +183,9 @@ def _stepping(obs: Observation, history: Sequence[RoundRecord], since: float) ->
     since the round before it: the rounds whose step times are fresh. Only the window and the one round
     before it are sorted, not the whole history."""
     earlier = [r.observation for r in history if r.observation.at < obs.at]
-    before = [o for o in earlier if o.at < since]
-    ordered = sorted(
-        [*([max(before, key=lambda o: o.at)] if before else []), *(o for o in earlier if o.at >= since), obs],
-        key=lambda o: o.at,
-    )
+    older = [o for o in earlier if o.at < since]
+    last_older = [max(older, key=lambda o: o.at)] if older else []
+    ordered = sorted([*last_older, *(o for o in earlier if o.at >= since), obs], key=lambda o: o.at)
     fresh = [
         later
         for before, later in pairwise(ordered)

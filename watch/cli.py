@@ -83,7 +83,14 @@ def collect(
     )
     # The snapshot decides who is unreachable (one rule); for those nodes the training log is read over SSH,
     # and RunPod's container log for a node SSH cannot reach either.
-    unreachable = [n.pod_id for n in view(logs={}, problems=problems).nodes if n.reachable is False]
+    first = view(logs={}, problems=problems).nodes
+    # A node the aggregator did not see scraped may have ended: its exit record says how and why.
+    exits = sources.exit_records(stack, outputs, [n.pod_id for n in first if n.reachable is not True])
+    if exits and first and first[0].pod_id in exits:
+        # node 0's start script ended, so its aggregator will never write: its message is noise here
+        problems[:] = [p for p in problems if not p.startswith("aggregator: ")]
+    view = functools.partial(view, exits=exits)
+    unreachable = [n.pod_id for n in first if n.reachable is False and n.pod_id not in exits]
     logs: dict[str, list[str]] = {}
     sources_of: dict[str, str] = {}
     if unreachable:

@@ -24,7 +24,10 @@ def _f(value: float | None, fmt: str, dash: str = "-") -> str:
 
 
 def _row(n: NodeView) -> list[RenderableType]:
-    if n.reachable is False:
+    if n.exited:
+        style = {"failed": "bold red", "finished": "green"}.get(n.exited, "yellow")
+        state = Text(f"EXITED ({n.exited})", style=style)
+    elif n.reachable is False:
         state = Text("UNREACHABLE", style="bold red")
     elif n.reachable is None:
         state = Text("unknown", style="dim")
@@ -66,8 +69,9 @@ def render(s: WatchSnapshot) -> RenderableType:
         table.add_row(*_row(n))
     parts: list[RenderableType] = [table]
     for n in s.nodes:
-        if n.note and n.reachable is False:
-            parts.append(_t(f"rank {n.rank} ({n.pod_id}): {n.note}", style="red"))
+        if n.note and (n.reachable is False or n.exited):
+            style = "green" if n.exited == "finished" else "yellow" if n.exited == "stopped" else "red"
+            parts.append(_t(f"rank {n.rank} ({n.pod_id}): {n.note}", style=style))
         for line in n.log_tail:
             parts.append(_t(f"  rank {n.rank} {n.log_source or 'log'} | {line}", style="dim"))
     for a in s.firing:

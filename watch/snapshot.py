@@ -34,6 +34,9 @@ class NodeView:
     note: str = ""  # why a value is missing (agent unreachable, never reached SSH, ...)
     log_tail: tuple[str, ...] = ()  # last log lines of a node whose agent did not answer
     log_source: str = ""  # "training log" (its start script's, over SSH) or "RunPod log" (the container's)
+    exited: str = (
+        ""  # its start script ended: "failed" | "finished" | "stopped" (its exit record); "": running
+    )
 
 
 @dataclass(frozen=True)
@@ -63,7 +66,7 @@ class WatchSnapshot:
     def critical(self) -> bool:
         """What makes `scripts/watch` exit non-zero: a critical alert, or a node nobody can reach."""
         return any(a.get("severity") == "critical" for a in self.firing) or any(
-            n.reachable is False for n in self.nodes
+            n.reachable is False or n.exited == "failed" for n in self.nodes
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -90,8 +93,12 @@ def build(
     node0_answered: bool = False,
     log_sources: Mapping[str, str] | None = None,
     ledger: str | None = None,
+    exits: Mapping[str, Any] | None = None,
 ) -> WatchSnapshot:
     """Join the sources by rank: the aggregator's rows are in hostfile (= rank) order.
+
+    `exits`: pod id -> the node's exit record (train/node/exitrecord.py) for nodes whose start script ended;
+    such a node shows that it exited, how, and its log's last lines, whatever the aggregator says.
 
     `node0_answered`: no state was read, but node 0 did answer over SSH (it has no aggregator state)."""
     out_nodes = [n for n in outputs.get("nodes") or [] if isinstance(n, Mapping)]
@@ -110,6 +117,14 @@ def build(
             reachable, note = False, "node 0 not reachable over SSH (see problems)"
         else:
             reachable, note = None, "no aggregator state"
+        record = (exits or {}).get(pod_id)
+        tail, source, exited = tuple(logs.get(pod_id, ())), (log_sources or {}).get(pod_id), ""
+        if record is not None:
+            exited = record.status
+            note = f"start script exited: {record.status} in {record.phase} (exit {record.exit_status})" + (
+                f": {record.reason}" if record.reason else ""
+            )
+            tail, source = tuple(record.log_tail[-5:]), "exit record"
         views.append(
             NodeView(
                 rank=int(node.get("rank", i)),
@@ -127,8 +142,9 @@ def build(
                 health_s=_num(row, "health_s"),
                 alerts=tuple(str(a.get("rule")) for a in firing if name and a.get("node") == name),
                 note=note,
-                log_tail=tuple(logs.get(pod_id, ())),
-                log_source=(log_sources or {}).get(pod_id, "log" if pod_id in logs else ""),
+                log_tail=tail,
+                log_source=source or ("log" if tail else ""),
+                exited=exited,
             )
         )
     cost = float(outputs.get("cost_per_hour") or 0.0)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from components.delivery import known_hosts_file
 from providers.delivery.ssh import DeliveryError, Ssh, SshTarget
 from providers.errors import TrainstackError
+from train.node import exitrecord
 
 if TYPE_CHECKING:
     from providers.runpod.client import RunPodClient
@@ -143,6 +144,37 @@ def training_log_tails(
             continue
         if text.strip():
             out[pod_id] = text.rstrip("\n").splitlines()[-lines:]
+    return out
+
+
+def exit_records(
+    stack: str,
+    outputs: Mapping[str, Any],
+    pod_ids: Sequence[str],
+    timeout_s: float = 10.0,
+    run: Callable[[SshTarget, str], str] | None = None,
+) -> dict[str, exitrecord.ExitRecord]:
+    """The exit record of each listed node whose start script has ended (train/node/exitrecord.py, written by
+    its EXIT trap at `<workdir>/metrics/exit-node-<pod index>.<pod id>.json`), read over SSH. A node without
+    one (still running, or SSH cannot reach it) is left out; a record that does not parse is left out too."""
+    workdir = str(outputs.get("workdir") or "/workspace/trainstack")
+    run = run or _over_ssh(timeout_s)
+    out: dict[str, exitrecord.ExitRecord] = {}
+    for node in outputs.get("nodes") or []:
+        pod_id = str(node.get("pod_id") or "")
+        host, _, port = str(node.get("ssh_endpoint") or "").rpartition(":")
+        if pod_id not in pod_ids or not host or not port.isdigit():
+            continue
+        target = SshTarget(host, int(port), "root", pod_id, Path(known_hosts_file(stack)))
+        # The pod index is the job's; a pool pod's job has rank 0 on every pod: match by pod id.
+        pattern = f"{shlex.quote(workdir + '/metrics/exit-node-')}*.{shlex.quote(pod_id)}.json"
+        try:
+            text = run(target, f'for f in {pattern}; do [ -e "$f" ] && head -c 65536 "$f"; done; true')
+        except DeliveryError:
+            continue
+        record = exitrecord.parse(text.strip()) if text.strip() else None
+        if record is not None:
+            out[pod_id] = record
     return out
 
 

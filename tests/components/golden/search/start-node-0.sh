@@ -68,8 +68,12 @@ EOF
 # ---------------------------------------------------------------------------------------------------
 
 log() { printf '[trainstack %s node %s] %s\n' "$(date -u +%H:%M:%S)" "${NODE_RANK:-?}" "$*" >&2; }
+# What the exit record (train/node/exitrecord.py) says: the phase the script was in and the FATAL reason.
+TRAINSTACK_PHASE=identity
+TRAINSTACK_FATAL=""
 die() {
   log "FATAL: $*"
+  TRAINSTACK_FATAL="$*"
   exit 1
 }
 is_uint() { [[ "$1" =~ ^[0-9]+$ ]]; }
@@ -415,20 +419,43 @@ failure_cause() {
     true
 }
 
+# Once, whatever the way out (die, a failed command under set -e, SIGTERM, the end): the node's exit record,
+# on the node (read over SSH by scripts/watch and scripts/supervise) and in the bucket when there is one.
+# Only the script's own shell runs it: bash resets an EXIT trap in subshells.
+# shellcheck disable=SC2317  # run by trap
+on_exit() {
+  local status=$? log
+  trap - EXIT
+  log=$(readlink "/proc/$$/fd/1" 2>/dev/null) || log=""
+  [[ -f $log ]] || log=""
+  TRAINSTACK_SECRET_NAMES="${SECRET_NAMES[*]}" PYTHONPATH="$TRAINSTACK_WORKDIR${PYTHONPATH:+:$PYTHONPATH}" \
+    "$PYTHON" -m train.node.exitrecord --exit-status "$status" --phase "$TRAINSTACK_PHASE" \
+    --reason "$TRAINSTACK_FATAL" ${log:+--log "$log"} --metrics-dir "$TRAINSTACK_WORKDIR/metrics" ||
+    log "exit record not written (status $status)"
+  exit "$status"
+}
+
 # --- 8. main ----------------------------------------------------------------------------------------
 main() {
   local status=0
   TRAINSTACK_STARTED_AT=$(date +%s)
+  trap on_exit EXIT
   trap on_term TERM INT
   setup_network
   update_hosts
   setup_shards
+  TRAINSTACK_PHASE=secrets
   check_secrets
+  TRAINSTACK_PHASE=health_gate
   preflight_gpus
+  TRAINSTACK_PHASE=disk
   preflight_disk
   rm -f "$TRAINSTACK_STOP_FILE"
+  TRAINSTACK_PHASE=preflight
   preflight_torchrun
+  TRAINSTACK_PHASE=resume
   bucket resume
+  TRAINSTACK_PHASE=training
   mkdir -p "$METRICS_DIR" "$(dirname "$TRAINSTACK_PROGRESS_FILE")"
   cd "$TRAINSTACK_WORKDIR"
   start_agent
@@ -445,6 +472,7 @@ main() {
   wait "$TRAIN_PID" || status=$?
   TRAIN_PID=""
   stop_background
+  TRAINSTACK_PHASE=sync
   bucket sync || status=1
   if [[ -e "$TRAINSTACK_STOP_FILE" ]]; then log "stopped at the max run time"; fi
   log "training exited with status $status"
@@ -455,6 +483,7 @@ main() {
   fi
   # The run's own record (run/<run id>/state.json, written by the job's rank 0 once every node has marked
   # its final sync): what scripts/supervise verifies before it releases the compute.
+  TRAINSTACK_PHASE=finish
   bucket finish "$status" || log "run state not written to the bucket; scripts/supervise will not call it finished"
   log "start script ends with status $status" # the last write to the bucket is done
   exit "$status"

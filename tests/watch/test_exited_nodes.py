@@ -1,0 +1,96 @@
+"""A node whose start script ended shows that it ended, how, and its log's last lines (issue #43): not
+"unknown" and a message about the aggregator, which on such a node never writes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from providers.delivery.ssh import DeliveryError, SshTarget
+from tests.watch.conftest import REAL_EXIT_RECORDS
+from train.node import exitrecord
+from watch import cli, sources
+from watch.render import render
+
+OUTPUTS = {
+    "nodes": [{"rank": 0, "pod_id": "pod-a", "ssh_endpoint": "127.0.0.1:2201"}],
+    "cost_per_hour": 31.93,
+    "workdir": "/workspace/trainstack",
+}
+RECORD = {
+    "version": 1,
+    "status": "failed",
+    "phase": "preflight",
+    "exit_status": 1,
+    "reason": "preflight failed (exit 127); see above",
+    "node": "pod-a",
+    "log_tail": [
+        "[trainstack 05:22:49 node 0] free disk: 75 GB at /workspace/checkpoints (floor 1 GB)",
+        "/workspace/trainstack/start-node-0.sh: line 243: torchrun: command not found",
+        "[trainstack 05:22:49 node 0] FATAL: preflight failed (exit 127); see above",
+    ],
+}
+
+
+def test_exit_records_are_read_per_node_and_junk_is_left_out() -> None:
+    asked: list[str] = []
+
+    def run(target: SshTarget, command: str) -> str:
+        asked.append(command)
+        if target.alias == "pod-b":
+            raise DeliveryError("ssh: connection refused")
+        return json.dumps(RECORD) if target.alias == "pod-a" else "not json"
+
+    outputs = dict(
+        OUTPUTS,
+        nodes=[
+            *OUTPUTS["nodes"],
+            {"rank": 1, "pod_id": "pod-b", "ssh_endpoint": "h:22"},
+            {"rank": 2, "pod_id": "pod-c", "ssh_endpoint": "h:23"},
+        ],
+    )
+    got = REAL_EXIT_RECORDS("dev", outputs, ["pod-a", "pod-b", "pod-c"], run=run)
+    assert set(got) == {"pod-a"} and got["pod-a"].phase == "preflight"
+    assert "/workspace/trainstack/metrics/exit-node-" in asked[0] and "pod-a.json" in asked[0]
+
+
+def test_a_node_that_died_at_preflight_shows_exited_the_reason_and_the_fatal_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def no_state(stack: str, outputs: object) -> dict[str, object]:
+        raise sources.NoStateError("node 0 (pod-a) answered but has no state: the aggregator writes it ...")
+
+    record = exitrecord.parse(RECORD)
+    assert record is not None
+    monkeypatch.setattr(sources, "aggregator_state", no_state)
+    monkeypatch.setattr(sources, "billed_usd", lambda outputs: 1.0)
+    monkeypatch.setattr(sources, "exit_records", lambda stack, outputs, pods: {"pod-a": record})
+    monkeypatch.setattr(sources, "pod_logs", lambda pods: pytest.fail("RunPod logs read"))
+    snap = cli.collect("dev", Path("."), outputs_of=lambda cwd, stack: OUTPUTS)
+    node = snap.nodes[0]
+    assert node.exited == "failed" and snap.critical
+    assert (
+        node.note
+        == "start script exited: failed in preflight (exit 1): preflight failed (exit 127); see above"
+    )
+    assert node.log_tail[-1].endswith("FATAL: preflight failed (exit 127); see above")
+    assert not any("aggregator" in p for p in snap.problems)
+    console = Console(width=200, record=True)
+    console.print(render(snap))
+    text = console.export_text()
+    assert "EXITED (failed)" in text and "torchrun: command not found" in text and "unknown" not in text
+    assert snap.to_json()["nodes"][0]["exited"] == "failed"
+
+
+def test_a_running_node_without_an_exit_record_is_as_before(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_state(stack: str, outputs: object) -> dict[str, object]:
+        raise sources.NoStateError("node 0 (pod-a) answered but has no state")
+
+    monkeypatch.setattr(sources, "aggregator_state", no_state)
+    monkeypatch.setattr(sources, "billed_usd", lambda outputs: 1.0)
+    snap = cli.collect("dev", Path("."), outputs_of=lambda cwd, stack: OUTPUTS)
+    assert snap.nodes[0].exited == "" and snap.nodes[0].reachable is None and not snap.critical
+    assert snap.problems == ("aggregator: node 0 (pod-a) answered but has no state",)

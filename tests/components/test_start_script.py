@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -401,3 +402,49 @@ def test_burn_in_runs_on_a_new_node_only_and_the_flight_recorder_is_on(prod3: No
     assert code == 0 and "burn-in skipped: this node passed it earlier in this run" in out
     again = [c for c in prod3.torchrun_calls() if "train.node.preflight" in c][-1]
     assert "--burn-in-s 0" in again
+
+
+def _run_logged(node: Node, path: str, **env: str) -> tuple[int, Path]:
+    """The script as delivery starts it, its output in a log file (the exit record reads its tail there)."""
+    log = node.dir / "start.log"
+    with open(log, "w") as f:
+        code = subprocess.run(
+            ["bash", str(node.script)],
+            env={**node.env, "PATH": path, **env},
+            stdout=f,
+            stderr=subprocess.STDOUT,
+            timeout=30,
+            check=False,
+        ).returncode
+    return code, log
+
+
+def _exit_record(node: Node) -> dict[str, object]:
+    found = sorted((node.dir / "metrics").glob("exit-node-*.test-pod.json"))
+    assert len(found) == 1, found
+    return dict(json.loads(found[0].read_text()))
+
+
+def test_every_way_out_leaves_one_exit_record_with_phase_reason_and_tail(prod3: Node) -> None:
+    """Issue #43's first run: no torchrun on the image. The record says failed at preflight, why, and the
+    log's last lines (the shell's own `command not found` included), and holds no secret value."""
+    bin_dir = prod3.dir / "bin"
+    code, _ = _run_logged(prod3, f"{bin_dir}:/usr/bin:/bin")
+    assert code == 0 and _exit_record(prod3)["status"] == "finished"
+    assert _exit_record(prod3)["phase"] == "finish"
+    (bin_dir / "torchrun").unlink()
+    code, log = _run_logged(prod3, f"{bin_dir}:/usr/bin:/bin")
+    record = _exit_record(prod3)
+    assert code == 1 and (record["status"], record["phase"], record["exit_status"]) == (
+        "failed",
+        "preflight",
+        1,
+    )
+    assert "preflight failed (exit 127)" in str(record["reason"])
+    tail = record["log_tail"]
+    assert isinstance(tail, list) and "FATAL: preflight failed (exit 127)" in tail[-1]
+    assert any("torchrun: command not found" in line for line in tail)
+    code, _ = _run_logged(prod3, f"{bin_dir}:/usr/bin:/bin", HF_TOKEN="{{ RUNPOD_SECRET_x }}")
+    record = _exit_record(prod3)
+    assert code == 1 and record["phase"] == "secrets" and "HF_TOKEN" in str(record["reason"])
+    assert "s3cr3t-value" not in json.dumps(record) and "s3cr3t-value" not in log.read_text()

@@ -15,7 +15,8 @@ exactly when it matters.
 Where it lands (both when it can):
 - `<workdir>/metrics/exit-node-<pod index>.<pod id>.json` on the node, read over SSH by `scripts/watch` and
   `scripts/supervise` (a stack without a bucket still has it);
-- `s3://<bucket>/run/<run id>/exit/<rank>.json` when the stack has a bucket and boto3 imports.
+- `s3://<bucket>/run/<run id>/exit/<rank>.json` for a failed node, when the stack has a bucket and boto3
+  imports.
 
 `parse` is the reader's side: an untrusted JSON document in, an `ExitRecord` or None out (never raises).
 """
@@ -195,7 +196,9 @@ def write(record: ExitRecord, metrics_dir: Path, env: dict[str, str]) -> list[st
     except OSError as e:
         said.append(f"exit record not written on the node: {e.strerror}")
     bucket = env.get("TRAINSTACK_CHECKPOINT_BUCKET")
-    if bucket and env.get("TRAINSTACK_DRY_RUN") != "1" and record.run_id:
+    # Only a failed node's record goes to the bucket: a finished run has its state record there already, and
+    # a stopped node (SIGTERM) is being taken away, when a late write would race the bucket's own teardown.
+    if bucket and env.get("TRAINSTACK_DRY_RUN") != "1" and record.run_id and record.status == "failed":
         try:
             import boto3  # absent on a broken image: the node's copy stands
 
@@ -224,7 +227,8 @@ def main(argv: list[str] | None = None) -> int:
     env = dict(os.environ)
     record = build(env, a.exit_status, a.phase, a.reason, a.log, time.time())
     for line in write(record, a.metrics_dir, env):
-        print(line, file=sys.stderr)
+        if "not written" in line:  # the log stays as it was when all went well
+            print(line, file=sys.stderr)
     return 0
 
 

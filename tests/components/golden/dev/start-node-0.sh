@@ -417,18 +417,28 @@ failure_cause() {
 }
 
 # Once, whatever the way out (die, a failed command under set -e, SIGTERM, the end): the node's exit record,
-# on the node (read over SSH by scripts/watch and scripts/supervise) and in the bucket when there is one.
-# Only the script's own shell runs it: bash resets an EXIT trap in subshells.
-# shellcheck disable=SC2317  # run by trap
-on_exit() {
-  local status=$? log
-  trap - EXIT
+# on the node (read over SSH by scripts/watch and scripts/supervise) and, for a failed one, in the bucket.
+# The normal end writes it before its last log line, so that "start script ends with status" still means
+# that this node's last write to the bucket is done. Only the script's own shell runs on_exit: bash resets
+# an EXIT trap in subshells.
+EXIT_RECORD_WRITTEN=0
+write_exit_record() {
+  local log
+  ((EXIT_RECORD_WRITTEN == 0)) || return 0
+  EXIT_RECORD_WRITTEN=1
   log=$(readlink "/proc/$$/fd/1" 2>/dev/null) || log=""
   [[ -f $log ]] || log=""
   TRAINSTACK_SECRET_NAMES="${SECRET_NAMES[*]}" PYTHONPATH="$TRAINSTACK_WORKDIR${PYTHONPATH:+:$PYTHONPATH}" \
-    "$PYTHON" -m train.node.exitrecord --exit-status "$status" --phase "$TRAINSTACK_PHASE" \
+    "$PYTHON" -m train.node.exitrecord --exit-status "$1" --phase "$TRAINSTACK_PHASE" \
     --reason "$TRAINSTACK_FATAL" ${log:+--log "$log"} --metrics-dir "$TRAINSTACK_WORKDIR/metrics" ||
-    log "exit record not written (status $status)"
+    log "exit record not written (status $1)"
+}
+
+# shellcheck disable=SC2317  # run by trap
+on_exit() {
+  local status=$?
+  trap - EXIT
+  write_exit_record "$status"
   exit "$status"
 }
 
@@ -482,6 +492,7 @@ main() {
   # its final sync): what scripts/supervise verifies before it releases the compute.
   TRAINSTACK_PHASE=finish
   bucket finish "$status" || log "run state not written to the bucket; scripts/supervise will not call it finished"
+  write_exit_record "$status"
   log "start script ends with status $status" # the last write to the bucket is done
   exit "$status"
 }

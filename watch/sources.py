@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import shlex
 import subprocess
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -131,12 +131,7 @@ def training_log_tails(
     workdir = str(outputs.get("workdir") or "/workspace/trainstack")
     run = run or _over_ssh(timeout_s)
     out: dict[str, list[str]] = {}
-    for node in outputs.get("nodes") or []:
-        pod_id = str(node.get("pod_id") or "")
-        host, _, port = str(node.get("ssh_endpoint") or "").rpartition(":")
-        if pod_id not in pod_ids or not host or not port.isdigit():
-            continue
-        target = SshTarget(host, int(port), "root", pod_id, Path(known_hosts_file(stack)))
+    for node, pod_id, target in _targets(stack, outputs, pod_ids):
         log = shlex.quote(f"{workdir}/logs/start-node-{node.get('rank')}.{pod_id}.log")
         try:
             text = run(target, f"if [ -e {log} ]; then tail -n {int(lines)} {log}; fi")
@@ -160,12 +155,7 @@ def exit_records(
     workdir = str(outputs.get("workdir") or "/workspace/trainstack")
     run = run or _over_ssh(timeout_s)
     out: dict[str, exitrecord.ExitRecord] = {}
-    for node in outputs.get("nodes") or []:
-        pod_id = str(node.get("pod_id") or "")
-        host, _, port = str(node.get("ssh_endpoint") or "").rpartition(":")
-        if pod_id not in pod_ids or not host or not port.isdigit():
-            continue
-        target = SshTarget(host, int(port), "root", pod_id, Path(known_hosts_file(stack)))
+    for _node, pod_id, target in _targets(stack, outputs, pod_ids):
         # The pod index is the job's; a pool pod's job has rank 0 on every pod: match by pod id.
         pattern = f"{shlex.quote(workdir + '/metrics/exit-node-')}*.{shlex.quote(pod_id)}.json"
         try:
@@ -176,6 +166,17 @@ def exit_records(
         if record is not None:
             out[pod_id] = record
     return out
+
+
+def _targets(
+    stack: str, outputs: Mapping[str, Any], pod_ids: Sequence[str]
+) -> Iterator[tuple[Mapping[str, Any], str, SshTarget]]:
+    """(node, pod id, SSH target) of each listed node that has an SSH endpoint, in the outputs' order."""
+    for node in outputs.get("nodes") or []:
+        pod_id = str(node.get("pod_id") or "")
+        host, _, port = str(node.get("ssh_endpoint") or "").rpartition(":")
+        if pod_id in pod_ids and host and port.isdigit():
+            yield node, pod_id, SshTarget(host, int(port), "root", pod_id, Path(known_hosts_file(stack)))
 
 
 def _over_ssh(timeout_s: float) -> Callable[[SshTarget, str], str]:

@@ -9,6 +9,8 @@
       idle_grace_min: 15            # after the idle warning, release when still idle this much later
       warn_at: 0.8                  # warn when the run has spent this share of run.max_cost_usd
       blind_for_min: 15             # no SSH to node 0 and no billing this long: alert (never act blind)
+      boot_timeout_min: 30          # no training step this long after the compute came up (training's
+                                    # burn_in_min is added): the job never started, release
       sync_grace_s: 60              # a last checkpoint sync on each answering node gets this long
       release_mode: delete          # loose pods at release: delete, or stop (on-demand pods only)
     trainstack:run:
@@ -50,6 +52,9 @@ class SupervisorConfig(_Section):
     idle_grace_min: float = Field(15.0, ge=0)
     warn_at: float = Field(0.8, gt=0, le=1)
     blind_for_min: float = Field(15.0, gt=0)
+    # A cold pull of a multi-GB training image, the GPU health gate, the straggler GEMM and the all-reduce
+    # sweep: minutes each (docs/SUPERVISOR.md "Booting"); the configured burn-in is added on top.
+    boot_timeout_min: float = Field(30.0, gt=0, le=1440)
     sync_grace_s: float = Field(60.0, ge=0, le=600)
     # What `run.phase: released` does to loose pods: delete them, or stop them (an EXITED pod bills only its
     # volume disk; the next active `up` starts the same pods). Clusters and spot pods: delete only

@@ -22,7 +22,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,9 +32,8 @@ from stackconfig.supervisor import run_cost_cap
 from supervisor import store
 from supervisor.act import Actuator, ReleaseError, summary_text
 from supervisor.decide import Policy, decide
-from supervisor.model import Decision, Observation, RoundRecord
+from supervisor.model import Decision, Observation, Plan, RoundRecord
 from supervisor.observe import Sources, StackUnreadable, observe, read_stack, stack_config
-from supervisor.recover import Plan, assess
 from supervisor.recover_act import RecoveryError, recover_with
 from supervisor.report import ledger_note
 
@@ -54,9 +53,10 @@ def make_s3(config: StackConfig) -> Any:
 
 
 def history_window_s(config: StackConfig) -> float:
-    """How far back a decision looks: the longest episode a rule counts, plus two rounds."""
+    """How far back a decision looks: the longest episode a rule counts (the boot too), plus two rounds."""
     s = config.supervisor
-    return (max(s.idle_for_min + s.idle_grace_min, s.blind_for_min) + 2 * s.interval_min) * 60
+    boot = s.boot_timeout_min + config.training.burn_in_min
+    return (max(s.idle_for_min + s.idle_grace_min, s.blind_for_min, boot) + 2 * s.interval_min) * 60
 
 
 @dataclass
@@ -93,7 +93,11 @@ class Round:
             store.read_audit(s3, bucket, self.stack, since=now - history_window_s(config)) if bucket else []
         )
         obs = observe(self.stack, config, outputs, now, src)
-        policy = Policy.of(config.supervisor, run_cost_cap(config), config.recovery)
+        if bucket and s3 is not None and obs.job_ids:  # the one-time messages this run already sent
+            obs = replace(obs, notices=store.read_notices(s3, bucket, self.stack, obs.job_ids))
+        policy = Policy.of(
+            config.supervisor, run_cost_cap(config), config.recovery, config.training.burn_in_min
+        )
         if config.supervisor.enabled:
             decision = decide(obs, history, policy)
         else:  # observed and recorded, never acted on
@@ -115,8 +119,10 @@ class Round:
                 bucket,
                 done,
                 errors,
-                plan=assess(obs, history, policy) if "recover" in decision.actions else None,
+                plan=decision.plan,
             )
+        if decision.once and "notify" in done and bucket and s3 is not None:
+            store.write_notice(s3, bucket, self.stack, obs.job_ids, decision.once, now)
         record = RoundRecord(self.stack, obs, decision, tuple(done), self.holder, dry, tuple(errors))
         if bucket and s3 is not None:
             store.write_audit(s3, bucket, record)
@@ -157,7 +163,7 @@ class Round:
                     actor.sync(outputs)
                 elif action == "release":
                     self.log(actor.release())
-                    actor.notify(f"released compute: {reason}")
+                    actor.notify(f"released compute: {message or reason}")
                 elif action == "summary":
                     text = summary_text(obs, config.training.max_run_hours, reason)
                     actor.notify(text + ledger_note(s3, bucket, self.stack, config, obs))  # issue #29

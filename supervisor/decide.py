@@ -2,26 +2,41 @@
 
 Level-triggered (docs/SUPERVISOR.md): every round decides from the whole picture, so a round that was killed,
 skipped or run on another machine changes nothing. The rules run in order and the first that has something
-to say decides; a new decision (recovery, issue #29) is one more `Rule` in `RULES`:
+to say decides. Every state a run can be in (supervisor/lifecycle.py) has one of them as its owner:
 
-    releasing    the phase says released but compute is still there: finish that release
-    finished     every job's run state says finished and verifies against the bucket: release
-    over_budget  at the cap: sync and release; past warn_at of it: one warning
-    recovery     (issue #29, supervisor/recover.py, docs/RECOVERY.md) a failed job, a lost, unhealthy or
-                 preempted node, a stall: restart or replace through Pulumi, bounded; or gave up: release
-    idle         GPUs idle with no new step (or the job exited non-zero) for idle_for_min: one warning,
-                 then after idle_grace_min a last sync and release
-    unverified   a run state says finished but does not verify (forged or torn): one alert, no release
-    blind        neither node 0 nor billing answer for blind_for_min: one alert, never an action
+    releasing        the phase says released but compute is still there: finish that release
+    finished         every job's run state says finished and verifies against the bucket: release
+    over_budget      the next round would reach the cap: sync and release; past warn_at of it, one warning.
+                     With billing unreadable the spend is bounded by the compute's age at the stack's price
+    failed_to_start  a start script failed before training (its exit record says where and why): one message
+                     with the log's last lines, release (a failed health gate is recovery's: a new node helps)
+    never_started    no training step `boot_timeout_min` after the compute came up: release
+    recovery         (supervisor/recover.py, docs/RECOVERY.md) a failed job, a lost, unhealthy or preempted
+                     node, a stall: restart or replace through Pulumi, bounded; or gave up: release
+    unverified       a run state says finished but does not verify (forged or torn): one alert, no release
+    job_ended        every job has ended (failed, or finished with others failed) and nothing recovers it:
+                     sync and release. A pool with a job still running is that job's
+    idle             GPUs idle with no new step, or a stale aggregator, for idle_for_min: one warning, then
+                     after idle_grace_min a last sync and release
+    unreachable      no SSH to the nodes (no key, or the network) while RunPod or billing answer: one alert;
+                     never a replace (lost is RunPod's word); billing, RunPod and the bucket still decide
+    blind            neither node 0 nor billing answer for blind_for_min: one alert, never an action
+
+Durations come from one clock, the supervisor's rounds: a node's timestamps are compared only with the
+same node's (for equality), never with this clock; audit lines dated after this round are not evidence.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from decimal import Decimal
 
 from stackconfig.supervisor import RecoveryConfig, SupervisorConfig
-from supervisor.model import Decision, Kind, Observation, RoundRecord, newest_first
+from supervisor.model import Decision, ExitFacts, Kind, Observation, RoundRecord, newest_first
+
+# Where a start script can fail before its job trains (train/node/exitrecord.py's phases).
+BEFORE_TRAINING = frozenset({"identity", "secrets", "health_gate", "disk", "preflight", "resume"})
 
 
 @dataclass(frozen=True)
@@ -35,11 +50,18 @@ class Policy:
     warn_at: float = 0.8
     blind_for_min: float = 15.0
     cap_usd: float = 0.0
+    boot_timeout_min: float = 30.0  # issue #42: no step this long after the compute came up: never started
     # issue #29: off unless given; scripts/supervise passes the stack's trainstack:recovery
     recovery: RecoveryConfig = field(default_factory=lambda: RecoveryConfig(enabled=False))
 
     @classmethod
-    def of(cls, config: SupervisorConfig, cap_usd: float, recovery: RecoveryConfig | None = None) -> Policy:
+    def of(
+        cls,
+        config: SupervisorConfig,
+        cap_usd: float,
+        recovery: RecoveryConfig | None = None,
+        burn_in_min: float = 0.0,
+    ) -> Policy:
         return cls(
             interval_min=config.interval_min,
             idle_util_pct=config.idle_util_pct,
@@ -48,6 +70,7 @@ class Policy:
             warn_at=config.warn_at,
             blind_for_min=config.blind_for_min,
             cap_usd=cap_usd,
+            boot_timeout_min=config.boot_timeout_min + burn_in_min,  # the burn-in is part of the boot
             recovery=recovery or RecoveryConfig(enabled=False),
         )
 
@@ -59,14 +82,45 @@ def _min(seconds: float) -> str:
     return f"{seconds / 60:.0f} min"
 
 
-def _notified(history: Sequence[RoundRecord], kind: Kind, since: float) -> float | None:
-    """When a message of this kind was last sent at or after `since` (None: not in that time)."""
+def earlier(obs: Observation, history: Sequence[RoundRecord]) -> list[Observation]:
+    """The rounds before this one, newest first, one per time: an audit line dated at or after this round
+    (a supervisor whose clock ran ahead, a repeated line) is no evidence about the past (issue #42)."""
+    seen: set[float] = set()
+    out = []
     for record in newest_first(history):
-        if record.observation.at < since:
+        o = record.observation
+        if o.at >= obs.at or o.at in seen:
+            continue
+        seen.add(o.at)
+        out.append(o)
+    return out
+
+
+def _notified(history: Sequence[RoundRecord], kind: Kind, since: float, before: float) -> float | None:
+    """When a message of this kind was last sent in [since, before) (None: not in that time)."""
+    for record in newest_first(history):
+        at = record.observation.at
+        if at >= before:
+            continue
+        if at < since:
             break
         if record.decision.kind == kind and "notify" in record.done:
-            return record.observation.at
+            return at
     return None
+
+
+def _once(obs: Observation, key: str, decision: Decision, history: Sequence[RoundRecord] = ()) -> Decision:
+    """A message sent once per run: without its notify (and with its reason) when `key` was sent already
+    (the run's notices, kept beside the audit lines; or an audit line of the window that sent it)."""
+    sent = any(r.decision.once == key and "notify" in r.done for r in history)
+    if key in obs.notices or sent:
+        return replace(decision, actions=tuple(a for a in decision.actions if a != "notify"), message="")
+    return replace(decision, once=key)
+
+
+def pct(ratio: float) -> Decimal:
+    """A ratio as an exact percentage (0.29 -> 29), so a value at the threshold is not under it."""
+    return (Decimal(repr(ratio)) * 100).normalize()
 
 
 def releasing(obs: Observation, _history: Sequence[RoundRecord], _policy: Policy) -> Decision | None:
@@ -75,6 +129,7 @@ def releasing(obs: Observation, _history: Sequence[RoundRecord], _policy: Policy
             "releasing",
             f"trainstack:run.phase is {obs.phase} but {obs.nodes} node(s) remain: finishing that release",
             ("release", "summary"),
+            state="releasing",
         )
     return None
 
@@ -88,83 +143,144 @@ def finished(obs: Observation, _history: Sequence[RoundRecord], _policy: Policy)
         "finished",
         f"run finished and its final checkpoint verifies in the bucket ({steps}): releasing compute",
         ("release", "summary"),
+        state="finished",
     )
 
 
+def compute_since(obs: Observation, history: Sequence[RoundRecord]) -> float:
+    """When this compute came up, on the supervisor's clock: the first round in a row that saw the same pods
+    (a replace is new compute), and never before the newest recovery began (a restart boots again)."""
+    start = obs.at
+    for past in earlier(obs, history):
+        if past.nodes == 0 or (obs.pods and past.pods and past.pods != obs.pods):
+            break
+        start = past.at
+    attempts = obs.fleet.attempts if obs.fleet else ()
+    recovered = max((a.at for a in attempts if a.at <= obs.at), default=0.0)
+    return max(start, recovered)
+
+
+def spend(obs: Observation, history: Sequence[RoundRecord]) -> tuple[float | None, str]:
+    """What the run has spent and where that figure comes from. Billing when it answers; otherwise an upper
+    bound (issue #42: the cap held only while billing could be read): the last bill read plus the time since
+    at the stack's price, or the compute's age at that price (RunPod's creation time of the oldest pod, or
+    the first round that saw it), whichever is larger."""
+    if obs.spent_usd is not None:
+        return obs.spent_usd, "billed"
+    rate = obs.usd_per_hour / 3600
+    bounds = []
+    for past in earlier(obs, history):
+        if past.spent_usd is not None:
+            bounds.append(past.spent_usd + (obs.at - past.at) * rate)
+            break
+    starts = [compute_since(obs, history)]
+    if obs.created_at is not None:
+        starts.append(obs.created_at)
+    if obs.nodes > 0:
+        bounds.append((obs.at - min(starts)) * rate)
+    return (max(bounds), "bounded (billing unreadable)") if bounds else (None, "unknown")
+
+
 def over_budget(obs: Observation, history: Sequence[RoundRecord], policy: Policy) -> Decision | None:
-    cap, spent = policy.cap_usd, obs.spent_usd
+    cap = policy.cap_usd
+    spent, source = spend(obs, history)
     if cap <= 0 or spent is None or obs.nodes == 0:
         return None
+    how = "" if source == "billed" else f" ({source}: at most)"
     # Release before the next round would cross the cap: what one more interval at today's price adds.
     next_round = spent + obs.usd_per_hour * policy.interval_min / 60
     if next_round >= cap:
         return Decision(
             "over_budget",
-            f"spent ${spent:,.2f} of the ${cap:,.2f} cap and the next {policy.interval_min:g} min "
+            f"spent ${spent:,.2f}{how} of the ${cap:,.2f} cap and the next {policy.interval_min:g} min "
             "would reach it: syncing the newest checkpoint and releasing compute",
             ("sync", "release", "summary"),
+            state="over_budget",
         )
     if spent >= policy.warn_at * cap:
-        if _notified(history, "over_budget", since=0.0) is not None:
-            return None  # warned once; the release comes at the cap
         text = (
-            f"spent ${spent:,.2f}, {spent / cap:.0%} of the run's ${cap:,.2f} cap "
+            f"spent ${spent:,.2f}{how}, {spent / cap:.0%} of the run's ${cap:,.2f} cap "
             f"(${obs.usd_per_hour:,.2f}/h): compute is released at the cap"
         )
-        return Decision("over_budget", text, ("notify",), text)
+        warning = Decision("over_budget", text, ("notify",), text, state="training")
+        warned = _once(obs, f"over_budget:{policy.warn_at:g}", warning, history)
+        return warned if warned.actions else None  # warned once this run: the release comes at the cap
     return None
 
 
-def _idle_now(obs: Observation, policy: Policy) -> str | None:
-    """Why this round looks idle, or None."""
-    failed = [r for r in obs.runs if r.status == "failed"]
-    if failed:
-        return f"training exited with status {failed[0].exit_status} ({failed[0].run_id})"
-    if obs.nodes == 0 or obs.node0_reachable is not True:
-        return None
-    # A step to compare across rounds, and GPUs that are not busy: low, or unknown (no NVML on the node).
-    # GPUs reading busy are never idle, even at a stalled step (a run this supervisor cannot judge).
-    if obs.step is not None and obs.gpu_util_max is None:
-        return "GPU utilisation unknown (no GPU metrics)"
-    if (
-        obs.step is not None
-        and obs.gpu_util_max is not None
-        and obs.gpu_util_max * 100 < policy.idle_util_pct
-    ):
-        return f"GPU utilisation at most {obs.gpu_util_max:.0%} (under {policy.idle_util_pct:g}%)"
-    if obs.aggregator_age_s is not None and obs.aggregator_age_s >= policy.idle_for_min * 60:
-        return f"node 0 answers but its aggregator's last round is {_min(obs.aggregator_age_s)} old"
-    return None
-
-
-def idle(obs: Observation, history: Sequence[RoundRecord], policy: Policy) -> Decision | None:
-    why = _idle_now(obs, policy)
-    if why is None:
-        return None
-    # The episode: this round and the rounds just before it that were idle at the same step.
-    start = obs.at
-    for record in newest_first(history):
-        past = record.observation
-        if past.at > obs.at or _idle_now(past, policy) is None or past.step != obs.step:
-            break
-        start = past.at
-    lasted = obs.at - start
-    if lasted < policy.idle_for_min * 60:
-        return Decision("idle", f"{why} for {_min(lasted)} (acts at {policy.idle_for_min:g} min)")
-    warned = _notified(history, "idle", since=start)
-    if warned is None:
-        text = (
-            f"{why} for {_min(lasted)} with no new step (step {obs.step}): compute is released in "
-            f"{policy.idle_grace_min:g} min unless training resumes"
-        )
-        return Decision("idle", text, ("notify",), text)
-    if obs.at - warned < policy.idle_grace_min * 60:
-        return Decision("idle", f"{why}; warned {_min(obs.at - warned)} ago, release after the grace")
-    return Decision(
-        "idle",
-        f"{why} for {_min(lasted)}, {_min(obs.at - warned)} after the warning: syncing and releasing compute",
-        ("sync", "release", "summary"),
+def _tail(exits: Sequence[ExitFacts], lines: int = 8) -> str:
+    shown = [f"node {e.rank} ({e.pod_id}): {e.reason} [exit {e.exit_status} in {e.phase}]" for e in exits]
+    last = exits[0].log_tail[-lines:] if exits and exits[0].log_tail else ()
+    return "; ".join(shown) + (
+        "\nlast lines of node {}'s log:\n{}".format(exits[0].rank, "\n".join(last)) if last else ""
     )
+
+
+def _jobs_left(obs: Observation, ended_pods: set[str]) -> list[str]:
+    """A pool's pods whose job has not ended (a cluster is one job: all its pods or none)."""
+    if obs.topology != "pods":
+        return [] if ended_pods else list(obs.pods)
+    return [p for p in obs.pods if p not in ended_pods]
+
+
+def _ended_pods(obs: Observation) -> set[str]:
+    """The pods whose job has ended: an exit record, or (a pool) its run state says finished or failed."""
+    ended = {e.pod_id for e in obs.exits}
+    if obs.topology == "pods":
+        by_run = dict(zip(obs.job_ids, obs.pods, strict=False))
+        ended |= {
+            by_run[r.run_id] for r in obs.runs if r.status in ("finished", "failed") and r.run_id in by_run
+        }
+    return ended
+
+
+def _recovery_acts(obs: Observation, policy: Policy) -> bool:
+    return policy.recovery.enabled and obs.fleet is not None
+
+
+def failed_to_start(obs: Observation, history: Sequence[RoundRecord], policy: Policy) -> Decision | None:
+    if obs.nodes == 0 or obs.phase not in ("active", "recovering"):
+        return None
+    failed = [e for e in obs.exits if e.status == "failed" and e.phase in BEFORE_TRAINING]
+    if _recovery_acts(obs, policy):  # a failed health gate: a new node could help, recovery replaces it
+        failed = [e for e in failed if e.phase != "health_gate"]
+    if not failed:
+        return None
+    text = f"failed to start: {_tail(failed)}"
+    left = _jobs_left(obs, _ended_pods(obs))
+    if left:  # a pool whose other trials still run: they own the stack; tell the team once
+        note = (
+            f"{text}\n(other trials still running on {', '.join(left)}: released when every trial has ended)"
+        )
+        key = "failed_to_start:" + ".".join(sorted(e.pod_id for e in failed))
+        told = Decision("failed_to_start", note.splitlines()[0], ("notify",), note, state="training")
+        told = _once(obs, key, told, history)
+        return told if told.actions else None  # told once: the other trials' rules (idle, ...) decide
+    return Decision(
+        "failed_to_start", text.splitlines()[0] + ": releasing compute", ("release",), text, state="failed"
+    )
+
+
+def _ever_stepped(obs: Observation, history: Sequence[RoundRecord], since: float) -> bool:
+    return obs.step is not None or any(p.step is not None for p in earlier(obs, history) if p.at >= since)
+
+
+def never_started(obs: Observation, history: Sequence[RoundRecord], policy: Policy) -> Decision | None:
+    if obs.nodes == 0 or obs.phase not in ("active", "recovering") or obs.node0_reachable is not True:
+        return None  # without SSH nothing says whether it stepped: unreachable's (billing and the cap decide)
+    since = compute_since(obs, history)
+    if _ever_stepped(obs, history, since) or any(r.status != "absent" for r in obs.runs):
+        return None
+    lasted = obs.at - since
+    if lasted < policy.boot_timeout_min * 60:
+        return None  # booting: image pull, health checks, burn-in
+    text = (
+        f"no training step {_min(lasted)} after the compute came up (boot_timeout_min "
+        f"{policy.boot_timeout_min:g}): the job never started; releasing compute"
+    )
+    if obs.exits:
+        text += "; " + _tail(obs.exits)
+    return Decision("never_started", text.splitlines()[0], ("release",), text, state="failed")
 
 
 def unverified(obs: Observation, history: Sequence[RoundRecord], _policy: Policy) -> Decision | None:
@@ -172,24 +288,139 @@ def unverified(obs: Observation, history: Sequence[RoundRecord], _policy: Policy
     if not bad or obs.nodes == 0:
         return None
     reason = f"run state of {bad[0].run_id} says finished but does not verify: {bad[0].why}; not releasing"
-    if _notified(history, "unverified", since=0.0) is not None:
-        return Decision("unverified", reason)
-    return Decision("unverified", reason, ("notify",), f"ALERT: {reason}")
+    return _once(
+        obs,
+        f"unverified:{bad[0].run_id}",
+        Decision("unverified", reason, ("notify",), f"ALERT: {reason}", state="unverified"),
+        history,
+    )
+
+
+def job_ended(obs: Observation, _history: Sequence[RoundRecord], _policy: Policy) -> Decision | None:
+    """Every job has ended and nothing before this rule answered it (no recovery, or it gave up its say):
+    nothing useful is left to pay for."""
+    if obs.nodes == 0 or obs.phase not in ("active", "recovering"):
+        return None
+    from supervisor.recover import news
+
+    attempts = obs.fleet.attempts if obs.fleet else ()
+    failed_runs = [r for r in obs.runs if r.status == "failed" and news(r, attempts)]
+    if obs.topology == "pods" and obs.pods:
+        if _jobs_left(obs, _ended_pods(obs)):
+            return None
+    elif not failed_runs and not obs.exits:  # a cluster is one job: a failed run state or an exit ends it
+        return None
+    why = (
+        f"training exited with status {failed_runs[0].exit_status} ({failed_runs[0].run_id})"
+        if failed_runs
+        else "every job's start script has ended"
+    )
+    return Decision(
+        "job_ended",
+        f"{why}; no job is left running: syncing and releasing compute",
+        ("sync", "release", "summary"),
+        state="failed",
+    )
+
+
+def _idle_now(obs: Observation, history: Sequence[RoundRecord], policy: Policy) -> tuple[str, float] | None:
+    """Why this round looks idle and since when (the supervisor's clock), or None."""
+    if obs.nodes == 0 or obs.node0_reachable is not True:
+        return None
+    # A step to compare across rounds, and GPUs that are not busy: low, or unknown (no NVML on the node).
+    # GPUs reading busy are never idle, even at a stalled step (a run this supervisor cannot judge).
+    why = None
+    if obs.step is not None and obs.gpu_util_max is None:
+        why = "GPU utilisation unknown (no GPU metrics)"
+    elif (
+        obs.step is not None
+        and obs.gpu_util_max is not None
+        and pct(obs.gpu_util_max) < Decimal(repr(policy.idle_util_pct))
+    ):
+        why = f"GPU utilisation at most {obs.gpu_util_max:.0%} (under {policy.idle_util_pct:g}%)"
+    if why is not None:
+        start = obs.at
+        for past in earlier(obs, history):
+            if past.step != obs.step or _idle_now(past, [], policy) is None:
+                break
+            start = past.at
+        return why, start
+    # The aggregator's own round stamp (its node's clock, compared only with itself) has not moved: it
+    # stopped. Not on a pool whose aggregator's own trial has ended (the other trials own the stack).
+    if obs.aggregator_round is None or (
+        obs.topology == "pods" and obs.pods and obs.pods[0] in _ended_pods(obs)
+    ):
+        return None
+    start = obs.at
+    for past in earlier(obs, history):
+        if past.aggregator_round != obs.aggregator_round:
+            break
+        start = past.at
+    if start == obs.at:
+        return None
+    return f"node 0 answers but its aggregator's round has not moved for {_min(obs.at - start)}", start
+
+
+def idle(obs: Observation, history: Sequence[RoundRecord], policy: Policy) -> Decision | None:
+    now = _idle_now(obs, history, policy)
+    if now is None:
+        return None
+    why, start = now
+    lasted = obs.at - start
+    if lasted < policy.idle_for_min * 60:
+        return Decision(
+            "idle", f"{why} for {_min(lasted)} (acts at {policy.idle_for_min:g} min)", state="idle"
+        )
+    warned = _notified(history, "idle", since=start, before=obs.at)
+    if warned is None:
+        text = (
+            f"{why} for {_min(lasted)} with no new step (step {obs.step}): compute is released in "
+            f"{policy.idle_grace_min:g} min unless training resumes"
+        )
+        return Decision("idle", text, ("notify",), text, state="idle")
+    if obs.at - warned < policy.idle_grace_min * 60:
+        return Decision(
+            "idle", f"{why}; warned {_min(obs.at - warned)} ago, release after the grace", state="idle"
+        )
+    return Decision(
+        "idle",
+        f"{why} for {_min(lasted)}, {_min(obs.at - warned)} after the warning: syncing and releasing compute",
+        ("sync", "release", "summary"),
+        state="idle",
+    )
+
+
+def unreachable(obs: Observation, history: Sequence[RoundRecord], _policy: Policy) -> Decision | None:
+    if obs.nodes == 0 or obs.blind or (obs.ssh_key and obs.node0_reachable is not False):
+        return None
+    cause = "the supervisor has no SSH key (TRAINSTACK_SSH_KEY)" if not obs.ssh_key else "no SSH to node 0"
+    reason = (
+        f"{cause} while RunPod and billing answer: not a lost node, nothing is replaced; deciding from "
+        "billing, RunPod and the bucket (finished, the cap, a pod RunPod stops)"
+    )
+    key = "unreachable:" + ("no_key" if not obs.ssh_key else "ssh")
+    alert = Decision("unreachable", reason, ("notify",), f"ALERT: {reason}", state="unreachable")
+    return _once(obs, key, alert, history)
 
 
 def blind(obs: Observation, history: Sequence[RoundRecord], policy: Policy) -> Decision | None:
     if not obs.blind:
         return None
     start = obs.at
-    for record in newest_first(history):
-        if record.observation.at > obs.at or not record.observation.blind:
+    for past in earlier(obs, history):
+        if not past.blind:
             break
-        start = record.observation.at
+        start = past.at
     lasted = obs.at - start
     reason = f"no SSH to node 0 and no RunPod billing for {_min(lasted)}: not acting blind"
-    if lasted < policy.blind_for_min * 60 or _notified(history, "blind", since=start) is not None:
-        return Decision("blind", reason)
-    return Decision("blind", reason, ("notify",), f"ALERT: {reason}; look at the stack by hand")
+    if (
+        lasted < policy.blind_for_min * 60
+        or _notified(history, "blind", since=start, before=obs.at) is not None
+    ):
+        return Decision("blind", reason, state="unreachable")
+    return Decision(
+        "blind", reason, ("notify",), f"ALERT: {reason}; look at the stack by hand", state="unreachable"
+    )
 
 
 def _recovery(obs: Observation, history: Sequence[RoundRecord], policy: Policy) -> Decision | None:
@@ -198,7 +429,19 @@ def _recovery(obs: Observation, history: Sequence[RoundRecord], policy: Policy) 
     return recovery(obs, history, policy)
 
 
-RULES: tuple[Rule, ...] = (releasing, finished, over_budget, _recovery, idle, unverified, blind)
+RULES: tuple[Rule, ...] = (
+    releasing,
+    finished,
+    over_budget,
+    failed_to_start,
+    never_started,
+    _recovery,
+    unverified,
+    job_ended,
+    idle,
+    unreachable,
+    blind,
+)
 
 
 def decide(
@@ -210,6 +453,19 @@ def decide(
         if decision is not None:
             return decision
     if obs.nodes == 0:
-        return Decision("none", f"no compute up (phase {obs.phase}): nothing bills but storage")
+        return Decision(
+            "none", f"no compute up (phase {obs.phase}): nothing bills but storage", state="no_compute"
+        )
     spent = "unknown" if obs.spent_usd is None else f"${obs.spent_usd:,.2f}"
-    return Decision("none", f"training runs: step {obs.step}, spent {spent} at ${obs.usd_per_hour:,.2f}/h")
+    if obs.step is None:
+        since = compute_since(obs, history)
+        return Decision(
+            "none",
+            f"booting: no step yet, {_min(obs.at - since)} of boot_timeout_min {policy.boot_timeout_min:g}",
+            state="booting",
+        )
+    return Decision(
+        "none",
+        f"training runs: step {obs.step}, spent {spent} at ${obs.usd_per_hour:,.2f}/h",
+        state="training",
+    )

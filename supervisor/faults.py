@@ -54,6 +54,9 @@ class Attempt:
     # When Pulumi reported the replaced compute deleted (the supervisor's clock): its bill ends there, the
     # new compute's begins at its pods' creation (delete before create). None: not replaced, or not seen.
     released_at: float | None = None
+    # The failed run states this attempt answered (RunState.key): a state is news until one answers it, so
+    # no clock of a node is ever compared with the supervisor's (issue #42).
+    answered: tuple[str, ...] = ()
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Attempt:
@@ -67,6 +70,7 @@ class Attempt:
             cause=data.get("cause"),
             replaced=tuple(str(r) for r in data.get("replaced") or ()),
             released_at=float(data["released_at"]) if data.get("released_at") is not None else None,
+            answered=tuple(str(k) for k in data.get("answered") or ()),
         )
 
 
@@ -123,10 +127,11 @@ def fleet_of(
 
 
 def current_runs(runs: Sequence[Any], attempts: Sequence[Attempt]) -> tuple[Any, ...]:
-    """The run states still news: a `failed` one written before the newest recovery began was answered by
-    it (the restarted job keeps its run id until it writes its state again), so no rule reads it again."""
-    since = max((a.at for a in attempts), default=0.0)
-    return tuple(r for r in runs if not (r.status == "failed" and (r.finished_at or 0.0) <= since))
+    """The run states still news: a `failed` one a recovery answered (the restarted job keeps its run id
+    until it writes its state again) is dropped, so no rule reads it again. By identity (`RunState.key`),
+    never by the node's finish time against the supervisor's clock (issue #42)."""
+    answered = {k for a in attempts for k in a.answered}
+    return tuple(r for r in runs if not (r.status == "failed" and r.key in answered))
 
 
 def _epoch(iso: str | None) -> float | None:

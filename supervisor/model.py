@@ -28,10 +28,55 @@ Kind = Literal[
     "stalled",
     "recovering",
     "gave_up",
+    # issue #42: the run's lifecycle (supervisor/lifecycle.py) owns every state
+    "failed_to_start",
+    "never_started",
+    "unreachable",
+    "job_ended",
 ]
 # notify: one webhook message; sync: a last checkpoint sync on each node that answers; release: the Pulumi
 # update that removes the compute; summary: the run's summary message once the release is done.
 Action = Literal["notify", "sync", "release", "summary", "recover"]  # recover: supervisor/recover_act.py
+
+
+@dataclass(frozen=True)
+class ExitFacts:
+    """A node's exit record (train/node/exitrecord.py) as a round read it: its start script ended."""
+
+    rank: int
+    pod_id: str
+    status: str  # failed | finished | stopped
+    phase: str  # where the start script was: identity ... preflight, resume, training, sync, finish
+    exit_status: int
+    reason: str = ""
+    log_tail: tuple[str, ...] = ()
+    run_id: str = ""
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ExitFacts:
+        return cls(**{**data, "log_tail": tuple(data.get("log_tail") or ())})
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a recovery round does (supervisor/recover.py decides it); `act` is what recover_act.py carries
+    out. It rides in the decision, so the effects carry out exactly what was decided."""
+
+    kind: str  # a fault kind, "gave_up" or "waiting"
+    reason: str
+    act: Literal["none", "restart", "replace", "release", "finish"]
+    targets: tuple[str, ...] = ()  # pod ids to replace; () with act replace on a cluster: the whole cluster
+    data_center: str | None = None  # where the faulty nodes run (recorded for the exclusion)
+    data_center_order: tuple[str, ...] = ()  # the candidates, those that failed twice last
+    avoided: tuple[str, ...] = ()  # the data centers that failed twice this run
+    message: str = ""
+    answered: tuple[str, ...] = ()  # the failed run states this recovery answers (run_key), issue #42
+    cause: str | None = None  # a failed job's classified cause
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Plan:
+        tuples = ("targets", "data_center_order", "avoided", "answered")
+        return cls(**{**data, **{k: tuple(data.get(k) or ()) for k in tuples}})
 
 
 @dataclass(frozen=True)
@@ -50,6 +95,12 @@ class RunState:
     checkpoint_key: str | None = None
     failure: str | None = None  # a failed job's cause from its log (train/node/diagnostics.py), issue #29
 
+    @property
+    def key(self) -> str:
+        """This state's identity: a failed state is answered once, by identity, never by comparing the node's
+        finish time with the supervisor's clock (issue #42)."""
+        return f"{self.run_id}@{self.finished_at}"
+
 
 @dataclass(frozen=True)
 class Observation:
@@ -60,6 +111,8 @@ class Observation:
     nodes: int  # nodes in the stack's outputs (0: compute released or never up)
     node0_reachable: bool | None  # node 0 answered over SSH (None: no nodes)
     aggregator_age_s: float | None = None  # how old node 0's aggregator round is
+    # The aggregator's own round stamp (node 0's clock): compared only with itself, never with `at` (#42).
+    aggregator_round: float | None = None
     gpu_util_max: float | None = None  # ratio 0..1: the busiest node's mean GPU utilisation
     step: float | None = None  # the newest training step any node reports
     spent_usd: float | None = None  # RunPod billing so far (compute and storage of the stack)
@@ -72,11 +125,23 @@ class Observation:
     # checkpoint stalls and health-check time (supervisor/ledger.py).
     checkpoint_s: float | None = None  # the most any node's job says it spent saving since it started
     health_s: float | None = None  # the longest any node's health checks took on its boot
+    # issue #42: what the lifecycle (supervisor/lifecycle.py) needs beyond that.
+    pods: tuple[str, ...] = ()  # the compute's pod ids, rank order: a new tuple is new compute (boot again)
+    topology: str = "cluster"  # cluster | pods (a pool's pods each run their own job)
+    exits: tuple[ExitFacts, ...] = ()  # nodes whose start script ended, from their exit records
+    ssh_key: bool = True  # the supervisor has an SSH key (without one, no node can answer: not a lost node)
+    created_at: float | None = None  # RunPod's creation time of the oldest live pod (bounds the spend)
+    notices: tuple[str, ...] = ()  # the one-time messages already sent for this run (Decision.once)
 
     @property
     def blind(self) -> bool:
         """No SSH to node 0 and no billing: nothing to decide from."""
         return self.nodes > 0 and self.node0_reachable is False and self.spent_usd is None
+
+    @property
+    def job_ids(self) -> tuple[str, ...]:
+        """The run ids of this round's jobs (one per pool pod, one for a cluster)."""
+        return tuple(r.run_id for r in self.runs)
 
 
 @dataclass(frozen=True)
@@ -87,6 +152,9 @@ class Decision:
     reason: str
     actions: tuple[Action, ...] = ()
     message: str = ""  # the webhook text for `notify`
+    plan: Plan | None = None  # a recovery's plan, carried out as decided (supervisor/recover_act.py)
+    state: str = ""  # the run's lifecycle state this round (supervisor/lifecycle.py)
+    once: str = ""  # a notice sent once per run: its key, recorded when the message went out
 
 
 @dataclass(frozen=True)
@@ -110,8 +178,12 @@ class RoundRecord:
         obs["runs"] = tuple(RunState(**r) for r in obs.get("runs") or ())
         obs["problems"] = tuple(obs.get("problems") or ())
         obs["fleet"] = Fleet.from_json(obs["fleet"]) if obs.get("fleet") else None
+        for key in ("pods", "notices"):
+            obs[key] = tuple(obs.get(key) or ())
+        obs["exits"] = tuple(ExitFacts.from_json(e) for e in obs.get("exits") or ())
         dec = dict(data["decision"])
         dec["actions"] = tuple(dec.get("actions") or ())
+        dec["plan"] = Plan.from_json(dec["plan"]) if dec.get("plan") else None
         return cls(
             stack=str(data["stack"]),
             observation=Observation(**obs),

@@ -16,7 +16,7 @@ from typing import Any
 from components.render import stack_run_ids
 from stackconfig.config import StackConfig, load_stack_config
 from supervisor import faults
-from supervisor.model import Observation, RunState
+from supervisor.model import ExitFacts, Observation, RunState
 from supervisor.store import verify_run
 from watch import snapshot, sources
 
@@ -27,6 +27,16 @@ class StackUnreadable(sources.WatchError):
     """The stack's outputs or config cannot be read: the supervisor never acts on such a stack (exit 2)."""
 
 
+def _ssh_key() -> bool:
+    from providers.delivery.ssh import key_available
+
+    return key_available()
+
+
+def _no_exits(_stack: str, _outputs: Mapping[str, Any], _pods: Sequence[str]) -> Mapping[str, Any]:
+    return {}
+
+
 @dataclass(frozen=True)
 class Sources:
     """The seams a round reads through; tests pass fakes, `scripts/supervise` the defaults."""
@@ -35,6 +45,9 @@ class Sources:
     billing: Callable[..., float] = sources.billed_usd  # (outputs, replaced=ids) -> USD
     s3: Any = None  # a boto3 S3 client; None: the run states are not read (no bucket)
     pod_statuses: Callable[[Sequence[str]], Mapping[str, faults.PodStatus]] = faults.pod_statuses
+    # issue #42: the exit records of nodes whose start script ended, over SSH (stack, outputs, pod ids)
+    exits: Callable[[str, Mapping[str, Any], Sequence[str]], Mapping[str, Any]] = sources.exit_records
+    ssh_key: Callable[[], bool] = _ssh_key
 
 
 def stack_config(raw: Mapping[str, Any], warn: Callable[[str], None] = lambda _msg: None) -> StackConfig:
@@ -59,7 +72,10 @@ def observe(
     nodes = [n for n in outputs.get("nodes") or [] if isinstance(n, Mapping)]
     state: dict[str, Any] | None = None
     answered = False
-    if nodes:
+    has_key = bool(nodes) and src.ssh_key()
+    if nodes and not has_key:
+        problems.append("ssh: the supervisor has no SSH key (TRAINSTACK_SSH_KEY, an agent or ~/.ssh/id_*)")
+    if has_key:
         try:
             state = src.aggregator(stack, outputs)
             answered = True
@@ -99,11 +115,21 @@ def observe(
     checks = [n.health_s for n in snap.nodes if n.health_s is not None]
     runs: tuple[RunState, ...] = ()
     if src.s3 is not None and config.bucket is not None and nodes:
-        pod_ids = [str(n.get("pod_id")) for n in nodes]
+        run_pods = [str(n.get("pod_id")) for n in nodes]
         boots = [int(n.get("boot") or 0) for n in nodes]  # a pod started again after release_mode stop
-        ids = stack_run_ids(stack, config.cluster.topology, pod_ids, boots)
+        ids = stack_run_ids(stack, config.cluster.topology, run_pods, boots)
         runs = tuple(verify_run(src.s3, config.bucket.name, run_id) for run_id in ids)
-    fleet, runs = _fleet(config, snap, nodes, runs, attempts, src, problems)
+    pod_ids = tuple(str(n.get("pod_id")) for n in nodes)
+    statuses: Mapping[str, faults.PodStatus] = {}
+    if nodes:
+        try:  # one listing: the fleet's statuses and the compute's age (the cap's bound without billing)
+            statuses = src.pod_statuses(list(pod_ids))
+        except Exception as exc:  # a status is one more source; its failure is a problem line
+            problems.append(f"pod status: not read ({type(exc).__name__})")
+    created = [s[2] for s in statuses.values() if s[2] is not None]
+    exits = _exits(stack, config, outputs, snap, runs, pod_ids, has_key, src, problems)
+    fleet, runs = _fleet(config, snap, nodes, runs, attempts, statuses, problems)
+    agg_round = (state or {}).get("time")
     return Observation(
         at=now,
         phase=config.run.phase,
@@ -120,7 +146,65 @@ def observe(
         fleet=fleet,
         checkpoint_s=max(saving) if saving else None,
         health_s=max(checks) if checks else None,
+        aggregator_round=_num(agg_round),
+        pods=pod_ids,
+        topology=config.cluster.topology,
+        exits=exits,
+        ssh_key=has_key or not nodes,
+        created_at=min(created) if created else None,
     )
+
+
+def _exits(
+    stack: str,
+    config: StackConfig,
+    outputs: Mapping[str, Any],
+    snap: snapshot.WatchSnapshot,
+    runs: Sequence[RunState],
+    pod_ids: Sequence[str],
+    has_key: bool,
+    src: Sources,
+    problems: list[str],
+) -> tuple[ExitFacts, ...]:
+    """Issue #42: each ended start script's exit record, from the bucket (`run/<run id>/exit/<rank>.json`, a
+    failed node's) and, for nodes the aggregator did not read, over SSH (a stack without a bucket too)."""
+    from train.node import exitrecord
+
+    by_pod: dict[str, ExitFacts] = {}
+
+    def add(record: exitrecord.ExitRecord, pod_id: str) -> None:
+        by_pod[pod_id] = ExitFacts(
+            rank=record.rank,
+            pod_id=pod_id,
+            status=record.status,
+            phase=record.phase,
+            exit_status=record.exit_status,
+            reason=record.reason,
+            log_tail=tuple(record.log_tail),
+            run_id=record.run_id,
+        )
+
+    if src.s3 is not None and config.bucket is not None:
+        for run in runs:
+            prefix = f"run/{run.run_id}/exit/"
+            try:
+                listed = src.s3.list_objects_v2(Bucket=config.bucket.name, Prefix=prefix).get("Contents", [])
+                for obj in listed[:64]:
+                    body = src.s3.get_object(Bucket=config.bucket.name, Key=obj["Key"])["Body"].read()
+                    record = exitrecord.parse(body[:65536])
+                    if record is not None and record.node in pod_ids:
+                        add(record, record.node)
+            except Exception as exc:  # the bucket is one more source; its failure is a problem line
+                problems.append(f"exit records: bucket not read ({type(exc).__name__})")
+                break
+    unread = [v.pod_id for v in snap.nodes if v.reachable is not True and v.pod_id not in by_pod]
+    if has_key and unread:
+        try:
+            for pod_id, record in src.exits(stack, outputs, unread).items():
+                add(record, pod_id)
+        except Exception as exc:
+            problems.append(f"exit records: not read over SSH ({type(exc).__name__})")
+    return tuple(by_pod[p] for p in pod_ids if p in by_pod)
 
 
 def _fleet(
@@ -129,17 +213,12 @@ def _fleet(
     nodes: Sequence[Mapping[str, Any]],
     runs: tuple[RunState, ...],
     attempts: list[faults.Attempt],
-    src: Sources,
+    statuses: Mapping[str, faults.PodStatus],
     problems: list[str],
 ) -> tuple[faults.Fleet | None, tuple[RunState, ...]]:
     """Issue #29: each node, its pod's status, the run's recoveries; run states a recovery answered drop."""
     if not config.recovery.enabled or not nodes:
         return None, runs
-    statuses: Mapping[str, faults.PodStatus] = {}
-    try:
-        statuses = src.pod_statuses([str(n.get("pod_id")) for n in nodes])
-    except Exception as exc:  # a status is one more source; its failure is a problem line
-        problems.append(f"pod status: not read ({type(exc).__name__})")
     spot = config.cluster.capacity != "on_demand"
     fleet = faults.fleet_of(
         config.cluster.topology, config.cluster.data_centers, snap.nodes, statuses, spot, attempts

@@ -3,12 +3,15 @@
 `assess` finds this round's fault, in this order (the first found is the one acted on):
 
     preempted       a spot pod RunPod stopped (EXITED): rent it again at the bid
-    node_lost       a pod EXITED / ERROR / gone, or a node unreachable `unreachable_rounds` rounds in a row
+    node_lost       RunPod says a pod is EXITED / ERROR / gone (issue #42: a node SSH or the aggregator cannot
+                    reach while RunPod says RUNNING is not lost: decide.py's `unreachable`, never replaced)
     node_unhealthy  an XID or uncorrected-ECC alert, or a straggler `straggler_for_min` long (train/monitor/
                     straggler.py) judged on the rounds in which the job stepped (a stopped job's
                     agents go on serving their last step times): the hardware is replaced
-    job_failed      the job's run state says it exited non-zero after the last recovery. An NCCL timeout
-                    always retries; a config error or out of memory never does (the forecast and the preview
+    node_unhealthy  also: a node's start script failed its GPU health gate (its exit record): a new node helps
+    job_failed      the job's run state says it exited non-zero and no recovery answered that state yet (by
+                    identity, not time). An NCCL timeout retries within max_recoveries like any other cause
+                    (issue #42); a config error or out of memory never does (the forecast and the preview
                     should have caught it: the message says so) and compute is released. After the node
                     faults: a job whose node died fails too, and a restart on the same nodes would not help
     stalled         every node answers but no new step for `stalled_after_min` (or longer where the run's
@@ -26,13 +29,13 @@ decide again from what is seen, and the Pulumi update is the same one).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import pairwise
 from typing import TYPE_CHECKING, Literal
 
 from stackconfig.supervisor import data_center_order
 from supervisor.faults import HALTED, HARDWARE_ALERTS, STRAGGLER_ALERT, Attempt, Fleet, NodeFacts
-from supervisor.model import Decision, Observation, RoundRecord, newest_first
+from supervisor.model import Decision, Observation, Plan, RoundRecord, RunState, newest_first
 from train.monitor.straggler import Sample, stragglers
 
 if TYPE_CHECKING:
@@ -43,9 +46,10 @@ NODE_FAULTS = frozenset({"preempted", "node_lost", "node_unhealthy"})
 RECOVERY_KINDS = frozenset({"job_failed", "preempted", "node_lost", "node_unhealthy", "stalled"})
 
 # How a failed job's cause decides a retry (the run state's `failure`, classified on the node from the
-# training log by train/node/diagnostics.py). `always` does not count against max_recoveries.
-RETRY: dict[str | None, Literal["always", "never", "bounded"]] = {
-    "nccl_timeout": "always",  # a collective timed out: a transient fabric or peer problem
+# training log by train/node/diagnostics.py). Every retry counts against max_recoveries (issue #42: an NCCL
+# timeout retried "always" restarted a run six times in ten hours, on to the cap).
+RETRY: dict[str | None, Literal["never", "bounded"]] = {
+    "nccl_timeout": "bounded",  # a collective timed out: a transient fabric or peer problem, retried
     "oom": "never",  # the same job on the same GPUs runs out of memory again
     "config": "never",  # the job's own arguments or files are wrong; a restart changes nothing
     None: "bounded",
@@ -63,22 +67,8 @@ class Fault:
     kind: FaultKind
     reason: str
     nodes: tuple[NodeFacts, ...] = ()  # the faulty nodes (empty: the job as a whole)
-    retry: Literal["always", "never", "bounded"] = "bounded"
+    retry: Literal["never", "bounded"] = "bounded"
     cause: str | None = None  # a failed job's classified cause (RETRY's keys)
-
-
-@dataclass(frozen=True)
-class Plan:
-    """What a recovery round does; `act` is what recover_act.py carries out."""
-
-    kind: str  # a fault kind, "gave_up" or "waiting"
-    reason: str
-    act: Literal["none", "restart", "replace", "release", "finish"]
-    targets: tuple[str, ...] = ()  # pod ids to replace; () with act replace on a cluster: the whole cluster
-    data_center: str | None = None  # where the faulty nodes run (recorded for the exclusion)
-    data_center_order: tuple[str, ...] = ()  # the candidates, those that failed twice last
-    avoided: tuple[str, ...] = ()  # the data centers that failed twice this run
-    message: str = ""
 
 
 def _minutes(seconds: float) -> str:
@@ -89,26 +79,22 @@ def _nodes(obs: Observation) -> tuple[NodeFacts, ...]:
     return obs.fleet.nodes if obs.fleet is not None else ()
 
 
-def _unreachable_rounds(rank: int, obs: Observation, history: Sequence[RoundRecord]) -> int:
-    """Rounds in a row, this one included, in which this node was unreachable."""
-    count = 0
-    for o in [obs, *(r.observation for r in newest_first(history) if r.observation.at < obs.at)]:
-        node = next((n for n in _nodes(o) if n.rank == rank), None)
-        if node is None or node.reachable is not False:
-            break
-        count += 1
-    return count
-
-
 def _since(obs: Observation) -> float:
-    """The newest recovery's start: faults and run states older than it were already answered."""
+    """The newest recovery's start (the supervisor's clock): a stall is counted from it."""
     return max((a.at for a in obs.fleet.attempts), default=0.0) if obs.fleet else 0.0
 
 
+def news(run: RunState, attempts: Sequence[Attempt]) -> bool:
+    """A failed run state no recovery answered yet, by identity (issue #42: the node's finish time was
+    compared with the supervisor's clock, so a node clock behind it hid a failure, one ahead re-answered it).
+    """
+    return not any(run.key in a.answered for a in attempts)
+
+
 def _job_failed(obs: Observation) -> Fault | None:
-    since = _since(obs)
+    attempts = obs.fleet.attempts if obs.fleet else ()
     for run in obs.runs:
-        if run.status == "failed" and (run.finished_at or 0.0) > since:
+        if run.status == "failed" and news(run, attempts):
             failure = run.failure
             retry = RETRY.get(failure, "bounded")
             cause = f" ({failure})" if failure else ""
@@ -118,7 +104,6 @@ def _job_failed(obs: Observation) -> Fault | None:
 
 
 def _node_fault(obs: Observation, history: Sequence[RoundRecord], policy: Policy) -> Fault | None:
-    rc = policy.recovery
     nodes = _nodes(obs)
     spot_gone = [n for n in nodes if n.status in HALTED and n.spot]
     if spot_gone:
@@ -126,16 +111,19 @@ def _node_fault(obs: Observation, history: Sequence[RoundRecord], policy: Policy
         return Fault(
             "preempted", f"RunPod took back spot capacity: {names} {spot_gone[0].status}", tuple(spot_gone)
         )
+    # Lost is RunPod's word only (issue #42): a node SSH cannot reach while RunPod says RUNNING (no key, a
+    # network problem between the supervisor and the node) is `unreachable` (decide.py), never replaced.
     halted = [n for n in nodes if n.status in HALTED]
-    lost = [
-        n
-        for n in nodes
-        if n not in halted and _unreachable_rounds(n.rank, obs, history) >= rc.unreachable_rounds
-    ]
-    if halted or lost:
+    if halted:
         parts = [f"node {n.rank} ({n.pod_id}) is {n.status}" for n in halted]
-        parts += [f"node {n.rank} ({n.pod_id}) unreachable {rc.unreachable_rounds}+ rounds" for n in lost]
-        return Fault("node_lost", "; ".join(parts), (*halted, *lost))
+        return Fault("node_lost", "; ".join(parts), tuple(halted))
+    gate = [e for e in obs.exits if e.status == "failed" and e.phase == "health_gate"]
+    if gate:
+        by_pod = {n.pod_id: n for n in nodes}
+        sick_nodes = tuple(by_pod[e.pod_id] for e in gate if e.pod_id in by_pod)
+        if sick_nodes:
+            parts = [f"node {e.rank} ({e.pod_id}) failed its health gate: {e.reason}" for e in gate]
+            return Fault("node_unhealthy", "; ".join(parts), sick_nodes)
     sick = [n for n in nodes if HARDWARE_ALERTS & set(n.alerts)]
     if sick:
         parts = [
@@ -242,7 +230,9 @@ def stall_threshold_s(obs: Observation, history: Sequence[RoundRecord], policy: 
 
 def _stalled(obs: Observation, history: Sequence[RoundRecord], policy: Policy) -> Fault | None:
     nodes = _nodes(obs)
-    if obs.step is None or obs.node0_reachable is not True or any(n.reachable is False for n in nodes):
+    # A peer the aggregator cannot reach does not stop the stall from being one (issue #42: with unreachable
+    # no longer lost, a dead member RunPod calls RUNNING would otherwise hold the run until idle).
+    if obs.step is None or obs.node0_reachable is not True:
         return None
     start = obs.at
     for record in newest_first(history):
@@ -282,8 +272,8 @@ def _failed_twice(fleet: Fleet, current: str | None) -> tuple[str, ...]:
 
 
 def _counted(fleet: Fleet) -> list[Attempt]:
-    """Attempts that count against max_recoveries (an always-retry NCCL timeout does not)."""
-    return [a for a in fleet.attempts if RETRY.get(a.cause) != "always"]
+    """Attempts that count against max_recoveries: every one, whatever its cause (issue #42)."""
+    return list(fleet.attempts)
 
 
 def assess(obs: Observation, history: Sequence[RoundRecord], policy: Policy) -> Plan | None:
@@ -322,7 +312,7 @@ def assess(obs: Observation, history: Sequence[RoundRecord], policy: Policy) -> 
         text = f"gave up, here is why: {fault.reason}; never retried: {why}"
         return Plan("gave_up", text, "release", message=text)
     counted = _counted(fleet)
-    if fault.retry == "bounded" and len(counted) >= rc.max_recoveries:
+    if len(counted) >= rc.max_recoveries:
         tried = ", ".join(f"{a.kind}" for a in counted) or "none allowed"
         text = (
             f"gave up, here is why: {fault.reason}, after {len(counted)} recoveries this run "
@@ -339,7 +329,11 @@ def assess(obs: Observation, history: Sequence[RoundRecord], policy: Policy) -> 
                 f"{len(fleet.attempts)} this run)",
                 "none",
             )
-    return _plan(obs, fault, fleet, dc)
+    return replace(
+        _plan(obs, fault, fleet, dc),
+        answered=tuple(r.key for r in obs.runs if r.status == "failed"),
+        cause=fault.cause,
+    )
 
 
 def _plan(obs: Observation, fault: Fault, fleet: Fleet, dc: str | None) -> Plan:
@@ -392,4 +386,11 @@ def recovery(obs: Observation, history: Sequence[RoundRecord], policy: Policy) -
     plan = assess(obs, history, policy)
     if plan is None:
         return None
-    return Decision(plan.kind, plan.reason, _ACTIONS[plan.act], plan.message)  # type: ignore[arg-type]
+    return Decision(
+        plan.kind,  # type: ignore[arg-type]
+        plan.reason,
+        _ACTIONS[plan.act],  # type: ignore[arg-type]
+        plan.message,
+        plan=plan,
+        state="recovering",
+    )

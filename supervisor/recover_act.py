@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from supervisor.faults import Attempt
-from supervisor.recover import Plan
+from supervisor.model import Plan
 
 PHASE_KEY = "trainstack:run.phase"
 AVOID_KEY = "trainstack:recovery.avoid_data_centers"
@@ -228,7 +228,15 @@ class Recoverer:
         if plan.act not in ("restart", "replace", "finish"):
             return f"recover: nothing to do ({plan.act})"
         attempt = pending or Attempt(
-            now, plan.kind, plan.targets, plan.data_center, "begun", plan.reason, replaced=tuple(replaced)
+            now,
+            plan.kind,
+            plan.targets,
+            plan.data_center,
+            "begun",
+            plan.reason,
+            cause=plan.cause,
+            replaced=tuple(replaced),
+            answered=plan.answered,
         )
         self._record(attempt)  # before any Pulumi call: a kill from here on leaves `begun`
         stack = self._stack()

@@ -94,6 +94,34 @@ class Lease:
             self.etag = None
 
 
+def notices_prefix(stack: str, run_ids: tuple[str, ...]) -> str:
+    """Where one run's one-time messages are kept (issue #42: a warning once per run per threshold, however
+    long the run, not once per audit window)."""
+    import hashlib
+
+    run = hashlib.sha256("|".join(run_ids).encode()).hexdigest()[:16]
+    return f"supervisor/{stack}/notices/{run}/"
+
+
+def read_notices(s3: Any, bucket: str, stack: str, run_ids: tuple[str, ...]) -> tuple[str, ...]:
+    prefix = notices_prefix(stack, run_ids)
+    try:
+        listed = s3.list_objects_v2(Bucket=bucket, Prefix=prefix).get("Contents", [])
+    except Exception:  # advice: without it a message may be sent twice, never lost
+        return ()
+    return tuple(sorted(obj["Key"][len(prefix) :].removesuffix(".json") for obj in listed))
+
+
+def write_notice(s3: Any, bucket: str, stack: str, run_ids: tuple[str, ...], key: str, at: float) -> None:
+    safe = "".join(c if c.isalnum() or c in "._:-" else "_" for c in key)
+    s3.put_object(
+        Bucket=bucket,
+        Key=f"{notices_prefix(stack, run_ids)}{safe}.json",
+        Body=json.dumps({"key": key, "at": at}).encode(),
+        ContentType="application/json",
+    )
+
+
 def _stamp(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%Y%m%dT%H%M%S.%fZ")
 

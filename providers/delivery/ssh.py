@@ -5,6 +5,7 @@ Exceptions: `DeliveryError` and `UnreachableError`, in the tree of providers/err
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 from collections.abc import Callable, Sequence
@@ -70,6 +71,20 @@ def private_key_path() -> Path | None:
             f"{KEY_ENV}={path} is not a file; point it at the private key of the account's SSH key"
         )
     return path
+
+
+DEFAULT_IDENTITIES = ("id_ed25519", "id_ecdsa", "id_rsa", "id_ed25519_sk", "id_ecdsa_sk", "id_dsa")
+
+
+def key_available() -> bool:
+    """Whether ssh has any key to offer: `$TRAINSTACK_SSH_KEY` as a file, an agent, or one of ssh's default
+    identities. Without one no node can answer, which says nothing about the nodes (issue #42)."""
+    path = settings.current().ssh_key
+    if path is not None:
+        return path.is_file()
+    if os.environ.get("SSH_AUTH_SOCK"):
+        return True
+    return any((Path.home() / ".ssh" / name).is_file() for name in DEFAULT_IDENTITIES)
 
 
 @dataclass(frozen=True)

@@ -56,7 +56,8 @@ def attempt(at_min: float, kind: str = "node_lost", **kw: object) -> Attempt:
     return Attempt(at=T0 + at_min * MIN, kind=kind, targets=(), data_center="US-TX-3", outcome="done", **kw)  # type: ignore[arg-type]
 
 
-LOST1 = fleet(node(0), node(1, reachable=False), node(2), node(3))
+LOST1 = fleet(node(0), node(1, reachable=False, status="RUNNING"), node(2), node(3))
+HALTED1 = fleet(node(0), node(1, reachable=False, status="EXITED"), node(2), node(3))
 XID = fleet(node(0), node(1), node(2, alerts=("gpu_xid",)), node(3))
 SLOW = fleet(node(0), node(1), node(2), node(3, step_time_s=1.5))
 
@@ -80,9 +81,17 @@ ROWS = [
     Row("healthy: nothing", obs(30), (), "none", (), "training runs"),
     Row("one unreachable round: not yet", obs(30, LOST1), (past(obs(25)),), "none", (), "training runs"),
     Row(
-        "unreachable two rounds: node_lost, the cluster recreated",
+        "unreachable two rounds while RunPod says RUNNING: not lost, nothing replaced",
         obs(30, LOST1),
         (past(obs(25, LOST1)),),
+        "none",
+        (),
+        "training runs",
+    ),
+    Row(
+        "RunPod says a cluster member EXITED: node_lost, the cluster recreated",
+        obs(30, HALTED1),
+        (),
         "node_lost",
         ("recover",),
         "recreating the Instant Cluster",
@@ -171,17 +180,17 @@ ROWS = [
         "training runs",
     ),
     Row(
-        "NCCL timeout: restart, even past max_recoveries",
+        "NCCL timeout past max_recoveries: gave up (every cause is bounded)",
         obs(60, fleet(attempts=tuple(attempt(m) for m in (0, 1, 2))), runs=(failed(59, "nccl_timeout"),)),
         (),
-        "job_failed",
-        ("recover",),
-        "restarting the job",
+        "gave_up",
+        ("sync", "release"),
+        "after 3 recoveries",
     ),
     Row(
         "a job that failed because its node died: the node is replaced, not the job restarted",
-        obs(30, LOST1, runs=(failed(29, None),)),
-        (past(obs(25, LOST1)),),
+        obs(30, HALTED1, runs=(failed(29, None),)),
+        (),
         "node_lost",
         ("recover",),
         "recreating the Instant Cluster",
@@ -251,11 +260,11 @@ ROWS = [
         "not acting blind",
     ),
     Row(
-        "recovery off: the failed job is idle, as in issue #28",
+        "recovery off: the failed job has ended, compute released",
         obs(30, runs=(failed(29, "nccl_timeout"),)),
         (),
-        "idle",
-        (),
+        "job_ended",
+        ("sync", "release", "summary"),
         "exited with status 1",
         Policy(cap_usd=1000.0),
     ),
@@ -342,12 +351,17 @@ def test_a_data_center_that_failed_twice_is_tried_last_and_named() -> None:
     assert "data center US-TX-3 failed twice" in plan.message and "credit" in plan.message
 
 
-def test_a_failed_state_older_than_the_last_recovery_is_already_answered() -> None:
-    attempts = (attempt(20, "job_failed"),)
-    assert current_runs((failed(10, None), failed(25, "oom")), attempts) == (failed(25, "oom"),)
-    now = obs(30, fleet(attempts=attempts), runs=current_runs((failed(10, None),), attempts))
-    assert decide(now, [], POLICY).kind == "none"
-    assert decide(replace(now, runs=(failed(10, None),)), [], POLICY).kind == "idle"  # what observe prevents
+def test_a_failed_state_a_recovery_answered_is_not_news_again() -> None:
+    # By identity, never by time: the attempt names the state it answered (a node clock ahead of the
+    # supervisor's dated the answered state after the attempt, and it was answered again).
+    answered = failed(25, None)
+    attempts = (attempt(20, "job_failed", answered=(answered.key,)),)
+    assert current_runs((answered, failed(26, "oom")), attempts) == (failed(26, "oom"),)
+    now = obs(30, fleet(attempts=attempts), runs=current_runs((answered,), attempts))
+    assert now.runs == () and decide(now, [], POLICY).kind == "none"
+    # Read again (as without observe's filter), the answered state is still not news: no second recovery,
+    # and it does not end the run either.
+    assert decide(replace(now, runs=(answered,)), [], POLICY).kind == "none"
 
 
 def test_data_center_order_moves_the_failed_last() -> None:

@@ -172,6 +172,7 @@ def test_an_attempt_record_holds_no_secret_and_round_trips(s3: Any, bucket: str)
     assert Attempt.from_json(data).targets == ("p0",)
     assert set(data) == {
         *("at", "kind", "targets", "data_center", "outcome", "what", "cause", "replaced", "released_at"),
+        "answered",
     }
 
 
@@ -202,7 +203,8 @@ def test_a_replace_records_the_billed_ids_it_removes_and_the_next_round_bills_th
 
 
 def test_two_whole_rounds_find_a_lost_pod_recreate_it_through_pulumi_and_say_so(s3: Any, bucket: str) -> None:
-    """Two whole rounds: the second unreachable one replaces the pod, with one message."""
+    """Two whole rounds: an unreachable pod RunPod calls RUNNING is not lost; once RunPod says EXITED, the
+    pod is replaced, with one message."""
     from supervisor.act import Actuator
     from supervisor.cli import Round
     from supervisor.observe import Sources
@@ -231,6 +233,7 @@ def test_two_whole_rounds_find_a_lost_pod_recreate_it_through_pulumi_and_say_so(
     sent: list[str] = []
     stack = FakeStack()
     clock = iter([T0, T0 + 300])
+    p1_status = iter(["RUNNING", "EXITED"])
 
     class Heard(Actuator):
         def notify(self, text: str) -> str:
@@ -239,15 +242,19 @@ def test_two_whole_rounds_find_a_lost_pod_recreate_it_through_pulumi_and_say_so(
 
     def one_round() -> Any:
         now = next(clock)
+        status = next(p1_status)
         return Round(
             "search",
             Path("."),
             s3=s3,
             sources=Sources(
+                ssh_key=lambda: True,
                 aggregator=lambda _s, _o: state,
                 billing=lambda _o, **_kw: 5.0,
                 s3=s3,
-                pod_statuses=lambda ids: {i: ("RUNNING", "US-TX-3", None) for i in ids},
+                pod_statuses=lambda ids: {
+                    i: ("RUNNING" if i == "p0" else status, "US-TX-3", None) for i in ids
+                },
             ),
             actuator=Heard("search", Path("."), protect=False, log=lambda _l: None),
             recoverer=Recoverer(
@@ -259,13 +266,11 @@ def test_two_whole_rounds_find_a_lost_pod_recreate_it_through_pulumi_and_say_so(
         ).run_once()
 
     first = one_round()
-    assert first.decision.kind == "none" and stack.calls == []  # one unreachable round is not a loss
+    assert first.decision.kind == "none" and stack.calls == []  # unreachable, RunPod says RUNNING: not lost
     second = one_round()
     assert second.decision.kind == "node_lost" and second.done == ("recover",), second.decision.reason
     assert stack.calls == [("up", {"replace": [U + POD_TYPE + "::s-pod-1"], "refresh": True})]
-    assert (
-        len(sent) == 1 and "node 1 (p1) unreachable" in sent[0] and "replace done through Pulumi" in sent[0]
-    )
+    assert len(sent) == 1 and "node 1 (p1) is EXITED" in sent[0] and "replace done through Pulumi" in sent[0]
     [attempt] = read_attempts(s3, bucket, "search", since=0)
     assert attempt.outcome == "done" and attempt.targets == ("p1",) and attempt.data_center == "US-TX-3"
 
@@ -405,6 +410,7 @@ def test_a_fault_that_always_comes_back_gives_up_after_max_recoveries_releases_a
             Path("."),
             s3=s3,
             sources=Sources(
+                ssh_key=lambda: True,
                 aggregator=lambda _s, _o: state(),
                 billing=lambda _o, **_kw: 5.0,
                 s3=s3,

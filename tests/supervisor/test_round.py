@@ -100,7 +100,9 @@ def make_round(s3: Any, raw: dict[str, Any], actuator: Actuator, **kw: Any) -> R
         "dev",
         Path("."),
         s3=s3,
-        sources=Sources(aggregator=lambda _s, _o: state, billing=lambda _o, **_kw: 12.5, s3=s3),
+        sources=Sources(
+            aggregator=lambda _s, _o: state, billing=lambda _o, **_kw: 12.5, s3=s3, ssh_key=lambda: True
+        ),
         actuator=actuator,
         read=lambda _w, _s: (OUTPUTS, raw),
         clock=lambda: 1_800_000_030.0,

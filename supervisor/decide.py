@@ -261,26 +261,50 @@ def failed_to_start(obs: Observation, history: Sequence[RoundRecord], policy: Po
     )
 
 
-def _ever_stepped(obs: Observation, history: Sequence[RoundRecord], since: float) -> bool:
-    return obs.step is not None or any(p.step is not None for p in earlier(obs, history) if p.at >= since)
+def _stepped_pods(obs: Observation, history: Sequence[RoundRecord], since: float) -> set[str]:
+    """The pods whose job reported a step in any round since the compute came up (a cluster: all or none)."""
+    out: set[str] = set()
+    for o in [obs, *(p for p in earlier(obs, history) if p.at >= since)]:
+        if o.topology == "pods" and o.node_steps:
+            out |= {pod for pod, step in zip(o.pods, o.node_steps, strict=False) if step is not None}
+        elif o.step is not None:
+            out |= set(obs.pods) or {"*"}
+    return out
+
+
+def _not_started(obs: Observation, history: Sequence[RoundRecord], policy: Policy) -> tuple[list[str], float]:
+    """The jobs (pods; a cluster: all of them) that never reported a step and wrote no state, and how long
+    the compute has been up. Only with node 0 answering: without SSH nothing says whether a job stepped."""
+    since = compute_since(obs, history)
+    if obs.node0_reachable is not True:
+        return [], obs.at - since
+    stepped = _stepped_pods(obs, history, since)
+    wrote = {r.run_id for r in obs.runs if r.status != "absent"}
+    if obs.topology != "pods":
+        idle = not stepped and not wrote and not obs.exits
+        return (list(obs.pods) or ["*"]) if idle else [], obs.at - since
+    by_pod = dict(zip(obs.pods, obs.job_ids, strict=False)) if len(obs.job_ids) == len(obs.pods) else {}
+    ended = _ended_pods(obs)
+    pods = [p for p in obs.pods if p not in stepped and p not in ended and by_pod.get(p) not in wrote]
+    return pods, obs.at - since
 
 
 def never_started(obs: Observation, history: Sequence[RoundRecord], policy: Policy) -> Decision | None:
-    if obs.nodes == 0 or obs.phase not in ("active", "recovering") or obs.node0_reachable is not True:
-        return None  # without SSH nothing says whether it stepped: unreachable's (billing and the cap decide)
-    since = compute_since(obs, history)
-    if _ever_stepped(obs, history, since) or any(r.status != "absent" for r in obs.runs):
+    if obs.nodes == 0 or obs.phase not in ("active", "recovering"):
         return None
-    lasted = obs.at - since
-    if lasted < policy.boot_timeout_min * 60:
+    pods, lasted = _not_started(obs, history, policy)
+    if not pods or lasted < policy.boot_timeout_min * 60:
         return None  # booting: image pull, health checks, burn-in
+    if obs.topology == "pods" and _jobs_left(obs, _ended_pods(obs) | set(pods)):
+        return None  # a pool with a trial still running: that trial owns the stack
+    who = "the job" if obs.topology != "pods" else f"trial(s) on {', '.join(pods)}"
     text = (
         f"no training step {_min(lasted)} after the compute came up (boot_timeout_min "
-        f"{policy.boot_timeout_min:g}): the job never started; releasing compute"
+        f"{policy.boot_timeout_min:g}): {who} never started; releasing compute"
     )
     if obs.exits:
         text += "; " + _tail(obs.exits)
-    return Decision("never_started", text.splitlines()[0], ("release",), text, state="failed")
+    return Decision("never_started", text.splitlines()[0], ("release",), text, state="booting")
 
 
 def unverified(obs: Observation, history: Sequence[RoundRecord], _policy: Policy) -> Decision | None:

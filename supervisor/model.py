@@ -127,6 +127,7 @@ class Observation:
     health_s: float | None = None  # the longest any node's health checks took on its boot
     # issue #42: what the lifecycle (supervisor/lifecycle.py) needs beyond that.
     pods: tuple[str, ...] = ()  # the compute's pod ids, rank order: a new tuple is new compute (boot again)
+    node_steps: tuple[float | None, ...] = ()  # each pod's newest step, as `pods` (a pool: each its own job)
     topology: str = "cluster"  # cluster | pods (a pool's pods each run their own job)
     exits: tuple[ExitFacts, ...] = ()  # nodes whose start script ended, from their exit records
     ssh_key: bool = True  # the supervisor has an SSH key (without one, no node can answer: not a lost node)

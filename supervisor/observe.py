@@ -148,6 +148,7 @@ def observe(
         health_s=max(checks) if checks else None,
         aggregator_round=_num(agg_round),
         pods=pod_ids,
+        node_steps=tuple(n.step for n in snap.nodes),
         topology=config.cluster.topology,
         exits=exits,
         ssh_key=has_key or not nodes,

@@ -99,7 +99,14 @@ def _job_failed(obs: Observation) -> Fault | None:
             retry = RETRY.get(failure, "bounded")
             cause = f" ({failure})" if failure else ""
             reason = f"training exited with status {run.exit_status}{cause} ({run.run_id})"
-            return Fault("job_failed", reason, (), retry, failure)
+            # A pool's trial is its own pod's job: only that pod restarts (issue #42); a cluster's job is all.
+            pod = (
+                dict(zip(obs.job_ids, obs.pods, strict=False)).get(run.run_id)
+                if obs.topology == "pods"
+                else None
+            )
+            mine = tuple(n for n in _nodes(obs) if n.pod_id == pod)
+            return Fault("job_failed", reason, mine, retry, failure)
     return None
 
 
@@ -310,7 +317,7 @@ def assess(obs: Observation, history: Sequence[RoundRecord], policy: Policy) -> 
     if fault.retry == "never":
         why = WHY_NEVER.get(fault.cause or "", "not a transient fault")
         text = f"gave up, here is why: {fault.reason}; never retried: {why}"
-        return Plan("gave_up", text, "release", message=text)
+        return Plan("gave_up", text, "release", tuple(n.pod_id for n in fault.nodes), message=text)
     counted = _counted(fleet)
     if len(counted) >= rc.max_recoveries:
         tried = ", ".join(f"{a.kind}" for a in counted) or "none allowed"
@@ -318,7 +325,7 @@ def assess(obs: Observation, history: Sequence[RoundRecord], policy: Policy) -> 
             f"gave up, here is why: {fault.reason}, after {len(counted)} recoveries this run "
             f"(max_recoveries {rc.max_recoveries}: {tried})"
         )
-        return Plan("gave_up", text, "release", message=text)
+        return Plan("gave_up", text, "release", tuple(n.pod_id for n in fault.nodes), message=text)
     if fleet.attempts:
         wait = rc.backoff_min * 60 * 2 ** (len(fleet.attempts) - 1)
         since = obs.at - fleet.attempts[-1].at
@@ -386,6 +393,14 @@ def recovery(obs: Observation, history: Sequence[RoundRecord], policy: Policy) -
     plan = assess(obs, history, policy)
     if plan is None:
         return None
+    if plan.act == "release" and obs.topology == "pods" and plan.targets:
+        # A pool's trial given up while other trials run: they own the stack (issue #42); say it once.
+        from supervisor.decide import _ended_pods, _jobs_left, _once
+
+        if _jobs_left(obs, _ended_pods(obs) | set(plan.targets)):
+            told = Decision("gave_up", plan.reason, ("notify",), plan.message, state="failed")
+            told = _once(obs, "gave_up:" + ".".join(sorted(plan.targets)), told, history)
+            return told if told.actions else None
     return Decision(
         plan.kind,  # type: ignore[arg-type]
         plan.reason,

@@ -87,7 +87,13 @@ def replace_urns(
         return [r for r in resources if r.get("type") == kind and not r.get("delete")]
 
     if plan.act == "restart":
-        return [str(r["urn"]) for r in of(FILES_TYPE)]
+        files = of(FILES_TYPE)
+        if topology == "pods" and plan.targets:  # a pool's trial: its own pod's files only (issue #42)
+            wanted = set(plan.targets)
+            files = [
+                r for r in files if str((r.get("inputs") or r.get("outputs") or {}).get("pod_id")) in wanted
+            ]
+        return [str(r["urn"]) for r in files]
     if plan.act != "replace":
         return []
     if topology == "cluster":

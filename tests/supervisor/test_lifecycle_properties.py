@@ -1,0 +1,315 @@
+"""The decision table against written invariants, on generated runs (issue #42).
+
+A small simulated world plays a run round by round: each job (one for a cluster, one per pod for a pool)
+follows a generated script (trains, never starts, fails at start, steps then stops, finishes, finishes with a
+checkpoint that does not verify, fails in training), SSH, billing and the bucket come and go, the
+supervisor's rounds jitter and audit lines arrive dated in the future or twice. `decide()` is called as
+scripts/supervise calls it, with the history it would read, and its actions are carried out on the world
+(release: the compute and its bill stop; recover: an attempt is recorded and the job starts again). Then:
+
+(a) from the first round at which no useful work is possible, compute is released within the deadline
+    supervisor/lifecycle.py gives that state;
+(b) while a job steps with busy GPUs, nothing is released or replaced (the cap aside);
+(c) recoveries per run never exceed max_recoveries;
+(d) the spend never passes the cap by more than one interval at the stack's price.
+
+Each invariant's counter-example found on the code before this issue is a named test at the end.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from stackconfig.supervisor import RecoveryConfig
+from supervisor.decide import Policy, decide
+from supervisor.faults import Attempt, Fleet, NodeFacts
+from supervisor.lifecycle import STATES
+from supervisor.model import Decision, ExitFacts, Observation, RoundRecord, RunState
+
+T0 = 1_800_000_000.0
+MIN = 60.0
+RATE = 255.0  # prod's $/h
+INTERVAL = 5.0
+
+Script = Literal[
+    "trains", "never_starts", "fails_at_start", "stops", "finishes", "unverified", "fails_in_training"
+]
+SCRIPTS: tuple[Script, ...] = (
+    "trains",
+    "never_starts",
+    "fails_at_start",
+    "stops",
+    "finishes",
+    "unverified",
+    "fails_in_training",
+)
+
+
+@dataclass
+class Job:
+    script: Script
+    at_round: int  # when the script's event happens (the failure, the stop, the finish)
+    step: float | None = None
+    started: int = 0  # the round this job (re)started
+    failed_keys: int = 0
+
+
+@dataclass
+class World:
+    topology: Literal["cluster", "pods"]
+    jobs: list[Job]
+    ssh: list[bool]  # per round: SSH to the nodes works
+    runpod: list[bool]  # per round: billing and RunPod's listing answer
+    jitter: list[float]  # per round: seconds the round is late
+    skew_line: int | None  # a round whose audit line is written dated 2 h in the future
+    has_key: bool = True
+    recovery: bool = False
+    cap: float = 0.0
+    released_at: float | None = None
+    up_at: float = T0
+    attempts: list[Attempt] = field(default_factory=list)
+    history: list[RoundRecord] = field(default_factory=list)
+
+    @property
+    def pods(self) -> tuple[str, ...]:
+        return tuple(f"p{i}" for i in range(len(self.jobs)))
+
+    def run_ids(self) -> tuple[str, ...]:
+        return tuple(f"run-{p}" for p in self.pods) if self.topology == "pods" else ("run-p0",)
+
+
+def _progress(job: Job, r: int) -> tuple[str, float | None, float | None]:
+    """(what the job is doing, its step, its GPU utilisation) at round r."""
+    since = r - job.started
+    s = job.script
+    if s == "never_starts" or (s == "fails_at_start" and since >= 0):
+        return ("failed" if s == "fails_at_start" and since >= job.at_round else "booting"), None, None
+    if since < 1:
+        return "booting", None, None
+    if s == "stops" and since >= job.at_round:
+        return "stopped", float(100 * job.at_round), 0.02
+    if s in ("finishes", "unverified") and since >= job.at_round:
+        return "finished", float(100 * job.at_round), 0.02
+    if s == "fails_in_training" and since >= job.at_round:
+        return "failed_training", float(100 * job.at_round), 0.0
+    return "training", float(100 * since), 0.9
+
+
+def observe(world: World, r: int, at: float) -> Observation:
+    if world.released_at is not None:
+        return Observation(at=at, phase="released", nodes=0, node0_reachable=None)
+    ssh = world.ssh[r] and world.has_key
+    runpod = world.runpod[r]
+    states = [_progress(j, r) for j in world.jobs]
+    runs: list[RunState] = []
+    exits: list[ExitFacts] = []
+    for i, (job, (what, step, _util)) in enumerate(zip(world.jobs, states, strict=True)):
+        run_id = world.run_ids()[i if world.topology == "pods" else 0]
+        if what == "finished":
+            verified = job.script == "finishes"
+            runs.append(RunState(run_id, "finished", verified=verified, last_step=int(step or 0)))
+        elif what == "failed_training":
+            runs.append(
+                RunState(run_id, "failed", exit_status=1, finished_at=float(job.started + job.at_round))
+            )
+        elif what == "failed":
+            exits.append(
+                ExitFacts(0, world.pods[i], "failed", "preflight", 127, "preflight failed (exit 127)")
+            )
+        if world.topology == "cluster":
+            break
+    if world.topology == "pods":  # one per pod, in the pods' order (as observe reads them)
+        known = {rs.run_id: rs for rs in runs}
+        runs = [known.get(rid, RunState(rid, "absent")) for rid in world.run_ids()]
+    elif not runs:
+        runs.append(RunState(world.run_ids()[0], "absent"))
+    # Node 0's aggregator: alive while job 0's start script runs; its state file stays after (frozen).
+    agg_job = world.jobs[0]
+    live = [s for s in states if s[0] in ("training", "stopped")]
+    steps = [s[1] for s in (states if world.topology == "pods" else states[:1]) if s[1] is not None]
+    utils = [s[2] for s in states if s[2] is not None]
+    agg_alive = _progress(agg_job, r)[0] in ("training", "stopped", "booting")
+    per_pod = [s[1] for s in states] if world.topology == "pods" else [states[0][1]] * len(world.pods)
+    nodes = tuple(
+        NodeFacts(rank=i, pod_id=p, reachable=ssh, step=per_pod[i], status="RUNNING")
+        for i, p in enumerate(world.pods)
+    )
+    fleet = Fleet(world.topology, ("US-TX-3",), nodes, tuple(world.attempts)) if world.recovery else None
+    spent = RATE * (at - world.up_at) / 3600
+    return Observation(
+        at=at,
+        phase="active",
+        nodes=len(world.pods),
+        node0_reachable=ssh,
+        aggregator_round=(T0 + 300 * r) if agg_alive and live else (T0 if steps else None),
+        gpu_util_max=(max(utils) if utils else None) if ssh else None,
+        step=(max(steps) if steps else None) if ssh else None,
+        spent_usd=spent if runpod else None,
+        usd_per_hour=RATE,
+        runs=tuple(runs) if runpod or True else (),  # the bucket answers
+        fleet=fleet,
+        pods=world.pods,
+        node_steps=tuple(per_pod) if ssh else tuple(None for _ in world.pods),
+        topology=world.topology,
+        exits=tuple(exits),
+        ssh_key=world.has_key,
+        created_at=world.up_at if runpod else None,
+    )
+
+
+def play(world: World, policy: Policy, rounds: int) -> list[tuple[Observation, Decision]]:
+    """Every round: observe, decide with the history the bucket holds, carry the actions out."""
+    out = []
+    for r in range(rounds):
+        at = T0 + r * INTERVAL * MIN + world.jitter[r]
+        obs = observe(world, r, at)
+        decision = decide(obs, world.history, policy)
+        out.append((obs, decision))
+        done = decision.actions
+        if "release" in done and world.released_at is None:
+            world.released_at = at
+        if "recover" in done and decision.plan is not None and decision.plan.act in ("restart", "replace"):
+            world.attempts.append(
+                Attempt(
+                    at,
+                    decision.plan.kind,
+                    decision.plan.targets,
+                    "US-TX-3",
+                    "done",
+                    answered=decision.plan.answered,
+                )
+            )
+            targets = set(decision.plan.targets)
+            for i, job in enumerate(world.jobs):  # a pool restarts the targeted trials; a cluster, its job
+                if world.topology == "cluster" or not targets or world.pods[i] in targets:
+                    job.started = r + 1  # the restarted job boots and fails the same way again
+        line_at = at + 7200 if world.skew_line == r else at
+        record = RoundRecord("prod", replace(obs, at=line_at), decision, done=done)
+        world.history.append(record)
+        if world.skew_line == r:
+            world.history.append(record)  # and written twice
+    return out
+
+
+@st.composite
+def worlds(draw: st.DrawFn, recovery: bool = False) -> World:
+    topology = draw(st.sampled_from(["cluster", "pods"]))
+    n = draw(st.integers(1, 4)) if topology == "pods" else 1
+    jobs = [Job(draw(st.sampled_from(SCRIPTS)), draw(st.integers(2, 20))) for _ in range(n)]
+    rounds = 60
+    ssh = (
+        draw(st.lists(st.booleans(), min_size=rounds, max_size=rounds))
+        if draw(st.booleans())
+        else [True] * rounds
+    )
+    runpod = (
+        draw(st.lists(st.booleans(), min_size=rounds, max_size=rounds))
+        if draw(st.booleans())
+        else [True] * rounds
+    )
+    jitter = draw(st.lists(st.floats(0, 90), min_size=rounds, max_size=rounds))
+    skew = draw(st.none() | st.integers(0, rounds - 1))
+    cap = draw(st.sampled_from([0.0, 100.0, 10_000.0]))
+    return World(topology, jobs, ssh, runpod, jitter, skew, draw(st.booleans()), recovery, cap)
+
+
+def _policy(world: World) -> Policy:
+    rc = RecoveryConfig(enabled=world.recovery)
+    return Policy(interval_min=INTERVAL, cap_usd=world.cap, recovery=rc)
+
+
+def _useless_from(world: World) -> float | None:
+    """The first time (round index) from which no job can do useful work, with every SSH round up; None
+    when some job trains to the end of the play."""
+    ends = []
+    for job in world.jobs:
+        if job.script == "trains":
+            return None
+        if job.script == "never_starts":
+            ends.append(0)
+        elif job.script == "unverified":
+            return None  # never released by design: the cap is its bound
+        else:
+            ends.append(job.at_round + (0 if job.script == "fails_at_start" else 1))
+    return max(ends)
+
+
+DEADLINE_STATE = {
+    "never_starts": "booting",
+    "fails_at_start": "failed",
+    "stops": "idle",
+    "finishes": "finished",
+    "fails_in_training": "failed",
+}
+
+SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@SETTINGS
+@given(worlds())
+def test_a_released_within_the_deadline_of_its_state(world: World) -> None:
+    """(a), with SSH and RunPod up (what the deadline promises; unreachable's bound is the cap)."""
+    world.ssh = [True] * len(world.ssh)
+    world.runpod = [True] * len(world.runpod)
+    world.has_key = True
+    world.cap = 0.0
+    policy = _policy(world)
+    useless = _useless_from(world)
+    rounds = play(world, policy, len(world.ssh))
+    if useless is None:
+        return
+    worst = max(STATES[DEADLINE_STATE[j.script]].deadline_min(policy) or 0.0 for j in world.jobs)
+    start = T0 + useless * INTERVAL * MIN
+    # One round of jitter either side (a round may come up to 90 s late).
+    assert world.released_at is not None, [d.reason for _o, d in rounds[-3:]]
+    assert world.released_at - start <= (worst + INTERVAL) * MIN, (
+        world.topology,
+        [(j.script, j.at_round) for j in world.jobs],
+        world.released_at - start,
+        worst,
+        [(round((o.at - T0) / 60), d.kind, d.reason[:80]) for o, d in rounds if o.nodes][-4:],
+    )
+
+
+@SETTINGS
+@given(worlds(), st.booleans())
+def test_b_a_job_that_steps_with_busy_gpus_is_never_released_or_replaced(
+    world: World, recovery: bool
+) -> None:
+    world.recovery = recovery
+    world.cap = 0.0
+    for obs, decision in play(world, _policy(world), len(world.ssh)):
+        if obs.nodes == 0:
+            break
+        r = round((obs.at - T0) / (INTERVAL * MIN))
+        training = {world.pods[i] for i, j in enumerate(world.jobs) if _progress(j, r)[0] == "training"}
+        if not training:
+            continue
+        assert "release" not in decision.actions, decision
+        if "recover" in decision.actions:  # only another trial of a pool, named (never "every node")
+            plan = decision.plan
+            assert world.topology == "pods" and plan is not None and plan.targets, decision
+            assert not training & set(plan.targets), decision
+
+
+@SETTINGS
+@given(worlds(recovery=True))
+def test_c_recoveries_never_exceed_the_budget(world: World) -> None:
+    policy = _policy(world)
+    play(world, policy, len(world.ssh))
+    assert len(world.attempts) <= policy.recovery.max_recoveries
+
+
+@SETTINGS
+@given(worlds(), st.booleans())
+def test_d_spend_never_passes_the_cap_by_more_than_one_interval(world: World, recovery: bool) -> None:
+    world.recovery = recovery
+    world.cap = 100.0  # reached in 23.5 min at $255/h
+    play(world, _policy(world), len(world.ssh))
+    end = world.released_at if world.released_at is not None else T0 + len(world.ssh) * INTERVAL * MIN
+    spent = RATE * (end - world.up_at) / 3600
+    assert spent <= world.cap + RATE * (INTERVAL * MIN + 90) / 3600, spent

@@ -1,11 +1,11 @@
 """A run's lifecycle as one state machine (issue #42): every state a run can be in, the rule of
 supervisor/decide.py that owns it, its deadline and what it may bill before that rule acts.
 
-    no_compute --up--> booting --first step--> training --run state--> finished --> released
-                          |                       |  \\--stall / lost / unhealthy--> recovering --> training
-                          |                       |                                     \\--budget spent--> gave_up
-                          |                       \\--GPUs idle, no step--> idle --grace--> released
-                          \\--exit record / boot_timeout--> failed --> released
+    no_compute -> booting -first step-> training -run state-> finished -> released
+                     |                  | \\-stall, lost, unhealthy-> recovering -> training
+                     |                  |                              \\-budget spent-> gave_up -> released
+                     |                  \\-GPUs idle, no step-> idle -grace-> released
+                     \\-exit record, boot_timeout-> failed -> released
 
 `unreachable` (no SSH: no key, or the network) and `unverified` (a finished state that does not verify) can
 happen in any state with compute; `over_budget` releases from any of them. The deadlines are in minutes from

@@ -135,8 +135,21 @@ def write_audit(s3: Any, bucket: str, record: RoundRecord) -> str:
     return key
 
 
+# A round's line is written after its actions (a Pulumi update: minutes), so the bucket's time of the write
+# is after the round's own time. A line dated more than this after the bucket wrote it came from a supervisor
+# whose clock ran ahead: its stale observation would later pose as a recent round and cut every episode a
+# rule counts back (issue #42). The bucket's clock is the one authority both supervisors share.
+MAX_AHEAD_S = 120.0
+
+
+def skewed(at: float, written_at: float | None) -> bool:
+    """A line that claims a time later than the bucket wrote it (by more than MAX_AHEAD_S)."""
+    return written_at is not None and at > written_at + MAX_AHEAD_S
+
+
 def read_audit(s3: Any, bucket: str, stack: str, since: float | None = None) -> list[RoundRecord]:
-    """The rounds recorded since `since` (all of them with None), oldest first."""
+    """The rounds recorded since `since` (all of them with None), oldest first; lines whose clock ran ahead
+    of the bucket's are left out (`skewed`)."""
     prefix = audit_prefix(stack)
     kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix}
     if since is not None:
@@ -146,9 +159,12 @@ def read_audit(s3: Any, bucket: str, stack: str, since: float | None = None) -> 
         for obj in page.get("Contents", []):
             body = s3.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read()
             try:
-                out.append(RoundRecord.from_json(json.loads(body)))
+                record = RoundRecord.from_json(json.loads(body))
             except (ValueError, KeyError, TypeError):
                 continue  # a line of another version: history is advice, not a contract
+            written = obj.get("LastModified")
+            if not skewed(record.observation.at, written.timestamp() if written is not None else None):
+                out.append(record)
     return sorted(out, key=lambda r: r.observation.at)
 
 

@@ -235,7 +235,41 @@ def stall_threshold_s(obs: Observation, history: Sequence[RoundRecord], policy: 
     return max(base, PACE_FACTOR * slowest, PACE_FACTOR * max(spells, default=0.0))
 
 
+def _pool_stalled(obs: Observation, history: Sequence[RoundRecord], policy: Policy) -> Fault | None:
+    """A pool's trials stall one by one (issue #42): a pod whose own job has not ended and whose own step has
+    not moved for the stall threshold; only those pods are restarted (or given up)."""
+    from supervisor.decide import _ended_pods, earlier
+
+    if obs.node0_reachable is not True or len(obs.node_steps) != len(obs.pods):
+        return None
+    ended = _ended_pods(obs)
+    threshold = stall_threshold_s(obs, history, policy)
+    stuck: list[tuple[NodeFacts, float]] = []
+    by_pod = {n.pod_id: n for n in _nodes(obs)}
+    for i, pod in enumerate(obs.pods):
+        step = obs.node_steps[i]
+        if step is None or pod in ended or pod not in by_pod:
+            continue
+        start = obs.at
+        for past in earlier(obs, history):
+            if past.pods != obs.pods or len(past.node_steps) != len(obs.pods) or past.node_steps[i] != step:
+                break
+            start = past.at
+        start = max(start, _since(obs))
+        if obs.at - start >= threshold:
+            stuck.append((by_pod[pod], obs.at - start))
+    if not stuck:
+        return None
+    who = ", ".join(f"node {n.rank} ({n.pod_id}) at step {obs.node_steps[n.rank]:g}" for n, _ in stuck)
+    lasted = min(t for _, t in stuck)
+    return Fault(
+        "stalled", f"no new step for {_minutes(lasted)} on its trial: {who}", tuple(n for n, _ in stuck)
+    )
+
+
 def _stalled(obs: Observation, history: Sequence[RoundRecord], policy: Policy) -> Fault | None:
+    if obs.topology == "pods" and obs.pods:
+        return _pool_stalled(obs, history, policy)
     nodes = _nodes(obs)
     # A peer the aggregator cannot reach does not stop the stall from being one (issue #42: with unreachable
     # no longer lost, a dead member RunPod calls RUNNING would otherwise hold the run until idle).

@@ -135,26 +135,36 @@ def write_audit(s3: Any, bucket: str, record: RoundRecord) -> str:
     return key
 
 
-# A round's line is written after its actions (a Pulumi update: minutes), so the bucket's time of the write
-# is after the round's own time. A line dated more than this after the bucket wrote it came from a supervisor
-# whose clock ran ahead: its stale observation would later pose as a recent round and cut every episode a
-# rule counts back (issue #42). The bucket's clock is the one authority both supervisors share.
-MAX_AHEAD_S = 120.0
+# A supervisor whose clock ran ahead writes lines dated in the future; once that date passes, its stale
+# observation would pose as a recent round and cut every episode a rule counts back (issue #42). The bucket's
+# own time of each write orders the lines as they happened: a line dated more than this after a line the
+# bucket wrote later came from a clock that ran ahead, and is left out. Relative, so a test's or the storm's
+# clock (ahead of the bucket's, but moving with it) is no skew; the margin covers a round whose line is
+# written after a long action (a Pulumi update) while another supervisor's round was recorded meanwhile.
+MAX_AHEAD_S = 900.0
 
 
-def skewed(at: float, written_at: float | None) -> bool:
-    """A line that claims a time later than the bucket wrote it (by more than MAX_AHEAD_S)."""
-    return written_at is not None and at > written_at + MAX_AHEAD_S
+def plausible(lines: list[tuple[RoundRecord, float | None]]) -> list[RoundRecord]:
+    """The lines (record, the bucket's time of its write) whose date no later write contradicts."""
+    timed = sorted((w, i) for i, (_r, w) in enumerate(lines) if w is not None)
+    dropped: set[int] = set()
+    later_min = float("inf")
+    for _written, i in reversed(timed):  # newest write first: the smallest date written after this one
+        at = lines[i][0].observation.at
+        if later_min < at - MAX_AHEAD_S:
+            dropped.add(i)
+        later_min = min(later_min, at)
+    return [r for i, (r, _w) in enumerate(lines) if i not in dropped]
 
 
 def read_audit(s3: Any, bucket: str, stack: str, since: float | None = None) -> list[RoundRecord]:
-    """The rounds recorded since `since` (all of them with None), oldest first; lines whose clock ran ahead
-    of the bucket's are left out (`skewed`)."""
+    """The rounds recorded since `since` (all of them with None), oldest first; lines from a clock that ran
+    ahead are left out (`plausible`)."""
     prefix = audit_prefix(stack)
     kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix}
     if since is not None:
         kwargs["StartAfter"] = prefix + _stamp(since)
-    out = []
+    out: list[tuple[RoundRecord, float | None]] = []
     for page in s3.get_paginator("list_objects_v2").paginate(**kwargs):
         for obj in page.get("Contents", []):
             body = s3.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read()
@@ -163,9 +173,8 @@ def read_audit(s3: Any, bucket: str, stack: str, since: float | None = None) -> 
             except (ValueError, KeyError, TypeError):
                 continue  # a line of another version: history is advice, not a contract
             written = obj.get("LastModified")
-            if not skewed(record.observation.at, written.timestamp() if written is not None else None):
-                out.append(record)
-    return sorted(out, key=lambda r: r.observation.at)
+            out.append((record, written.timestamp() if written is not None else None))
+    return sorted(plausible(out), key=lambda r: r.observation.at)
 
 
 def verify_run(s3: Any, bucket: str, run_id: str) -> RunState:

@@ -29,7 +29,7 @@ from supervisor.decide import Policy, decide
 from supervisor.faults import Attempt, Fleet, NodeFacts
 from supervisor.lifecycle import STATES
 from supervisor.model import Decision, ExitFacts, Observation, RoundRecord, RunState
-from supervisor.store import skewed
+from supervisor.store import plausible
 
 T0 = 1_800_000_000.0
 MIN = 60.0
@@ -75,6 +75,7 @@ class World:
     up_at: float = T0
     attempts: list[Attempt] = field(default_factory=list)
     history: list[RoundRecord] = field(default_factory=list)
+    lines: list[tuple[RoundRecord, float | None]] = field(default_factory=list)
 
     @property
     def pods(self) -> tuple[str, ...]:
@@ -193,12 +194,11 @@ def play(world: World, policy: Policy, rounds: int) -> list[tuple[Observation, D
                     job.started = r + 1  # the restarted job boots and fails the same way again
         line_at = at + 7200 if world.skew_line == r else at
         record = RoundRecord("prod", replace(obs, at=line_at), decision, done=done)
-        # The store reads back what the bucket holds: a line dated ahead of the bucket's time of the write is
-        # left out (store.skewed); `decide` itself must not trip on one (the regression tests hand it some).
-        if not skewed(line_at, at + 1.0):
-            world.history.append(record)
+        world.lines.append((record, at))  # the bucket's time of the write is the round's real time
         if world.skew_line == r:
-            world.history.append(replace(record, observation=replace(obs, at=at)))  # the line written twice
+            world.lines.append((record, at + 1.0))  # and written twice
+        # What store.read_audit reads back: the lines no later write contradicts (a clock that ran ahead).
+        world.history = sorted(plausible(world.lines), key=lambda x: x.observation.at)
     return out
 
 

@@ -32,6 +32,7 @@ from stackconfig.supervisor import run_cost_cap
 from supervisor import store
 from supervisor.act import Actuator, ReleaseError, summary_text
 from supervisor.decide import Policy, decide
+from supervisor.localstore import LOCAL_BUCKET, DirObjects
 from supervisor.model import Decision, Observation, Plan, RoundRecord
 from supervisor.observe import Sources, StackUnreadable, observe, read_stack, stack_config
 from supervisor.recover_act import RecoveryError, recover_with
@@ -76,6 +77,7 @@ class Round:
     actuator: Actuator | None = None
     read: Callable[[Path, str], tuple[dict[str, Any], dict[str, Any]]] = read_stack
     recoverer: Any = None  # issue #29: a supervisor.recover_act.Recoverer (tests inject a recording one)
+    memory: Any = None  # where a stack without a bucket keeps its records (tests inject one; localstore.py)
 
     def run_once(self) -> RoundRecord:
         backend_repair.repair(log=self.log)  # what a round killed mid-update tore in a file backend
@@ -88,13 +90,15 @@ class Round:
         dry = self.dry_run or config.supervisor.dry_run
         bucket = config.bucket.name if config.bucket else None
         s3 = self.s3 if self.s3 is not None else (make_s3(config) if bucket else None)
+        # The supervisor's own records (audit lines, notices, lease, recoveries): in the bucket, or without
+        # one in a directory of this machine (issue #42: with no memory nothing could be counted or bounded).
+        mem, mem_bucket = (s3, bucket) if bucket else (self._local_memory(), LOCAL_BUCKET)
         src = self.sources or Sources(s3=s3)
-        history = (
-            store.read_audit(s3, bucket, self.stack, since=now - history_window_s(config)) if bucket else []
-        )
+        src = replace(src, memory=(mem, mem_bucket))
+        history = store.read_audit(mem, mem_bucket, self.stack, since=now - history_window_s(config))
         obs = observe(self.stack, config, outputs, now, src)
-        if bucket and s3 is not None and obs.job_ids:  # the one-time messages this run already sent
-            obs = replace(obs, notices=store.read_notices(s3, bucket, self.stack, obs.job_ids))
+        if obs.job_ids:  # the one-time messages this run already sent
+            obs = replace(obs, notices=store.read_notices(mem, mem_bucket, self.stack, obs.job_ids))
         policy = Policy.of(
             config.supervisor, run_cost_cap(config), config.recovery, config.training.burn_in_min
         )
@@ -120,13 +124,20 @@ class Round:
                 done,
                 errors,
                 plan=decision.plan,
+                memory=(mem, mem_bucket),
             )
-        if decision.once and "notify" in done and bucket and s3 is not None:
-            store.write_notice(s3, bucket, self.stack, obs.job_ids, decision.once, now)
+        if decision.once and "notify" in done:
+            store.write_notice(mem, mem_bucket, self.stack, obs.job_ids, decision.once, now)
         record = RoundRecord(self.stack, obs, decision, tuple(done), self.holder, dry, tuple(errors))
-        if bucket and s3 is not None:
-            store.write_audit(s3, bucket, record)
+        store.write_audit(mem, mem_bucket, record)
         return record
+
+    def _local_memory(self) -> Any:
+        if self.memory is None:
+            from common.cachedir import cache_dir
+
+            self.memory = DirObjects(cache_dir() / "supervisor" / self.stack)
+        return self.memory
 
     def _act(
         self,
@@ -141,8 +152,12 @@ class Round:
         done: list[str],
         errors: list[str],
         plan: Plan | None = None,
+        memory: tuple[Any, str] | None = None,
     ) -> None:
-        lease = store.Lease(s3, bucket, self.stack, self.holder, clock=self.clock) if bucket else None
+        mem, mem_bucket = memory or (s3, bucket)
+        lease = (
+            store.Lease(mem, mem_bucket, self.stack, self.holder, clock=self.clock) if mem_bucket else None
+        )
         if lease is not None and not lease.acquire():
             self.log(f"lease held by {lease.held_by}: another supervisor acts on {self.stack}; not acting")
             errors.append(LEASE_LOST)
@@ -168,7 +183,7 @@ class Round:
                     text = summary_text(obs, config.training.max_run_hours, reason)
                     actor.notify(text + ledger_note(s3, bucket, self.stack, config, obs))  # issue #29
                 elif action == "recover" and plan is not None:  # issue #29: supervisor/recover_act.py
-                    line = recover_with(self, config, outputs, obs, plan, s3, bucket, actor)
+                    line = recover_with(self, config, outputs, obs, plan, s3, bucket, actor, memory)
                     self.log(line)
                     actor.notify(f"{message or reason} -> {line}")
                 done.append(action)

@@ -48,6 +48,8 @@ class Sources:
     # issue #42: the exit records of nodes whose start script ended, over SSH (stack, outputs, pod ids)
     exits: Callable[[str, Mapping[str, Any], Sequence[str]], Mapping[str, Any]] = sources.exit_records
     ssh_key: Callable[[], bool] = _ssh_key
+    # the supervisor's own records (client, bucket): the checkpoint bucket, or a local directory without one
+    memory: tuple[Any, str] | None = None
 
 
 def stack_config(raw: Mapping[str, Any], warn: Callable[[str], None] = lambda _msg: None) -> StackConfig:
@@ -85,11 +87,12 @@ def observe(
         except sources.WatchError as exc:
             problems.append(f"aggregator: {exc}")
     attempts: list[faults.Attempt] = []
-    if src.s3 is not None and config.bucket is not None and nodes:
+    memory = src.memory or ((src.s3, config.bucket.name) if src.s3 is not None and config.bucket else None)
+    if memory is not None and nodes:
         from supervisor.recover_act import read_attempts
 
         since = now - config.training.max_run_hours * 3600  # a run is never longer: older ones were another
-        attempts = read_attempts(src.s3, config.bucket.name, stack, since)
+        attempts = read_attempts(memory[0], memory[1], stack, since)
     billed: float | None = None
     try:
         # The clusters and pods this run's recoveries replaced bill under their own ids: read them too.

@@ -140,6 +140,7 @@ class Recoverer:
     ssh_run: Callable[[Any, str], str] | None = None  # tests pass a fake; else ssh in batch mode
     clock: Callable[[], float] = time.time  # the round's clock (the storm's: the emulator's)
     released_at: float | None = None  # when this update's engine reported the replaced compute deleted
+    memory: tuple[Any, str] | None = None  # where attempts are recorded (default: the bucket)
 
     def _stack(self) -> Any:
         if self.select is not None:
@@ -149,8 +150,9 @@ class Recoverer:
         return auto.select_stack(stack_name=self.stack, work_dir=str(self.workspace))
 
     def _record(self, attempt: Attempt) -> None:
-        if self.bucket and self.s3 is not None:
-            write_attempt(self.s3, self.bucket, self.stack, attempt)
+        client, bucket = self.memory or (self.s3, self.bucket)
+        if bucket and client is not None:
+            write_attempt(client, bucket, self.stack, attempt)
 
     def _up(self, stack: Any, what: str, **kwargs: Any) -> None:
         from pulumi import automation as auto
@@ -296,6 +298,7 @@ def recover_with(
     s3: Any,
     bucket: str | None,
     actor: Any,
+    memory: tuple[Any, str] | None = None,
 ) -> str:
     """The `recover` action of a round (supervisor/cli.py): diagnostics first when stalled, then the plan."""
     rec = round_.recoverer or Recoverer(
@@ -308,6 +311,7 @@ def recover_with(
         log=round_.log,
         up_options=actor._policy(),
         clock=round_.clock,
+        memory=memory,
     )
     fleet = obs.fleet
     pending = None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from dataclasses import replace as with_
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -343,15 +344,21 @@ def test_stalled_collects_every_nodes_bundle_first_and_the_message_names_the_sto
     ]
 
 
+@pytest.mark.parametrize("with_bucket", [True, False], ids=["bucket", "no bucket: the local memory"])
 def test_a_fault_that_always_comes_back_gives_up_after_max_recoveries_releases_and_says_so_once(
-    s3: Any, bucket: str
+    s3: Any, bucket: str, tmp_path: Path, with_bucket: bool
 ) -> None:
     """Whole rounds, 5 min apart: an XID on node 1 that every recreated cluster shows again. Three
     recoveries through Pulumi (each after its backoff), then "gave up": a last sync, the release, one message
-    saying why."""
+    saying why. Without a bucket too (issue #42: no attempt was recorded, and the pod was replaced every
+    round): the records are kept in the supervisor's local memory."""
     from supervisor.act import Actuator
     from supervisor.cli import Round
+    from supervisor.localstore import LOCAL_BUCKET, DirObjects
     from supervisor.observe import Sources
+
+    memory = DirObjects(tmp_path / "memory")
+    store_of = (s3, bucket) if with_bucket else (memory, LOCAL_BUCKET)
 
     outputs = {
         "nodes": [
@@ -372,6 +379,8 @@ def test_a_fault_that_always_comes_back_gives_up_after_max_recoveries_releases_a
         },
         "trainstack:recovery": {"value": json.dumps({"max_recoveries": 3, "backoff_min": 10})},
     }
+    if not with_bucket:
+        del raw["trainstack:bucket"]
     step = iter(range(100, 100_000, 10))
 
     def state() -> dict[str, Any]:
@@ -405,19 +414,23 @@ def test_a_fault_that_always_comes_back_gives_up_after_max_recoveries_releases_a
     rounds = []
     for i in range(40):  # 200 min: room for three backoffs (10, 20, 40 min) and more
         now = T0 + 300 * i
+        rec = recoverer(s3, bucket, stack)
+        if not with_bucket:
+            rec = with_(rec, s3=None, bucket=None, memory=store_of)
         record = Round(
             "prod",
             Path("."),
-            s3=s3,
+            s3=s3 if with_bucket else None,
+            memory=memory,
             sources=Sources(
                 ssh_key=lambda: True,
                 aggregator=lambda _s, _o: state(),
                 billing=lambda _o, **_kw: 5.0,
-                s3=s3,
+                s3=s3 if with_bucket else None,
                 pod_statuses=lambda ids: {i: ("RUNNING", "US-TX-3", None) for i in ids},
             ),
             actuator=Heard("prod", Path("."), protect=False, log=lambda _l: None),
-            recoverer=recoverer(s3, bucket, stack),
+            recoverer=rec,
             read=lambda _w, _s: (outputs, raw),
             clock=lambda now=now: now,
             log=lambda _l: None,
@@ -434,5 +447,5 @@ def test_a_fault_that_always_comes_back_gives_up_after_max_recoveries_releases_a
     gave_up = [t for t in sent if "gave up" in t]
     assert len(gave_up) == 1 and "after 3 recoveries" in gave_up[0] and "gpu_xid" in gave_up[0], sent
     assert len(sent) == 3 + 1  # one message per recovery, one for the release; nothing repeated
-    attempts = read_attempts(s3, bucket, "prod", since=0)
+    attempts = read_attempts(*store_of, "prod", since=0)
     assert [a.outcome for a in attempts] == ["done"] * 3

@@ -99,7 +99,7 @@ class RecoveryConfig(_Section):
       enabled: true                 # recover stalled, lost, unhealthy and preempted runs
       stalled_after_min: 10         # no new step this long while every node answers: stalled (at least
                                     # 2 x the run's slowest step and its longest quiet spell, e.g. a save)
-      unreachable_rounds: 2         # a node unreachable this many rounds in a row: lost
+      unreachable_rounds: 2         # ignored (issue #42: lost is RunPod's word only); still accepted
       max_recoveries: 3             # per run; past it compute is released ("gave up")
       backoff_min: 10               # the wait after a recovery before the next one, doubled each time
       straggler_tolerance_pct: 20   # a node this much slower than the others' median step time ...

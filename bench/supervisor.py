@@ -82,7 +82,7 @@ def _finish_run(s3: Any, bucket: str, outputs: Mapping[str, Any], prefix: str) -
     return run_id
 
 
-def measure(rounds: int = 5) -> dict[str, Any]:
+def measure(rounds: int = 5, with_states: bool = True) -> dict[str, Any]:
     import boto3
 
     from bench.run import Workspace
@@ -164,6 +164,7 @@ def measure(rounds: int = 5) -> dict[str, Any]:
                 billed_after = _cluster_billed(runpod, cluster_id)
                 runpod.admin.advance(3600)
                 still = _cluster_billed(runpod, cluster_id)
+                states = [_scenario(n, ws, runpod, s3, bucket) for n in STATES] if with_states else []
             # Teardown of the throwaway stack: its bucket is emptied first (the provider never deletes a
             # bucket that holds checkpoints), protection lifted, then destroy.
             versions = s3.list_object_versions(Bucket=bucket)
@@ -189,8 +190,89 @@ def measure(rounds: int = 5) -> dict[str, Any]:
         "end_to_release_emulated_s": round(released_at - ended_at, 1),
         "billed_end_to_release_usd": round(billed_after - billed_at_end, 2),
         "billed_hour_after_release_usd": round(still - billed_after, 4),
+        "states": states,
         "load_1min": os.getloadavg()[0],
         "date": time.strftime("%Y-%m-%d"),
+    }
+
+
+# Issue #42: the other states, each on a freshly rented prod (phase back to active, `up`), rounds 5 min apart
+# on the emulator's clock, node 0's aggregator scripted through the round's seam: what the cluster bills from
+# the first moment no useful work is possible to the action that ends it (the release; for a hang, recovery's
+# restart), read from RunPod's meter. A hang with recovery on (the default) is not among them: its action,
+# a restart after the stall's diagnostics over SSH, needs hosts this bench does not run (its deadline is
+# stalled_after_min: 10 min, tests/supervisor hold it).
+STATES = ("never_started", "failed", "idle")
+
+
+def _exit_record(s3: Any, bucket: str, run_id: str, pod_id: str) -> None:
+    """A node's start script that died at preflight, as its EXIT trap writes it (train/node/exitrecord.py)."""
+    from train.node.exitrecord import ExitRecord, bucket_key
+
+    record = ExitRecord(
+        "failed",
+        "preflight",
+        127,
+        "preflight failed (exit 127); see above",
+        node=pod_id,
+        run_id=run_id,
+        log_tail=["start-node-0.sh: line 243: torchrun: command not found"],
+    )
+    s3.put_object(Bucket=bucket, Key=bucket_key(run_id, 0), Body=record.to_json().encode())
+
+
+def _scenario(name: str, ws: Any, runpod: Any, s3: Any, bucket: str, max_rounds: int = 30) -> dict[str, Any]:
+    from components.render import stack_run_ids
+    from supervisor.cli import Round
+    from supervisor.observe import Sources
+    from watch.sources import NoStateError
+
+    ws.cli.run("config", "set", "--path", "--stack", STACK, "trainstack:run.phase", "active")
+    recovery = json.dumps({"enabled": False})  # idle is the recovery-off rule
+    ws.cli.run("config", "set", "--stack", STACK, "trainstack:recovery", recovery)
+    ws.run("up")
+    outputs = json.loads(ws.cli.run("stack", "output", "--json", "--stack", STACK).stdout)
+    pods = [str(n["pod_id"]) for n in outputs["nodes"]]
+    run_id = stack_run_ids(STACK, "cluster", pods)[0]
+    cluster_id = runpod.admin.live()["clusters"][0]["id"]
+    stopped = {"at": None}
+
+    def node0(_stack: str, outs: Mapping[str, Any]) -> dict[str, Any]:
+        if name in ("never_started", "failed"):
+            raise NoStateError("node 0 answered but has no aggregator state")
+        now = runpod.admin.now()
+        state = node0_state(outs, now)
+        if stopped["at"] is not None:  # the job stopped: its step frozen, its GPUs idle
+            state["nodes"] = [{**r, "step": 1200.0, "gpu_util_mean": 0.02} for r in state["nodes"]]
+        return state
+
+    sources = Sources(aggregator=node0, s3=s3, ssh_key=lambda: True)
+    sup = Round(STACK, ws.root, s3=s3, sources=sources, clock=runpod.admin.now, log=_quiet)
+    useless_at = runpod.admin.now() if name == "never_started" else None
+    billed_useless = _cluster_billed(runpod, cluster_id) if useless_at is not None else 0.0
+    kinds: list[str] = []
+    ended = None
+    for i in range(max_rounds):
+        record = sup.run_once()
+        kinds.append(record.decision.kind + (f" ({', '.join(record.done)})" if record.done else ""))
+        if "release" in record.done:
+            ended = runpod.admin.now()
+            break
+        if i == 1 and useless_at is None:  # right after a round: the worst case of the interval
+            useless_at = runpod.admin.now()
+            billed_useless = _cluster_billed(runpod, cluster_id)
+            if name == "failed":
+                _exit_record(s3, bucket, run_id, pods[0])
+            else:
+                stopped["at"] = useless_at
+        runpod.admin.advance(300)
+    billed_end = _cluster_billed(runpod, cluster_id)
+    return {
+        "state": name,
+        "decisions": kinds,
+        "minutes": round(((ended or runpod.admin.now()) - (useless_at or 0.0)) / 60, 1) if ended else None,
+        "billed_usd": round(billed_end - billed_useless, 2) if ended else None,
+        "ended_by": kinds[-1] if ended else "nothing (no action within the rounds)",
     }
 
 
@@ -241,9 +323,29 @@ def section(res: Mapping[str, Any]) -> str:
         "just after a round, the emulator's clock moves to the next round, which releases; the figure is the "
         "cluster's bill from `GET /v2/billing/clusters` before and after, the release's own Pulumi updates "
         "included.",
+        *_states_table(res.get("states") or []),
         END,
     ]
     return "\n".join(lines)
+
+
+def _states_table(states: list[dict[str, Any]]) -> list[str]:
+    if not states:
+        return []
+    rows = [
+        "",
+        "Per state (issue #42): from the first moment no useful work is possible (never started: the "
+        "compute's creation; the others: right after a round) to the action that ends it, prod freshly "
+        "rented for each, rounds 5 min apart on the emulator's clock, defaults of `trainstack:supervisor`:",
+        "",
+        "| state | ended by | minutes | billed | target |",
+        "| --- | --- | ---: | ---: | ---: |",
+    ]
+    for st in states:
+        billed = "-" if st["billed_usd"] is None else f"${st['billed_usd']:,.2f}"
+        minutes = "-" if st["minutes"] is None else f"{st['minutes']:g}"
+        rows.append(f"| {st['state']} | {st['ended_by']} | {minutes} | {billed} | <= $45 |")
+    return rows
 
 
 def splice(doc: str, text: str) -> str:

@@ -1,0 +1,113 @@
+"""Issue #42 on the local RunPod's emulated hosts: the states the review found unowned, end to end.
+
+1. A stack whose start script fails before training (a free-disk floor no volume meets: the way a wrong image
+   or a bad path fails too): its exit record reaches the bucket, and the next `scripts/supervise --once`
+   decides `failed_to_start`, sends one message with the log's last lines and releases the compute through
+   Pulumi, within the one round docs/SUPERVISOR.md promises.
+2. No SSH key for the supervisor on a healthy pod: every round is `unreachable`, one alert, never a replace
+   (RunPod says RUNNING); the pod is still up and training afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from harness.pulumi_cli import REPO
+from harness.webhook import Receiver
+from tests.hosts.conftest import HOSTS_NET, HostsEnv
+from tests.hosts.test_local_cluster import BUCKET, STACK, Cluster
+from tests.polling import poll
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.root,
+    pytest.mark.allow_hosts(["127.0.0.1", "::1", "localhost", HOSTS_NET]),
+]
+
+
+def supervise(cluster: Cluster, tmp: Path, receiver: Receiver, *args: str, **env: str) -> dict[str, object]:
+    proc = subprocess.run(
+        [str(REPO / "scripts" / "supervise"), STACK, "--once", "--json", *args],
+        cwd=REPO,
+        env=cluster.cli.env()
+        | {"TRAINSTACK_LOCAL_WORKSPACES": str(tmp / "ws"), "ALERT_WEBHOOK_URL": receiver.url}
+        | env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    out: dict[str, object] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return out
+
+
+def _teardown(cluster: Cluster) -> None:
+    if cluster.s3.list_buckets()["Buckets"]:
+        cluster.empty_bucket()
+    cluster.cli.run("destroy", "--yes", "--stack", STACK, check=False)
+
+
+def test_a_start_script_that_fails_before_training_is_released_in_one_round_with_its_log_tail(
+    hosts_env: HostsEnv, tmp_path: Path, receiver: Receiver
+) -> None:
+    cluster = Cluster(hosts_env, tmp_path, nodes=1)
+    cluster.config("trainstack:delivery_enabled", "true")
+    training = {  # stacks/Pulumi.local-cpu.yaml's, with a free-disk floor no volume here meets
+        "command": ["train/train.py"],
+        "device": "cpu",
+        "max_run_hours": 1,
+        "checkpoint_interval_min": 1,
+        "nccl_min_busbw_gb_per_s": 0.001,
+        "min_free_disk_gb": 100_000,
+        "max_restarts": 0,
+        "secrets": ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"],
+    }
+    cluster.config("trainstack:training", json.dumps(training))
+    try:
+        cluster.up()
+        [node] = cluster.outputs()["nodes"]
+        prefix = f"run/{STACK}-pod-0.{node['pod_id']}/exit/"
+
+        def exit_record() -> bool:
+            return bool(cluster.s3.list_objects_v2(Bucket=BUCKET, Prefix=prefix).get("KeyCount"))
+
+        poll(exit_record, "the failed node's exit record in the bucket", 120, 0.5, cluster.logs)
+        round_ = supervise(cluster, tmp_path, receiver)
+        assert (round_["decision"], round_["actions"]) == ("failed_to_start", ["release"]), round_
+        live = hosts_env.runpod.admin.live()
+        assert live["pods"] == [] and len(live["volumes"]) == 1  # released; the volume stays
+        assert cluster.s3.head_bucket(Bucket=BUCKET)  # and the bucket
+        [message] = [t for t in receiver.texts if "released compute" in t]
+        assert "failed to start" in message and "disk" in message and "last lines" in message, message
+        again = supervise(cluster, tmp_path, receiver)
+        assert again["decision"] == "none" and again["actions"] == [], again  # nothing left: no compute
+    finally:
+        _teardown(cluster)
+
+
+def test_no_supervisor_ssh_key_on_a_healthy_pod_is_an_alert_never_a_replace(
+    hosts_env: HostsEnv, tmp_path: Path, receiver: Receiver
+) -> None:
+    cluster = Cluster(hosts_env, tmp_path, nodes=1)
+    cluster.config("trainstack:delivery_enabled", "true")
+    try:
+        cluster.up()
+        [node] = cluster.outputs()["nodes"]
+        poll(lambda: "step" in cluster.log(0, node["pod_id"]), "training to start", 120, 0.5, cluster.logs)
+        no_key = {"TRAINSTACK_SSH_KEY": str(tmp_path / "no-such-key")}
+        rounds = [supervise(cluster, tmp_path, receiver, **no_key) for _ in range(3)]
+        assert [(r["decision"], r["actions"]) for r in rounds] == [
+            ("unreachable", ["notify"]),
+            ("unreachable", []),
+            ("unreachable", []),
+        ], rounds
+        assert [p["id"] for p in hosts_env.runpod.admin.live()["pods"]] == [node["pod_id"]]  # not replaced
+        alerts = [t for t in receiver.texts if "no SSH key" in t]
+        assert len(alerts) == 1 and "not a lost node" in alerts[0], receiver.texts
+    finally:
+        _teardown(cluster)

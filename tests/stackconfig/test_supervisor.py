@@ -26,6 +26,7 @@ def test_defaults_are_the_issues() -> None:
         True, False, 5.0, 10.0, 30.0, 15.0,
     )  # fmt: skip
     assert (s.warn_at, s.blind_for_min, s.release_mode) == (0.8, 15.0, "delete")
+    assert s.boot_timeout_min == 30.0  # issue #42: a cold image pull and the health checks (SUPERVISOR.md)
     assert load_stack_config({}).run == RunConfig(phase="active", max_cost_usd=0.0)
 
 
@@ -33,6 +34,7 @@ def test_defaults_are_the_issues() -> None:
     ("raw", "path"),
     [
         ({"supervisor": {"interval_min": 0}}, "trainstack:supervisor.interval_min"),
+        ({"supervisor": {"boot_timeout_min": 0}}, "trainstack:supervisor.boot_timeout_min"),
         ({"supervisor": {"idle_util_pct": 150}}, "trainstack:supervisor.idle_util_pct"),
         ({"supervisor": {"warn_at": 1.5}}, "trainstack:supervisor.warn_at"),
         ({"supervisor": {"enabled": "yes"}}, "trainstack:supervisor.enabled"),

@@ -256,3 +256,15 @@ def test_a_new_rule_is_one_more_function() -> None:
 
     decision = decide(obs(node0_reachable=False), [], POLICY, rules=(recover,))
     assert decision.reason == "recovery would act here"
+
+
+def test_the_burn_in_is_part_of_the_boot() -> None:
+    from stackconfig.supervisor import SupervisorConfig
+
+    policy = Policy.of(SupervisorConfig(boot_timeout_min=30), 1000.0, burn_in_min=20)
+    assert policy.boot_timeout_min == 50
+    booting = dict(step=None, gpu_util_max=None)
+    history = tuple(past(obs(m, **booting)) for m in range(0, 45, 5))
+    assert decide(obs(45, **booting), history, policy).kind == "none"  # still in its burn-in
+    later = (*history, *(past(obs(m, **booting)) for m in range(45, 50, 5)))
+    assert decide(obs(50, **booting), later, policy).kind == "never_started"

@@ -93,8 +93,9 @@ def test_help_prints_usage_and_sets_nothing_up(tmp_path: Path) -> None:
             [str(scripts / "test"), *flag.split()], capture_output=True, text=True, timeout=30, check=False
         )
         assert run.returncode == 0, run.stderr
-        assert run.stdout.startswith("Usage: scripts/test [--fast]"), run.stdout
+        assert run.stdout.startswith("Usage: scripts/test [--fast] [--profile]"), run.stdout
         assert "--fast" in run.stdout and "serial" in run.stdout
+        assert "--profile" in run.stdout and "CI=true" in run.stdout
     assert sorted(p.name for p in tmp_path.iterdir()) == ["scripts"]  # neither bootstrap nor check ran
 
 

@@ -296,6 +296,7 @@ def test_b_a_job_that_steps_with_busy_gpus_is_never_released_or_replaced(
     world.recovery = recovery
     world.cap = 0.0
     for obs, decision in play(world, _policy(world), len(world.ssh)):
+        assert decision.state in STATES, decision  # every state a round can be in has its owner and deadline
         if obs.nodes == 0:
             break
         r = round((obs.at - T0) / (INTERVAL * MIN))
@@ -330,3 +331,20 @@ def test_d_spend_never_passes_the_cap_by_more_than_one_interval(world: World, re
             continue
         spent = RATE * (obs.at - world.up_at) / 3600
         assert spent <= world.cap, (r, spent)
+
+
+def test_docs_show_every_state_with_its_owner_rule() -> None:
+    """docs/SUPERVISOR.md's lifecycle table has a row per state of supervisor/lifecycle.py and its owner."""
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "SUPERVISOR.md").read_text()
+    rows: dict[str, str] = {}
+    for line in doc.splitlines():  # the lifecycle table comes first; the rules table repeats some names
+        if line.startswith("| `"):
+            rows.setdefault(line.split("|")[1].strip(" `"), line)
+    for state, spec in STATES.items():
+        if state == "no_compute":
+            continue
+        assert state in rows, f"docs/SUPERVISOR.md has no row for the state {state}"
+        for owner in spec.owner.replace("/", ",").split(","):
+            assert owner.strip() in rows[state], (state, owner, rows[state])

@@ -56,6 +56,7 @@ def test_a_start_script_that_fails_before_training_is_released_in_one_round_with
     hosts_env: HostsEnv, tmp_path: Path, receiver: Receiver
 ) -> None:
     cluster = Cluster(hosts_env, tmp_path, nodes=1)
+    cluster.config("trainstack:cluster.topology", "pods", path=True)
     cluster.config("trainstack:delivery_enabled", "true")
     training = {  # stacks/Pulumi.local-cpu.yaml's, with a free-disk floor no volume here meets
         "command": ["train/train.py"],
@@ -94,6 +95,7 @@ def test_no_supervisor_ssh_key_on_a_healthy_pod_is_an_alert_never_a_replace(
     hosts_env: HostsEnv, tmp_path: Path, receiver: Receiver
 ) -> None:
     cluster = Cluster(hosts_env, tmp_path, nodes=1)
+    cluster.config("trainstack:cluster.topology", "pods", path=True)
     cluster.config("trainstack:delivery_enabled", "true")
     try:
         cluster.up()

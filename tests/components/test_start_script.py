@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -441,6 +442,10 @@ def test_every_way_out_leaves_one_exit_record_with_phase_reason_and_tail(prod3: 
         1,
     )
     assert "preflight failed (exit 127)" in str(record["reason"])
+    # Its run id and job, though `bucket` (which exports them) never ran: the bucket key of a run that never
+    # started is run/<run id>/exit/<rank>.json, where scripts/supervise looks (issue #42).
+    rendered = re.search(r"^TRAINSTACK_RUN_ID=\$\{TRAINSTACK_RUN_ID:-(.+)\}$", prod3.script.read_text(), re.M)
+    assert rendered and record["run_id"] == rendered.group(1) and record["job"], record
     tail = record["log_tail"]
     assert isinstance(tail, list) and "FATAL: preflight failed (exit 127)" in tail[-1]
     assert any("torchrun: command not found" in line for line in tail)

@@ -431,7 +431,13 @@ write_exit_record() {
   EXIT_RECORD_WRITTEN=1
   log=$(readlink "/proc/$$/fd/1" 2>/dev/null) || log=""
   [[ -f $log ]] || log=""
+  # The run's identity and bucket are exported only once `bucket` first runs (the resume): a script that
+  # failed before that (secrets, health gate, disk, preflight: a run that never started) passes them here,
+  # or its record never reached the bucket (issue #42).
   TRAINSTACK_SECRET_NAMES="${SECRET_NAMES[*]}" PYTHONPATH="$TRAINSTACK_WORKDIR${PYTHONPATH:+:$PYTHONPATH}" \
+    TRAINSTACK_CHECKPOINT_BUCKET="${TRAINSTACK_CHECKPOINT_BUCKET:-}" TRAINSTACK_RUN_ID="${TRAINSTACK_RUN_ID:-}" \
+    TRAINSTACK_JOB="${TRAINSTACK_JOB:-}" TRAINSTACK_POD_INDEX="${TRAINSTACK_POD_INDEX:-0}" \
+    NODE_RANK="${NODE_RANK:-0}" TRAINSTACK_STOP_FILE="${TRAINSTACK_STOP_FILE:-}" \
     "$PYTHON" -m train.node.exitrecord --exit-status "$1" --phase "$TRAINSTACK_PHASE" \
     --reason "$TRAINSTACK_FATAL" ${log:+--log "$log"} --metrics-dir "$TRAINSTACK_WORKDIR/metrics" ||
     log "exit record not written (status $1)"

@@ -225,7 +225,7 @@ def _jobs_left(obs: Observation, ended_pods: set[str]) -> list[str]:
 
 def _ended_pods(obs: Observation) -> set[str]:
     """The pods whose job has ended: an exit record, or (a pool) its run state says finished or failed."""
-    ended = {e.pod_id for e in obs.exits}
+    ended = {e.pod_id for e in obs.ended}
     if obs.topology == "pods":
         by_run = dict(zip(obs.job_ids, obs.pods, strict=False))
         ended |= {
@@ -241,7 +241,7 @@ def _recovery_acts(obs: Observation, policy: Policy) -> bool:
 def failed_to_start(obs: Observation, history: Sequence[RoundRecord], policy: Policy) -> Decision | None:
     if obs.nodes == 0 or obs.phase not in ("active", "recovering"):
         return None
-    failed = [e for e in obs.exits if e.status == "failed" and e.phase in BEFORE_TRAINING]
+    failed = [e for e in obs.ended if e.status == "failed" and e.phase in BEFORE_TRAINING]
     if _recovery_acts(obs, policy):  # a failed health gate: a new node could help, recovery replaces it
         failed = [e for e in failed if e.phase != "health_gate"]
     if not failed:
@@ -281,7 +281,7 @@ def _not_started(obs: Observation, history: Sequence[RoundRecord], policy: Polic
     stepped = _stepped_pods(obs, history, since)
     wrote = {r.run_id for r in obs.runs if r.status != "absent"}
     if obs.topology != "pods":
-        idle = not stepped and not wrote and not obs.exits
+        idle = not stepped and not wrote and not obs.ended
         return (list(obs.pods) or ["*"]) if idle else [], obs.at - since
     by_pod = dict(zip(obs.pods, obs.job_ids, strict=False)) if len(obs.job_ids) == len(obs.pods) else {}
     ended = _ended_pods(obs)
@@ -332,7 +332,7 @@ def job_ended(obs: Observation, _history: Sequence[RoundRecord], _policy: Policy
     if obs.topology == "pods" and obs.pods:
         if _jobs_left(obs, _ended_pods(obs)):
             return None
-    elif not failed_runs and not obs.exits:  # a cluster is one job: a failed run state or an exit ends it
+    elif not failed_runs and not obs.ended:  # a cluster is one job: a failed run state or an exit ends it
         return None
     why = (
         f"training exited with status {failed_runs[0].exit_status} ({failed_runs[0].run_id})"

@@ -62,8 +62,9 @@ STATES: dict[str, StateSpec] = {
     "idle": StateSpec(
         "idle",
         "one warning at idle_for_min, release idle_grace_min later",
-        lambda p: p.idle_for_min + p.idle_grace_min + p.interval_min,
-        "idle_for_min + idle_grace_min + one round",
+        # Two thresholds, each met at the first round at or past it: a round late by seconds slips one.
+        lambda p: p.idle_for_min + p.idle_grace_min + 2 * p.interval_min,
+        "idle_for_min + idle_grace_min + two rounds",
     ),
     "recovering": StateSpec(
         "recovery",

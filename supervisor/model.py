@@ -51,6 +51,13 @@ class ExitFacts:
     reason: str = ""
     log_tail: tuple[str, ...] = ()
     run_id: str = ""
+    at: float | None = None  # the node's clock when it wrote the record: identity only, never compared
+
+    @property
+    def key(self) -> str:
+        """This record's identity: a recovery that answered it (restarted the job) lists it, and a new start
+        script's run is never ended by its predecessor's record (issue #42)."""
+        return f"exit:{self.pod_id}:{self.rank}:{self.at}"
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ExitFacts:
@@ -138,6 +145,14 @@ class Observation:
     def blind(self) -> bool:
         """No SSH to node 0 and no billing: nothing to decide from."""
         return self.nodes > 0 and self.node0_reachable is False and self.spent_usd is None
+
+    @property
+    def ended(self) -> tuple[ExitFacts, ...]:
+        """The exit records that say a job ended by itself: failed or finished, and not answered by a
+        recovery (a restart's new start script runs on). A `stopped` record is a stop someone made (a
+        release's last sync, a restart), never a run's end."""
+        answered = {k for a in (self.fleet.attempts if self.fleet else ()) for k in a.answered}
+        return tuple(e for e in self.exits if e.status != "stopped" and e.key not in answered)
 
     @property
     def job_ids(self) -> tuple[str, ...]:

@@ -186,6 +186,7 @@ def _exits(
             reason=record.reason,
             log_tail=tuple(record.log_tail),
             run_id=record.run_id,
+            at=record.at,
         )
 
     if src.s3 is not None and config.bucket is not None:

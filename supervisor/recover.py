@@ -124,7 +124,7 @@ def _node_fault(obs: Observation, history: Sequence[RoundRecord], policy: Policy
     if halted:
         parts = [f"node {n.rank} ({n.pod_id}) is {n.status}" for n in halted]
         return Fault("node_lost", "; ".join(parts), tuple(halted))
-    gate = [e for e in obs.exits if e.status == "failed" and e.phase == "health_gate"]
+    gate = [e for e in obs.ended if e.status == "failed" and e.phase == "health_gate"]
     if gate:
         by_pod = {n.pod_id: n for n in nodes}
         sick_nodes = tuple(by_pod[e.pod_id] for e in gate if e.pod_id in by_pod)
@@ -370,11 +370,16 @@ def assess(obs: Observation, history: Sequence[RoundRecord], policy: Policy) -> 
                 f"{len(fleet.attempts)} this run)",
                 "none",
             )
-    return replace(
-        _plan(obs, fault, fleet, dc),
-        answered=tuple(r.key for r in obs.runs if r.status == "failed"),
-        cause=fault.cause,
+    plan = _plan(obs, fault, fleet, dc)
+    # What this recovery answers: the failed run states and exit records of the jobs it restarts or replaces
+    # (a pool's: the targeted trials' only; the others' stay news).
+    pods = set(plan.targets) if obs.topology == "pods" and plan.targets else set(obs.pods)
+    runs_of = dict(zip(obs.job_ids, obs.pods, strict=False)) if obs.topology == "pods" else {}
+    answered = (
+        *(r.key for r in obs.runs if r.status == "failed" and runs_of.get(r.run_id, "*") in pods | {"*"}),
+        *(e.key for e in obs.ended if not pods or e.pod_id in pods),
     )
+    return replace(plan, answered=answered, cause=fault.cause)
 
 
 def _plan(obs: Observation, fault: Fault, fleet: Fleet, dc: str | None) -> Plan:

@@ -193,3 +193,23 @@ def test_7_a_utilisation_exactly_at_the_threshold_is_not_idle() -> None:
     at = dict(step=100.0, node_steps=(100.0,), gpu_util_max=0.29)
     policy = replace(POLICY, idle_util_pct=29.0)
     assert decide(obs(60, **at), rounds(60, **at), policy).kind == "none"  # 0.29 * 100 = 28.999999999999996
+
+
+def test_a_restarted_job_is_not_ended_by_its_predecessors_exit_record() -> None:
+    """Found writing this issue: a training failure leaves its exit record in the bucket under the run id the
+    restarted job keeps; read again after the restart, it 'ended' a healthy run (job_ended released it)."""
+    crashed = ExitFacts(0, "p0", "failed", "training", 1, "training exited with status 1", at=1_799_999_000.0)
+    failed = RunState("prod.p0", "failed", exit_status=1, finished_at=1_799_999_000.0)
+    fleet = Fleet("cluster", ("US-TX-3",), (NodeFacts(0, "p0", True, step=100.0),))
+    first = decide(obs(0, fleet=fleet, runs=(failed,), exits=(crashed,)), [], RECOVERY)
+    assert first.kind == "job_failed" and first.plan is not None and crashed.key in first.plan.answered
+    attempt = Attempt(T0, "job_failed", (), "US-TX-3", "done", answered=first.plan.answered)
+    after = replace(fleet, attempts=(attempt,))
+    again = decide(obs(15, fleet=after, runs=(), exits=(crashed,)), [], RECOVERY)  # stepping again
+    assert again.kind == "none" and "release" not in again.actions, again
+
+
+def test_a_stopped_start_script_is_not_a_run_that_ended() -> None:
+    stopped = ExitFacts(0, "p0", "stopped", "training", 143, "SIGTERM", at=1.0)
+    d = decide(obs(5, exits=(stopped,)), [], POLICY)
+    assert d.kind == "none" and d.actions == (), d

@@ -246,7 +246,8 @@ def _scenario(name: str, ws: Any, runpod: Any, s3: Any, bucket: str, max_rounds:
             state["nodes"] = [{**r, "step": 1200.0, "gpu_util_mean": 0.02} for r in state["nodes"]]
         return state
 
-    sources = Sources(aggregator=node0, s3=s3, ssh_key=lambda: True)
+    # No hosts here: the exit records come from the bucket, as a failed node writes them.
+    sources = Sources(aggregator=node0, s3=s3, ssh_key=lambda: True, exits=lambda *_a: {})
     sup = Round(STACK, ws.root, s3=s3, sources=sources, clock=runpod.admin.now, log=_quiet)
     useless_at = runpod.admin.now() if name == "never_started" else None
     billed_useless = _cluster_billed(runpod, cluster_id) if useless_at is not None else 0.0

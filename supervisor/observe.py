@@ -130,7 +130,7 @@ def observe(
         except Exception as exc:  # a status is one more source; its failure is a problem line
             problems.append(f"pod status: not read ({type(exc).__name__})")
     created = [s[2] for s in statuses.values() if s[2] is not None]
-    exits = _exits(stack, config, outputs, snap, runs, pod_ids, has_key, src, problems)
+    exits = _exits(stack, config, outputs, snap, runs, pod_ids, has_key, answered, src, problems)
     fleet, runs = _fleet(config, snap, nodes, runs, attempts, statuses, problems)
     agg_round = (state or {}).get("time")
     return Observation(
@@ -167,11 +167,13 @@ def _exits(
     runs: Sequence[RunState],
     pod_ids: Sequence[str],
     has_key: bool,
+    node0_answered: bool,
     src: Sources,
     problems: list[str],
 ) -> tuple[ExitFacts, ...]:
     """Issue #42: each ended start script's exit record, from the bucket (`run/<run id>/exit/<rank>.json`, a
-    failed node's) and, for nodes the aggregator did not read, over SSH (a stack without a bucket too)."""
+    failed node's) and, for nodes the aggregator did not read, over SSH while node 0 answers (a stack without
+    a bucket too), all nodes at once."""
     from train.node import exitrecord
 
     by_pod: dict[str, ExitFacts] = {}
@@ -203,10 +205,18 @@ def _exits(
                 problems.append(f"exit records: bucket not read ({type(exc).__name__})")
                 break
     unread = [v.pod_id for v in snap.nodes if v.reachable is not True and v.pod_id not in by_pod]
-    if has_key and unread:
+    if has_key and node0_answered and unread:
+        # All at once: a node that does not answer costs its SSH timeout, not the sum of them (prod's 8).
+        from concurrent.futures import ThreadPoolExecutor
+
+        def one(pod_id: str) -> Mapping[str, Any]:
+            return src.exits(stack, outputs, [pod_id])
+
         try:
-            for pod_id, record in src.exits(stack, outputs, unread).items():
-                add(record, pod_id)
+            with ThreadPoolExecutor(max_workers=min(16, len(unread))) as pool:
+                for found in pool.map(one, unread):
+                    for pod_id, record in found.items():
+                        add(record, pod_id)
         except Exception as exc:
             problems.append(f"exit records: not read over SSH ({type(exc).__name__})")
     return tuple(by_pod[p] for p in pod_ids if p in by_pod)

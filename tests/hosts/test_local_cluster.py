@@ -285,5 +285,8 @@ def _lifecycle(cluster: Cluster, env: HostsEnv, nodes: int) -> None:
         "secrets": [],
     }
     assert namespaces(env) == []
-    assert processes_in(inodes) == []
+    # The host's teardown SIGKILLs what runs in its namespace and waits 5 s at most: on a loaded machine a
+    # killed process can take longer to leave (CI, 2026-12-03: one pid left at the check). Its going is an
+    # event with a deadline here, not an instant.
+    poll(lambda: not processes_in(inodes) or None, "every node process gone after destroy", 30, 0.2)
     assert env.runpod.admin.hosts()["hosts"] == []

@@ -32,9 +32,11 @@ def _missing() -> str | None:
 
 
 # What a cold first run may reuse (issue #43): builds that are expensive and have nothing to do with what the
-# nodes need to train (the Go-built Pulumi CLI, language host and actionlint, Debian's promtool, uv itself).
-# Everything else starts empty, the node's torch venv above all: scripts/up must install it itself.
-REUSED = ("pulumi-cli-*", "pulumi-v*", "actionlint-*", "promtool", "uv-*")
+# nodes need to train (the Go-built Pulumi CLI and language host, uv itself). Everything else starts empty,
+# the node's torch venv above all: scripts/up must install it itself. The tools only the tests use
+# (actionlint, promtool) are not there either: scripts/up and scripts/down must not need them, nor make them.
+REUSED = ("pulumi-cli-*", "pulumi-v*", "uv-*")
+TEST_TOOLS = ("actionlint-*", "promtool")
 
 
 def cold_cache(tmp: Path) -> Path:
@@ -57,6 +59,11 @@ def cold_cache(tmp: Path) -> Path:
                     dst.parent.mkdir(parents=True, exist_ok=True)
                     dst.symlink_to(src.resolve())
     return cold
+
+
+def _test_tools(cache: Path) -> list[str]:
+    """The test-only tools in a cache: a first scripts/up or scripts/down must neither need nor make them."""
+    return [p.name for pattern in TEST_TOOLS for p in cache.glob(pattern)]
 
 
 class Demo:
@@ -143,6 +150,7 @@ def test_scripts_up_trains_and_watch_shows_the_steps(
         assert f"scripts/up: next: scripts/watch {stack}" in said
         if cache is not None:
             assert (cache / "torch-venv" / "bin" / "torchrun").exists(), said  # scripts/up installed it
+            assert not _test_tools(cache), said
         deadline = time.monotonic() + DEADLINE_S
         first: list[float] = []
         later: list[float] = []
@@ -165,6 +173,8 @@ def test_scripts_up_trains_and_watch_shows_the_steps(
         # The way back: scripts/down takes the stack down, its bucket with the demo's checkpoints included.
         down = demo.run("scripts/down", stack)
         assert f"scripts/down: '{stack}' is down" in down.stdout + down.stderr
+        if cache is not None:
+            assert not _test_tools(cache), down.stderr
     finally:
         demo.run("scripts/down", stack, ok=False)
         demo.run("scripts/local-runpod", "stop", ok=False)

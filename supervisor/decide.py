@@ -109,7 +109,7 @@ def _notified(history: Sequence[RoundRecord], kind: Kind, since: float, before: 
     return None
 
 
-def _once(obs: Observation, key: str, decision: Decision, history: Sequence[RoundRecord] = ()) -> Decision:
+def once(obs: Observation, key: str, decision: Decision, history: Sequence[RoundRecord] = ()) -> Decision:
     """A message sent once per run: without its notify (and with its reason) when `key` was sent already
     (the run's notices, kept beside the audit lines; or an audit line of the window that sent it)."""
     sent = any(r.decision.once == key and "notify" in r.done for r in history)
@@ -203,7 +203,7 @@ def over_budget(obs: Observation, history: Sequence[RoundRecord], policy: Policy
             f"(${obs.usd_per_hour:,.2f}/h): compute is released at the cap"
         )
         warning = Decision("over_budget", text, ("notify",), text, state="training")
-        warned = _once(obs, f"over_budget:{policy.warn_at:g}", warning, history)
+        warned = once(obs, f"over_budget:{policy.warn_at:g}", warning, history)
         return warned if warned.actions else None  # warned once this run: the release comes at the cap
     return None
 
@@ -216,14 +216,14 @@ def _tail(exits: Sequence[ExitFacts], lines: int = 8) -> str:
     )
 
 
-def _jobs_left(obs: Observation, ended_pods: set[str]) -> list[str]:
+def jobs_left(obs: Observation, ended: set[str]) -> list[str]:
     """A pool's pods whose job has not ended (a cluster is one job: all its pods or none)."""
     if obs.topology != "pods":
-        return [] if ended_pods else list(obs.pods)
-    return [p for p in obs.pods if p not in ended_pods]
+        return [] if ended else list(obs.pods)
+    return [p for p in obs.pods if p not in ended]
 
 
-def _ended_pods(obs: Observation) -> set[str]:
+def ended_pods(obs: Observation) -> set[str]:
     """The pods whose job has ended: an exit record, or (a pool) its run state says finished or failed."""
     ended = {e.pod_id for e in obs.ended}
     if obs.topology == "pods":
@@ -247,14 +247,14 @@ def failed_to_start(obs: Observation, history: Sequence[RoundRecord], policy: Po
     if not failed:
         return None
     text = f"failed to start: {_tail(failed)}"
-    left = _jobs_left(obs, _ended_pods(obs))
+    left = jobs_left(obs, ended_pods(obs))
     if left:  # a pool whose other trials still run: they own the stack; tell the team once
         note = (
             f"{text}\n(other trials still running on {', '.join(left)}: released when every trial has ended)"
         )
         key = "failed_to_start:" + ".".join(sorted(e.pod_id for e in failed))
         told = Decision("failed_to_start", note.splitlines()[0], ("notify",), note, state="training")
-        told = _once(obs, key, told, history)
+        told = once(obs, key, told, history)
         return told if told.actions else None  # told once: the other trials' rules (idle, ...) decide
     return Decision(
         "failed_to_start", text.splitlines()[0] + ": releasing compute", ("release",), text, state="failed"
@@ -272,7 +272,7 @@ def _stepped_pods(obs: Observation, history: Sequence[RoundRecord], since: float
     return out
 
 
-def _not_started(obs: Observation, history: Sequence[RoundRecord], policy: Policy) -> tuple[list[str], float]:
+def _not_started(obs: Observation, history: Sequence[RoundRecord]) -> tuple[list[str], float]:
     """The jobs (pods; a cluster: all of them) that never reported a step and wrote no state, and how long
     the compute has been up. Only with node 0 answering: without SSH nothing says whether a job stepped."""
     since = compute_since(obs, history)
@@ -284,7 +284,7 @@ def _not_started(obs: Observation, history: Sequence[RoundRecord], policy: Polic
         idle = not stepped and not wrote and not obs.ended
         return (list(obs.pods) or ["*"]) if idle else [], obs.at - since
     by_pod = dict(zip(obs.pods, obs.job_ids, strict=False)) if len(obs.job_ids) == len(obs.pods) else {}
-    ended = _ended_pods(obs)
+    ended = ended_pods(obs)
     pods = [p for p in obs.pods if p not in stepped and p not in ended and by_pod.get(p) not in wrote]
     return pods, obs.at - since
 
@@ -292,10 +292,10 @@ def _not_started(obs: Observation, history: Sequence[RoundRecord], policy: Polic
 def never_started(obs: Observation, history: Sequence[RoundRecord], policy: Policy) -> Decision | None:
     if obs.nodes == 0 or obs.phase not in ("active", "recovering"):
         return None
-    pods, lasted = _not_started(obs, history, policy)
+    pods, lasted = _not_started(obs, history)
     if not pods or lasted < policy.boot_timeout_min * 60:
         return None  # booting: image pull, health checks, burn-in
-    if obs.topology == "pods" and _jobs_left(obs, _ended_pods(obs) | set(pods)):
+    if obs.topology == "pods" and jobs_left(obs, ended_pods(obs) | set(pods)):
         return None  # a pool with a trial still running: that trial owns the stack
     who = "the job" if obs.topology != "pods" else f"trial(s) on {', '.join(pods)}"
     text = (
@@ -312,7 +312,7 @@ def unverified(obs: Observation, history: Sequence[RoundRecord], _policy: Policy
     if not bad or obs.nodes == 0:
         return None
     reason = f"run state of {bad[0].run_id} says finished but does not verify: {bad[0].why}; not releasing"
-    return _once(
+    return once(
         obs,
         f"unverified:{bad[0].run_id}",
         Decision("unverified", reason, ("notify",), f"ALERT: {reason}", state="unverified"),
@@ -330,7 +330,7 @@ def job_ended(obs: Observation, _history: Sequence[RoundRecord], _policy: Policy
     attempts = obs.fleet.attempts if obs.fleet else ()
     failed_runs = [r for r in obs.runs if r.status == "failed" and news(r, attempts)]
     if obs.topology == "pods" and obs.pods:
-        if _jobs_left(obs, _ended_pods(obs)):
+        if jobs_left(obs, ended_pods(obs)):
             return None
     elif not failed_runs and not obs.ended:  # a cluster is one job: a failed run state or an exit ends it
         return None
@@ -372,7 +372,7 @@ def _idle_now(obs: Observation, history: Sequence[RoundRecord], policy: Policy) 
     # The aggregator's own round stamp (its node's clock, compared only with itself) has not moved: it
     # stopped. Not on a pool whose aggregator's own trial has ended (the other trials own the stack).
     if obs.aggregator_round is None or (
-        obs.topology == "pods" and obs.pods and obs.pods[0] in _ended_pods(obs)
+        obs.topology == "pods" and obs.pods and obs.pods[0] in ended_pods(obs)
     ):
         return None
     start = obs.at
@@ -424,7 +424,7 @@ def unreachable(obs: Observation, history: Sequence[RoundRecord], _policy: Polic
     )
     key = "unreachable:" + ("no_key" if not obs.ssh_key else "ssh")
     alert = Decision("unreachable", reason, ("notify",), f"ALERT: {reason}", state="unreachable")
-    return _once(obs, key, alert, history)
+    return once(obs, key, alert, history)
 
 
 def blind(obs: Observation, history: Sequence[RoundRecord], policy: Policy) -> Decision | None:

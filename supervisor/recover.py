@@ -238,11 +238,11 @@ def stall_threshold_s(obs: Observation, history: Sequence[RoundRecord], policy: 
 def _pool_stalled(obs: Observation, history: Sequence[RoundRecord], policy: Policy) -> Fault | None:
     """A pool's trials stall one by one (issue #42): a pod whose own job has not ended and whose own step has
     not moved for the stall threshold; only those pods are restarted (or given up)."""
-    from supervisor.decide import _ended_pods, earlier
+    from supervisor.decide import earlier, ended_pods
 
     if obs.node0_reachable is not True or len(obs.node_steps) != len(obs.pods):
         return None
-    ended = _ended_pods(obs)
+    ended = ended_pods(obs)
     threshold = stall_threshold_s(obs, history, policy)
     stuck: list[tuple[NodeFacts, float]] = []
     by_pod = {n.pod_id: n for n in _nodes(obs)}
@@ -434,11 +434,11 @@ def recovery(obs: Observation, history: Sequence[RoundRecord], policy: Policy) -
         return None
     if plan.act == "release" and obs.topology == "pods" and plan.targets:
         # A pool's trial given up while other trials run: they own the stack (issue #42); say it once.
-        from supervisor.decide import _ended_pods, _jobs_left, _once
+        from supervisor.decide import ended_pods, jobs_left, once
 
-        if _jobs_left(obs, _ended_pods(obs) | set(plan.targets)):
+        if jobs_left(obs, ended_pods(obs) | set(plan.targets)):
             told = Decision("gave_up", plan.reason, ("notify",), plan.message, state="failed")
-            told = _once(obs, "gave_up:" + ".".join(sorted(plan.targets)), told, history)
+            told = once(obs, "gave_up:" + ".".join(sorted(plan.targets)), told, history)
             return told if told.actions else None
     return Decision(
         plan.kind,  # type: ignore[arg-type]

@@ -46,6 +46,14 @@ def supervise(cluster: Cluster, tmp: Path, receiver: Receiver, *args: str, **env
     return out
 
 
+def _one_pod(env: HostsEnv, tmp: Path) -> Cluster:
+    """local-cpu as one loose pod whose start script is delivered (a cluster has 2-8 nodes)."""
+    cluster = Cluster(env, tmp, nodes=1)
+    cluster.config("trainstack:cluster.topology", "pods", path=True)
+    cluster.config("trainstack:delivery_enabled", "true")
+    return cluster
+
+
 def _teardown(cluster: Cluster) -> None:
     if cluster.s3.list_buckets()["Buckets"]:
         cluster.empty_bucket()
@@ -55,9 +63,7 @@ def _teardown(cluster: Cluster) -> None:
 def test_a_start_script_that_fails_before_training_is_released_in_one_round_with_its_log_tail(
     hosts_env: HostsEnv, tmp_path: Path, receiver: Receiver
 ) -> None:
-    cluster = Cluster(hosts_env, tmp_path, nodes=1)
-    cluster.config("trainstack:cluster.topology", "pods", path=True)
-    cluster.config("trainstack:delivery_enabled", "true")
+    cluster = _one_pod(hosts_env, tmp_path)
     training = {  # stacks/Pulumi.local-cpu.yaml's, with a free-disk floor no volume here meets
         "command": ["train/train.py"],
         "device": "cpu",
@@ -94,9 +100,7 @@ def test_a_start_script_that_fails_before_training_is_released_in_one_round_with
 def test_no_supervisor_ssh_key_on_a_healthy_pod_is_an_alert_never_a_replace(
     hosts_env: HostsEnv, tmp_path: Path, receiver: Receiver
 ) -> None:
-    cluster = Cluster(hosts_env, tmp_path, nodes=1)
-    cluster.config("trainstack:cluster.topology", "pods", path=True)
-    cluster.config("trainstack:delivery_enabled", "true")
+    cluster = _one_pod(hosts_env, tmp_path)
     try:
         cluster.up()
         [node] = cluster.outputs()["nodes"]

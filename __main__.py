@@ -84,6 +84,7 @@ def main() -> None:
     pulumi.export("cluster_id", cluster.billed_ids.apply(lambda ids: ids["cluster_id"]))  # for scripts/watch
     pulumi.export("volume_id", cluster.billed_ids.apply(lambda ids: ids["volume_id"]))
     pulumi.export("workdir", config.training.workdir)  # where scripts/watch finds the aggregator's state
+    pulumi.export("topology", config.cluster.topology)  # a pool: each pod its own job and aggregator
 
 
 main()

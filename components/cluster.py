@@ -157,20 +157,36 @@ class H100Cluster(pulumi.ComponentResource):
             billed["cluster_id"] = cluster.cluster_id
             nodes = cluster.nodes.apply(_cluster_nodes)
         else:
-            pods = [
-                Pod(f"{name}-pod-{i}", _pod_inputs(name, i, cfg, props, registry, volume, stopped), after)
+            # A pool's trial that ended while others run (trainstack:run.ended_trials, the supervisor's): its
+            # pod alone is released, stopped under release_mode stop, else not declared (deleted). The other
+            # pods keep their index, their rank and their files (each pool pod's files are its own), so
+            # nothing of theirs changes and no running trial restarts.
+            ended = set(cfg.run.ended_trials)
+            keep_stopped = cfg.supervisor.release_mode == "stop"
+            # On a protected stack the supervisor first lifts an ending trial's protection (an update that
+            # changes nothing at RunPod), then ends it: Pulumi never deletes a protected resource.
+            lifted = set(cfg.run.releasing_trials) | ended
+            unprotected = pulumi.ResourceOptions.merge(after, pulumi.ResourceOptions(protect=False))
+            pods = {
+                i: Pod(
+                    f"{name}-pod-{i}",
+                    _pod_inputs(name, i, cfg, props, registry, volume, stopped or i in ended),
+                    unprotected if i in lifted else after,
+                )
                 for i in range(cfg.cluster.nodes)
-            ]
-            priced += pods
+                if i not in ended or keep_stopped
+            }
+            priced += list(pods.values())
+            live = {i: p for i, p in pods.items() if not stopped and i not in ended}
             nodes = (
-                pulumi.Output.from_input([])
-                if stopped
-                else pulumi.Output.all(
+                pulumi.Output.all(
                     *[
-                        pulumi.Output.all(p.private_ip, p.pod_id, p.ssh_host, p.ssh_port, p.boots)
-                        for p in pods
+                        pulumi.Output.all(i, p.private_ip, p.pod_id, p.ssh_host, p.ssh_port, p.boots)
+                        for i, p in live.items()
                     ]
                 ).apply(_pod_nodes)
+                if live
+                else pulumi.Output.from_input([])
             )
 
         # The thresholds node 0's aggregator applies (and the stack exports), from this forecast's hours.
@@ -388,9 +404,10 @@ def _cluster_nodes(raw: Sequence[Mapping[str, Any]] | None) -> list[Node]:
 
 
 def _pod_nodes(rows: Sequence[Sequence[Any]]) -> list[Node]:
+    """A pool's running pods, each ranked by its index in the pool (a trial that ended leaves a gap)."""
     return [
-        Node(rank, str(ip), str(pod_id), str(host), int(port), int(boots or 0))
-        for rank, (ip, pod_id, host, port, boots) in enumerate(rows)
+        Node(int(rank), str(ip), str(pod_id), str(host), int(port), int(boots or 0))
+        for rank, ip, pod_id, host, port, boots in rows
     ]
 
 

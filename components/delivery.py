@@ -11,7 +11,7 @@ from urllib.parse import urlparse
 
 import pulumi
 
-from components.render import Artifacts, Node
+from components.render import Artifacts, Node, job_files
 from providers import settings
 from providers.delivery.node_files import NodeFiles, NodeFilesInputs
 from stackconfig.config import StackConfig
@@ -32,8 +32,15 @@ def train_files(root: Path = TRAIN_DIR) -> dict[str, str]:
 def node_files(artifacts: Artifacts, rank: int, train: dict[str, str]) -> dict[str, str]:
     """What node `rank` gets: the hostfile, hosts, its own start script, and train/."""
     script = f"start-node-{rank}.sh"
-    own = {"hostfile": artifacts.hostfile, "hosts": artifacts.hosts, script: artifacts.start_scripts[script]}
-    if rank == 0 and artifacts.alerts_json:  # node 0 runs the aggregator (train/monitor/aggregator.py)
+    # A pool pod's hostfile and hosts name itself alone (each trial is its own job): no other trial's start
+    # or end changes its files.
+    pool = rank in artifacts.own_hosts
+    hostfile, hosts = artifacts.own_hosts.get(rank, (artifacts.hostfile, artifacts.hosts))
+    hostfile_name, hosts_name, _state = job_files(pool, rank)
+    own = {hostfile_name: hostfile, hosts_name: hosts, script: artifacts.start_scripts[script]}
+    # The aggregator (train/monitor/aggregator.py) runs on each job's first node: a cluster's node 0, every
+    # pool pod.
+    if (rank == 0 or pool) and artifacts.alerts_json:
         own["alerts.json"] = artifacts.alerts_json
     return own | train
 
@@ -89,7 +96,8 @@ def deliver_to_nodes(
     train = train_files()
     known_hosts = known_hosts_file(stack)
     out = []
-    for rank in range(config.cluster.nodes):
+    ended = set(config.run.ended_trials)  # a pool's ended trials: their pods run nothing more
+    for rank in (r for r in range(config.cluster.nodes) if r not in ended):
         node = nodes.apply(functools.partial(_node, rank=rank))
         out.append(
             NodeFiles(

@@ -51,6 +51,8 @@ class Artifacts:
     start_scripts: Mapping[str, str] = field(default_factory=dict)  # "start-node-<rank>.sh" -> script
     alerts_json: str = ""  # the aggregator's rules (node 0), train/monitor/rules.py
     alerts_rules: str = ""  # the same thresholds as Prometheus alerting rules, for teams' own Prometheus
+    # A pool (topology pods): pod index -> its own (hostfile, hosts), naming itself alone; empty for a cluster
+    own_hosts: Mapping[int, tuple[str, str]] = field(default_factory=dict)
 
     def files(self) -> dict[str, str]:
         alerts = (
@@ -87,26 +89,42 @@ def run_id(job_name: str, primary_pod_id: str, boot: int = 0) -> str:
 
 
 def stack_run_ids(
-    stack: str, topology: str, pod_ids: Sequence[str], boots: Sequence[int] | None = None
+    stack: str,
+    topology: str,
+    pod_ids: Sequence[str],
+    boots: Sequence[int] | None = None,
+    ranks: Sequence[int] | None = None,
 ) -> list[str]:
-    """The run ids of a stack's jobs, from its nodes' pod ids (and boots) in rank order (what
-    scripts/supervise reads)."""
+    """The run ids of a stack's jobs, from its nodes' pod ids (and boots, and ranks: a pool's pod index,
+    with gaps where a trial ended) in rank order (what scripts/supervise reads)."""
     if not pod_ids:
         return []
     boot = list(boots or [0] * len(pod_ids))
     if topology == "cluster":
         return [run_id(stack, pod_ids[0], boot[0])]
-    return [run_id(f"{stack}-pod-{rank}", pod_id, boot[rank]) for rank, pod_id in enumerate(pod_ids)]
+    index = list(ranks) if ranks is not None else list(range(len(pod_ids)))
+    return [
+        run_id(f"{stack}-pod-{rank}", pod_id, b) for rank, pod_id, b in zip(index, pod_ids, boot, strict=True)
+    ]
 
 
-def render_hostfile(nodes: Sequence[Node], gpus_per_node: int) -> str:
-    """DeepSpeed/MPI hostfile, `<ip> slots=<gpus>` in rank order."""
-    return "".join(f"{n.ip} slots={gpus_per_node}\n" for n in _checked(nodes))
+def job_files(pool: bool, index: int) -> tuple[str, str, str]:
+    """(hostfile, hosts, aggregator state) of a job's first node, relative to the workdir: a cluster's one
+    job names them once; a pool pod's own carry its index, since the pool's pods may share one network
+    volume (the workdir) and each trial's files are its own."""
+    if not pool:
+        return "hostfile", "hosts", "metrics/aggregator.json"
+    return f"hostfile-pod-{index}", f"hosts-pod-{index}", f"metrics/aggregator-pod-{index}.json"
 
 
-def render_hosts(nodes: Sequence[Node]) -> str:
+def render_hostfile(nodes: Sequence[Node], gpus_per_node: int, pool: bool = False) -> str:
+    """DeepSpeed/MPI hostfile, `<ip> slots=<gpus>` in rank order (`pool`: ranks may have gaps)."""
+    return "".join(f"{n.ip} slots={gpus_per_node}\n" for n in _checked(nodes, pool))
+
+
+def render_hosts(nodes: Sequence[Node], pool: bool = False) -> str:
     """/etc/hosts lines, `<ip> node-<rank>`, so nodes never depend on DNS."""
-    return "".join(f"{n.ip} node-{n.rank}\n" for n in _checked(nodes))
+    return "".join(f"{n.ip} node-{n.rank}\n" for n in _checked(nodes, pool))
 
 
 def render_artifacts(
@@ -118,17 +136,22 @@ def render_artifacts(
 ) -> Artifacts:
     """All artifacts for the stack; `s3_endpoint_url` (if any) becomes the nodes' default S3 endpoint.
     `rules`: the component's alert rules (else built here from the config and its forecast)."""
-    nodes = _checked(nodes)
+    pool = config.cluster.topology == "pods"
+    nodes = _checked(nodes, pool)
     rules = rules if rules is not None else stack_alert_rules(config, stack_forecast(config))
+    gpus = config.cluster.gpus_per_node
     return Artifacts(
-        hostfile=render_hostfile(nodes, config.cluster.gpus_per_node),
-        hosts=render_hosts(nodes),
+        hostfile=render_hostfile(nodes, gpus, pool),
+        hosts=render_hosts(nodes, pool),
         start_scripts={
             f"start-node-{n.rank}.sh": render_start_script(stack, config, nodes, n.rank, s3_endpoint_url)
             for n in nodes
         },
         alerts_json=rules.to_json() if config.alerts.enabled else "",
         alerts_rules=prometheus_rules(rules, stack) if config.alerts.enabled else "",
+        own_hosts={n.rank: (render_hostfile([n], gpus, True), render_hosts([n], True)) for n in nodes}
+        if pool
+        else {},
     )
 
 
@@ -138,11 +161,15 @@ def render_start_script(
     """The strict-bash start script of node `rank` (see templates/start-node.body.bash for what it does)."""
     if not re.fullmatch(r"[a-z0-9][a-z0-9-]*", stack):
         raise ValueError(f"stack name {stack!r}: use lowercase letters, digits and '-'")
-    nodes = _checked(nodes)
+    pool = config.cluster.topology == "pods"
+    nodes = _checked(nodes, pool)
     job = _job(stack, config, nodes, rank)
+    if pool:  # a pool pod's script names itself alone: another trial's start or end never changes it
+        nodes = [n for n in nodes if n.rank == rank]
     header = [
         "#!/usr/bin/env bash",
-        f"# start-node-{rank}.sh: trainstack stack '{stack}', node {rank} of {len(nodes)} "
+        f"# start-node-{rank}.sh: trainstack stack '{stack}', node {rank} of "
+        f"{config.cluster.nodes if pool else len(nodes)} "
         f"(topology {config.cluster.topology}, job {job.name}).",
         "# Rendered by components/render.py: do not edit, re-render. RunPod's injected cluster variables",
         "# (MASTER_ADDR, NODE_RANK, ...) win over the RENDERED_* values; every TRAINSTACK_* value below",
@@ -186,6 +213,8 @@ def _assignments(
         "TRAINSTACK_SHARD_BY_NODE": int(job.shard_by_node),
         "TRAINSTACK_POD_INDEX": job.index,
         "TRAINSTACK_RUN_ID": job.run_id,
+        "TRAINSTACK_HOSTFILE": job_files(c.topology == "pods", job.index)[0],
+        "TRAINSTACK_AGGREGATOR_STATE": job_files(c.topology == "pods", job.index)[2],
     }
     lines = [
         "# Identity of this node; RunPod's injected variables take precedence (see section 1 below).",
@@ -209,7 +238,7 @@ def _assignments(
         f"SECRET_NAMES=({' '.join(t.secrets)})",
         "# Appended to the hosts file between marker lines, replacing any earlier block of this stack.",
         "HOSTS_BLOCK=$(cat <<'EOF'",
-        render_hosts(nodes).rstrip("\n"),
+        render_hosts(nodes, config.cluster.topology == "pods").rstrip("\n"),
         "EOF",
         ")",
     ]
@@ -226,9 +255,13 @@ def _job(stack: str, config: StackConfig, nodes: Sequence[Node], rank: int) -> _
     return _Job(f"{stack}-pod-{rank}", 0, 1, "127.0.0.1", False, rank, node.pod_id, node.boot)
 
 
-def _checked(nodes: Sequence[Node]) -> list[Node]:
+def _checked(nodes: Sequence[Node], pool: bool = False) -> list[Node]:
+    """Nodes in rank order: 0..n-1 (`pool`: distinct pod indices, a gap where a trial ended)."""
     ordered = sorted(nodes, key=lambda n: n.rank)
-    if [n.rank for n in ordered] != list(range(len(ordered))) or not ordered:
+    ranks = [n.rank for n in ordered]
+    if pool and ordered and ranks[0] >= 0 and len(set(ranks)) == len(ranks):
+        pass
+    elif ranks != list(range(len(ordered))) or not ordered:
         raise ValueError(f"node ranks must be 0..n-1 with no gaps, got {[n.rank for n in nodes]}")
     bad = [n.rank for n in ordered if not _ADDR_RE.match(n.ip)]
     if bad:

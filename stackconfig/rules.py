@@ -46,6 +46,7 @@ def cross_field_problems(config: StackConfig) -> list[Problem]:
         *_training_problems(config),
         *_budget_problems(config),
         *_release_problems(config),
+        *_ended_trial_problems(config),
         *model_problems(config),
     ]
 
@@ -128,6 +129,30 @@ def _release_problems(config: StackConfig) -> list[Problem]:
         )
         return [("supervisor.release_mode", why)]
     return []
+
+
+def _ended_trial_problems(config: StackConfig) -> list[Problem]:
+    """`run.ended_trials` and `run.releasing_trials` (the supervisor's): pod indices of a pool, each once."""
+    out: list[Problem] = []
+    c = config.cluster
+    for key, trials in (
+        ("ended_trials", config.run.ended_trials),
+        ("releasing_trials", config.run.releasing_trials),
+    ):
+        if not trials:
+            continue
+        if c.topology != "pods":
+            why = "only a pool of pods (topology 'pods') ends trials one by one; remove the key"
+            out.append((f"run.{key}", why))
+            continue
+        bad = sorted({i for i in trials if not 0 <= i < c.nodes})
+        if bad or len(set(trials)) != len(trials):
+            why = (
+                f"pod indices 0-{c.nodes - 1}, each once, got {list(trials)}; the supervisor writes this "
+                "key, remove it to run every trial's pod again"
+            )
+            out.append((f"run.{key}", why))
+    return out
 
 
 def _capacity_problems(config: StackConfig) -> list[Problem]:

@@ -26,9 +26,9 @@ secrets kept. docs/SUPERVISOR.md explains each decision.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 if TYPE_CHECKING:
     from stackconfig.config import StackConfig
@@ -67,6 +67,18 @@ class RunConfig(_Section):
 
     phase: Phase = "active"
     max_cost_usd: float = Field(0.0, ge=0)
+    # A pool's trials (pod indices) whose job has ended while others still run (topology pods): written by
+    # the supervisor; their pods are released alone (stopped under release_mode stop, else deleted), the
+    # other trials' pods and files stay as they are (docs/SUPERVISOR.md "Pools").
+    ended_trials: tuple[int, ...] = ()
+    # On a protected stack (trainstack:protect) the trials about to end: their pods' protection is lifted
+    # first, by an update that changes nothing else (as `releasing` does for the whole compute).
+    releasing_trials: tuple[int, ...] = ()
+
+    @field_validator("ended_trials", "releasing_trials", mode="before")
+    @classmethod
+    def _trial_list(cls, v: Any) -> Any:
+        return tuple(v) if isinstance(v, list) else v  # YAML and JSON give a list; strict wants the tuple
 
 
 def run_cost_cap(config: StackConfig) -> float:

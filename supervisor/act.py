@@ -11,6 +11,7 @@ Nothing here deletes outside Pulumi, and nothing deletes the volume, the bucket 
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import socket
@@ -27,6 +28,8 @@ from train.monitor.notify import Webhook
 
 REPO = Path(__file__).resolve().parents[1]
 PHASE_KEY = "trainstack:run.phase"
+ENDED_TRIALS_KEY = "trainstack:run.ended_trials"
+RELEASING_TRIALS_KEY = "trainstack:run.releasing_trials"
 
 # Runs on a node: $1 workdir, $2 grace (s). SIGTERM to the node's start script (the pid file the delivery
 # keeps) takes its own path: stop training, upload the newest checkpoint, exit. Waits for it to end.
@@ -127,6 +130,27 @@ class Actuator:
             self.log(f"release: phase {phase} applied ({changes})")
         return "release: compute released (phase released)"
 
+    def end_trials(self, trials: Sequence[int]) -> str:
+        """A pool's ended trials: their pod indices added to `trainstack:run.ended_trials` (on a protected
+        stack, first to `releasing_trials`, which lifts their protection alone), each step a Pulumi update
+        with the policy pack. Idempotent: the list only grows; a trial already there is not added again."""
+        from pulumi import automation as auto
+
+        stack = auto.select_stack(stack_name=self.stack, work_dir=str(self.workspace))
+        steps = (RELEASING_TRIALS_KEY, ENDED_TRIALS_KEY) if self.protect else (ENDED_TRIALS_KEY,)
+        for key in steps:
+            wanted = sorted(set(_run_list(stack, key)) | set(trials))
+            for i, trial in enumerate(wanted):
+                stack.set_config(f"{key}[{i}]", auto.ConfigValue(str(int(trial))), path=True)
+            self.log(f"end trials: {key}={wanted}, pulumi up")
+            try:
+                result = self._up(stack, self._policy())
+            except auto.errors.CommandError as exc:
+                last = [line for line in str(exc).splitlines() if line.strip()][-3:]
+                raise ReleaseError(f"pulumi up with {key}={wanted} failed: {' | '.join(last)}") from None
+            self.log(f"end trials: {key} applied ({dict(result.summary.resource_changes or {})})")
+        return f"end trials: the pod(s) of trial(s) {', '.join(map(str, sorted(trials)))} released"
+
     def _up(self, stack: Any, policy: dict[str, Any]) -> Any:
         """`pulumi up`; once, after clearing a lock that a killed process of this machine left (a supervisor
         killed mid-release leaves the file backend's lock behind, and no later round could finish)."""
@@ -154,6 +178,18 @@ class Actuator:
     def _pulumi_line(self, line: str) -> None:
         if line.strip():
             self.log(f"  pulumi: {line.rstrip()}")
+
+
+def _run_list(stack: Any, key: str) -> list[int]:
+    """The pod indices the stack's config holds under `key` (a `trainstack:run` list; none: empty)."""
+    section, _, name = key.partition(".")
+    value = stack.get_all_config().get(section)
+    try:
+        run = json.loads(value.value) if value is not None else {}
+    except ValueError:
+        return []
+    found = run.get(name) if isinstance(run, dict) else None
+    return [int(i) for i in found if isinstance(i, int)] if isinstance(found, list) else []
 
 
 _LOCK_RE = re.compile(

@@ -125,6 +125,7 @@ class Round:
                 errors,
                 plan=decision.plan,
                 memory=(mem, mem_bucket),
+                trials=decision.trials,
             )
         if decision.once and "notify" in done:
             store.write_notice(mem, mem_bucket, self.stack, obs.job_ids, decision.once, now)
@@ -153,6 +154,7 @@ class Round:
         errors: list[str],
         plan: Plan | None = None,
         memory: tuple[Any, str] | None = None,
+        trials: Sequence[int] = (),
     ) -> None:
         mem, mem_bucket = memory or (s3, bucket)
         lease = (
@@ -182,6 +184,8 @@ class Round:
                 elif action == "summary":
                     text = summary_text(obs, config.training.max_run_hours, reason)
                     actor.notify(text + ledger_note(s3, bucket, self.stack, config, obs))  # issue #29
+                elif action == "end_trials" and trials:  # a pool's ended trials: their pods alone
+                    self.log(actor.end_trials(trials))
                 elif action == "recover" and plan is not None:  # issue #29: supervisor/recover_act.py
                     line = recover_with(self, config, outputs, obs, plan, s3, bucket, actor, memory)
                     self.log(line)

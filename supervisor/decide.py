@@ -147,16 +147,18 @@ def finished(obs: Observation, _history: Sequence[RoundRecord], _policy: Policy)
     )
 
 
-def compute_since(obs: Observation, history: Sequence[RoundRecord]) -> float:
+def compute_since(obs: Observation, history: Sequence[RoundRecord], pod: str | None = None) -> float:
     """When this compute came up, on the supervisor's clock: the first round in a row that saw the same pods
-    (a replace is new compute), and never before the newest recovery began (a restart boots again)."""
+    (a replace is new compute; a pool's ended trial leaving is not), and never before the newest recovery
+    began (a restart boots again; `pod`: a pool's trial, whose clock only its own recoveries restart)."""
     start = obs.at
     for past in earlier(obs, history):
-        if past.nodes == 0 or (obs.pods and past.pods and past.pods != obs.pods):
+        if past.nodes == 0 or (obs.pods and past.pods and not set(obs.pods) <= set(past.pods)):
             break
         start = past.at
     attempts = obs.fleet.attempts if obs.fleet else ()
-    recovered = max((a.at for a in attempts if a.at <= obs.at), default=0.0)
+    mine = [a for a in attempts if pod is None or not a.targets or pod in a.targets]
+    recovered = max((a.at for a in mine if a.at <= obs.at), default=0.0)
     return max(start, recovered)
 
 
@@ -234,6 +236,55 @@ def ended_pods(obs: Observation) -> set[str]:
     return ended
 
 
+def trial_ranks(obs: Observation, pods: Sequence[str]) -> tuple[int, ...]:
+    """The pool indices (trainstack:run.ended_trials' unit) of these pods."""
+    rank = dict(zip(obs.pods, obs.ranks or range(len(obs.pods)), strict=False))
+    return tuple(sorted(rank[p] for p in set(pods) if p in rank))
+
+
+def end_trials(
+    obs: Observation, kind: Kind, pods: Sequence[str], why: str, history: Sequence[RoundRecord]
+) -> Decision:
+    """A pool's trials that ended while others still run: their pods alone are released (stopped or
+    deleted through Pulumi: trainstack:run.ended_trials); the other trials' pods and files stay as they
+    are. The message goes once per trial; the update is repeated until the pods are gone (idempotent)."""
+    left = [p for p in obs.pods if p not in set(pods)]
+    trials = trial_ranks(obs, pods)
+    text = (
+        f"{why}\nreleasing the pod(s) of trial(s) {', '.join(map(str, trials))} alone; "
+        f"the pod(s) {', '.join(left)} stay"
+    )
+    head = f"{why.splitlines()[0]}: releasing its pod alone ({len(left)} other pod(s) stay)"
+    decision = Decision(kind, head, ("notify", "end_trials"), text, state="trial_ended", trials=trials)
+    return once(obs, f"{kind}:" + ".".join(sorted(set(pods))), decision, history)
+
+
+def trial_ended(obs: Observation, history: Sequence[RoundRecord], _policy: Policy) -> Decision | None:
+    """A pool's trial finished (its run state verifies) or failed, and no recovery took it up, while other
+    trials still run: its pod alone is released. When every trial has ended, `finished` or `job_ended`
+    release the pool; a finished trial whose checkpoint does not verify keeps its pod (`unverified`)."""
+    if obs.topology != "pods" or obs.nodes == 0 or obs.phase not in ("active", "recovering"):
+        return None
+    ended = ended_pods(obs)
+    by_run = dict(zip(obs.job_ids, obs.pods, strict=False))
+    kept = {by_run.get(r.run_id) for r in obs.runs if r.status == "finished" and not r.verified}
+    done = [p for p in obs.pods if p in ended and p not in kept]
+    if not done or len(done) == len(obs.pods):  # every trial ended: `finished` or `job_ended` release all
+        return None
+    states = {by_run.get(r.run_id): r for r in obs.runs}
+    exits = {e.pod_id: e for e in obs.ended}
+
+    def what(pod: str) -> str:
+        run, ex = states.get(pod), exits.get(pod)
+        if run is not None and run.status == "finished":
+            return f"trial on {pod} finished at step {run.last_step}, its checkpoint verifies"
+        if run is not None and run.status == "failed":
+            return f"trial on {pod} failed (exit {run.exit_status})"
+        return f"trial on {pod}: start script {ex.status} in {ex.phase}: {ex.reason}" if ex else pod
+
+    return end_trials(obs, "trial_ended", done, "; ".join(what(p) for p in done), history)
+
+
 def _recovery_acts(obs: Observation, policy: Policy) -> bool:
     return policy.recovery.enabled and obs.fleet is not None
 
@@ -247,15 +298,8 @@ def failed_to_start(obs: Observation, history: Sequence[RoundRecord], policy: Po
     if not failed:
         return None
     text = f"failed to start: {_tail(failed)}"
-    left = jobs_left(obs, ended_pods(obs))
-    if left:  # a pool whose other trials still run: they own the stack; tell the team once
-        note = (
-            f"{text}\n(other trials still running on {', '.join(left)}: released when every trial has ended)"
-        )
-        key = "failed_to_start:" + ".".join(sorted(e.pod_id for e in failed))
-        told = Decision("failed_to_start", note.splitlines()[0], ("notify",), note, state="training")
-        told = once(obs, key, told, history)
-        return told if told.actions else None  # told once: the other trials' rules (idle, ...) decide
+    if jobs_left(obs, ended_pods(obs)):  # a pool whose other trials still run: this trial's pod alone goes
+        return end_trials(obs, "failed_to_start", [e.pod_id for e in failed], text, history)
     return Decision(
         "failed_to_start", text.splitlines()[0] + ": releasing compute", ("release",), text, state="failed"
     )
@@ -293,10 +337,18 @@ def never_started(obs: Observation, history: Sequence[RoundRecord], policy: Poli
     if obs.nodes == 0 or obs.phase not in ("active", "recovering"):
         return None
     pods, lasted = _not_started(obs, history)
+    if obs.topology == "pods" and pods:  # each trial's own boot: another trial's restart is not its own
+        ages = {p: obs.at - compute_since(obs, history, p) for p in pods}
+        pods = [p for p in pods if ages[p] >= policy.boot_timeout_min * 60]
+        lasted = min((ages[p] for p in pods), default=0.0)
     if not pods or lasted < policy.boot_timeout_min * 60:
         return None  # booting: image pull, health checks, burn-in
     if obs.topology == "pods" and jobs_left(obs, ended_pods(obs) | set(pods)):
-        return None  # a pool with a trial still running: that trial owns the stack
+        # a pool with a trial still running: the trials that never started release their own pods alone
+        why = f"no training step {_min(lasted)} after the compute came up (boot_timeout_min " + (
+            f"{policy.boot_timeout_min:g}): trial(s) on {', '.join(pods)} never started"
+        )
+        return end_trials(obs, "never_started", pods, why, history)
     who = "the job" if obs.topology != "pods" else f"trial(s) on {', '.join(pods)}"
     text = (
         f"no training step {_min(lasted)} after the compute came up (boot_timeout_min "
@@ -370,10 +422,9 @@ def _idle_now(obs: Observation, history: Sequence[RoundRecord], policy: Policy) 
             start = past.at
         return why, start
     # The aggregator's own round stamp (its node's clock, compared only with itself) has not moved: it
-    # stopped. Not on a pool whose aggregator's own trial has ended (the other trials own the stack).
-    if obs.aggregator_round is None or (
-        obs.topology == "pods" and obs.pods and obs.pods[0] in ended_pods(obs)
-    ):
+    # stopped. A pool's is the newest of its pods' own aggregators (watch/sources.py): stopped only when
+    # every trial's has.
+    if obs.aggregator_round is None:
         return None
     start = obs.at
     for past in earlier(obs, history):
@@ -460,6 +511,7 @@ RULES: tuple[Rule, ...] = (
     failed_to_start,
     never_started,
     _recovery,
+    trial_ended,
     unverified,
     job_ended,
     idle,

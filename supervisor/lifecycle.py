@@ -7,6 +7,7 @@ supervisor/decide.py that owns it, its deadline and what it may bill before that
                      |                  \\-GPUs idle, no step-> idle -grace-> released
                      \\-exit record, boot_timeout-> failed -> released
 
+A pool's trial that ends while others run is `trial_ended`: its pod alone is released.
 `unreachable` (no SSH: no key, or the network) and `unverified` (a finished state that does not verify) can
 happen in any state with compute; `over_budget` releases from any of them. The deadlines are in minutes from
 the first round at which no useful work is possible, with the policy's defaults; `worst_usd` prices them.
@@ -86,6 +87,12 @@ STATES: dict[str, StateSpec] = {
         "one alert; never a release (the pod may hold the only good checkpoint)",
         lambda _p: None,
         "the cap; a person decides",
+    ),
+    "trial_ended": StateSpec(
+        "trial_ended / failed_to_start / never_started / gave_up",
+        "a pool's trial ended while others run: one message, its pod alone released (run.ended_trials)",
+        _one_round,
+        "one round after the trial's own state (finished, failed, never started, given up)",
     ),
     "releasing": StateSpec("releasing", "finish the release", _one_round, "one round"),
     "over_budget": StateSpec(

@@ -33,10 +33,12 @@ Kind = Literal[
     "never_started",
     "unreachable",
     "job_ended",
+    "trial_ended",  # a pool's trial ended while others run: its pod alone is released
 ]
 # notify: one webhook message; sync: a last checkpoint sync on each node that answers; release: the Pulumi
 # update that removes the compute; summary: the run's summary message once the release is done.
-Action = Literal["notify", "sync", "release", "summary", "recover"]  # recover: supervisor/recover_act.py
+# end_trials: the Pulumi update that releases the pods of a pool's ended trials (`Decision.trials`) alone.
+Action = Literal["notify", "sync", "release", "summary", "recover", "end_trials"]  # recover: recover_act.py
 
 
 @dataclass(frozen=True)
@@ -137,6 +139,7 @@ class Observation:
     node_steps: tuple[float | None, ...] = ()  # each pod's newest step, as `pods` (a pool: each its own job)
     topology: str = "cluster"  # cluster | pods (a pool's pods each run their own job)
     exits: tuple[ExitFacts, ...] = ()  # nodes whose start script ended, from their exit records
+    ranks: tuple[int, ...] = ()  # each pod's rank, as `pods` (a pool: its index; gaps where a trial ended)
     ssh_key: bool = True  # the supervisor has an SSH key (without one, no node can answer: not a lost node)
     created_at: float | None = None  # RunPod's creation time of the oldest live pod (bounds the spend)
     notices: tuple[str, ...] = ()  # the one-time messages already sent for this run (Decision.once)
@@ -171,6 +174,7 @@ class Decision:
     plan: Plan | None = None  # a recovery's plan, carried out as decided (supervisor/recover_act.py)
     state: str = ""  # the run's lifecycle state this round (supervisor/lifecycle.py)
     once: str = ""  # a notice sent once per run: its key, recorded when the message went out
+    trials: tuple[int, ...] = ()  # end_trials: the pool's pod indices whose trial ended (run.ended_trials)
 
 
 @dataclass(frozen=True)
@@ -194,11 +198,12 @@ class RoundRecord:
         obs["runs"] = tuple(RunState(**r) for r in obs.get("runs") or ())
         obs["problems"] = tuple(obs.get("problems") or ())
         obs["fleet"] = Fleet.from_json(obs["fleet"]) if obs.get("fleet") else None
-        for key in ("pods", "notices"):
+        for key in ("pods", "notices", "ranks", "node_steps"):
             obs[key] = tuple(obs.get(key) or ())
         obs["exits"] = tuple(ExitFacts.from_json(e) for e in obs.get("exits") or ())
         dec = dict(data["decision"])
         dec["actions"] = tuple(dec.get("actions") or ())
+        dec["trials"] = tuple(dec.get("trials") or ())
         dec["plan"] = Plan.from_json(dec["plan"]) if dec.get("plan") else None
         return cls(
             stack=str(data["stack"]),

@@ -120,7 +120,8 @@ def observe(
     if src.s3 is not None and config.bucket is not None and nodes:
         run_pods = [str(n.get("pod_id")) for n in nodes]
         boots = [int(n.get("boot") or 0) for n in nodes]  # a pod started again after release_mode stop
-        ids = stack_run_ids(stack, config.cluster.topology, run_pods, boots)
+        ranks = [int(n.get("rank", i)) for i, n in enumerate(nodes)]  # a pool's index: gaps where one ended
+        ids = stack_run_ids(stack, config.cluster.topology, run_pods, boots, ranks)
         runs = tuple(verify_run(src.s3, config.bucket.name, run_id) for run_id in ids)
     pod_ids = tuple(str(n.get("pod_id")) for n in nodes)
     statuses: Mapping[str, faults.PodStatus] = {}
@@ -151,6 +152,7 @@ def observe(
         health_s=max(checks) if checks else None,
         aggregator_round=_num(agg_round),
         pods=pod_ids,
+        ranks=tuple(int(n.get("rank", i)) for i, n in enumerate(nodes)),
         node_steps=tuple(n.step for n in snap.nodes),
         topology=config.cluster.topology,
         exits=exits,

@@ -251,8 +251,9 @@ def _pool_stalled(obs: Observation, history: Sequence[RoundRecord], policy: Poli
         if step is None or pod in ended or pod not in by_pod:
             continue
         start = obs.at
-        for past in earlier(obs, history):
-            if past.pods != obs.pods or len(past.node_steps) != len(obs.pods) or past.node_steps[i] != step:
+        for past in earlier(obs, history):  # this pod's own step (a trial that ended leaves the list)
+            steps = dict(zip(past.pods, past.node_steps, strict=False))
+            if len(past.node_steps) != len(past.pods) or steps.get(pod) != step:
                 break
             start = past.at
         start = max(start, _since(obs))
@@ -260,7 +261,8 @@ def _pool_stalled(obs: Observation, history: Sequence[RoundRecord], policy: Poli
             stuck.append((by_pod[pod], obs.at - start))
     if not stuck:
         return None
-    who = ", ".join(f"node {n.rank} ({n.pod_id}) at step {obs.node_steps[n.rank]:g}" for n, _ in stuck)
+    step_of = dict(zip(obs.pods, obs.node_steps, strict=False))
+    who = ", ".join(f"node {n.rank} ({n.pod_id}) at step {step_of[n.pod_id]:g}" for n, _ in stuck)
     lasted = min(t for _, t in stuck)
     return Fault(
         "stalled", f"no new step for {_minutes(lasted)} on its trial: {who}", tuple(n for n, _ in stuck)
@@ -434,12 +436,10 @@ def recovery(obs: Observation, history: Sequence[RoundRecord], policy: Policy) -
         return None
     if plan.act == "release" and obs.topology == "pods" and plan.targets:
         # A pool's trial given up while other trials run: they own the stack (issue #42); say it once.
-        from supervisor.decide import ended_pods, jobs_left, once
+        from supervisor.decide import end_trials, ended_pods, jobs_left
 
-        if jobs_left(obs, ended_pods(obs) | set(plan.targets)):
-            told = Decision("gave_up", plan.reason, ("notify",), plan.message, state="failed")
-            told = once(obs, "gave_up:" + ".".join(sorted(plan.targets)), told, history)
-            return told if told.actions else None
+        if jobs_left(obs, ended_pods(obs) | set(plan.targets)):  # its pods alone are released
+            return end_trials(obs, "gave_up", plan.targets, plan.message or plan.reason, history)
     return Decision(
         plan.kind,  # type: ignore[arg-type]
         plan.reason,

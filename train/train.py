@@ -6,6 +6,9 @@ Environment (set by the start script; defaults let it run by hand under torchrun
   TRAINSTACK_DEVICE             cuda (nccl) or cpu (gloo); default: cuda when available
   TRAINSTACK_SHARD_INDEX/_NUM_SHARDS  which slice of the (synthetic) data this node reads
   TRAINSTACK_STEPS              total steps (default 300)
+  TRAINSTACK_TRIAL_STEPS        a pool's search whose trials differ in length: total steps per trial,
+                                comma-separated, the pod's TRAINSTACK_POD_INDEX picks its own (a trial past
+                                the list's end takes TRAINSTACK_STEPS)
   TRAINSTACK_CHECKPOINT_EVERY   steps between checkpoints (default 50)
   TRAINSTACK_STEP_SLEEP_S       pause after each step (default 0): paces CPU test runs so they last
   TRAINSTACK_PROGRESS_FILE      where each node's local rank 0 appends a progress line per logged step
@@ -34,6 +37,12 @@ KEEP_LOCAL = 3  # older checkpoints are already in the bucket (the start script 
 LOG_EVERY = int(os.environ.get("TRAINSTACK_LOG_EVERY", "50"))  # steps between progress lines
 BATCH = 64  # samples per rank per step (see _batch)
 _term_requested = False
+
+
+def trial_steps(per_trial: str, index: int, default: int) -> int:
+    """This trial's total steps: its entry of TRAINSTACK_TRIAL_STEPS, else TRAINSTACK_STEPS."""
+    entries = [e.strip() for e in per_trial.split(",") if e.strip()]
+    return int(entries[index]) if 0 <= index < len(entries) else default
 
 
 def newest_checkpoint(directory: Path) -> Path | None:
@@ -94,7 +103,11 @@ def main() -> None:
     ckpt_dir = Path(os.environ.get("TRAINSTACK_CHECKPOINT_DIR", "checkpoints"))
     ckpt_dir.mkdir(parents=True, exist_ok=True)
     stop_file = os.environ.get("TRAINSTACK_STOP_FILE", "")
-    steps = int(os.environ.get("TRAINSTACK_STEPS", "300"))
+    steps = trial_steps(
+        os.environ.get("TRAINSTACK_TRIAL_STEPS", ""),
+        int(os.environ.get("TRAINSTACK_POD_INDEX", "0")),
+        int(os.environ.get("TRAINSTACK_STEPS", "300")),
+    )
     every = int(os.environ.get("TRAINSTACK_CHECKPOINT_EVERY", "50"))
     pause = float(os.environ.get("TRAINSTACK_STEP_SLEEP_S", "0"))
     shard = int(os.environ.get("TRAINSTACK_SHARD_INDEX", "0"))

@@ -11,10 +11,12 @@ import json
 import shlex
 import subprocess
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from components.delivery import known_hosts_file
+from components.render import job_files
 from providers.delivery.ssh import DeliveryError, Ssh, SshTarget
 from providers.errors import TrainstackError
 from train.node import exitrecord
@@ -22,7 +24,6 @@ from train.node import exitrecord
 if TYPE_CHECKING:
     from providers.runpod.client import RunPodClient
 
-STATE_FILE = "metrics/aggregator.json"  # under training.workdir on node 0 (train/monitor/aggregator.py)
 # RunPod reads here are a view, not an action: a RunPod that does not answer (the local one stopped) is one
 # problem line after seconds, not the providers' 180 s retry deadline (issue #34: 179 s before anything).
 WATCH_TIMEOUT_S = 5.0
@@ -79,40 +80,100 @@ def stack_outputs(cwd: Path, stack: str, require_nodes: bool = True) -> dict[str
     return data
 
 
+def is_pool(outputs: Mapping[str, Any]) -> bool:
+    """A pool of pods (each its own job, each pod its own aggregator), not an Instant Cluster (one job, one
+    aggregator on node 0). Stacks from before the `topology` output: a cluster has a cluster id."""
+    topology = outputs.get("topology")
+    return topology == "pods" if isinstance(topology, str) else not outputs.get("cluster_id")
+
+
 def aggregator_state(
     stack: str,
     outputs: Mapping[str, Any],
     timeout_s: float = 10.0,
     run: Callable[[SshTarget, str], str] | None = None,
 ) -> dict[str, Any]:
-    """The aggregator's newest round, read from node 0 with the stack's own known_hosts (batch mode).
+    """The aggregator's newest round, read over SSH with the stack's own known_hosts (batch mode): node 0's
+    for a cluster; for a pool, every pod's own (each trial is its own job), joined in node order.
 
-    `run` runs a command on the target (default: ssh); NoStateError when node 0 answers without a state file.
+    `run` runs a command on the target (default: ssh); NoStateError when node 0 (a pool: every pod that
+    answered) answers without a state file.
     """
-    node0 = outputs["nodes"][0]
-    workdir = str(outputs.get("workdir") or "/workspace/trainstack")
-    host, _, port = str(node0.get("ssh_endpoint") or "").rpartition(":")
-    if not host or not port.isdigit():
-        raise WatchError(f"node 0 ({node0.get('pod_id')}) has no SSH endpoint yet; it may still be starting")
-    target = SshTarget(host, int(port), "root", str(node0["pod_id"]), Path(known_hosts_file(stack)))
-    path = f"{workdir}/{STATE_FILE}"
+    nodes = [n for n in outputs.get("nodes") or [] if isinstance(n, Mapping)]
+    if not nodes:
+        raise WatchError(f"stack '{stack}' has no nodes in its outputs")
     run = run or _over_ssh(timeout_s)
+    if not is_pool(outputs):
+        return _node_state(stack, outputs, nodes[0], run)
+    with ThreadPoolExecutor(max_workers=min(16, len(nodes))) as pool:
+        found = list(pool.map(lambda n: _read_or_error(stack, outputs, n, run), nodes))
+    if len(found) == 1 and isinstance(found[0], dict):
+        return found[0]
+    states = [f for f in found if isinstance(f, dict)]
+    errors = [f for f in found if isinstance(f, WatchError)]
+    if not states:
+        raise next((e for e in errors if not isinstance(e, NoStateError)), errors[0])
+    return _joined(found, errors)
+
+
+def _read_or_error(
+    stack: str, outputs: Mapping[str, Any], node: Mapping[str, Any], run: Callable[[SshTarget, str], str]
+) -> dict[str, Any] | WatchError:
+    try:
+        return _node_state(stack, outputs, node, run)
+    except WatchError as exc:
+        return exc
+
+
+def _joined(found: Sequence[dict[str, Any] | WatchError], errors: Sequence[WatchError]) -> dict[str, Any]:
+    """A pool's aggregator states as one: each pod's own row in node order (an empty row where a pod did not
+    answer), every firing alert, the newest round (a pool has stopped only when every aggregator has), the
+    earliest start, and the money projection of the trial that runs longest."""
+    states = [f for f in found if isinstance(f, dict)]
+    rows: list[Any] = []
+    for f in found:
+        own = f.get("nodes") if isinstance(f, dict) else None
+        rows.append(own[0] if isinstance(own, list) and own else {})
+    times = [s["time"] for s in states if isinstance(s.get("time"), int | float)]
+    starts = [s["started_at"] for s in states if isinstance(s.get("started_at"), int | float)]
+    monies = [s["money"] for s in states if isinstance(s.get("money"), dict)]
+    return {
+        "nodes": rows,
+        "firing": [a for s in states for a in s.get("firing") or []],
+        "time": max(times) if times else None,
+        "started_at": min(starts) if starts else None,
+        "money": max(monies, key=lambda m: float(m.get("projected_usd") or 0.0)) if monies else None,
+        "unread": [str(e) for e in errors],
+    }
+
+
+def _node_state(
+    stack: str, outputs: Mapping[str, Any], node: Mapping[str, Any], run: Callable[[SshTarget, str], str]
+) -> dict[str, Any]:
+    """One node's aggregator state file (its job's first node)."""
+    workdir = str(outputs.get("workdir") or "/workspace/trainstack")
+    who = f"node {node.get('rank', 0)} ({node.get('pod_id')})"
+    host, _, port = str(node.get("ssh_endpoint") or "").rpartition(":")
+    if not host or not port.isdigit():
+        raise WatchError(f"{who} has no SSH endpoint yet; it may still be starting")
+    target = SshTarget(host, int(port), "root", str(node["pod_id"]), Path(known_hosts_file(stack)))
+    path = f"{workdir}/{job_files(is_pool(outputs), int(node.get('rank', 0)))[2]}"
     try:  # a missing file is an answer (empty output), not a failed command: it must not read as unreachable
         text = run(target, f"if [ -e {shlex.quote(path)} ]; then cat {shlex.quote(path)}; fi")
     except DeliveryError as exc:
-        raise WatchError(f"node 0 ({node0['pod_id']}): {exc}") from None
+        raise WatchError(f"{who}: {exc}") from None
     if not text.strip():
         raise NoStateError(
-            f"node 0 ({node0['pod_id']}) answered but has no {path}: the aggregator writes it after its "
+            f"{who} answered but has no {path}: the aggregator writes it after its "
             "first round (trainstack:alerts.interval_min); with trainstack:alerts.enabled false or no "
             "delivered start scripts there is none"
         )
     try:
         state = json.loads(text)
     except ValueError:
-        raise WatchError("node 0's aggregator state is not JSON (the aggregator may be starting)") from None
+        raise WatchError(f"{who}'s aggregator state is not JSON (the aggregator may be starting)") from None
     if not isinstance(state, dict):
-        raise WatchError("node 0's aggregator state is not a JSON object")
+        raise WatchError(f"{who}'s aggregator state is not a JSON object")
     return state
 
 

@@ -291,26 +291,28 @@ start_agent() {
     --rank "$NODE_RANK" --device "$TRAINSTACK_DEVICE")
   if [[ -n "${NCCL_SOCKET_IFNAME:-}" ]]; then args+=(--interface "$NCCL_SOCKET_IFNAME"); fi
   if [[ -n "${TRAINSTACK_AGENT_REPLAY_DIR:-}" ]]; then args+=(--replay "$TRAINSTACK_AGENT_REPLAY_DIR/$NODE_ID.json"); fi
-  # The aggregator scrapes the hostfile's addresses: this node's own line too (a pool pod's private address).
+  # The aggregator scrapes the hostfile's addresses: this node's own line too (a pool pod's hostfile,
+  # hostfile-pod-<index>, has its own line alone, and its node rank is 0: each trial is its own job).
   local own
-  own=$(awk -v n=$((TRAINSTACK_POD_INDEX + 1)) 'NR == n {print $1}' "$TRAINSTACK_WORKDIR/hostfile" 2>/dev/null) || own=""
+  own=$(awk -v n=$((NODE_RANK + 1)) 'NR == n {print $1}' "$TRAINSTACK_WORKDIR/$TRAINSTACK_HOSTFILE" 2>/dev/null) || own=""
   if [[ -n "$own" ]]; then args+=(--own-address "$own"); fi
   # exec: $! is then the agent itself, so stop_background's TERM reaches it (not a subshell around it).
   (exec env PYTHONPATH="$TRAINSTACK_WORKDIR${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" -m train.node.agent "${args[@]}") &
   BACKGROUND_PIDS+=("$!")
 }
 
-# The aggregator (train/monitor/aggregator.py) on the stack's first node, beside training: it scrapes every
-# node's agent over the private network, applies alerts.json (trainstack:alerts) and posts to the team's
-# webhook, $ALERT_WEBHOOK_URL (a RunPod secret; without it alerts stay in its state file). docs/MONITORING.md.
+# The aggregator (train/monitor/aggregator.py) on each job's first node (a cluster's node 0, every pool
+# pod), beside training: it scrapes the job's agents over the private network, applies alerts.json
+# (trainstack:alerts) and posts to the team's webhook, $ALERT_WEBHOOK_URL (a RunPod secret; without it alerts stay in its state file). docs/MONITORING.md.
 start_aggregator() {
-  if ((TRAINSTACK_POD_INDEX != 0 || TRAINSTACK_METRICS_PORT == 0)); then return 0; fi
+  if ((NODE_RANK != 0 || TRAINSTACK_METRICS_PORT == 0)); then return 0; fi
   if [[ ! -f "$TRAINSTACK_WORKDIR/alerts.json" ]]; then
     log "alert aggregator off (trainstack:alerts.enabled is false)"
     return 0
   fi
-  local args=(--rules "$TRAINSTACK_WORKDIR/alerts.json" --hostfile "$TRAINSTACK_WORKDIR/hostfile"
-    --agent-port "$TRAINSTACK_METRICS_PORT" --stack "$TRAINSTACK_STACK" --state "$METRICS_DIR/aggregator.json")
+  local args=(--rules "$TRAINSTACK_WORKDIR/alerts.json" --hostfile "$TRAINSTACK_WORKDIR/$TRAINSTACK_HOSTFILE"
+    --agent-port "$TRAINSTACK_METRICS_PORT" --stack "$TRAINSTACK_STACK"
+    --state "$TRAINSTACK_WORKDIR/$TRAINSTACK_AGGREGATOR_STATE")
   (exec env PYTHONPATH="$TRAINSTACK_WORKDIR${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" -m train.monitor.aggregator \
     "${args[@]}" 2>>"$METRICS_DIR/aggregator.log") &
   BACKGROUND_PIDS+=("$!")

@@ -208,6 +208,51 @@ def test_search(fake: FakeProviders) -> pulumi.Output[None]:
     return _outputs(cluster).apply(check)
 
 
+def _pool_files(fake: FakeProviders) -> dict[str, Any]:
+    return {r.name: r.inputs["files"] for r in fake.resources if r.typ == NODE_FILES}
+
+
+@pytest.mark.parametrize("mode", ["delete", "stop"])
+def test_a_pools_ended_trial_releases_its_own_pod_alone(mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """trainstack:run.ended_trials (the supervisor's, issue #42): pod 1's trial ended while 0, 2, 3 train.
+    Its pod alone is released (stop: declared EXITED; delete: not declared) and gets no files; every other
+    pod's files are byte for byte what they were, so no running trial is re-delivered or restarted."""
+    monkeypatch.setattr("components.delivery.control_plane_only_reason", lambda *_args: None)
+    base = stack_config("search")
+    cluster_cfg = base.cluster.model_copy(update={"capacity": "on_demand", "bid_per_gpu": None})
+    sup = base.supervisor.model_copy(update={"release_mode": mode})
+    results: dict[str, Any] = {}
+    for ended in ((), (1,)):
+        fake = FakeProviders()
+        pulumi.runtime.set_mocks(fake, preview=False)
+        run = base.run.model_copy(update={"ended_trials": ended})
+        cfg = base.model_copy(update={"cluster": cluster_cfg, "supervisor": sup, "run": run})
+
+        @pulumi.runtime.test
+        def declare(cfg: Any = cfg, fake: FakeProviders = fake, ended: tuple[int, ...] = ended) -> Any:
+            def keep(out: dict[str, Any]) -> None:
+                results[str(ended)] = (out, _pool_files(fake), [r for r in fake.resources if r.typ == POD])
+
+            secrets = {k: pulumi.Output.secret(SECRET_VALUES[k]) for k in cfg.training.secrets}
+            declared = H100Cluster("search", H100ClusterArgs(cfg, secrets, "http://127.0.0.1:9000"))
+            return _outputs(declared).apply(keep)
+
+        declare()
+    (before, files0, _pods0), (after, files1, pods1) = results["()"], results["(1,)"]
+    assert sorted(files1) == ["search-deliver-0", "search-deliver-2", "search-deliver-3"]
+    for name, files in files1.items():
+        assert files == files0[name], f"{name}'s files changed when another trial ended"
+    assert [n["rank"] for n in after["nodes"]] == [0, 2, 3]
+    assert [n for n in before["nodes"] if n["rank"] != 1] == after["nodes"]
+    declared = {p.name: p.inputs.get("desired_status") for p in pods1}
+    if mode == "stop":
+        assert declared == {"search-pod-0": None, "search-pod-1": "EXITED", "search-pod-2": None,
+                            "search-pod-3": None}  # fmt: skip
+    else:  # (a stopped pod's $0/h is its provider's check(), which these mocks do not model)
+        assert declared == {"search-pod-0": None, "search-pod-2": None, "search-pod-3": None}
+        assert after["per_hour"] == round(before["per_hour"] * 3 / 4, 2)  # pod 1 bills no more
+
+
 @pulumi.runtime.test
 def test_prod(fake: FakeProviders) -> pulumi.Output[None]:
     cluster = _declare("prod")

@@ -41,6 +41,12 @@ def _as_rank(node0: str, stack: str, rank: int) -> str:
     if "(topology cluster" in lines[1]:
         return text.replace("RENDERED_NODE_RANK=0\n", f"RENDERED_NODE_RANK={rank}\n", 1)
     text = text.replace(f"{stack}-pod-0", f"{stack}-pod-{rank}")
+    # its hostfile and aggregator state carry its index (render.job_files: a pool may share one volume)
+    text = text.replace("hostfile-pod-0}", f"hostfile-pod-{rank}}}").replace(
+        "aggregator-pod-0.json}", f"aggregator-pod-{rank}.json}}"
+    )
+    # and its hosts block names itself alone (the pool's fake private addresses: 10.1.2.1<rank>)
+    text = text.replace("10.1.2.10 node-0\n", f"10.1.2.1{rank} node-{rank}\n", 1)
     # its run id names its own pod (tests/components/conftest.py's fake pod ids); a cluster's names node 0's
     return text.replace(f"-pod-{rank}.pod000}}", f"-pod-{rank}.pod{rank:03d}}}", 1)
 

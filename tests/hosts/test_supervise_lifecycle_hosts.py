@@ -6,6 +6,9 @@
    Pulumi, within the one round docs/SUPERVISOR.md promises.
 2. No SSH key for the supervisor on a healthy pod: every round is `unreachable`, one alert, never a replace
    (RunPod says RUNNING); the pod is still up and training afterwards.
+3. A search (a pool of 2 pods) whose trials differ in length: when the short trial finishes, its pod alone is
+   released (`trial_ended`, `run.ended_trials`) while the long one trains on, never restarted or
+   re-delivered; when that one finishes, the pool is released.
 """
 
 from __future__ import annotations
@@ -27,6 +30,16 @@ pytestmark = [
     pytest.mark.root,
     pytest.mark.allow_hosts(["127.0.0.1", "::1", "localhost", HOSTS_NET]),
 ]
+
+
+# Pod 0 (and the one-pod scenarios) trains the default 200 steps (~20 s); a pool's pod 1 trains 1,200
+# (~2 min): a search whose trials differ in length (train/train.py TRAINSTACK_TRIAL_STEPS).
+LONG_TRIAL_STEPS = 1200
+
+
+@pytest.fixture(scope="module")
+def node_env_overrides() -> dict[str, str]:
+    return {"TRAINSTACK_TRIAL_STEPS": f"200,{LONG_TRIAL_STEPS}"}
 
 
 def supervise(cluster: Cluster, tmp: Path, receiver: Receiver, *args: str, **env: str) -> dict[str, object]:
@@ -115,5 +128,52 @@ def test_no_supervisor_ssh_key_on_a_healthy_pod_is_an_alert_never_a_replace(
         assert [p["id"] for p in hosts_env.runpod.admin.live()["pods"]] == [node["pod_id"]]  # not replaced
         alerts = [t for t in receiver.texts if "no SSH key" in t]
         assert len(alerts) == 1 and "not a lost node" in alerts[0], receiver.texts
+    finally:
+        _teardown(cluster)
+
+
+def test_a_search_releases_each_trials_pod_as_its_trial_ends_and_none_earlier(
+    hosts_env: HostsEnv, tmp_path: Path, receiver: Receiver
+) -> None:
+    cluster = Cluster(hosts_env, tmp_path, nodes=2)
+    cluster.config("trainstack:cluster.topology", "pods", path=True)
+    cluster.config("trainstack:delivery_enabled", "true")
+    cluster.config("trainstack:recovery", json.dumps({"enabled": False}))  # the trial's own end, no restart
+    try:
+        cluster.up()
+        short, long_ = cluster.outputs()["nodes"]
+        state = f"run/{STACK}-pod-0.{short['pod_id']}/state.json"
+
+        def short_finished() -> bool:
+            return bool(cluster.s3.list_objects_v2(Bucket=BUCKET, Prefix=state).get("KeyCount"))
+
+        poll(short_finished, "the short trial's finished run state", 300, 0.5, cluster.logs)
+        first = supervise(cluster, tmp_path, receiver)
+        assert (first["decision"], first["actions"]) == ("trial_ended", ["notify", "end_trials"]), first
+        assert [p["id"] for p in hosts_env.runpod.admin.live()["pods"]] == [long_["pod_id"]]
+        assert [n["rank"] for n in cluster.outputs()["nodes"]] == [1]  # the long trial keeps its index
+        [told] = [t for t in receiver.texts if "finished at step" in t]
+        assert "alone" in told and long_["pod_id"] in told, told
+        # The long trial was neither restarted nor re-delivered: one start, its steps go on.
+        long_log = lambda: cluster.log(1, long_["pod_id"])  # noqa: E731
+        assert long_log().count("torchrun:") == 1, long_log()[-2000:]
+        second = supervise(cluster, tmp_path, receiver)
+        assert second["decision"] == "none" and second["actions"] == [], second  # it trains: nothing to do
+        state1 = f"run/{STACK}-pod-1.{long_['pod_id']}/state.json"
+        poll(
+            lambda: bool(cluster.s3.list_objects_v2(Bucket=BUCKET, Prefix=state1).get("KeyCount")),
+            "the long trial's finished run state",
+            600,
+            1.0,
+            cluster.logs,
+        )
+        run = json.loads(cluster.s3.get_object(Bucket=BUCKET, Key=state1)["Body"].read())
+        assert (run["status"], run["last_step"]) == ("finished", LONG_TRIAL_STEPS), run
+        assert long_log().count("torchrun:") == 1, long_log()[-2000:]
+        last = supervise(cluster, tmp_path, receiver)
+        assert (last["decision"], "release" in last["actions"]) == ("finished", True), last
+        live = hosts_env.runpod.admin.live()
+        assert live["pods"] == [] and len(live["volumes"]) == 1  # the pool released; the volume stays
+        assert cluster.s3.head_bucket(Bucket=BUCKET)
     finally:
         _teardown(cluster)

@@ -175,3 +175,21 @@ def test_active_with_stop_mode_declares_running_pods(fake: FakeProviders) -> pul
 def test_supervisor_section_model_is_strict() -> None:
     with pytest.raises(ValueError):
         SupervisorConfig.model_validate({"interval_min": "5"})
+
+
+def test_ended_trials_are_a_pools_pod_indices_each_once() -> None:
+    """trainstack:run.ended_trials (the supervisor's, issue #42): accepted as a YAML list on a pool; refused
+    on a cluster, out of range or twice, naming the key and the fix."""
+    from stackconfig import files
+    from stackconfig.config import ConfigError, load_stack_config
+
+    values = files.read_config("search")
+    ok = load_stack_config({**values, "trainstack:run": {"max_cost_usd": 1500, "ended_trials": [3, 1]}})
+    assert ok.run.ended_trials == (3, 1)
+    for bad, why in (([4], "pod indices 0-3"), ([1, 1], "each once"), (["1"], "whole number")):
+        with pytest.raises(ConfigError, match=why) as err:
+            load_stack_config({**values, "trainstack:run": {"ended_trials": bad}})
+        assert "trainstack:run.ended_trials" in str(err.value)
+    prod = files.read_config("prod")
+    with pytest.raises(ConfigError, match="only a pool of pods"):
+        load_stack_config({**prod, "trainstack:run": {"ended_trials": [0]}})

@@ -235,3 +235,107 @@ def test_the_ledger_line_of_scripts_watch_comes_from_the_rounds_in_the_bucket(s3
     assert line.startswith("ledger: goodput 50.0% of 1.33 GPU-h: productive 0.67 / boot 0.67 / "), line
     assert "gate+burn-in 0.00 / checkpoint 0.00 / lost 0.00 / recovery 0.00 / idle 0.00 GPU-h" in line
     assert "within 0.0% of RunPod's bill" in line
+
+
+def test_a_pools_finished_trial_ends_its_own_pod_through_the_actuator_and_the_audit_line_says_which(
+    s3: Any, bucket: str, tmp_path: Path
+) -> None:
+    """Issue #42, pools: trial 0 finished (its run state verifies), trial 1 still steps with busy GPUs. The
+    round decides `trial_ended`, the actuator ends pod 0's trial alone (run.ended_trials), and the audit
+    line carries the trial it ended; the next round reads that and does not repeat the message."""
+    finished_run(s3, bucket, tmp_path)  # run dev-pod-0.pod1: finished, verifies
+    raw = config_of(bucket)
+    raw["trainstack:cluster"] = {"value": json.dumps({"topology": "pods", "nodes": 2})}
+    outputs = {
+        **OUTPUTS,
+        "topology": "pods",
+        "nodes": [
+            {"rank": 0, "ip": "10.1.0.2", "pod_id": "pod1", "ssh_endpoint": "127.0.0.1:2222"},
+            {"rank": 1, "ip": "10.1.0.3", "pod_id": "pod2", "ssh_endpoint": "127.0.0.1:2223"},
+        ],
+    }
+    state = {
+        "time": 1_800_000_000.0,
+        "nodes": [
+            {"node": "pod1", "ok": True, "gpu_util_mean": 0.0, "step": 50},
+            {"node": "pod2", "ok": True, "gpu_util_mean": 0.9, "step": 70},
+        ],
+    }
+    ended: list[tuple[int, ...]] = []
+
+    class Ends(Recorder):
+        def end_trials(self, trials: Any) -> str:
+            ended.append(tuple(trials))
+            return "end trials: recorded"
+
+    actor = Ends()
+    sources = Sources(
+        aggregator=lambda _s, _o: state, billing=lambda _o, **_kw: 12.5, s3=s3, ssh_key=lambda: True
+    )
+
+    def round_at(at: float) -> Any:
+        return Round(
+            "dev",
+            Path("."),
+            s3=s3,
+            sources=sources,
+            actuator=actor,
+            read=lambda _w, _s: (outputs, raw),
+            clock=lambda: at,
+            log=lambda _l: None,
+        ).run_once()
+
+    record = round_at(1_800_000_030.0)
+    assert (record.decision.kind, record.done, record.decision.trials) == (
+        "trial_ended",
+        ("notify", "end_trials"),
+        (0,),
+    )
+    assert ended == [(0,)] and "finished at step 50" in actor.calls[0] and "pod2" in actor.calls[0]
+    again = round_at(1_800_000_330.0)  # the update failed to land, say: ended again, told once
+    assert again.done == ("end_trials",) and ended == [(0,), (0,)]
+    assert len([c for c in actor.calls if c.startswith("notify")]) == 1
+
+
+def test_end_trials_merges_the_stacks_own_list_and_sets_each_index_by_path(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Actuator.end_trials reads run.ended_trials from the stack's config (what another round may have
+    written) and sets the union index by index (`--path`: Pulumi stores integers), then updates."""
+    from types import SimpleNamespace
+
+    from pulumi import automation as auto
+
+    from supervisor import act
+
+    class Stack:
+        def __init__(self) -> None:
+            self.config = {"trainstack:run": auto.ConfigValue(json.dumps({"ended_trials": [2]}))}
+            self.set: list[tuple[str, str]] = []
+
+        def get_all_config(self) -> dict[str, Any]:
+            return self.config
+
+        def set_config(self, key: str, value: Any, path: bool = False) -> None:
+            assert path
+            self.set.append((key, value.value))
+
+    stack = Stack()
+    lines: list[str] = []
+    actor = Actuator("search", Path("."), protect=True, policy_pack=None, log=lines.append)
+    ups: list[Any] = []
+    actor._up = lambda s, policy: (
+        ups.append(policy)
+        or SimpleNamespace(  # type: ignore[method-assign]
+            summary=SimpleNamespace(resource_changes={"delete": 1})
+        )
+    )
+    monkeypatch.setattr(auto, "select_stack", lambda **_kw: stack)
+    assert "trial(s) 0" in actor.end_trials((0,))
+    assert stack.set == [
+        ("trainstack:run.releasing_trials[0]", "0"),  # a protected stack lifts the protection first
+        ("trainstack:run.ended_trials[0]", "0"),
+        ("trainstack:run.ended_trials[1]", "2"),
+    ]
+    assert len(ups) == 2
+    assert act._run_list(stack, "trainstack:run.phase") == []

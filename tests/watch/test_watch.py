@@ -447,3 +447,52 @@ def test_the_run_ledger_is_one_line_of_the_table_and_of_the_json(monkeypatch: py
 
     broken = cli.collect("search", Path("."), outputs_of=lambda cwd, stack: OUTPUTS, ledger_of=unreadable)
     assert broken.ledger is None and "ledger: OSError: no bucket endpoint" in broken.problems
+
+
+def test_a_pools_aggregators_are_read_pod_by_pod_and_joined_in_node_order() -> None:
+    """A pool (issue #42): every pod runs its own trial's aggregator, whose state carries the pod's index
+    (the pods may share one volume); the join keeps node order, an empty row for a pod that did not answer,
+    and the newest round (a pool's aggregation has stopped only when every pod's has)."""
+    from providers.delivery.ssh import SshTarget, UnreachableError
+
+    pool = {
+        "topology": "pods",
+        "nodes": [
+            {"rank": 0, "pod_id": "pod-a", "ssh_endpoint": "127.0.0.1:2201"},
+            {"rank": 2, "pod_id": "pod-c", "ssh_endpoint": "127.0.0.1:2203"},  # trial 1 ended: a gap
+            {"rank": 3, "pod_id": "pod-d", "ssh_endpoint": "127.0.0.1:2204"},
+        ],
+    }
+    own = {
+        2201: {"time": 900.0, "started_at": 5.0, "nodes": [{"node": "a", "ok": True, "step": 40}]},
+        2203: {"time": 1000.0, "started_at": 9.0, "nodes": [{"node": "c", "ok": True, "step": 70}]},
+    }
+    asked: dict[int, str] = {}
+
+    def run(target: SshTarget, command: str) -> str:
+        asked[target.port] = command
+        if target.port not in own:
+            raise UnreachableError("ssh to root@127.0.0.1:2204 failed")
+        return json.dumps(own[target.port])
+
+    state = sources.aggregator_state("search", pool, run=run)
+    assert [r.get("step") for r in state["nodes"]] == [40, 70, None]
+    assert (state["time"], state["started_at"]) == (1000.0, 5.0)
+    assert len(state["unread"]) == 1 and "pod-d" in state["unread"][0]
+    assert "metrics/aggregator-pod-0.json" in asked[2201] and "metrics/aggregator-pod-2.json" in asked[2203]
+    snap = snapshot.build(
+        stack="search",
+        now=1010.0,
+        outputs=pool,
+        aggregator=state,
+        billed_usd=None,
+        forecast_usd=None,
+        logs={},
+    )
+    assert [(v.rank, v.step) for v in snap.nodes] == [(0, 40.0), (2, 70.0), (3, None)]
+
+    def down(target: SshTarget, command: str) -> str:
+        raise UnreachableError(f"ssh to root@127.0.0.1:{target.port} failed")
+
+    with pytest.raises(sources.WatchError, match="pod-a"):  # none answers: the first error says why
+        sources.aggregator_state("search", pool, run=down)

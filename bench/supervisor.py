@@ -223,9 +223,9 @@ def _exit_record(s3: Any, bucket: str, run_id: str, pod_id: str) -> None:
 
 def _scenario(name: str, ws: Any, runpod: Any, s3: Any, bucket: str, max_rounds: int = 30) -> dict[str, Any]:
     from components.render import stack_run_ids
+    from stackview.sources import NoStateError
     from supervisor.cli import Round
     from supervisor.observe import Sources
-    from watch.sources import NoStateError
 
     ws.cli.run("config", "set", "--path", "--stack", STACK, "trainstack:run.phase", "active")
     recovery = json.dumps({"enabled": False})  # idle is the recovery-off rule

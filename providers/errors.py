@@ -4,7 +4,7 @@
     ├── SettingsError                common.errors: an environment knob (providers.settings) is malformed
     ├── stackconfig.config.ConfigError   the stack config breaks rules; lists every key path (also ValueError)
     ├── forecast.compute.ForecastError   the input cannot be forecast (also ValueError)
-    ├── watch.sources.WatchError     scripts/watch cannot read a stack's outputs or node 0 (also RuntimeError)
+    ├── stackview.sources.WatchError   a live stack's outputs or node 0 cannot be read (also RuntimeError)
     ├── BucketError                  providers.s3.errors: an S3 call refused or failed; says what to check
     ├── DeliveryError                providers.delivery.ssh: a delivery step failed for good
     │   └── UnreachableError         ssh could not connect until the deadline passed

@@ -422,7 +422,7 @@ def _idle_now(obs: Observation, history: Sequence[RoundRecord], policy: Policy) 
             start = past.at
         return why, start
     # The aggregator's own round stamp (its node's clock, compared only with itself) has not moved: it
-    # stopped. A pool's is the newest of its pods' own aggregators (watch/sources.py): stopped only when
+    # stopped. A pool's is the newest of its pods' own aggregators (stackview/sources.py): stopped only when
     # every trial's has.
     if obs.aggregator_round is None:
         return None

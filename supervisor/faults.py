@@ -106,7 +106,7 @@ def fleet_of(
     spot: bool = False,
     attempts: Sequence[Attempt] = (),
 ) -> Fleet:
-    """The fleet from scripts/watch's rows (watch.snapshot.NodeView) and the pods' RunPod status."""
+    """The fleet from scripts/watch's rows (stackview.snapshot.NodeView) and the pods' RunPod status."""
     statuses = statuses or {}
     nodes = tuple(
         NodeFacts(

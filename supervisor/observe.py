@@ -1,9 +1,9 @@
 """A round's observation: the stack's config and outputs, node 0's aggregator, RunPod billing, the bucket.
 
-Node 0 and billing are read with scripts/watch's own sources (watch/sources.py) and joined by its snapshot
-(watch/snapshot.py), so the supervisor sees a node exactly as `scripts/watch` shows it. Every source but the
-stack's outputs and config may fail on its own; a failure is one line of `problems`, and the decision then
-knows what it does not know (blind).
+Node 0 and billing are read with the sources scripts/watch reads too (stackview/sources.py) and joined by
+their snapshot (stackview/snapshot.py), so the supervisor sees a node exactly as `scripts/watch` shows it.
+Every source but the stack's outputs and config may fail on its own; a failure is one line of `problems`,
+and the decision then knows what it does not know (blind).
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from typing import Any
 
 from components.render import stack_run_ids
 from stackconfig.config import StackConfig, load_stack_config
+from stackview import snapshot, sources
 from supervisor import faults
 from supervisor.model import ExitFacts, Observation, RunState
 from supervisor.store import verify_run
-from watch import snapshot, sources
 
 SECRET_CONFIG_PREFIX = "trainstack:secrets."  # noqa: S105 (a key prefix; these values are never read)
 

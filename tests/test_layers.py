@@ -87,6 +87,9 @@ def test_the_repositorys_own_contracts_allow_what_the_layers_allow(tmp_path: Pat
         ({"forecast": "import harness\n"}, "the layers of docs/ARCHITECTURE.md"),  # independent siblings
         ({"providers": "import stackconfig\n"}, "the layers of docs/ARCHITECTURE.md"),
         ({"facts": "import common\n"}, "the layers of docs/ARCHITECTURE.md"),
+        # issue #42: the supervisor reads a live stack through stackview/, never through watch/
+        ({"supervisor": "import watch\n"}, "the layers of docs/ARCHITECTURE.md"),
+        ({"stackview": "import ops\n"}, "the layers of docs/ARCHITECTURE.md"),
         ({"ops": "import tests\n"}, "no package imports tests/"),
         ({"policy": "import common\n"}, "policy/ imports only facts/"),
         ({"forecast": "import providers\n"}, "forecast/ imports only facts/, stackconfig/ and common/"),

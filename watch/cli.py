@@ -24,7 +24,7 @@ from typing import Any
 from rich.console import Console
 from rich.live import Live
 
-from watch import snapshot, sources
+from stackview import snapshot, sources
 from watch.render import render
 
 EXIT_CRITICAL = 1

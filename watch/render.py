@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from common.terminal import plain
-from watch.snapshot import NodeView, WatchSnapshot
+from stackview.snapshot import NodeView, WatchSnapshot
 
 
 def _t(text: object, style: str = "") -> Text:

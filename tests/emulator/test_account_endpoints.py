@@ -131,10 +131,10 @@ def test_the_bill_of_a_run_covers_the_clusters_its_recoveries_replaced(
     rp: LocalRunPod, api: httpx.Client
 ) -> None:
     """Issue #29: after a recovery recreated the Instant Cluster, RunPod still bills the old one under its own
-    id. watch/sources.billed_usd reads it from the local RunPod (the same contract as RunPod's) when told
+    id. stackview/sources.billed_usd reads it from the local RunPod (the same contract as RunPod's) when told
     the replaced ids, as the supervisor does from its recovery records, so the run's bill is whole."""
     from providers.runpod.client import RunPodClient
-    from watch import sources
+    from stackview import sources
 
     rp.admin.limits(spendLimit=300)  # two 16-GPU clusters at once
     other = api.post("/v2/clusters", json=cluster_body(name="someone-else")).json()["id"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from watch import sources
+from stackview import sources
 
 REAL_EXIT_RECORDS = sources.exit_records
 

@@ -10,9 +10,10 @@ import pytest
 from rich.console import Console
 
 from providers.delivery.ssh import DeliveryError, SshTarget
+from stackview import sources
 from tests.watch.conftest import REAL_EXIT_RECORDS
 from train.node import exitrecord
-from watch import cli, sources
+from watch import cli
 from watch.render import render
 
 OUTPUTS = {

@@ -12,8 +12,8 @@ from rich.console import Console
 
 from providers.runpod.client import RunPodClient
 from providers.runpod.ratelimit import TokenBucket
+from stackview import snapshot, sources
 from tests.polling import scaled
-from watch import snapshot, sources
 from watch.render import render
 
 OUTPUTS = {
@@ -237,7 +237,8 @@ def test_q_leaves_the_live_view(tmp_path: object) -> None:
 
     driver = (
         "import sys\n"
-        "from watch import cli, snapshot\n"
+        "from stackview import snapshot\n"
+        "from watch import cli\n"
         "snap = snapshot.build(stack='s', now=0.0, outputs={'nodes': []}, aggregator=None, billed_usd=None,"
         " forecast_usd=None, logs={})\n"
         "cli.collect = lambda stack, cwd, **_kw: snap\n"

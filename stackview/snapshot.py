@@ -1,7 +1,8 @@
-"""What `scripts/watch` shows, assembled from its sources without I/O: a row per node, alerts, money.
+"""What `scripts/watch` shows (and the supervisor decides from), assembled without I/O: a row per node,
+alerts, money.
 
-Sources (watch/sources.py gathers them): the stack's outputs (nodes, cost per hour), the aggregator's state
-file on node 0 (per-node golden metrics and firing alerts, docs/MONITORING.md), RunPod's billing endpoints
+Sources (stackview/sources.py gathers them): the stack's outputs (nodes, cost per hour), each job's
+aggregator state (per-node golden metrics and firing alerts, docs/MONITORING.md), RunPod's billing endpoints
 (what the stack's pods, cluster and volume have cost so far) and, for a node SSH never reached, the pod's
 last log lines from RunPod.
 """

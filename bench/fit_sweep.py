@@ -179,6 +179,20 @@ def forecast_step(run: dict[str, Any], constants: dict[str, float], shapes: Any 
     return step_parts(workload(run, shapes or SHAPES), h200(), constants=constants).total
 
 
+def name(run: dict[str, Any]) -> str:
+    ckpt = "ckpt" if run["ckpt"] else "nockpt"
+    return f"{run['shape']}-{METHODS[run['method']]}-{ckpt}-b{run['b']}-s{run['s']}"
+
+
+def held_out(runs: list[dict[str, Any]], fixed: dict[str, float]) -> dict[str, float]:
+    """Each run's forecast step time from constants fitted without its width family."""
+    out: dict[str, float] = {}
+    for group in sorted({width(r) for r in runs}):
+        c = fit([r for r in runs if width(r) != group], fixed)
+        out.update({f"{r['call']}.{r['index']}": forecast_step(r, c) for r in runs if width(r) == group})
+    return out
+
+
 def main() -> None:
     runs = sweep_runs()
     fixed = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}

@@ -112,7 +112,7 @@ def build(shape: str, method: str, ckpt: int, s: int) -> torch.nn.Module:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     if method == "lora":
         lora = LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0, target_modules=TARGETS)
-        model = get_peft_model(model, lora)  # type: ignore[arg-type]
+        model = get_peft_model(model, lora)
     return model
 
 
@@ -148,7 +148,12 @@ def run(shape: str, method: str, ckpt: int, b: int, s: int) -> dict[str, Any]:
         timed = times[WARMUP:]
         free, total = torch.cuda.mem_get_info()
         step = statistics.median(timed)
-        entry.update(step_s=step, steps_s=timed, tokens_per_s=b * s / step, loss=float(loss))
+        entry.update(
+            step_s=step,
+            steps_s=timed,
+            tokens_per_s=b * s / step,
+            loss=loss.item() if loss is not None else None,
+        )
         entry.update(alloc=torch.cuda.max_memory_allocated(), reserved=torch.cuda.max_memory_reserved())
         entry.update(context=total - free - torch.cuda.memory_reserved(), gpu_total=total)
     except torch.OutOfMemoryError as error:

@@ -102,7 +102,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--explain",
         action="store_true",
-        help="also print the step's parts (matmul, attention, elementwise, optimizer, recompute, communication) "
+        help="also print the step's parts (matmul, attention, elementwise, optimizer, recompute, "
+        "communication) "
         "and what sets the memory peak",
     )
     p.add_argument("--json", action="store_true", help="print the stack output `forecast` as JSON instead")

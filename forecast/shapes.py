@@ -4,8 +4,9 @@ The workload may leave `kv_heads` and `ffn_hidden_size` out. Then they are assum
 usual shapes (the forecast says so, `assumed()`): grouped-query attention with 8 key-value heads when the
 heads are a multiple of 8 (Llama 3, Mistral, Qwen 2 and later; Llama-2-7B and -13B are the multi-head
 exceptions, and a user of one sets `kv_heads`), else one key-value head per head; the FFN width is what the
-block's parameters leave after attention: P = (Ψ - 2·V·h)/L = 2h² + 2·h·kv + 3·h·F for the Llama block
-(SwiGLU: gate, up and down), 2h² + 2·h·kv + 2·h·F for the GPT block (an MLP of two matrices).
+block's parameters leave after attention (a GPT block: multi-head, FFN 4h): P = (Ψ - 2·V·h)/L = 2h² + 2·h·kv + 3·h·F for the Llama block
+(SwiGLU: gate, up and down), 2h² + 2·h·kv + 2·h·F for the GPT block (an MLP of two matrices), rounded
+to a multiple of 256.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import NamedTuple
 from forecast.model import Workload
 
 USUAL_KV_HEADS = 8
+FFN_MULTIPLE = 256
 
 
 class Gemm(NamedTuple):
@@ -31,6 +33,8 @@ def kv_heads(w: Workload) -> int:
     if w.kv_heads is not None:
         return w.kv_heads
     a = w.attention_heads
+    if w.block == "gpt":
+        return a  # GPT-2's blocks are multi-head
     return USUAL_KV_HEADS if a % USUAL_KV_HEADS == 0 and a > USUAL_KV_HEADS else a
 
 
@@ -52,8 +56,13 @@ def ffn_width(w: Workload) -> int:
     if w.ffn_hidden_size is not None:
         return w.ffn_hidden_size
     h = w.hidden_size
+    if w.block == "gpt":
+        return 4 * h  # the GPT block's MLP is 4h by definition (and GPT-2 ties its embeddings)
     attention = 2.0 * h * h + 2.0 * h * kv_width(w)
-    return max(1, round((block_parameters(w) - attention) / (_mlp_matrices(w) * h)))
+    width = (block_parameters(w) - attention) / (_mlp_matrices(w) * h)
+    # published widths are multiples of 256 (Llama's 11008, 13824, 14336, 28672); the norms' parameters
+    # would otherwise leave it a unit or two over
+    return max(1, FFN_MULTIPLE * round(width / FFN_MULTIPLE) if width >= FFN_MULTIPLE else round(width))
 
 
 def assumed(w: Workload) -> tuple[str, ...]:

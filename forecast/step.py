@@ -55,6 +55,11 @@ STEP_CONSTANTS: dict[str, float] = {
 ATTENTION_BACKWARD = 2.5
 ELEMENT_BYTES = {"hidden": 761.0, "kv": 304.0, "ffn": 82.0, "vocab": 57.0}
 ELEMENT_NO_RECOMPUTE = 0.87
+# The byte weights above are Hugging Face Llama's unfused kernels (fp32 RMSNorm, rotary, SwiGLU). The GPT job of
+# train/gpt.py (LayerNorm, GELU) moves 0.32 of them: fitted to its two single-GPU H200 runs (docs/
+# GPU-VALIDATION.md, "The transformer on H200": gpt-350m 145,464 and gpt-124m 314,805 tokens/s; 0.25 and 0.40
+# each), so those two are fitted, not held out.
+ELEMENT_SCALE = {"llama": 1.0, "gpt": 0.32}
 ADAPTER_BYTES = {True: 61.0, False: 40.0}  # keyed by activation_checkpointing (issue #32, H200)
 ADAPTED_PROJECTIONS_EXTRA = 7
 OPERAND_BYTES = 2  # bf16 operands (fp8 halves the inputs; counted as bf16: errs slow)
@@ -111,6 +116,7 @@ def features(w: Workload, gpu: Hardware, gpus: int = 1) -> dict[str, float]:
         + ELEMENT_BYTES["ffn"] * ffn_width(w)
     ) * (1.0 if ckpt else ELEMENT_NO_RECOMPUTE)
     elementwise = tokens * (w.layers * per_layer + ELEMENT_BYTES["vocab"] * w.vocab_size)
+    elementwise *= ELEMENT_SCALE[w.block]
     return {
         "matmul_flops": flops / peak,
         "matmul_bytes": operands / bandwidth,
@@ -137,7 +143,7 @@ def adapted_width(w: Workload) -> float:
 
 def adapter_seconds(w: Workload, gpu: Hardware) -> float:
     """LoRA's memory-bound adapter passes for one micro-batch step; 0 for a full fine-tune."""
-    if w.method != "lora":
+    if w.method != "lora" or w.trainable_fraction == 0:  # a full fine-tune, or frozen layers alone
         return 0.0
     tokens = w.sequence_length * w.micro_batch_per_gpu
     width = w.layers * adapted_width(w)

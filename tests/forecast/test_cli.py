@@ -37,7 +37,9 @@ def test_what_if_half_the_gpus_doubles_the_hours(capsys: pytest.CaptureFixture[s
     half = as_json(capsys, "prod", "--set", "cluster.nodes=4")
     assert half["gpus_per_job"] == 32
     burn_in = 10 / 60  # prod's training.burn_in_min, once on new nodes: not a function of the GPUs
-    assert half["hours"] - burn_in == pytest.approx(2 * (base["hours"] - burn_in), rel=1e-3)
+    # twice the hours, and a little more: each GPU's share of zero3's optimizer step doubles too
+    ratio = (half["hours"] - burn_in) / (base["hours"] - burn_in)
+    assert 2.0 < ratio < 2.01
     # zero3 shards the states over the job's GPUs: fewer GPUs, more memory each.
     assert half["memory_gb_per_gpu"]["total"] > base["memory_gb_per_gpu"]["total"]
 

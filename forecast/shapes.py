@@ -4,9 +4,8 @@ The workload may leave `kv_heads` and `ffn_hidden_size` out. Then they are assum
 usual shapes (the forecast says so, `assumed()`): grouped-query attention with 8 key-value heads when the
 heads are a multiple of 8 (Llama 3, Mistral, Qwen 2 and later; Llama-2-7B and -13B are the multi-head
 exceptions, and a user of one sets `kv_heads`), else one key-value head per head; the FFN width is what the
-block's parameters leave after attention (a GPT block: multi-head, FFN 4h): P = (Ψ - 2·V·h)/L = 2h² + 2·h·kv + 3·h·F for the Llama block
-(SwiGLU: gate, up and down), 2h² + 2·h·kv + 2·h·F for the GPT block (an MLP of two matrices), rounded
-to a multiple of 256.
+block's parameters leave after attention: P = (Ψ - 2·V·h)/L = 2h² + 2·h·kv + 3·h·F for the Llama block
+(SwiGLU: gate, up and down), rounded to a multiple of 256. A GPT block is multi-head with an FFN of 4h.
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ Activations — Korthikanti et al. 2022, "Reducing Activation Recomputation in L
     with FlashAttention  s·b·h·K   (the a·s² score, softmax and dropout terms are never stored; Dao et al.
                                     2022, https://arxiv.org/abs/2205.14135 — the same saving as the
                                     paper's selective recomputation)
-    full checkpointing   2·s·b·h per layer (each block's input, §4.2: "full activation recomputation ...
+    full checkpointing   2·s·b·h per layer in bf16, 6 for fp32 master weights (each block's input, §4.2: "full activation recomputation ...
                          2sbhL") + the larger of one layer's full activations (rebuilt during its backward)
                          and the output layer's (whose backward runs first, before any layer is rebuilt)
     output layer         4·s·b·h + 12·s·b·V: the final norm's and output layer's inputs (4·s·b·h, §4.3) and
@@ -46,7 +46,6 @@ Measured on one H200 (docs/GPU-VALIDATION.md, "LoRA on H200", 2026-12-01: Huggin
   12·s·b·V is 2.0-2.4 bytes per s·b·h per layer, the 2 checkpointing keeps); 10 was fitted to GPT-2 runs;
 - checkpointed, the peak is the loss's, not loss plus a rebuilt layer (7B, V = 32000: 5.3 GB measured, 5.4
   forecast, 6.6 with the sum).
-Over all 14 runs (LoRA, frozen base and full fine-tunes), measured ÷ forecast activations lie in 0.90-1.12.
 The GPT-2 runs of train/gpt_config.py (same document, "The transformer on H200") keep `block: gpt`.
 
 Activations are per micro-batch and are not divided by N (every data-parallel rank holds its own).
@@ -55,18 +54,19 @@ Buffers — zero3 gathers each layer's full 16-bit weights before using it and p
 al. 2023, "PyTorch FSDP", https://arxiv.org/abs/2304.11277, §3.3.2): 2 layers x 12·h² parameters x 2 bytes
 (a transformer block holds ≈ 12·h² parameters: Kaplan et al. 2020, https://arxiv.org/abs/2001.08361, §2.1).
 
-Allowance — 2 GB fixed: the CUDA context measured 0.80-0.81 GB (mem_get_info less memory_reserved, H200,
-torch 2.11, CUDA 13), the rest an assumption for NCCL's and cuBLAS's buffers on multi-GPU jobs; plus the
-caching allocator's reserve beyond what tensors use: measured max_memory_reserved - max_memory_allocated
-6-23 % of the allocated peak (6-9 % without checkpointing, 11-23 % with it, the most where large logits
-come and go), central 12 %.
+The peak (issue #44) — the larger of the end of the forward pass (weights, optimizer state, activations) and
+the end of the backward pass (every gradient; the activations gone): tensors = weights + optimizer + buffers
++ max(gradients, activations). Checkpointed, a full fine-tune keeps 6 bytes per s·b·h per layer (its module
+holds fp32 master weights, so its residual stream is fp32: measured 4.9-7.3), LoRA's bf16 base 2.
 
-Uncertainty band (docs/FORECAST.md) — the parts' measured errors set each end: model states are counted
-exactly, except that the lower end leaves out the gradients (freed between steps by
-zero_grad(set_to_none), they are not alive at the activation peak: the checkpointed 1.5B and 3B full
-fine-tunes peaked 1.0 and 3.7 GB under the band's end with them); activations x0.90 to x1.15 (measured
-0.90-1.12); the fixed part 0.8 GB (the context alone) to 2 GB; the allocator's reserve 6 % to 25 % of the
-rest. `fits` means the upper end fits.
+Allowance — the CUDA context, measured 0.80-0.82 GB (mem_get_info less memory_reserved, H200, torch 2.11,
+CUDA 13), plus 1.2 GB for NCCL's and cuBLAS's buffers on a job of several GPUs (an assumption). The
+allocator's cache beyond the tensors is not counted: PyTorch frees it and retries before an out-of-memory
+error, so the forecast is judged against max_memory_allocated + the context.
+
+Uncertainty band (docs/FORECAST.md) — 0.90 x the tensors + the context to 1.10 x the tensors + the
+allowance: measured / forecast 0.92-1.08 over the 66 runs of docs/gpu-validation/2026-12-03-h200-sweep and
+0.94-1.07 over 27 earlier full-depth runs; `fits` means the upper end fits.
 """
 
 from __future__ import annotations

@@ -31,7 +31,8 @@ Activations — Korthikanti et al. 2022, "Reducing Activation Recomputation in L
                                     paper's selective recomputation)
     full checkpointing   2·s·b·h per layer (each block's input, §4.2: "full activation recomputation ...
                          2sbhL"; 6 for a module of fp32 master weights, below) + the larger of one
-                         layer's full activations (rebuilt during its backward) and the output layer's (whose backward runs first, before any layer is rebuilt)
+                         layer's full activations (rebuilt during its backward) and the output layer's (whose
+                         backward runs first, before any layer is rebuilt)
     output layer         4·s·b·h + 12·s·b·V: the final norm's and output layer's inputs (4·s·b·h, §4.3) and
                          the logits. §4.3 counts one fp32 copy (4·s·b·V); a loss computed as
                          cross_entropy(logits.float()) holds at its peak the 16-bit logits (2), their fp32

@@ -201,3 +201,16 @@ def test_sizes_with_suffixes_and_a_parameter_count_the_shapes_contradict() -> No
 
 def as_dict(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
     return dict(json.loads(proc.stdout))
+
+
+def test_explain_prints_the_steps_parts_and_the_assumed_shapes(capsys: pytest.CaptureFixture[str]) -> None:
+    from forecast.cli import EXIT_FITS, main
+
+    assert main(["prod", "--explain"]) == EXIT_FITS
+    out = capsys.readouterr().out
+    parts = ("matmul", "attention", "elementwise", "optimizer step", "recompute", "communication (zero3)")
+    assert all(words in out for words in parts)
+    assert "memory peak" in out and "end of forward (activations)" in out
+    assert "assumed: kv_heads 8" in out and "assumed: ffn_hidden_size 14336" in out
+    main(["prod", "--set", "kv_heads=8", "--set", "ffn_hidden_size=14336"])
+    assert "assumed:" not in capsys.readouterr().out

@@ -214,3 +214,21 @@ def test_explain_prints_the_steps_parts_and_the_assumed_shapes(capsys: pytest.Ca
     assert "assumed: kv_heads 8" in out and "assumed: ffn_hidden_size 14336" in out
     main(["prod", "--set", "kv_heads=8", "--set", "ffn_hidden_size=14336"])
     assert "assumed:" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("assignment", "words"),
+    [
+        ("kv_heads=3", "3 key-value heads do not divide attention_heads 32"),
+        ("kv_heads=0", "key-value heads do not divide"),
+        ("ffn_hidden_size=0", "give the MLP's inner width"),
+    ],
+)
+def test_the_new_shape_keys_are_refused_with_their_fix(
+    capsys: pytest.CaptureFixture[str], assignment: str, words: str
+) -> None:
+    from forecast.cli import EXIT_BAD_INPUT, main
+
+    assert main(["dev", "--set", assignment]) == EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert f"trainstack:training.model.{assignment.split('=')[0]}" in err and words in err

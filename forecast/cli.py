@@ -99,6 +99,13 @@ def _parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="change the config first, e.g. --set cluster.nodes=4 --set sharding=zero3 (repeatable)",
     )
+    p.add_argument(
+        "--explain",
+        action="store_true",
+        help="also print the step's parts (matmul, attention, elementwise, optimizer, recompute, "
+        "communication) "
+        "and what sets the memory peak",
+    )
     p.add_argument("--json", action="store_true", help="print the stack output `forecast` as JSON instead")
     p.add_argument(
         "--compare",
@@ -161,7 +168,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         print(json.dumps(result.to_output() | {"max_run_cost_usd": cap}, indent=2))
     else:
-        render(args.stack, config, result, args.sets)
+        render(args.stack, config, result, args.sets, explain=args.explain)
         verdict = (
             "within it" if run_usd <= cap else f"OVER it by ${run_usd - cap:,.2f}: scripts/up refuses the run"
         )

@@ -60,6 +60,8 @@ class Workload(NamedTuple):
     mfu: float | None  # model-FLOPs utilisation assumed; None: the documented default (forecast.compute)
     overhead: float  # wall-clock fraction added for communication, checkpoint saves and restarts
     block: Block = "llama"  # the transformer block, for its activations (forecast.memory)
+    kv_heads: int | None = None  # key-value heads (grouped-query attention); None: assumed (forecast.shapes)
+    ffn_hidden_size: int | None = None  # the MLP's inner width; None: what the parameters leave (same)
 
 
 class Deployment(NamedTuple):

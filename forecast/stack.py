@@ -56,6 +56,8 @@ def forecast_input(config: StackConfig) -> ForecastInput | None:
         flash_attention=m.flash_attention,
         mfu=m.mfu,
         overhead=m.overhead,
+        kv_heads=m.kv_heads,
+        ffn_hidden_size=m.ffn_hidden_size,
     )
     price = stack_price(config)
     deployment = Deployment(

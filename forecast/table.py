@@ -9,7 +9,9 @@ from rich.table import Table
 
 from common.terminal import for_rich
 from forecast.compare import Comparison
+from forecast.compute import step
 from forecast.model import Forecast
+from forecast.shapes import assumed, ffn_width, kv_heads
 from stackconfig.config import StackConfig
 
 
@@ -64,6 +66,35 @@ def _compute(result: Forecast) -> Table:
     return table
 
 
+def _explain(result: Forecast) -> Table:
+    """The step's parts (forecast/step.py) and which moment sets the memory peak."""
+    w, d, m = result.input.workload, result.input.deployment, result.memory
+    parts = step(w, d.gpu, d.gpus_per_job)
+    tokens = w.sequence_length * w.micro_batch_per_gpu
+    table = Table(title="Why: one micro-batch step on one GPU", title_justify="left")
+    table.add_column("part")
+    table.add_column("ms", justify="right")
+    table.add_column("share", justify="right")
+    for label, value in (
+        ("matmul (per GEMM shape, roofline)", parts.matmul),
+        ("attention", parts.attention),
+        ("elementwise (HBM bytes)", parts.elementwise),
+        ("optimizer step (HBM bytes)", parts.optimizer),
+        ("LoRA adapters (HBM bytes)", parts.adapters),
+        ("host latency beyond the GPU", parts.latency),
+        ("communication (zero3)", parts.communication),
+    ):
+        table.add_row(label, f"{value * 1e3:,.1f}", f"{value / parts.total:.0%}")
+    table.add_row("step", f"{parts.total * 1e3:,.1f}", f"{tokens:,} tokens", style="bold")
+    table.add_row("  of which checkpointing's recompute", f"{parts.recompute * 1e3:,.1f}", "")
+    peak = "end of backward (gradients)" if m.gradients > m.activations else "end of forward (activations)"
+    table.add_row("memory peak", peak, "")
+    table.add_row("shapes", f"kv_heads {kv_heads(w)}, ffn_hidden_size {ffn_width(w)}", "")
+    if w.mfu is not None:
+        table.caption = "the stack sets mfu: its time replaces this model's"
+    return table
+
+
 def _money_table(result: Forecast) -> Table:
     k, d = result.cost, result.input.deployment
     table = Table(title="Money (the whole stack)", title_justify="left")
@@ -83,6 +114,7 @@ def render(
     result: Forecast,
     sets: Sequence[str] = (),
     console: Console | None = None,
+    explain: bool = False,
 ) -> None:
     out = console or Console()
     w, c = result.input.workload, config.cluster
@@ -92,7 +124,10 @@ def render(
         f"{w.method}, {w.precision}, {w.optimizer}, {w.sharding}, on {c.nodes} x {c.gpus_per_node} "
         f"{c.gpu_type} ({c.topology})"
     )
-    for table in (_memory(result), _compute(result), _money_table(result)):
+    for note in assumed(w):
+        out.print(f"assumed: {for_rich(note)}")
+    tables = (_memory(result), _compute(result), _money_table(result))
+    for table in (*tables, _explain(result)) if explain else tables:
         out.print(table)
     if result.fixes:
         m = result.memory

@@ -96,6 +96,11 @@ class ModelConfig(BaseModel):
     layers: int
     hidden_size: int
     attention_heads: int
+    # grouped-query attention's key-value heads (config.json num_key_value_heads); None: the forecast assumes
+    # the usual shape (8 when the heads are a multiple of 8 above it, else one per head) and says so
+    kv_heads: int | None = None
+    # the MLP's inner width (config.json intermediate_size); None: what the parameters leave, said so
+    ffn_hidden_size: int | None = None
     vocab_size: int = 32000  # Llama 2's; sets the size of the logits
     sequence_length: int
     micro_batch_per_gpu: int = 1
@@ -130,6 +135,24 @@ class ModelConfig(BaseModel):
                 "dimensions); check the model card: both come from the same config.json"
             )
         return v
+
+    @field_validator("kv_heads")
+    @classmethod
+    def _kv_heads(cls, v: int | None, info: ValidationInfo) -> int | None:
+        if v is None:
+            return v
+        heads = info.data.get("attention_heads")
+        if v < 1 or (isinstance(heads, int) and heads % v):
+            raise ValueError(
+                f"{v} key-value heads do not divide attention_heads {heads} (each key-value head serves a "
+                "group of query heads); copy num_key_value_heads from the model's config.json"
+            )
+        return v
+
+    @field_validator("ffn_hidden_size")
+    @classmethod
+    def _ffn(cls, v: int | None) -> int | None:
+        return v if v is None else int(in_range(v, 1, 1_048_576, "give the MLP's inner width, e.g. 14336"))
 
     @field_validator("trainable_fraction")
     @classmethod

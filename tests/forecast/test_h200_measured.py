@@ -19,8 +19,8 @@ from train.gpt_config import PRESETS
 GIB = 2**30 / 1e9
 
 # H200 SXM: 141 GB (NVIDIA H200 datasheet, https://www.nvidia.com/en-us/data-center/h200/); its dense bf16
-# tensor-core peak is the H100 SXM's, which the GPU table holds.
-H200 = Hardware("H200", 141.0, {"bf16": gpu_spec("H100_SXM").peak_tflops_bf16})
+# tensor-core peak is the H100 SXM's, which the GPU table holds; its HBM bandwidth 4.8 TB/s.
+H200 = Hardware("H200", 141.0, {"bf16": gpu_spec("H100_SXM").peak_tflops_bf16}, 4.8)
 
 # (preset, GPUs, sharding, measured tokens/s per GPU, measured peak GiB)
 MEASURED: list[tuple[str, int, Sharding, float, float]] = [

@@ -20,6 +20,8 @@ from starlette.types import ASGIApp
 from emulator.app import create_app
 from emulator.config import Settings
 from emulator.world import World
+from providers.runpod.client import RunPodClient
+from providers.runpod.ratelimit import TokenBucket
 
 BASE_URL = "http://local-runpod.test"
 
@@ -55,6 +57,13 @@ class InProcessRunPod:
     transport: AsgiTransport
     base_url: str = BASE_URL
 
+    def client(self, key: str, **kwargs: Any) -> RunPodClient:
+        """Our RunPod client on this app, with a limiter of its own: the process-wide one paces at 60/min
+        (a test's few calls would wait on requests other tests made)."""
+        kwargs.setdefault("limiter", TokenBucket(100_000, burst=1000))
+        kwargs.setdefault("deadline_s", 1.0)
+        return RunPodClient(self.base_url, key, transport=self.transport, **kwargs)
+
     def writes(self) -> dict[str, dict[str, int]]:
         """Every endpoint a write method reached, by outcome (`POST /v2/pods: {"403": 1}`)."""
         view: dict[str, dict[str, int]] = self.counters.view()["endpoints"]
@@ -64,6 +73,7 @@ class InProcessRunPod:
 @contextlib.contextmanager
 def in_process(state_dir: Path, **settings: Any) -> Iterator[InProcessRunPod]:
     """A fresh local RunPod with a frozen clock (the admin API's `advance` is `world.clock.advance`)."""
+    settings.setdefault("rate_per_minute", 100_000)  # quotas are tested on their own (tests/emulator)
     app, world = create_app(Settings(state_dir=state_dir, time_scale=0, hosts="off", **settings))
     with start_blocking_portal() as portal:
         yield InProcessRunPod(world, _fastapi_of(app).state.counters, AsgiTransport(app, portal))

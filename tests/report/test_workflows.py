@@ -63,7 +63,7 @@ def test_actionlint_does_catch_mistakes() -> None:
 
 def test_preview_may_only_read_code_and_write_comments() -> None:
     preview = load("preview.yml")
-    assert preview["permissions"] == {"contents": "read", "pull-requests": "write"}
+    assert preview["permissions"] == {"contents": "read", "issues": "read", "pull-requests": "write"}
     text = (WORKFLOWS / "preview.yml").read_text()
     assert MARKER in text  # the same marker the report starts with finds the comment to update
     for name in (
@@ -84,6 +84,9 @@ def test_preview_holds_no_key_that_can_spend_and_the_write_keys_live_in_environm
     """Issue #45: the PR's own code runs in the preview, so it gets the read-only keys and no webhook."""
     preview = load("preview.yml")["jobs"]["preview"]
     assert preview["env"]["TRAINSTACK_READ_ONLY"] == "1"
+    budget = load("preview.yml")["jobs"]["team-budget"]  # the required check's name
+    assert budget["needs"] == "preview" and "budget_rc" in str(budget["steps"])
+    assert {"labeled", "unlabeled"} <= set(_on(load("preview.yml"))["pull_request"]["types"])
     assert preview["env"]["RUNPOD_API_KEY"] == "${{ secrets.RUNPOD_READ_ONLY_API_KEY }}"
     used = _secrets((WORKFLOWS / "preview.yml").read_text())
     assert used.isdisjoint({"RUNPOD_API_KEY", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"}), used

@@ -27,7 +27,7 @@ def rp(tmp_path: Path) -> Iterator[InProcessRunPod]:
 
 
 def client(rp: InProcessRunPod, key: str, *, read_only: bool = False) -> RunPodClient:
-    return RunPodClient(rp.base_url, key, transport=rp.transport, read_only=read_only, deadline_s=1.0)
+    return rp.client(key, read_only=read_only)
 
 
 def test_a_read_only_key_reads_pods_catalog_billing_and_secrets(rp: InProcessRunPod) -> None:

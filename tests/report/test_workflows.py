@@ -94,7 +94,17 @@ def test_preview_holds_no_key_that_can_spend_and_the_write_keys_live_in_environm
     assert load("deploy-stack.yml")["jobs"]["up"]["environment"] == "${{ inputs.stack }}"
     assert load("supervise.yml")["jobs"]["round"]["environment"] == "${{ matrix.stack }}-supervise"
     docs = {d: (REPO / "docs" / d).read_text() for d in ("PREVIEW-REPORT.md", "SUPERVISOR.md")}
-    for workflow, doc in (("preview.yml", "PREVIEW-REPORT.md"), ("supervise.yml", "SUPERVISOR.md")):
+    reconcile = load("reconcile.yml")
+    assert reconcile["permissions"] == {"contents": "read"}
+    assert "schedule" in _on(reconcile) and reconcile["jobs"]["reconcile"]["environment"] == "reconcile"
+    key = reconcile["jobs"]["reconcile"]["env"]["RUNPOD_API_KEY"]
+    assert key.startswith("${{ inputs.delete && secrets.RUNPOD_API_KEY ||")  # the write key only to delete
+    pairs = (
+        ("preview.yml", "PREVIEW-REPORT.md"),
+        ("supervise.yml", "SUPERVISOR.md"),
+        ("reconcile.yml", "SUPERVISOR.md"),
+    )
+    for workflow, doc in pairs:
         for name in _secrets((WORKFLOWS / workflow).read_text()):
             assert f"`{name}`" in docs[doc], f"docs/{doc} does not name {name}, which {workflow} reads"
 

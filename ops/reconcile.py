@@ -9,8 +9,9 @@ holds is **unowned**, and is reported with its $/h and age: one line each on std
    <project>/<stack>`, the same mark on every member of a cluster, a secret named `trainstack-<stack>-<env>`
    whose description is `trainstack stack <stack>: <ENV>`. A network volume can carry none (ops/ownership.py):
    it is reported, never deleted. A name that only looks like ours is reported, never deleted;
-2. it is in **no** stack's state, and every stack's state was read (one unreadable state and nothing is
-   deleted: that state might hold it);
+2. it is in **no** stack's state, every stack's state was read (one unreadable state and nothing is
+   deleted: that state might hold it), and the stack its mark names is in the backend (a mark of a stack
+   the backend does not know is more likely a wrong `PULUMI_BACKEND_URL` than a loss: reported);
 3. it is **older than the grace period** (`--grace-hours`, 6): a create in flight is billed before its
    `pulumi up` records it.
 
@@ -158,6 +159,8 @@ def reconcile(
                 if r.kind == "volume"
                 else "it carries no ownership mark of this project: not ours, never deleted"
             )
+        elif stack not in states:
+            why = f"marked {stack}'s, but this backend has no stack {stack} (wrong PULUMI_BACKEND_URL?): kept"
         elif age is None:
             why = f"marked {stack}'s, but RunPod gives no creation time, so its age is unknown: kept"
         elif age < grace_s:
@@ -230,22 +233,24 @@ def run(
 # -- the stacks' states, through the Pulumi CLI ------------------------------------------------------------
 
 
-def _pulumi(cwd: Path, *args: str) -> Any:
+def _pulumi(binary: str, cwd: Path, *args: str) -> Any:
     done = subprocess.run(
-        ["pulumi", *args, "--cwd", str(cwd), "--non-interactive"], capture_output=True, text=True, check=False
+        [binary, *args, "--cwd", str(cwd), "--non-interactive"], capture_output=True, text=True, check=False
     )
     if done.returncode != 0:
         raise RuntimeError(f"`pulumi {' '.join(args)}` failed: {done.stderr.strip()[-500:]}")
     return json.loads(done.stdout)
 
 
-def pulumi_states(cwd: Path, say: Callable[[str], None]) -> dict[str, set[str]] | None:
+def pulumi_states(
+    cwd: Path, say: Callable[[str], None], binary: str = "pulumi"
+) -> dict[str, set[str]] | None:
     """Every stack of the project in the backend (not only those with a file here) -> its resource ids."""
     try:
-        stacks = [str(s["name"]) for s in _pulumi(cwd, "stack", "ls", "--json")]
+        stacks = [str(s["name"]) for s in _pulumi(binary, cwd, "stack", "ls", "--json")]
         states = {}
         for stack in stacks:
-            deployment = _pulumi(cwd, "stack", "export", "--stack", stack).get("deployment") or {}
+            deployment = _pulumi(binary, cwd, "stack", "export", "--stack", stack).get("deployment") or {}
             states[stack] = {str(r["id"]) for r in deployment.get("resources") or [] if r.get("id")}
     except (RuntimeError, ValueError, KeyError) as exc:
         say(f"reconcile: a state is unreadable: {exc}")

@@ -47,6 +47,7 @@ def make(rp: InProcessRunPod) -> dict[str, str]:
         pod("trainstack-dev-pod-1", OURS)  # lost by a cut-short `up`: ours, in no state
         pod("trainstack-dev-pod-2", {})  # a look-alike: no mark
         pod("trainstack-dev-pod-3", {"TRAINSTACK_OWNER": "someone-else/dev"})  # another project's mark
+        pod("trainstack-gone-pod-0", {"TRAINSTACK_OWNER": "trainstack/gone"})  # a stack the backend lacks
         body = cluster_body("trainstack-prod-cluster", env={"TRAINSTACK_OWNER": "trainstack/prod"})
         ids["trainstack-prod-cluster"] = api.post("/v2/clusters", json=body).json()["id"]
         volume = {"name": "trainstack-dev-volume", "size": 100, "dataCenter": "US-TX-3"}
@@ -83,10 +84,10 @@ def test_unowned_are_reported_with_cost_and_age_and_only_ours_are_deleted(rp: In
     code, lines, sent = round_(rp, states, remove=False)
     assert code == reconcile.EXIT_UNOWNED
     unowned = [ln for ln in lines if ln.startswith("unowned")]
-    assert len(unowned) == 8 and not any("trainstack-dev-pod-0" in ln for ln in lines)  # owned: silent
+    assert len(unowned) == 9 and not any("trainstack-dev-pod-0" in ln for ln in lines)  # owned: silent
     cluster = next(ln for ln in unowned if "trainstack-prod-cluster" in ln)
     assert "(2 pods)" in cluster and "$63.84/h" in cluster and "7.0 h" in cluster  # 2 x 8 H100 SXM
-    assert len(sent) == 1 and "8 billed RunPod resources no stack owns" in sent[0]
+    assert len(sent) == 1 and "9 billed RunPod resources no stack owns" in sent[0]
     assert live_names(rp) >= {"trainstack-dev-pod-1", "trainstack-prod-cluster"}  # a report deletes nothing
 
     code, lines, sent = round_(rp, states, remove=True)
@@ -94,8 +95,8 @@ def test_unowned_are_reported_with_cost_and_age_and_only_ours_are_deleted(rp: In
     assert deleted == ["trainstack-dev-hf_token", "trainstack-dev-pod-1", "trainstack-prod-cluster"]
     assert code == reconcile.EXIT_UNOWNED  # the rest is still billed, still reported
     left = live_names(rp)
-    for kept in ("trainstack-dev-pod-0", "trainstack-dev-pod-2", "trainstack-dev-pod-3", "young",
-                 "trainstack-dev-volume", "my-token"):  # fmt: skip
+    kept_names = ["trainstack-dev-pod-0", "trainstack-dev-pod-2", "trainstack-dev-pod-3", "young"]
+    for kept in [*kept_names, "trainstack-gone-pod-0", "trainstack-dev-volume", "my-token"]:
         assert kept in left, kept
     reasons = {ln.split()[2]: ln for ln in lines if ln.startswith("unowned")}
     assert "no ownership mark" in reasons["trainstack-dev-pod-2"]
@@ -134,3 +135,29 @@ def test_the_mark_must_be_exactly_ours() -> None:
     secret = Billed("secret", "s", "trainstack-dev-hf_token", 0.0, "trainstack stack dev: HF_TOKEN", 0.0)
     assert marked_stack(secret, PROJECT) == "dev"
     assert marked_stack(Billed("volume", "v", "trainstack-dev-volume", 0.1, None, 0.0), PROJECT) is None
+
+
+FAKE_PULUMI = """#!/bin/sh
+# the shapes the real CLI prints (checked against v3.274.1 on a file backend)
+case "$1 $2" in
+  "stack ls") echo '[{"name": "dev", "current": true}, {"name": "prod", "current": false}]' ;;
+  "stack export")
+    if [ "$4" = "prod" ] && [ -n "$BREAK_PROD" ]; then echo "error: no such stack" >&2; exit 255; fi
+    echo '{"version": 3, "deployment": {"resources": [{"urn": "u", "id": "id-'"$4"'"}, {"urn": "stack"}]}}' ;;
+  *) exit 2 ;;
+esac
+"""
+
+
+def test_pulumi_states_reads_every_backend_stack_and_none_when_one_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = tmp_path / "fake-cli"
+    fake.write_text(FAKE_PULUMI)
+    fake.chmod(0o755)
+    said: list[str] = []
+    states = reconcile.pulumi_states(tmp_path, said.append, str(fake))
+    assert states == {"dev": {"id-dev"}, "prod": {"id-prod"}}
+    monkeypatch.setenv("BREAK_PROD", "1")
+    assert reconcile.pulumi_states(tmp_path, said.append, str(fake)) is None
+    assert "no such stack" in said[-1]

@@ -24,6 +24,11 @@ def writes(runpod: LocalRunPod) -> dict[str, dict[str, int]]:
 def test_preview_on_a_read_only_key_passes_and_up_on_it_creates_nothing(
     tmp_path: Path, runpod: LocalRunPod, moto_s3: str
 ) -> None:
+    # prod too: an Instant Cluster and its data-center candidates, read the same way
+    (tmp_path / "prod").mkdir()
+    prod = open_stack("prod", tmp_path / "prod", runpod, moto_s3, RUNPOD_API_KEY=DEFAULT_READ_ONLY_KEY)
+    prod.cli.extra_env["TRAINSTACK_READ_ONLY"] = "1"
+    assert '"cost_per_hour"' in prod.preview("--json").stdout
     run = open_stack("dev", tmp_path, runpod, moto_s3, RUNPOD_API_KEY=DEFAULT_READ_ONLY_KEY)
     run.cli.extra_env["TRAINSTACK_READ_ONLY"] = "1"
     preview = run.preview("--json")

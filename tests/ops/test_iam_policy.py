@@ -14,6 +14,8 @@ from moto import mock_aws
 from moto.core import enable_iam_authentication
 
 from ops.iam_policy import PolicyError, checkpoint_buckets, preview_policy, state_location
+from providers import settings
+from providers.s3.bucket import BucketError, CheckpointBucketProvider
 
 STATE, CHECKPOINTS, REGION = "team-state", "trainstack-dev-checkpoints", "us-east-1"
 BACKEND = f"s3://{STATE}/trainstack"
@@ -96,3 +98,27 @@ def test_the_document_names_every_stack_bucket_and_only_s3_backends() -> None:
     actions = {a for s in json.loads(text)["Statement"] for a in s["Action"]}
     writes = {a for a in actions if a.split(":")[1].startswith(("Put", "Delete", "Create"))}
     assert writes == {"s3:PutObject", "s3:DeleteObject"}  # the lock's two, on .pulumi/locks/* only
+
+
+def test_an_up_with_the_preview_keys_creates_no_bucket_and_says_why(s3s: tuple[Any, Any]) -> None:
+    admin, preview = s3s
+    provider = CheckpointBucketProvider(client_factory=lambda _args: preview)
+    checked = provider.check({}, {"bucket_name": "trainstack-search-checkpoints"})
+    with pytest.raises(
+        BucketError, match="AccessDenied; if these are the preview's keys, a preview never writes"
+    ):
+        provider.create(checked.inputs)
+    assert "trainstack-search-checkpoints" not in {b["Name"] for b in admin.list_buckets()["Buckets"]}
+
+
+def test_a_read_only_process_refuses_bucket_writes_before_any_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRAINSTACK_READ_ONLY", "1")
+    settings.reset()
+    try:
+        provider = CheckpointBucketProvider(client_factory=lambda _args: pytest.fail("S3 was called"))
+        checked = provider.check({}, {"bucket_name": "trainstack-search-checkpoints"})
+        with pytest.raises(BucketError, match=r"a preview never writes.*TRAINSTACK_READ_ONLY=1"):
+            provider.create(checked.inputs)
+    finally:
+        monkeypatch.delenv("TRAINSTACK_READ_ONLY")
+        settings.reset()

@@ -61,7 +61,7 @@ def changed_runs(report: Mapping[str, Any]) -> list[tuple[str, float | None]]:
     """(stack, forecast run cost after the change) of each stack the preview changes."""
     runs = []
     for stack in report.get("stacks") or []:
-        if any(c.get("op") != "same" for c in stack.get("changes") or []):
+        if any(c.get("op") not in ("same", "read") for c in stack.get("changes") or []):
             per_run = ((stack.get("cost") or {}).get("after") or {}).get("per_run")
             runs.append((str(stack["stack"]), None if per_run is None else float(per_run)))
     return runs

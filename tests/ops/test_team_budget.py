@@ -151,3 +151,19 @@ def test_headline_is_inert_text_and_goes_under_the_title() -> None:
     line = budget_headline(f)
     assert "<b>" not in line and "over budget by $30.00" in line and "check fails" in line
     assert with_headline("no title", "H").startswith("H\n\nno title")
+
+
+def test_the_preview_reports_json_is_what_the_check_reads(tmp_path: Path) -> None:
+    """A report the real renderer wrote from a recorded preview (prod scaled up: its run cost after)."""
+    from report.cli import main as preview_report
+
+    fixture = Path(__file__).resolve().parents[1] / "report" / "fixtures" / "prod-scale-up"
+    out = tmp_path / "r.json"
+    assert (
+        preview_report(
+            ["--recorded", str(fixture), "prod", "--json-out", str(out), "--out", str(tmp_path / "r.md")]
+        )
+        == 0
+    )
+    runs = team_budget.changed_runs(json.loads(out.read_text()))
+    assert runs == [("prod", pytest.approx(6135.87))]

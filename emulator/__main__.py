@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 from pathlib import Path
 
@@ -139,6 +140,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         rate_per_hour=args.rate_per_hour,
         rate_per_day=args.rate_per_day,
         read_only_key=os.environ.get("RUNPOD_READ_ONLY_API_KEY") or DEFAULT_READ_ONLY_KEY,
+        restricted_keys=json.loads(os.environ.get("RUNPOD_RESTRICTED_API_KEYS") or "{}"),
         error_rate=args.error_rate,
         latency_ms=args.latency_ms,
         seed=args.seed,

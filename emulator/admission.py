@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import hmac
 import logging
 from collections import defaultdict
 from typing import Any
@@ -12,6 +11,7 @@ from urllib.parse import parse_qsl, urlencode
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from emulator.keys import grant_for, read_only_graphql, refusal
 from emulator.problems import ApiError, problem
 from emulator.quota import Quota
 from emulator.spec import Spec
@@ -170,24 +170,23 @@ class Admission:
         return False
 
     def _admit(self, scope: Scope) -> dict[str, str]:
-        """401 for a missing, malformed or unknown key; 403 for a read-only key that writes; 429."""
+        """401 for a missing, malformed or unknown key; 403 for a key without the right (keys.py); 429."""
         key = _presented_key(scope)
         if key is None:
             raise ApiError(401, "missing bearer token: send 'Authorization: Bearer <RUNPOD_API_KEY>'.")
         settings = self.world.settings
-        full = hmac.compare_digest(key.encode(), settings.api_key.encode())
-        read_only = not full and hmac.compare_digest(key.encode(), settings.read_only_key.encode())
-        if not (full or read_only):
+        grant = grant_for(key, settings.api_key, settings.read_only_key, settings.restricted_keys)
+        if grant is None:
             # The spec's UnauthorizedError: "missing, malformed, expired, or invalid" is 401, not 403.
             raise ApiError(401, "invalid bearer token: check RUNPOD_API_KEY.")
-        scope.setdefault("state", {})["read_only"] = read_only
+        scope.setdefault("state", {})["read_only"] = read_only_graphql(grant)
         # Buckets are keyed by a digest so the key itself is kept nowhere but the settings.
         quota = self._quota(hashlib.sha256(key.encode()).hexdigest())
         headers = quota.headers()
-        if read_only and scope["method"] not in ("GET", "HEAD") and scope["path"] != "/graphql":
+        if (why := refusal(grant, scope["method"], scope["path"])) is not None:
             # ForbiddenError: "the bearer token is valid, but it does not grant access" (GraphQL
             # refuses mutations itself: a read-only key may still query).
-            raise ApiError(403, "access denied: this API key is read-only.", headers=headers)
+            raise ApiError(403, why, headers=headers)
         return headers
 
     def _quota(self, bucket_key: str) -> Quota:

@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from common.cachedir import cache_dir
+from emulator.keys import Access
 from facts.limits import RATE_PER_MINUTE
 from facts.money import DEFAULT_SPEND_LIMIT_PER_HOUR
 
@@ -63,6 +64,10 @@ class Settings(BaseModel):
     api_key: str = DEFAULT_API_KEY
     # A valid key without write access (RunPod's read-only keys): reads pass, writes get 403.
     read_only_key: str = DEFAULT_READ_ONLY_KEY
+    # Restricted keys (emulator/keys.py): key -> access per API (`pods`, `billing`, `graphql`, ...); an API
+    # not named is "none". RunPod makes these in its console only; here a test or
+    # `$RUNPOD_RESTRICTED_API_KEYS` (JSON) names them.
+    restricted_keys: dict[str, dict[str, Access]] = Field(default_factory=dict, repr=False)
     # 1.0 is real time; 0 freezes the clock so only the admin API moves it.
     time_scale: float = Field(default=1.0, ge=0)
     timing: Timing = Timing()

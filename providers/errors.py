@@ -13,8 +13,10 @@
         ├── TransportError           connection failed or timed out after retries (no HTTP status)
         │   └── UncertainRequestError    a POST was sent but its outcome is unknown
         ├── DeadlineExceeded         a wait (retry loop, readiness poll) ran past its total deadline
+        ├── PreviewWriteError        TRAINSTACK_READ_ONLY=1 (a preview) and a write was asked: never sent
         └── ApiError                 RunPod answered with an error; carries `status`, `method`, `path`
             ├── AuthError                401/403: the key is missing, wrong, or lacks access
+            │   └── WriteRefusedError    403 on a write: a Read Only or Restricted key (a preview's)
             ├── NotFoundError            404: the thing is gone (read/delete treat this as success)
             ├── ConflictError            409: not valid in the current state
             ├── InvalidRequestError      422, or a 400 rule violation; never retried

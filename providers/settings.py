@@ -44,6 +44,7 @@ KNOBS: Final = (
     Knob("TRAINSTACK_CATALOG_TTL_S", "900", "how long provider processes share a GPU catalog read; 0 = off"),
     Knob("TRAINSTACK_KNOWN_HOSTS_DIR", "<cache>/known_hosts", "the stacks' own SSH known_hosts files"),
     Knob("TRAINSTACK_SSH_KEY", "ssh's default", "private key delivery uses; never a resource input"),
+    Knob("TRAINSTACK_READ_ONLY", "0", "1: a preview; every RunPod write is refused before it is sent"),
 )
 HOST_KNOBS: Final = (
     Knob("TRAINSTACK_PROVIDER_WORKERS", "64", "RPCs the provider host serves at once"),
@@ -71,6 +72,9 @@ class Settings:
     known_hosts_dir: Path
     ssh_key: Path | None  # checked where it is used (delivery), so a preview without delivery never fails
     s3_endpoint_url: str | None  # AWS_ENDPOINT_URL_S3, the standard AWS variable
+    # TRAINSTACK_READ_ONLY=1: this process previews with a read-only key (docs/PREVIEW-REPORT.md, "Keys");
+    # a write is refused by the client itself, so even a key that could write spends nothing.
+    read_only: bool = False
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Settings:
@@ -104,6 +108,7 @@ class Settings:
             known_hosts_dir=Path(_text(env, "TRAINSTACK_KNOWN_HOSTS_DIR") or cache / "known_hosts"),
             ssh_key=_path(env, "TRAINSTACK_SSH_KEY"),
             s3_endpoint_url=_text(env, "AWS_ENDPOINT_URL_S3"),
+            read_only=_parse(env, "TRAINSTACK_READ_ONLY", 0, int, lambda v: v in (0, 1), "0 or 1") == 1,
         )
 
 

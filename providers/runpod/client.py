@@ -57,6 +57,7 @@ class RunPodClient(HttpCore):
         knobs = settings.current()
         kwargs.setdefault("timeout_s", knobs.http_timeout_s)
         kwargs.setdefault("deadline_s", knobs.http_deadline_s)
+        kwargs.setdefault("read_only", knobs.read_only)
         return cls(url, key, **kwargs)
 
     def _create(

@@ -47,6 +47,27 @@ class AuthError(ApiError):
     """401/403."""
 
 
+class WriteRefusedError(AuthError):
+    """403 on a write: the key is Read Only or Restricted (a preview's key); a preview never writes."""
+
+
+WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})  # a GraphQL query is sent as POST but named QUERY
+# What a refused write tells the reader: which key it is, and where writes are made (docs/PREVIEW-REPORT.md).
+PREVIEW_NEVER_WRITES = (
+    "a preview never writes: its RunPod key is read-only; create and change resources with `scripts/up` or "
+    "the deploy workflow, which hold the stack's write key in its protected environment"
+)
+
+
+class PreviewWriteError(RunPodError):
+    """TRAINSTACK_READ_ONLY=1 and a write was asked for: refused before anything was sent."""
+
+    def __init__(self, method: str, path: str) -> None:
+        super().__init__(f"{PREVIEW_NEVER_WRITES} (TRAINSTACK_READ_ONLY=1; not sent) [{method} {path}]")
+        self.method = method
+        self.path = path
+
+
 class NotFoundError(ApiError):
     """404."""
 
@@ -120,7 +141,7 @@ def _has(text: str, markers: tuple[str, ...]) -> bool:
     return any(m in low for m in markers)
 
 
-def _pick(status: int, detail: str) -> tuple[type[ApiError], str]:
+def _pick(status: int, detail: str, write: bool) -> tuple[type[ApiError], str]:
     if _has(detail, SPEND_LIMIT_MARKERS):
         return SpendLimitError, (
             "the RunPod account spend limit would be exceeded; raise it in the console "
@@ -133,6 +154,8 @@ def _pick(status: int, detail: str) -> tuple[type[ApiError], str]:
         )
     if status in (400, 403) and _has(detail, BALANCE_MARKERS):
         return _STATUS_HINTS[402]
+    if status == 403 and write:
+        return WriteRefusedError, f"RunPod refused a write with this API key; {PREVIEW_NEVER_WRITES}"
     if status in _STATUS_HINTS:
         return _STATUS_HINTS[status]
     if status == 400:
@@ -150,14 +173,16 @@ def classify(
     path: str,
     reported_status: int | None = None,
     refused: Sequence[object] = (),
+    write: bool | None = None,
 ) -> ApiError:
     """Build the exception for an error response; `detail` picks the class but is never quoted.
 
     `reported_status` is the HTTP status to show when it differs from the one used to classify
     (GraphQL errors arrive with HTTP 200). `refused` is `refused_fields` of the body's `errors`: for a
-    request RunPod calls invalid, the message names those inputs.
+    request RunPod calls invalid, the message names those inputs. `write` (default: the method is one) turns
+    a 403 into `WriteRefusedError`, whose message says a preview never writes.
     """
-    cls, hint = _pick(status, detail)
+    cls, hint = _pick(status, detail, method in WRITES if write is None else write)
     fields = refused_fields(refused)
     if cls is InvalidRequestError and fields:
         hint = f"{hint.split(';')[0]}: it named {', '.join(fields)}; fix those inputs"

@@ -7,7 +7,7 @@ branch (github.com/runpod/pulumi-runpod-native) and runpod-python's `PodRentInte
 
 # ruff: noqa: S105 -- these are GraphQL documents naming secret operations, not secrets.
 
-SECRETS_QUERY = "query Secrets { myself { secrets { id name description } } }"
+SECRETS_QUERY = "query Secrets { myself { secrets { id name description createdAt } } }"
 
 SECRET_CREATE = (
     "mutation SecretCreate($input: SecretCreateInput!) { secretCreate(input: $input) { id name } }"

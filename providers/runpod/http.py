@@ -103,7 +103,9 @@ class HttpCore:
         deadline_s: float = 180.0,
         backoff: Backoff | None = None,
         rng: Callable[[], float] = random.random,
+        read_only: bool = False,
     ) -> None:
+        self.read_only = read_only  # a preview's client: writes raise PreviewWriteError, unsent
         self.sleep = sleep
         self.clock = clock
         self.deadline_s = deadline_s
@@ -137,14 +139,19 @@ class HttpCore:
         body: Any = None,
         query: Mapping[str, str] | None = None,
         deadline_s: float | None = None,
+        write: bool | None = None,
     ) -> Any:
-        """Send one logical request; returns parsed JSON (None for 204). See the module docstring."""
+        """Send one logical request; returns parsed JSON (None for 204). See the module docstring.
+        `write` is False for a read sent as POST (a GraphQL query); by default it follows the method."""
+        write = method in errors.WRITES if write is None else write
+        if self.read_only and write:
+            raise errors.PreviewWriteError(method, template)
         url = template.format(**{k: quote(v, safe="") for k, v in (path or {}).items()})
         deadline = self.clock() + (self.deadline_s if deadline_s is None else deadline_s)
         attempt = 0
         while True:
             self._limiter.acquire()
-            retry_in, error = self._attempt(method, template, url, body, query, attempt)
+            retry_in, error = self._attempt(method, template, url, body, query, attempt, write)
             if error is None:
                 return retry_in
             if not isinstance(retry_in, float) or self.clock() + retry_in > deadline:
@@ -153,7 +160,14 @@ class HttpCore:
             attempt += 1
 
     def _attempt(
-        self, method: str, template: str, url: str, body: Any, query: Mapping[str, str] | None, attempt: int
+        self,
+        method: str,
+        template: str,
+        url: str,
+        body: Any,
+        query: Mapping[str, str] | None,
+        attempt: int,
+        write: bool,
     ) -> tuple[Any, errors.RunPodError | None]:
         """One try. Returns (result, None) on success, else (seconds to wait or None if final, error)."""
         try:
@@ -173,7 +187,12 @@ class HttpCore:
             self._observe_quota(response)
             return (None if response.status_code == 204 or not response.content else response.json()), None
         err = errors.classify(
-            response.status_code, _detail(response), method=method, path=template, refused=_refused(response)
+            response.status_code,
+            _detail(response),
+            method=method,
+            path=template,
+            refused=_refused(response),
+            write=write,
         )
         if response.status_code == 429:
             wait = _retry_after(response)
@@ -260,7 +279,7 @@ class HttpCore:
         if method == "POST":
             return self.request("POST", self.graphql_path, body=payload)
         # Reads are idempotent: let the chokepoint retry 5xx/transport errors as for a GET.
-        return self._as_idempotent(lambda: self.request("POST", self.graphql_path, body=payload))
+        return self._as_idempotent(lambda: self.request("POST", self.graphql_path, body=payload, write=False))
 
     def _as_idempotent(self, call: Callable[[], T]) -> T:
         deadline = self.clock() + self.deadline_s

@@ -288,3 +288,4 @@ class ApiSecret(_Record):
     id: str
     name: str
     description: str | None = None  # the stack writes its ownership mark here (ops/ownership.py)
+    created_at: str | None = Field(default=None, alias="createdAt")  # ISO 8601 (scripts/reconcile: its age)

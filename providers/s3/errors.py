@@ -14,6 +14,12 @@ class BucketError(TrainstackError):
 
 
 _F = TypeVar("_F", bound=Callable[..., Any])
+_WRITES = frozenset({"create", "update", "delete"})
+# The RunPod side says the same (providers/runpod/errors.py); docs/PREVIEW-REPORT.md, "Keys".
+PREVIEW_NEVER_WRITES = (
+    "a preview never writes: its AWS keys (ops/iam/preview-policy.json) only read; deploy with "
+    "`scripts/up` or the deploy workflow, which hold the stack's write keys in its protected environment"
+)
 
 
 def s3_errors(verb: str) -> Callable[[_F], _F]:
@@ -27,6 +33,12 @@ def s3_errors(verb: str) -> Callable[[_F], _F]:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
 
+            from providers import settings
+
+            if verb in _WRITES and settings.current().read_only:
+                raise BucketError(
+                    f"cannot {verb} the checkpoint bucket: {PREVIEW_NEVER_WRITES} (TRAINSTACK_READ_ONLY=1)"
+                )
             try:
                 return fn(*args, **kwargs)
             except EndpointConnectionError:
@@ -37,6 +49,11 @@ def s3_errors(verb: str) -> Callable[[_F], _F]:
             except ClientError as err:
                 code = err.response.get("Error", {}).get("Code", "unknown")
                 op = getattr(err, "operation_name", "S3")
+                if code == "AccessDenied" and verb in _WRITES:
+                    raise BucketError(
+                        f"cannot {verb} the checkpoint bucket: S3 refused {op} with AccessDenied; if these "
+                        f"are the preview's keys, {PREVIEW_NEVER_WRITES}"
+                    ) from None
                 raise BucketError(
                     f"cannot {verb} the checkpoint bucket: S3 refused {op} with {code}; check the AWS "
                     "credentials and the bucket's permissions"

@@ -37,6 +37,7 @@ def test_defaults() -> None:
     assert knobs.rate_limit_per_min == 60 and knobs.catalog_ttl_s == 900.0
     assert knobs.known_hosts_dir == knobs.cache_dir / "known_hosts"  # one cache rule, no bypass
     assert knobs.ssh_key is None and knobs.runpod_api_url is None and knobs.s3_endpoint_url is None
+    assert knobs.read_only is False and Settings.from_env({"TRAINSTACK_READ_ONLY": "1"}).read_only
 
 
 def test_the_cache_rule_moves_known_hosts_too() -> None:
@@ -54,6 +55,7 @@ def test_the_cache_rule_moves_known_hosts_too() -> None:
         ("RUNPOD_RATE_LIMIT_PER_MIN", "1.5"),
         ("RUNPOD_RATE_LIMIT_PER_MIN", "0"),
         ("TRAINSTACK_CATALOG_TTL_S", "-5"),
+        ("TRAINSTACK_READ_ONLY", "yes"),
     ],
 )
 def test_a_bad_value_names_the_variable_and_is_a_trainstack_error(name: str, raw: str) -> None:

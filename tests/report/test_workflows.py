@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -62,12 +63,50 @@ def test_actionlint_does_catch_mistakes() -> None:
 
 def test_preview_may_only_read_code_and_write_comments() -> None:
     preview = load("preview.yml")
-    assert preview["permissions"] == {"contents": "read", "pull-requests": "write"}
+    assert preview["permissions"] == {"contents": "read", "issues": "read", "pull-requests": "write"}
     text = (WORKFLOWS / "preview.yml").read_text()
     assert MARKER in text  # the same marker the report starts with finds the comment to update
-    for name in ("RUNPOD_API_KEY", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "PULUMI_CONFIG_PASSPHRASE"):
+    for name in (
+        "RUNPOD_READ_ONLY_API_KEY",
+        "PREVIEW_AWS_ACCESS_KEY_ID",
+        "PREVIEW_AWS_SECRET_ACCESS_KEY",
+        "PULUMI_CONFIG_PASSPHRASE",
+    ):
         assert f"secrets.{name}" in text
     assert "--policy-pack" not in text  # scripts/preview-report passes the pack and <stack>.json itself
+
+
+def _secrets(text: str) -> set[str]:
+    return set(re.findall(r"secrets\.([A-Z0-9_]+)", text))
+
+
+def test_preview_holds_no_key_that_can_spend_and_the_write_keys_live_in_environments() -> None:
+    """Issue #45: the PR's own code runs in the preview, so it gets the read-only keys and no webhook."""
+    preview = load("preview.yml")["jobs"]["preview"]
+    assert preview["env"]["TRAINSTACK_READ_ONLY"] == "1"
+    budget = load("preview.yml")["jobs"]["team-budget"]  # the required check's name
+    assert budget["needs"] == "preview" and "budget_rc" in str(budget["steps"])
+    assert {"labeled", "unlabeled"} <= set(_on(load("preview.yml"))["pull_request"]["types"])
+    assert preview["env"]["RUNPOD_API_KEY"] == "${{ secrets.RUNPOD_READ_ONLY_API_KEY }}"
+    used = _secrets((WORKFLOWS / "preview.yml").read_text())
+    assert used.isdisjoint({"RUNPOD_API_KEY", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"}), used
+    assert not any("WEBHOOK" in s for s in used) and "environment" not in preview
+    assert load("deploy-stack.yml")["jobs"]["up"]["environment"] == "${{ inputs.stack }}"
+    assert load("supervise.yml")["jobs"]["round"]["environment"] == "${{ matrix.stack }}-supervise"
+    docs = {d: (REPO / "docs" / d).read_text() for d in ("PREVIEW-REPORT.md", "SUPERVISOR.md")}
+    reconcile = load("reconcile.yml")
+    assert reconcile["permissions"] == {"contents": "read"}
+    assert "schedule" in _on(reconcile) and reconcile["jobs"]["reconcile"]["environment"] == "reconcile"
+    key = reconcile["jobs"]["reconcile"]["env"]["RUNPOD_API_KEY"]
+    assert key.startswith("${{ inputs.delete && secrets.RUNPOD_API_KEY ||")  # the write key only to delete
+    pairs = (
+        ("preview.yml", "PREVIEW-REPORT.md"),
+        ("supervise.yml", "SUPERVISOR.md"),
+        ("reconcile.yml", "SUPERVISOR.md"),
+    )
+    for workflow, doc in pairs:
+        for name in _secrets((WORKFLOWS / workflow).read_text()):
+            assert f"`{name}`" in docs[doc], f"docs/{doc} does not name {name}, which {workflow} reads"
 
 
 def test_deploy_is_serialised_gated_and_read_only() -> None:

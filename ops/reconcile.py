@@ -1,0 +1,296 @@
+"""`scripts/reconcile`: everything the RunPod account bills, matched against every stack's state (issue #45).
+
+`ops/orphans.py` looks at one stack after a crash; this looks across the account, on a schedule. Every billed
+resource (pods, Instant Clusters with their members, network volumes, secrets) whose id no stack's state
+holds is **unowned**, and is reported with its $/h and age: one line each on stdout, one webhook message
+(`ALERT_WEBHOOK_URL`) for the lot. `--delete` deletes an unowned resource only when all three hold:
+
+1. it carries **this project's ownership mark** (`components/names.py`): a pod's env `TRAINSTACK_OWNER=
+   <project>/<stack>`, the same mark on every member of a cluster, a secret named `trainstack-<stack>-<env>`
+   whose description is `trainstack stack <stack>: <ENV>`. A network volume can carry none (ops/ownership.py):
+   it is reported, never deleted. A name that only looks like ours is reported, never deleted;
+2. it is in **no** stack's state, every stack's state was read (one unreadable state and nothing is
+   deleted: that state might hold it), and the stack its mark names is in the backend (a mark of a stack
+   the backend does not know is more likely a wrong `PULUMI_BACKEND_URL` than a loss: reported);
+3. it is **older than the grace period** (`--grace-hours`, 6): a create in flight is billed before its
+   `pulumi up` records it.
+
+    scripts/reconcile [--delete] [--grace-hours H] [--project NAME] [--cwd DIR]
+
+Exit status, for cron: **0** nothing unowned is billed (or all of it was deleted), **1** unowned resources
+remain (listed), **2** not checked (no RunPod key, a state unreadable); nothing was deleted then.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from components.names import owner_mark, secret_description, secret_name
+from facts.money import HOURS_PER_MONTH, SNAPSHOT
+from facts.pods import OWNER_ENV, PodStatus
+from ops.orphans import DELETE_ORDER, shown
+from ops.ownership import Kind
+
+EXIT_CLEAN, EXIT_UNOWNED, EXIT_NOT_CHECKED = 0, 1, 2
+DEFAULT_GRACE_H = 6.0
+REPO = Path(__file__).resolve().parents[1]
+_STACK = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")  # Pulumi's stack-name characters
+_SECRET_MARK = re.compile(r"^trainstack stack (?P<stack>[A-Za-z0-9_.-]{1,100}): (?P<env>[A-Z][A-Z0-9_]*)$")
+Action = Literal["delete", "report"]
+
+
+@dataclass(frozen=True)
+class Billed:
+    """One resource the account bills (or holds: a secret bills nothing but is still unowned)."""
+
+    kind: Kind
+    id: str
+    name: str
+    usd_per_hour: float
+    mark: str | None  # as ops/ownership.Live: pod env, the members' common env, a secret's description
+    created: float | None  # epoch seconds; None when RunPod does not say (network volumes)
+    members: int = 0  # a cluster's member pods
+
+
+@dataclass(frozen=True)
+class Finding:
+    """An unowned resource, what --delete may do with it, and why."""
+
+    resource: Billed
+    age_s: float | None
+    action: Action
+    reason: str
+
+
+def _epoch(stamp: str | None) -> float | None:
+    if not stamp:
+        return None
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None  # an age we cannot read is unknown: never deleted for being old
+
+
+def _pod(pod: Any) -> Billed:
+    mark = (pod.env or {}).get(OWNER_ENV)
+    return Billed("pod", pod.id, pod.name, float(pod.cost or 0.0), mark, _epoch(pod.created_at))
+
+
+def read_billed(client: Any) -> list[Billed]:
+    """Every pod, cluster (its members' cost, mark and first creation), volume and secret of the account.
+
+    Pods are listed with the cluster members (`includeClusterPods=true`): a member whose cluster RunPod no
+    longer lists is billed all the same, and is reported as a pod of its own."""
+    members: dict[str, list[Any]] = {}
+    loose: list[Any] = []
+    for pod in client.list_all_pods():
+        if pod.status == PodStatus.TERMINATED:
+            continue
+        if pod.cluster is not None and pod.cluster.id:
+            members.setdefault(pod.cluster.id, []).append(pod)
+        else:
+            loose.append(pod)
+    out: list[Billed] = []
+    for cluster in client.list_clusters():
+        pods = members.pop(cluster.id, [])
+        marks = {(p.env or {}).get(OWNER_ENV) for p in pods}
+        created = [t for t in (_epoch(p.created_at) for p in pods) if t is not None]
+        cost = sum(float(p.cost or 0.0) for p in pods)
+        mark = marks.pop() if len(marks) == 1 else None  # every member the same mark, or none
+        out.append(
+            Billed("cluster", cluster.id, cluster.name, cost, mark, min(created, default=None), len(pods))
+        )
+    out += [_pod(p) for p in [*loose, *(p for stray in members.values() for p in stray)]]
+    for volume in client.list_volumes():
+        hourly = SNAPSHOT.volume_monthly(volume.size) / HOURS_PER_MONTH
+        out.append(Billed("volume", volume.id, volume.name, hourly, None, None))
+    for secret in client.list_secrets():
+        out.append(
+            Billed("secret", secret.id, secret.name, 0.0, secret.description, _epoch(secret.created_at))
+        )
+    return out
+
+
+def marked_stack(resource: Billed, project: str) -> str | None:
+    """The stack this project's ownership mark on `resource` names, or None when it carries none."""
+    if not resource.name.isascii() or not resource.name.isprintable():
+        return None
+    if resource.kind in ("pod", "cluster"):
+        prefix = owner_mark(project, "")
+        stack = (resource.mark or "").removeprefix(prefix) if (resource.mark or "").startswith(prefix) else ""
+        return stack if _STACK.match(stack) and resource.mark == owner_mark(project, stack) else None
+    if resource.kind == "secret":
+        found = _SECRET_MARK.match(resource.mark or "")
+        if found is None:
+            return None
+        stack, env = found["stack"], found["env"]
+        ok = resource.name == secret_name(stack, env) and resource.mark == secret_description(stack, env)
+        return stack if ok else None
+    return None  # a network volume carries no mark (ops/ownership.py)
+
+
+def reconcile(
+    billed: Iterable[Billed], states: Mapping[str, set[str]], project: str, now: float, grace_s: float
+) -> list[Finding]:
+    """The unowned resources, in deletion order, each with its action; pure."""
+    owned = set().union(*states.values()) if states else set()
+    found: list[Finding] = []
+    for r in billed:
+        if r.id in owned:
+            continue
+        age = None if r.created is None else max(0.0, now - r.created)
+        stack = marked_stack(r, project)
+        action: Action = "report"
+        if stack is None:
+            why = (
+                "a network volume carries no ownership mark; delete it yourself if nobody needs its data"
+                if r.kind == "volume"
+                else "it carries no ownership mark of this project: not ours, never deleted"
+            )
+        elif stack not in states:
+            why = f"marked {stack}'s, but this backend has no stack {stack} (wrong PULUMI_BACKEND_URL?): kept"
+        elif age is None:
+            why = f"marked {stack}'s, but RunPod gives no creation time, so its age is unknown: kept"
+        elif age < grace_s:
+            why = f"marked {stack}'s, in no state, but younger than the grace ({grace_s / 3600:g} h): kept"
+        else:
+            action, why = "delete", f"marked {stack}'s, in no stack's state, older than the grace"
+        found.append(Finding(r, age, action, why))
+    found.sort(key=lambda f: (DELETE_ORDER.index(f.resource.kind), f.resource.name, f.resource.id))
+    return found
+
+
+def _age(seconds: float | None) -> str:
+    if seconds is None:
+        return "age ?"
+    return f"{seconds / 86400:.1f} d" if seconds >= 86400 else f"{seconds / 3600:.1f} h"
+
+
+def line(f: Finding) -> str:
+    """One line per unowned resource: kind, name, id, $/h, age, the verdict."""
+    r = f.resource
+    extra = f" ({r.members} pods)" if r.kind == "cluster" else ""
+    return (
+        f"unowned {r.kind}{extra} {shown(r.name)} [{shown(r.id)}] ${r.usd_per_hour:,.2f}/h, {_age(f.age_s)}: "
+        f"{f.reason}"
+    )
+
+
+def delete(client: Any, r: Billed) -> None:
+    verbs: dict[str, Callable[[str], object]] = {
+        "cluster": client.delete_cluster,
+        "pod": client.delete_pod,
+        "secret": client.delete_secret,
+    }
+    verbs[r.kind](r.id)  # a volume never reaches here: marked_stack gives it no stack
+
+
+def run(
+    client: Any,
+    states: Mapping[str, set[str]] | None,
+    *,
+    project: str,
+    now: float,
+    grace_s: float,
+    remove: bool,
+    say: Callable[[str], None] = print,
+    notify: Callable[[str], object] | None = None,
+) -> int:
+    """One reconcile round. `states` None: some stack's state could not be read (then nothing is deleted)."""
+    findings = reconcile(read_billed(client), states or {}, project, now, grace_s)
+    for f in findings:
+        say(line(f))
+    if states is None:
+        say("reconcile: not every stack's state could be read: nothing deleted")
+        return EXIT_NOT_CHECKED
+    left = list(findings)
+    if remove:
+        for f in findings:
+            if f.action == "delete":
+                delete(client, f.resource)
+                say(f"reconcile: deleted {f.resource.kind} {shown(f.resource.name)} [{shown(f.resource.id)}]")
+                left.remove(f)
+    if left and notify is not None:
+        total = sum(f.resource.usd_per_hour for f in left)
+        notify(f"[trainstack reconcile] {len(left)} billed RunPod resources no stack owns, ${total:,.2f}/h:\n"
+               + "\n".join(line(f) for f in left))  # fmt: skip
+    say(f"reconcile: {len(left)} unowned left, ${sum(f.resource.usd_per_hour for f in left):,.2f}/h")
+    return EXIT_UNOWNED if left else EXIT_CLEAN
+
+
+# -- the stacks' states, through the Pulumi CLI ------------------------------------------------------------
+
+
+def _pulumi(binary: str, cwd: Path, *args: str) -> Any:
+    done = subprocess.run(
+        [binary, *args, "--cwd", str(cwd), "--non-interactive"], capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"`pulumi {' '.join(args)}` failed: {done.stderr.strip()[-500:]}")
+    return json.loads(done.stdout)
+
+
+def pulumi_states(
+    cwd: Path, say: Callable[[str], None], binary: str = "pulumi"
+) -> dict[str, set[str]] | None:
+    """Every stack of the project in the backend (not only those with a file here) -> its resource ids."""
+    try:
+        stacks = [str(s["name"]) for s in _pulumi(binary, cwd, "stack", "ls", "--json")]
+        states = {}
+        for stack in stacks:
+            deployment = _pulumi(binary, cwd, "stack", "export", "--stack", stack).get("deployment") or {}
+            states[stack] = {str(r["id"]) for r in deployment.get("resources") or [] if r.get("id")}
+    except (RuntimeError, ValueError, KeyError) as exc:
+        say(f"reconcile: a state is unreadable: {exc}")
+        return None
+    return states
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="scripts/reconcile", description=__doc__.splitlines()[0])
+    p.add_argument(
+        "--delete", action="store_true", help="delete what carries our mark, is in no state, is old"
+    )
+    p.add_argument("--grace-hours", type=float, default=DEFAULT_GRACE_H)
+    p.add_argument("--project", help="default: Pulumi.yaml's name")
+    p.add_argument("--cwd", type=Path, default=REPO, help="the Pulumi project (its backend holds the states)")
+    args = p.parse_args(argv)
+    project = args.project or str(yaml.safe_load((args.cwd / "Pulumi.yaml").read_text())["name"])
+
+    from providers.errors import TrainstackError
+    from providers.runpod.client import RunPodClient
+    from train.monitor.notify import Webhook
+
+    url = os.environ.get("ALERT_WEBHOOK_URL")
+    notify = Webhook(url, log=print).send if url else None
+    try:
+        client = RunPodClient.from_env()
+        with client:
+            return run(
+                client,
+                pulumi_states(args.cwd, print),
+                project=project,
+                now=datetime.now().timestamp(),
+                grace_s=args.grace_hours * 3600,
+                remove=args.delete,
+                notify=notify,
+            )
+    except TrainstackError as exc:
+        print(f"reconcile: not checked: {exc}", file=sys.stderr)
+        return EXIT_NOT_CHECKED
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

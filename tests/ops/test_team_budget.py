@@ -1,0 +1,169 @@
+"""Issue #45: the team budget check against the local RunPod (in process): month-to-date spend of the whole
+account + the forecast run cost of the stacks a pull request changes, over budget fails, the override label
+passes it only when an allowed person set it, and the report's headline says all of it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from emulator.config import DEFAULT_API_KEY, DEFAULT_READ_ONLY_KEY
+from harness.inprocess import InProcessRunPod, in_process
+from ops import team_budget
+from report.budget import BudgetFigures, budget_headline, with_headline
+from stackconfig.team import TEAM_FILE, TeamConfigError, load_team
+from tests.emulator.conftest import pod_body
+
+
+def next_month(now: datetime) -> datetime:
+    first = team_budget.month_start(now)
+    return first.replace(month=first.month % 12 + 1, year=first.year + (first.month == 12))
+
+
+@pytest.fixture
+def rp(tmp_path: Path) -> Iterator[InProcessRunPod]:
+    """A local RunPod whose clock is 10 days into a month, so any test's hours stay in it."""
+    with in_process(tmp_path / "rp") as server:
+        now = datetime.fromtimestamp(server.world.now(), UTC)
+        server.world.clock.advance((next_month(now) - now).total_seconds() + 10 * 86400)
+        yield server
+
+
+def team_file(tmp_path: Path, budget: float) -> Path:
+    path = tmp_path / "team.yaml"
+    team = {"monthly_budget_usd": budget, "override": {"label": "budget-ok", "allowed": ["alice"]}}
+    path.write_text(json.dumps({"config": {"trainstack:team": team}}))  # JSON is YAML
+    return path
+
+
+def report(tmp_path: Path) -> Path:
+    """dev and prod change (prod's run cost is unknown), search only stays the same."""
+
+    def stack(name: str, op: str, per_run: float | None) -> dict[str, Any]:
+        return {"stack": name, "changes": [{"op": op}], "cost": {"after": {"per_run": per_run}}}
+
+    body = {
+        "stacks": [
+            stack("dev", "update", 300.0),
+            stack("search", "same", 9999.0),
+            stack("prod", "create", None),
+        ]
+    }
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(body))
+    (tmp_path / "report.md").write_text(
+        "<!-- trainstack-preview-report -->\n## trainstack preview\n\n| stack |\n"
+    )
+    return path
+
+
+def bill(rp: InProcessRunPod, hours: float) -> float:
+    """Two pods, one ours and one not (the budget is the account's), running `hours`; what they cost."""
+    with httpx.Client(base_url=rp.base_url, transport=rp.transport) as api:
+        api.headers["Authorization"] = f"Bearer {DEFAULT_API_KEY}"
+        costs = [api.post("/v2/pods", json=pod_body(n)).json()["cost"] for n in ("trainstack-dev-pod-0", "x")]
+    rp.world.clock.advance(hours * 3600)
+    return float(sum(costs)) * hours
+
+
+def check(rp: InProcessRunPod, tmp_path: Path, budget: float, labels: dict[str, str] | None = None) -> int:
+    args = argparse.Namespace(
+        report_json=str(report(tmp_path)),
+        markdown=str(tmp_path / "report.md"),
+        json_out=str(tmp_path / "budget.json"),
+        team_file=team_file(tmp_path, budget),
+    )
+    reader = rp.client(DEFAULT_READ_ONLY_KEY)
+    now = datetime.fromtimestamp(rp.world.now(), UTC)
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv(team_budget.LABELS_ENV, json.dumps(labels or {}))
+        return team_budget.run(args, client=reader, now=now)
+
+
+def test_within_budget_passes_and_the_headline_has_the_figures(
+    rp: InProcessRunPod, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spent = bill(rp, 10.0)
+    assert check(rp, tmp_path, budget=10_000) == team_budget.EXIT_OK
+    figures = json.loads((tmp_path / "budget.json").read_text())
+    assert figures["spent"] == pytest.approx(spent, rel=0.01)  # GPUs, plus the disks' few cents
+    assert figures["forecast"] == 300.0 and [r["stack"] for r in figures["runs"]] == ["dev", "prod"]
+    assert figures["passed"] and not figures["over"]
+    markdown = (tmp_path / "report.md").read_text().split("\n")
+    assert markdown[1] == "## trainstack preview" and markdown[3].startswith("**Team budget ")
+    assert "within budget" in markdown[3] and "prod n/a (not counted)" in markdown[3]
+    assert "within budget" in capsys.readouterr().out
+    assert rp.writes() == {"POST /v2/pods": {"201": 2}}  # the setup's; the check itself only read
+
+
+def test_over_budget_fails_with_the_figures_and_only_an_allowed_override_passes(
+    rp: InProcessRunPod, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bill(rp, 1.0)
+    assert check(rp, tmp_path, budget=100) == team_budget.EXIT_OVER
+    line = capsys.readouterr().out
+    assert "forecast $300.00" in line and "of $100.00: OVER" in line
+    assert check(rp, tmp_path, budget=100, labels={"budget-ok": "mallory"}) == team_budget.EXIT_OVER
+    headline = (tmp_path / "report.md").read_text().split("\n")[3]
+    assert "mallory" in headline and "may not override" in headline
+    assert check(rp, tmp_path, budget=100, labels={"budget-ok": "alice"}) == team_budget.EXIT_OK
+    figures = json.loads((tmp_path / "budget.json").read_text())
+    assert figures["over"] and figures["passed"] and figures["override"]["set_by"] == "alice"
+    assert "**overridden** by @\u2060alice" in (tmp_path / "report.md").read_text()
+
+
+def test_month_to_date_starts_on_the_first_of_the_month(rp: InProcessRunPod) -> None:
+    """A pod billed across the month's start counts only from the first, 00:00 UTC."""
+    now = datetime.fromtimestamp(rp.world.now(), UTC)
+    hours = (next_month(now) - now).total_seconds() / 3600 + 2.0
+    hourly = bill(rp, hours) / hours
+    reader = rp.client(DEFAULT_READ_ONLY_KEY)
+    with reader:
+        spent = team_budget.month_to_date(reader, datetime.fromtimestamp(rp.world.now(), UTC))
+    assert spent == pytest.approx(2.0 * hourly, rel=0.01)
+
+
+def test_a_missing_report_or_team_file_is_exit_2(rp: InProcessRunPod, tmp_path: Path) -> None:
+    args = argparse.Namespace(
+        report_json=str(tmp_path / "none.json"),
+        markdown=None,
+        json_out=None,
+        team_file=team_file(tmp_path, 1),
+    )
+    reader = rp.client(DEFAULT_READ_ONLY_KEY)
+    assert team_budget.run(args, client=reader) == team_budget.EXIT_FAILED
+    with pytest.raises(TeamConfigError, match="monthly_budget_usd"):
+        bad = tmp_path / "bad.yaml"
+        bad.write_text('config: {"trainstack:team": {monthly_budget_usd: -1, override: {allowed: [a]}}}')
+        load_team(bad)
+    assert load_team(TEAM_FILE).monthly_budget_usd > 0  # the shipped file loads
+
+
+def test_headline_is_inert_text_and_goes_under_the_title() -> None:
+    f = BudgetFigures("2026-12", 100.0, 50.0, (("<b>x</b>", 80.0),), "ok", None, False)
+    line = budget_headline(f)
+    assert "<b>" not in line and "over budget by $30.00" in line and "check fails" in line
+    assert with_headline("no title", "H").startswith("H\n\nno title")
+
+
+def test_the_preview_reports_json_is_what_the_check_reads(tmp_path: Path) -> None:
+    """A report the real renderer wrote from a recorded preview (prod scaled up: its run cost after)."""
+    from report.cli import main as preview_report
+
+    fixture = Path(__file__).resolve().parents[1] / "report" / "fixtures" / "prod-scale-up"
+    out = tmp_path / "r.json"
+    assert (
+        preview_report(
+            ["--recorded", str(fixture), "prod", "--json-out", str(out), "--out", str(tmp_path / "r.md")]
+        )
+        == 0
+    )
+    runs = team_budget.changed_runs(json.loads(out.read_text()))
+    assert runs == [("prod", pytest.approx(6135.87))]

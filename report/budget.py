@@ -1,6 +1,6 @@
 """The team budget's headline in the preview comment: month-to-date spend + the PR's runs against the budget.
 
-Pure: `ops/team_budget.py` computes the figures (RunPod billing, the report's run costs, the team file, who
+Pure: `report/team_budget.py` computes the figures (RunPod billing, the report's run costs, the team file, who
 set the override label) and calls `budget_headline`; `with_headline` puts it under the report's title, so the
 report's own rendering (render.py) is untouched.
 """

@@ -16,7 +16,7 @@ import pytest
 
 from emulator.config import DEFAULT_API_KEY, DEFAULT_READ_ONLY_KEY
 from harness.inprocess import InProcessRunPod, in_process
-from ops import team_budget
+from report import team_budget
 from report.budget import BudgetFigures, budget_headline, with_headline
 from stackconfig.team import TEAM_FILE, TeamConfigError, load_team
 from tests.emulator.conftest import pod_body

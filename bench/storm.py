@@ -662,7 +662,7 @@ def ledger_of(storm: Storm) -> dict[str, Any]:
     """The supervisor's own ledger of the run (scripts/supervise --report's), from the bucket."""
     from supervisor import store
     from supervisor.ledger import CATEGORIES, build, inputs_from_rounds, table
-    from supervisor.recover_act import read_attempts
+    from supervisor.store import read_attempts
 
     rounds = store.read_audit(storm.s3, BUCKET, STACK)
     attempts = read_attempts(storm.s3, BUCKET, STACK, since=0.0)

@@ -1,12 +1,32 @@
-"""The one actuator: a message to the team's webhook, a last checkpoint sync over SSH, and the release of the
-compute as a Pulumi update through the Automation API on the stack's own workspace and backend.
+"""The supervisor's one place of effects (issue #42): every Pulumi update, SSH command, webhook message and
+recovery record a round makes goes through here; `decide` and `recover.assess` only decide.
 
-Release = `trainstack:run.phase` set to `releasing` (on a protected stack: the compute's `protect` is lifted
-by an update that changes nothing else) and then to `released`, under which the program declares no pods and
-no cluster but keeps the network volume, the bucket and the secrets. Each step is idempotent: a supervisor
-killed anywhere in it leaves a phase that says what to finish, and the next round (decide's `releasing`
-rule) runs the same steps again. Pulumi's own stack lock keeps a `scripts/up` and the supervisor apart.
-Nothing here deletes outside Pulumi, and nothing deletes the volume, the bucket or a checkpoint.
+Pulumi runs through the Automation API on the stack's own workspace and backend (`pulumi_up`: the policy
+pack, one retry after a stale lock this machine's killed process left, Pulumi's own error lines in the
+failure). Pulumi's stack lock keeps a `scripts/up` and the supervisor apart. Nothing here deletes outside
+Pulumi, and nothing deletes the volume, the bucket or a checkpoint.
+
+    release     `trainstack:run.phase` set to `releasing` (on a protected stack: the compute's `protect` is
+                lifted by an update that changes nothing else) and then to `released`, under which the
+                program declares no pods and no cluster but keeps the network volume, the bucket and the
+                secrets. A supervisor killed anywhere in it leaves a phase that says what to finish, and the
+                next round (decide's `releasing` rule) runs the same steps again.
+    end_trials  a pool's ended trials added to `trainstack:run.ended_trials` (protected: first to
+                `releasing_trials`): their pods alone are released (issue #42).
+    restart     every node's (a pool's trial: its own) `delivery:NodeFiles` replaced: its create SIGTERMs
+                the node's start script (which uploads the newest checkpoint and exits) and starts it again;
+                training resumes from the newest checkpoint in the bucket.
+    replace     `pulumi up --refresh --replace <urn>`: the Instant Cluster (RunPod cannot swap one member), or
+                only the faulty loose pods. Both providers replace delete-before-create, so two clusters
+                never bill at once; the new nodes' start scripts resume from the bucket's newest checkpoint.
+    finish      `pulumi up --refresh` with no replace: what a round killed mid-update left converges; and
+                phase `recovering` back to active.
+
+A recovery on a protected stack is first updated with `trainstack:run.phase: recovering`, which lifts
+`protect` from the compute alone (components/cluster.py), then replaced, then set back to `active`. Every
+attempt is written (store.write_attempt) before the first Pulumi call (outcome `begun`) and rewritten with
+its outcome after, so a round killed anywhere leaves a record the next round finishes from and the bound on
+retries counts.
 """
 
 from __future__ import annotations
@@ -15,21 +35,28 @@ import json
 import re
 import shlex
 import socket
+import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from components.delivery import known_hosts_file
-from providers.delivery.ssh import DeliveryError, Ssh, SshTarget
-from supervisor.model import Observation
+from providers.delivery.ssh import DeliveryError, Ssh, SshTarget, UnreachableError
+from supervisor.faults import Attempt
+from supervisor.model import Observation, Plan
+from supervisor.store import stamp, write_attempt
 from train.monitor.notify import Webhook
 
 REPO = Path(__file__).resolve().parents[1]
 PHASE_KEY = "trainstack:run.phase"
 ENDED_TRIALS_KEY = "trainstack:run.ended_trials"
 RELEASING_TRIALS_KEY = "trainstack:run.releasing_trials"
+AVOID_KEY = "trainstack:recovery.avoid_data_centers"
+CLUSTER_TYPE = "pulumi-python:dynamic/runpod:InstantCluster"
+POD_TYPE = "pulumi-python:dynamic/runpod:Pod"
+FILES_TYPE = "pulumi-python:dynamic/delivery:NodeFiles"
 
 # Runs on a node: $1 workdir, $2 grace (s). SIGTERM to the node's start script (the pid file the delivery
 # keeps) takes its own path: stop training, upload the newest checkpoint, exit. Waits for it to end.
@@ -52,6 +79,76 @@ echo "start script still running after ${grace}s"
 
 class ReleaseError(RuntimeError):
     """The Pulumi update that releases compute failed; the next round tries again from the phase it left."""
+
+
+class RecoveryError(RuntimeError):
+    """A Pulumi update of a recovery failed; the attempt is recorded `failed` and the next round decides."""
+
+
+def select_stack(stack: str, workspace: Path) -> Any:
+    """The Automation API's stack on its own workspace and backend (the one `scripts/up` uses)."""
+    from pulumi import automation as auto
+
+    return auto.select_stack(stack_name=stack, work_dir=str(workspace))
+
+
+def policy_options(stack: str, pack: Path | None = REPO / "policy") -> dict[str, Any]:
+    """`pulumi up`'s policy pack and its per-stack config: every update the supervisor makes is judged."""
+    if pack is None:
+        return {}
+    config = REPO / "policy" / "config" / f"{stack}.json"
+    return {"policy_packs": [str(pack)], "policy_pack_configs": [str(config)] if config.is_file() else []}
+
+
+def pulumi_up(
+    stack: Any,
+    what: str,
+    log: Callable[[str], None],
+    fail: type[RuntimeError],
+    prefix: str,
+    **kwargs: Any,
+) -> Any:
+    """`pulumi up` (kwargs: policy packs, refresh, replace, on_event), its output logged line by line; once
+    more after clearing a lock that a killed process of this machine left (a supervisor killed mid-update
+    leaves the file backend's lock behind, and no later round could finish). A failure raises `fail` with
+    Pulumi's own error lines."""
+    from pulumi import automation as auto
+
+    def line(text: str) -> None:
+        if text.strip():
+            log(f"  pulumi: {text.rstrip()}")
+
+    log(f"{prefix}: pulumi up ({what})")
+    try:
+        try:
+            result = stack.up(on_output=line, color="never", **kwargs)
+        except auto.errors.CommandError as exc:
+            holder = stale_lock_holder(str(exc))
+            if holder is None:
+                raise
+            log(f"{prefix}: the stack's lock was left by {holder}, which no longer runs: pulumi cancel")
+            stack.cancel()
+            result = stack.up(on_output=line, color="never", **kwargs)
+    except auto.errors.CommandError as exc:
+        lines = [text.strip() for text in str(exc).splitlines() if text.strip()]
+        said = [text for text in lines if "error" in text.lower()][-3:] or lines[-3:]
+        raise fail(f"pulumi up ({what}) failed: {' | '.join(said)}") from None
+    log(f"{prefix}: {what} applied ({dict(result.summary.resource_changes or {})})")
+    return result
+
+
+def node_target(stack: str, node: Mapping[str, Any]) -> SshTarget | None:
+    """A node's SSH target from the stack's outputs, with the stack's own known_hosts (None: no endpoint)."""
+    host, _, port = str(node.get("ssh_endpoint") or "").rpartition(":")
+    if not host or not port.isdigit():
+        return None
+    return SshTarget(host, int(port), "root", str(node["pod_id"]), Path(known_hosts_file(stack)))
+
+
+def over_ssh(target: SshTarget, command: str, connect_s: float, step_s: float) -> str:
+    """A command on a node in batch mode: connection failures retried for `connect_s`, the command itself
+    given `step_s`."""
+    return Ssh(target, connect_timeout_s=10, deadline_s=connect_s, step_timeout_s=step_s).run(command)
 
 
 @dataclass
@@ -90,10 +187,9 @@ class Actuator:
         return line
 
     def _sync_node(self, node: Mapping[str, Any], workdir: str) -> str:
-        host, _, port = str(node.get("ssh_endpoint") or "").rpartition(":")
-        if not host or not port.isdigit():
+        target = node_target(self.stack, node)
+        if target is None:
             return f"node {node.get('rank')}: no SSH endpoint"
-        target = SshTarget(host, int(port), "root", str(node["pod_id"]), Path(known_hosts_file(self.stack)))
         script = f"bash -c {shlex.quote(_SYNC)} sync {shlex.quote(workdir)} {int(self.sync_grace_s)}"
         try:
             answer = self._run(target, script).strip()
@@ -106,28 +202,20 @@ class Actuator:
             return self.ssh_run(target, command)
         # Connection failures are retried for 15 s only (a node that does not answer is not waited for);
         # one answering node's command may take the whole grace.
-        step = self.sync_grace_s + 30
-        return Ssh(target, connect_timeout_s=10, deadline_s=15, step_timeout_s=step).run(command)
+        return over_ssh(target, command, 15, self.sync_grace_s + 30)
 
     def release(self) -> str:
         """Phase `releasing` (protected stacks), then `released`, each applied by a Pulumi update."""
         from pulumi import automation as auto
 
-        stack = auto.select_stack(stack_name=self.stack, work_dir=str(self.workspace))
+        stack = select_stack(self.stack, self.workspace)
         phases: Sequence[str] = ("releasing", "released") if self.protect else ("released",)
         for phase in phases:
             stack.set_config(PHASE_KEY, auto.ConfigValue(phase), path=True)
-            self.log(f"release: {PHASE_KEY}={phase}, pulumi up")
             # `releasing` changes nothing at RunPod (only protect in the state): the policy pack judges the
             # `released` plan, so a run over its cap is never kept up by the cost policies themselves.
             policy = self._policy() if phase == "released" else {}
-            try:
-                result = self._up(stack, policy)
-            except auto.errors.CommandError as exc:
-                last = [line for line in str(exc).splitlines() if line.strip()][-3:]
-                raise ReleaseError(f"pulumi up with {PHASE_KEY}={phase} failed: {' | '.join(last)}") from None
-            changes = dict(result.summary.resource_changes or {})
-            self.log(f"release: phase {phase} applied ({changes})")
+            pulumi_up(stack, f"{PHASE_KEY}={phase}", self.log, ReleaseError, "release", **policy)
         return "release: compute released (phase released)"
 
     def end_trials(self, trials: Sequence[int]) -> str:
@@ -136,48 +224,239 @@ class Actuator:
         with the policy pack. Idempotent: the list only grows; a trial already there is not added again."""
         from pulumi import automation as auto
 
-        stack = auto.select_stack(stack_name=self.stack, work_dir=str(self.workspace))
+        stack = select_stack(self.stack, self.workspace)
         steps = (RELEASING_TRIALS_KEY, ENDED_TRIALS_KEY) if self.protect else (ENDED_TRIALS_KEY,)
         for key in steps:
             wanted = sorted(set(_run_list(stack, key)) | set(trials))
             for i, trial in enumerate(wanted):
                 stack.set_config(f"{key}[{i}]", auto.ConfigValue(str(int(trial))), path=True)
-            self.log(f"end trials: {key}={wanted}, pulumi up")
-            try:
-                result = self._up(stack, self._policy())
-            except auto.errors.CommandError as exc:
-                last = [line for line in str(exc).splitlines() if line.strip()][-3:]
-                raise ReleaseError(f"pulumi up with {key}={wanted} failed: {' | '.join(last)}") from None
-            self.log(f"end trials: {key} applied ({dict(result.summary.resource_changes or {})})")
+            pulumi_up(stack, f"{key}={wanted}", self.log, ReleaseError, "end trials", **self._policy())
         return f"end trials: the pod(s) of trial(s) {', '.join(map(str, sorted(trials)))} released"
 
-    def _up(self, stack: Any, policy: dict[str, Any]) -> Any:
-        """`pulumi up`; once, after clearing a lock that a killed process of this machine left (a supervisor
-        killed mid-release leaves the file backend's lock behind, and no later round could finish)."""
+    def _policy(self) -> dict[str, Any]:
+        return policy_options(self.stack, self.policy_pack)
+
+
+@dataclass
+class Recoverer:
+    """One recovery for one stack; `select` opens the Automation API stack (tests pass a recording fake)."""
+
+    stack: str
+    workspace: Path
+    protect: bool
+    topology: str
+    s3: Any
+    bucket: str | None
+    log: Callable[[str], None] = print
+    select: Callable[[str, Path], Any] | None = None
+    up_options: Mapping[str, Any] | None = None  # policy pack arguments (supervisor/act.py's)
+    ssh_run: Callable[[Any, str], str] | None = None  # tests pass a fake; else ssh in batch mode
+    clock: Callable[[], float] = time.time  # the round's clock (the storm's: the emulator's)
+    released_at: float | None = None  # when this update's engine reported the replaced compute deleted
+    memory: tuple[Any, str] | None = None  # where attempts are recorded (default: the bucket)
+
+    def _stack(self) -> Any:
+        return (self.select or select_stack)(self.stack, self.workspace)
+
+    def _record(self, attempt: Attempt) -> None:
+        client, bucket = self.memory or (self.s3, self.bucket)
+        if bucket and client is not None:
+            write_attempt(client, bucket, self.stack, attempt)
+
+    def _up(self, stack: Any, what: str, **kwargs: Any) -> None:
+        options = {**kwargs, **(self.up_options or {})}
+        pulumi_up(stack, what, self.log, RecoveryError, "recover", on_event=self._event, **options)
+
+    def _event(self, event: Any) -> None:
+        """Note when the engine reports the old cluster or pod deleted: RunPod stops billing it there."""
+        done = getattr(event, "res_outputs_event", None)
+        meta = getattr(done, "metadata", None)
+        if meta is None or meta.type not in (CLUSTER_TYPE, POD_TYPE):
+            return
+        if str(getattr(meta.op, "value", meta.op)) in ("delete", "delete-replaced"):
+            self.released_at = self.clock()
+
+    def _phase(self, stack: Any, phase: str) -> None:
         from pulumi import automation as auto
 
+        stack.set_config(PHASE_KEY, auto.ConfigValue(phase), path=True)
+        self._up(stack, f"{PHASE_KEY}={phase}")
+
+    def diagnose(self, outputs: Mapping[str, Any], now: float) -> str:
+        """py-spy of every rank and the NCCL flight recorder on each node that answers, to the bucket
+        (train/node/diagnostics.py); a node that does not answer is named, not waited for."""
+        workdir = str(outputs.get("workdir") or "/workspace/trainstack")
+        when = stamp(now)
+        results = []
+        for node in outputs.get("nodes") or []:
+            target = node_target(self.stack, node)
+            if target is None or not self.bucket:
+                results.append(f"node {node.get('rank')}: no SSH endpoint or bucket")
+                continue
+            args = f"{shlex.quote(workdir)} {shlex.quote(self.bucket)} {when}"
+            script = f"bash -c {shlex.quote(_DIAGNOSE)} diag {args}"
+            try:
+                answer = (self.ssh_run or _diagnose_ssh)(target, script).strip()
+            except UnreachableError:
+                answer = "unreachable over SSH"
+            except DeliveryError as exc:  # it answered, the tool failed: its last line says why
+                answer = f"diagnostics failed: {str(exc).strip().splitlines()[-1][-200:]}"
+            results.append(f"node {node.get('rank')}: {answer.splitlines()[-1] if answer else 'done'}")
+        line = "diagnostics: " + ("; ".join(results) or "no nodes")
+        self.log(line)
+        return line
+
+    def _avoid(self, stack: Any, avoided: Sequence[str]) -> None:
+        """The data centers that failed twice go last in the new pods' candidates (components/cluster.py reads
+        trainstack:recovery.avoid_data_centers; placed pods are not replaced for the order)."""
+        from pulumi import automation as auto
+
+        for i, dc in enumerate(avoided):
+            stack.set_config(f"{AVOID_KEY}[{i}]", auto.ConfigValue(dc), path=True)
+        self.log(f"recover: {AVOID_KEY} = {list(avoided)} (tried last)")
+
+    def carry_out(
+        self, plan: Plan, now: float, pending: Attempt | None = None, replaced: Sequence[str] = ()
+    ) -> str:
+        """Do the plan; returns what was done in one line (the audit line and the message say it).
+        `replaced`: the billed RunPod ids the plan removes (`replaced_ids`), kept in the attempt's record."""
+        if plan.act not in ("restart", "replace", "finish"):
+            return f"recover: nothing to do ({plan.act})"
+        attempt = pending or Attempt(
+            now,
+            plan.kind,
+            plan.targets,
+            plan.data_center,
+            "begun",
+            plan.reason,
+            cause=plan.cause,
+            replaced=tuple(replaced),
+            answered=plan.answered,
+        )
+        self._record(attempt)  # before any Pulumi call: a kill from here on leaves `begun`
+        stack = self._stack()
         try:
-            return stack.up(on_output=self._pulumi_line, color="never", **policy)
-        except auto.errors.CommandError as exc:
-            holder = stale_lock_holder(str(exc))
-            if holder is None:
-                raise
-            self.log(f"release: the stack's lock was left by {holder}, which no longer runs: pulumi cancel")
-            stack.cancel()
-            return stack.up(on_output=self._pulumi_line, color="never", **policy)
+            done = self._apply(stack, plan, replaced)
+        except Exception:
+            self._record(replace(attempt, outcome="failed"))
+            raise
+        self._record(replace(attempt, outcome="done", released_at=self.released_at or attempt.released_at))
+        return done
 
-    def _policy(self) -> dict[str, Any]:
-        if self.policy_pack is None:
-            return {}
-        config = REPO / "policy" / "config" / f"{self.stack}.json"
-        return {
-            "policy_packs": [str(self.policy_pack)],
-            "policy_pack_configs": [str(config)] if config.is_file() else [],
-        }
+    def _apply(self, stack: Any, plan: Plan, replaced: Sequence[str]) -> str:
+        if plan.act == "finish":
+            self._up(stack, "refresh, finishing the last recovery", refresh=True)
+            if self.protect:
+                self._phase(stack, "active")
+            return "recover: converged (pulumi up --refresh); phase active"
+        resources = stack.export_stack().deployment.get("resources") or []
+        urns = replace_urns(resources, plan, self.topology, replaced)
+        if not urns:  # replaced already (a plan made from outputs read before): converge, replace nothing
+            self._up(stack, "refresh: nothing left to replace", refresh=True)
+            return "recover: nothing left to replace; refreshed"
+        if plan.avoided and self.topology == "pods":
+            self._avoid(stack, plan.avoided)
+        if self.protect:
+            self._phase(stack, "recovering")
+        what = "restarting the job on every node" if plan.act == "restart" else f"replacing {len(urns)}"
+        self._up(stack, what, refresh=plan.act == "replace", replace=urns)
+        if self.protect:
+            self._phase(stack, "active")
+        names = ", ".join(u.rsplit("::", 1)[-1] for u in urns)
+        return f"recover: {plan.act} done through Pulumi ({names})"
 
-    def _pulumi_line(self, line: str) -> None:
-        if line.strip():
-            self.log(f"  pulumi: {line.rstrip()}")
+
+def replaced_ids(outputs: Mapping[str, Any], plan: Plan, topology: str) -> tuple[str, ...]:
+    """The billed RunPod ids a plan removes: the Instant Cluster ("cluster:<id>", from the stack's outputs)
+    or the loose pods it replaces ("pod:<id>"). A restart removes nothing. Pure."""
+    if plan.act != "replace":
+        return ()
+    if topology == "cluster":
+        return (f"cluster:{outputs['cluster_id']}",) if outputs.get("cluster_id") else ()
+    return tuple(f"pod:{t}" for t in plan.targets)
+
+
+def recover_with(
+    round_: Any,
+    config: Any,
+    outputs: Mapping[str, Any],
+    obs: Any,
+    plan: Plan,
+    s3: Any,
+    bucket: str | None,
+    actor: Any,
+    memory: tuple[Any, str] | None = None,
+) -> str:
+    """The `recover` action of a round (supervisor/cli.py): diagnostics first when stalled, then the plan."""
+    rec = round_.recoverer or Recoverer(
+        round_.stack,
+        round_.workspace,
+        protect=config.protect,
+        topology=config.cluster.topology,
+        s3=s3,
+        bucket=bucket,
+        log=round_.log,
+        up_options=actor._policy(),
+        clock=round_.clock,
+        memory=memory,
+    )
+    fleet = obs.fleet
+    pending = None
+    if plan.act == "finish" and fleet is not None:
+        pending = next((a for a in reversed(fleet.attempts) if a.outcome == "begun"), None)
+    lines = []
+    if plan.kind == "stalled" and plan.act == "restart":
+        lines.append(rec.diagnose(outputs, obs.at))
+    replaced = replaced_ids(outputs, plan, config.cluster.topology)
+    lines.append(rec.carry_out(plan, obs.at, pending, replaced))
+    return "; ".join(lines)
+
+
+def replace_urns(
+    resources: Sequence[Mapping[str, Any]], plan: Plan, topology: str, replaced: Sequence[str] = ()
+) -> list[str]:
+    """The URNs a plan replaces, from the stack's exported state: the cluster, the pods whose pod_id it names,
+    or (restart) every node's NodeFiles. Pure; an empty list means there is nothing left to replace.
+    `replaced` (replaced_ids: "cluster:<id>") names the cluster the plan was made for: a stack whose cluster
+    is another one has been replaced already, and the same plan again replaces nothing."""
+
+    def of(kind: str) -> list[Mapping[str, Any]]:
+        return [r for r in resources if r.get("type") == kind and not r.get("delete")]
+
+    if plan.act == "restart":
+        files = of(FILES_TYPE)
+        if topology == "pods" and plan.targets:  # a pool's trial: its own pod's files only (issue #42)
+            wanted = set(plan.targets)
+            files = [
+                r for r in files if str((r.get("inputs") or r.get("outputs") or {}).get("pod_id")) in wanted
+            ]
+        return [str(r["urn"]) for r in files]
+    if plan.act != "replace":
+        return []
+    if topology == "cluster":
+        meant = {r.split(":", 1)[1] for r in replaced if r.startswith("cluster:")}
+        return [
+            str(r["urn"])
+            for r in of(CLUSTER_TYPE)
+            if not meant or str((r.get("outputs") or {}).get("cluster_id") or r.get("id")) in meant
+        ]
+    wanted = set(plan.targets)
+    return [str(r["urn"]) for r in of(POD_TYPE) if str((r.get("outputs") or {}).get("pod_id")) in wanted]
+
+
+# Runs on a node: $1 workdir, $2 bucket, $3 stamp. The SSH session lacks the start script's environment, so
+# the tool reads what it needs from the start script's own (the pid file the delivery keeps).
+_DIAGNOSE = r"""dir=$1 bucket=$2 stamp=$3
+pidfile="$dir/.run/${RUNPOD_POD_ID:-$(hostname)}.pid"
+python=$(tr '\0' '\n' <"/proc/$(cat "$pidfile" 2>/dev/null || echo self)/environ" 2>/dev/null |
+  sed -n 's/^TRAINSTACK_PYTHON=//p')
+cd "$dir" && PYTHONPATH="$dir" exec "${python:-python3}" -m train.node.diagnostics collect \
+  --bucket "$bucket" --stamp "$stamp" --env-of "$pidfile"
+"""
+
+
+def _diagnose_ssh(target: SshTarget, command: str) -> str:
+    return over_ssh(target, command, 120, 120)
 
 
 def _run_list(stack: Any, key: str) -> list[int]:

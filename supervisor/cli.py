@@ -30,12 +30,11 @@ from ops import backend_repair
 from stackconfig.config import ConfigError, StackConfig
 from stackconfig.supervisor import run_cost_cap
 from supervisor import store
-from supervisor.act import Actuator, ReleaseError, summary_text
+from supervisor.act import Actuator, RecoveryError, ReleaseError, recover_with, summary_text
 from supervisor.decide import Policy, decide
 from supervisor.localstore import LOCAL_BUCKET, DirObjects
 from supervisor.model import Decision, Observation, Plan, RoundRecord
 from supervisor.observe import Sources, StackUnreadable, observe, read_stack, stack_config
-from supervisor.recover_act import RecoveryError, recover_with
 from supervisor.report import ledger_note
 
 EXIT_FAILED = 1
@@ -76,7 +75,7 @@ class Round:
     sources: Sources | None = None
     actuator: Actuator | None = None
     read: Callable[[Path, str], tuple[dict[str, Any], dict[str, Any]]] = read_stack
-    recoverer: Any = None  # issue #29: a supervisor.recover_act.Recoverer (tests inject a recording one)
+    recoverer: Any = None  # issue #29: a supervisor.act.Recoverer (tests inject a recording one)
     memory: Any = None  # where a stack without a bucket keeps its records (tests inject one; localstore.py)
 
     def run_once(self) -> RoundRecord:
@@ -186,7 +185,7 @@ class Round:
                     actor.notify(text + ledger_note(s3, bucket, self.stack, config, obs))  # issue #29
                 elif action == "end_trials" and trials:  # a pool's ended trials: their pods alone
                     self.log(actor.end_trials(trials))
-                elif action == "recover" and plan is not None:  # issue #29: supervisor/recover_act.py
+                elif action == "recover" and plan is not None:  # issue #29: supervisor/act.py Recoverer
                     line = recover_with(self, config, outputs, obs, plan, s3, bucket, actor, memory)
                     self.log(line)
                     actor.notify(f"{message or reason} -> {line}")

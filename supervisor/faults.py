@@ -3,7 +3,7 @@ the pods' RunPod status where it was read, and the recoveries already tried in t
 
 Plain frozen records that round-trip through JSON (they ride in the audit line's observation, `fleet`), so a
 later round on another machine decides from exactly what this one saw. Recovery attempts have their own small
-log in the bucket (`supervisor/<stack>/recoveries/<time>.json`, supervisor/recover_act.py): a round killed in
+log in the bucket (`supervisor/<stack>/recoveries/<time>.json`, supervisor/store.py): a round killed in
 the middle of a recovery still leaves its `begun` record, so the bound on retries counts it.
 """
 

@@ -1,7 +1,7 @@
 """The supervisor's memory for a stack without a checkpoint bucket: a directory on the machine that runs it.
 
 The audit lines, the one-time notices, the lease and the recovery records live in the bucket when the stack
-has one (supervisor/store.py, recover_act.py). Without one, the rules that count rounds (idle, never started,
+has one (supervisor/store.py). Without one, the rules that count rounds (idle, never started,
 blind), the bound on recoveries and the once-per-run messages had nothing to read, and a failing pod was
 replaced every round (issue #42). `DirObjects` answers the few S3 calls those modules make
 (`put_object` with its conditional writes, `get_object`, `list_objects_v2` and its paginator) over files, so

@@ -38,7 +38,9 @@ Kind = Literal[
 # notify: one webhook message; sync: a last checkpoint sync on each node that answers; release: the Pulumi
 # update that removes the compute; summary: the run's summary message once the release is done.
 # end_trials: the Pulumi update that releases the pods of a pool's ended trials (`Decision.trials`) alone.
-Action = Literal["notify", "sync", "release", "summary", "recover", "end_trials"]  # recover: recover_act.py
+Action = Literal[
+    "notify", "sync", "release", "summary", "recover", "end_trials"
+]  # recover: act.py's Recoverer
 
 
 @dataclass(frozen=True)
@@ -68,7 +70,7 @@ class ExitFacts:
 
 @dataclass(frozen=True)
 class Plan:
-    """What a recovery round does (supervisor/recover.py decides it); `act` is what recover_act.py carries
+    """What a recovery round does (supervisor/recover.py decides it); `act` is what act.py's Recoverer carries
     out. It rides in the decision, so the effects carry out exactly what was decided."""
 
     kind: str  # a fault kind, "gave_up" or "waiting"
@@ -171,7 +173,7 @@ class Decision:
     reason: str
     actions: tuple[Action, ...] = ()
     message: str = ""  # the webhook text for `notify`
-    plan: Plan | None = None  # a recovery's plan, carried out as decided (supervisor/recover_act.py)
+    plan: Plan | None = None  # a recovery's plan, carried out as decided (supervisor/act.py)
     state: str = ""  # the run's lifecycle state this round (supervisor/lifecycle.py)
     once: str = ""  # a notice sent once per run: its key, recorded when the message went out
     trials: tuple[int, ...] = ()  # end_trials: the pool's pod indices whose trial ended (run.ended_trials)

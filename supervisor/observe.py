@@ -18,7 +18,7 @@ from stackconfig.config import StackConfig, load_stack_config
 from stackview import snapshot, sources
 from supervisor import faults
 from supervisor.model import ExitFacts, Observation, RunState
-from supervisor.store import verify_run
+from supervisor.store import read_attempts, verify_run
 
 SECRET_CONFIG_PREFIX = "trainstack:secrets."  # noqa: S105 (a key prefix; these values are never read)
 
@@ -89,8 +89,6 @@ def observe(
     attempts: list[faults.Attempt] = []
     memory = src.memory or ((src.s3, config.bucket.name) if src.s3 is not None and config.bucket else None)
     if memory is not None and nodes:
-        from supervisor.recover_act import read_attempts
-
         since = now - config.training.max_run_hours * 3600  # a run is never longer: older ones were another
         attempts = read_attempts(memory[0], memory[1], stack, since)
     billed: float | None = None

@@ -430,7 +430,7 @@ _ACTIONS = {
 
 
 def recovery(obs: Observation, history: Sequence[RoundRecord], policy: Policy) -> Decision | None:
-    """decide's rule: the plan as a Decision (recover_act.py carries the `recover` action out)."""
+    """decide's rule: the plan as a Decision (act.py's Recoverer carries the `recover` action out)."""
     plan = assess(obs, history, policy)
     if plan is None:
         return None

@@ -15,7 +15,7 @@ from supervisor import store
 from supervisor.ledger import build, inputs_from_rounds, plot_png, table, watch_line
 from supervisor.model import Decision, Observation, RoundRecord
 from supervisor.observe import read_stack, stack_config
-from supervisor.recover_act import read_attempts
+from supervisor.store import read_attempts
 
 EXIT_UNREADABLE = 2
 

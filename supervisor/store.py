@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from supervisor.faults import Attempt
 from supervisor.model import RoundRecord, RunState
 from train.node.transfer import object_sha256, state_key
 
@@ -122,14 +123,15 @@ def write_notice(s3: Any, bucket: str, stack: str, run_ids: tuple[str, ...], key
     )
 
 
-def _stamp(ts: float) -> str:
+def stamp(ts: float) -> str:
+    """A time as the sortable UTC stamp of the supervisor's object keys."""
     return datetime.fromtimestamp(ts, UTC).strftime("%Y%m%dT%H%M%S.%fZ")
 
 
 def write_audit(s3: Any, bucket: str, record: RoundRecord) -> str:
     """One object per round, named by its time so a listing is in time order."""
     holder = "".join(c if c.isalnum() or c in "-_." else "-" for c in record.holder)[:60]
-    key = f"{audit_prefix(record.stack)}{_stamp(record.observation.at)}-{holder}.json"
+    key = f"{audit_prefix(record.stack)}{stamp(record.observation.at)}-{holder}.json"
     line = json.dumps(record.to_json(), sort_keys=True, default=str)
     s3.put_object(Bucket=bucket, Key=key, Body=(line + "\n").encode(), ContentType="application/x-ndjson")
     return key
@@ -163,7 +165,7 @@ def read_audit(s3: Any, bucket: str, stack: str, since: float | None = None) -> 
     prefix = audit_prefix(stack)
     kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix}
     if since is not None:
-        kwargs["StartAfter"] = prefix + _stamp(since)
+        kwargs["StartAfter"] = prefix + stamp(since)
     out: list[tuple[RoundRecord, float | None]] = []
     for page in s3.get_paginator("list_objects_v2").paginate(**kwargs):
         for obj in page.get("Contents", []):
@@ -230,3 +232,34 @@ def _checkpoint_problem(s3: Any, bucket: str, ckpt: dict[str, Any] | None) -> st
     if sha != ckpt.get("sha256") or size != ckpt.get("size"):
         return f"the sha256 of {key} in the bucket is not the one the state records"
     return None
+
+
+# The recoveries' records (issue #29): one object per attempt, written by supervisor/act.py's Recoverer.
+def recoveries_prefix(stack: str) -> str:
+    return f"supervisor/{stack}/recoveries/"
+
+
+def write_attempt(s3: Any, bucket: str, stack: str, attempt: Attempt) -> str:
+    """Put (or overwrite: the key is the attempt's start) one attempt record."""
+    key = f"{recoveries_prefix(stack)}{stamp(attempt.at)}.json"
+    body = json.dumps(attempt.__dict__, sort_keys=True, default=list).encode()
+    s3.put_object(Bucket=bucket, Key=key, Body=body, ContentType="application/json")
+    return key
+
+
+def read_attempts(s3: Any, bucket: str, stack: str, since: float) -> list[Attempt]:
+    """The attempts begun since `since` (a run's bound: its max_run_hours), oldest first."""
+    prefix = recoveries_prefix(stack)
+    out = []
+    pages = s3.get_paginator("list_objects_v2").paginate(
+        Bucket=bucket, Prefix=prefix, StartAfter=prefix + stamp(since)
+    )
+    for page in pages:
+        for obj in page.get("Contents", []):
+            try:
+                out.append(
+                    Attempt.from_json(json.loads(s3.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read()))
+                )
+            except (ValueError, KeyError, TypeError):
+                continue  # another version's record: advice, not a contract
+    return sorted(out, key=lambda a: a.at)

@@ -15,11 +15,12 @@ import pytest
 
 from harness.local import LocalRunPod
 from stackconfig.config import load_stack_config
+from supervisor.act import Recoverer
 from supervisor.decide import Policy, decide
 from supervisor.faults import fleet_of, pod_statuses
 from supervisor.model import Observation
 from supervisor.recover import assess
-from supervisor.recover_act import Recoverer, read_attempts
+from supervisor.store import read_attempts
 from tests.e2e.reliability import Report, duplicates, orphans
 from tests.e2e.stacks import open_stack
 

@@ -21,12 +21,12 @@ import pytest
 
 from harness.local import LocalRunPod
 from stackconfig.config import StackConfig, load_stack_config
-from supervisor.act import Actuator
+from supervisor.act import CLUSTER_TYPE, Actuator, Recoverer, recover_with
 from supervisor.decide import Policy, decide
 from supervisor.faults import Attempt, fleet_of, pod_statuses
 from supervisor.model import Observation
 from supervisor.recover import assess
-from supervisor.recover_act import CLUSTER_TYPE, Recoverer, read_attempts, recover_with
+from supervisor.store import read_attempts
 from tests.e2e.reliability import duplicates, orphans
 from tests.e2e.stacks import StackRun, open_stack
 

@@ -114,8 +114,8 @@ def test_report_reads_the_bucket_and_prints_the_table(
     import boto3
 
     from supervisor import store
-    from supervisor.recover_act import write_attempt
     from supervisor.report import show_report
+    from supervisor.store import write_attempt
 
     s3 = boto3.client("s3", endpoint_url=moto_s3, region_name="us-east-1")
     bucket = f"ledger-{uuid.uuid4().hex[:10]}"

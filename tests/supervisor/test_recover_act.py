@@ -1,4 +1,4 @@
-"""Carrying a recovery out (supervisor/recover_act.py) against a moto bucket and a recording stand-in for the
+"""Carrying a recovery out (supervisor/act.py) against a moto bucket and a recording stand-in for the
 Automation API stack: what is replaced (only the faulty loose pod; the whole cluster), the order of the
 updates on a protected stack, the attempt record written before the first update and rewritten after, a
 failed update recorded as failed, a round killed mid-way finished by the next one without a second replace,
@@ -17,18 +17,18 @@ import boto3
 import pytest
 from pulumi import automation as auto
 
-from supervisor.faults import Attempt
-from supervisor.recover import Plan
-from supervisor.recover_act import (
+from supervisor.act import (
     CLUSTER_TYPE,
     FILES_TYPE,
     POD_TYPE,
     Recoverer,
     RecoveryError,
-    read_attempts,
     replace_urns,
     replaced_ids,
 )
+from supervisor.faults import Attempt
+from supervisor.recover import Plan
+from supervisor.store import read_attempts
 
 pytestmark = pytest.mark.services  # a moto S3 server beside the test
 
@@ -299,9 +299,9 @@ def test_the_failure_cause_travels_from_the_node_to_the_decision(
 def test_stalled_collects_every_nodes_bundle_first_and_the_message_names_the_stopped_rank(
     s3: Any, bucket: str
 ) -> None:
+    from supervisor.act import recover_with
     from supervisor.faults import Fleet
     from supervisor.model import Observation
-    from supervisor.recover_act import recover_with
 
     outputs = {
         "workdir": "/workspace/trainstack",

@@ -323,13 +323,8 @@ def test_end_trials_merges_the_stacks_own_list_and_sets_each_index_by_path(
     stack = Stack()
     lines: list[str] = []
     actor = Actuator("search", Path("."), protect=True, policy_pack=None, log=lines.append)
-    ups: list[Any] = []
-    actor._up = lambda s, policy: (
-        ups.append(policy)
-        or SimpleNamespace(  # type: ignore[method-assign]
-            summary=SimpleNamespace(resource_changes={"delete": 1})
-        )
-    )
+    ups: list[str] = []
+    monkeypatch.setattr(act, "pulumi_up", lambda _stack, what, *_a, **_kw: ups.append(what))
     monkeypatch.setattr(auto, "select_stack", lambda **_kw: stack)
     assert "trial(s) 0" in actor.end_trials((0,))
     assert stack.set == [
@@ -337,5 +332,5 @@ def test_end_trials_merges_the_stacks_own_list_and_sets_each_index_by_path(
         ("trainstack:run.ended_trials[0]", "0"),
         ("trainstack:run.ended_trials[1]", "2"),
     ]
-    assert len(ups) == 2
+    assert ups == ["trainstack:run.releasing_trials=[0]", "trainstack:run.ended_trials=[0, 2]"]
     assert act._run_list(stack, "trainstack:run.phase") == []

@@ -302,7 +302,6 @@ def test_end_trials_merges_the_stacks_own_list_and_sets_each_index_by_path(
 ) -> None:
     """Actuator.end_trials reads run.ended_trials from the stack's config (what another round may have
     written) and sets the union index by index (`--path`: Pulumi stores integers), then updates."""
-    from types import SimpleNamespace
 
     from pulumi import automation as auto
 

@@ -25,6 +25,7 @@ from typing import Any
 
 import yaml
 
+from common.stackname import stack_name_problem
 from common.terminal import plain
 from forecast.compare import CompareError, compare
 from forecast.stack import stack_forecast
@@ -118,6 +119,10 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    bad_name = stack_name_problem(args.stack)  # before the name becomes a path (common/stackname.py)
+    if bad_name is not None:
+        print(f"forecast: {bad_name}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     try:
         raw = files.read_config(args.stack, args.stacks_dir)
         for assignment in args.sets:

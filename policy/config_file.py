@@ -191,7 +191,8 @@ def deprecation_notices(text: str) -> list[str]:
         return []
     return [
         f"{policy}.{key}: deprecated; the run's one cost cap is {RUN_CAP_KEY} in the stack config (read by "
-        "the policy pack, the alerts and scripts/supervise); until it is set this value still applies"
+        "the policy pack, the alerts and scripts/supervise); while both are set the policy pack holds the "
+        "stricter of the two, and says which"
         for policy, key in sorted(DEPRECATED_CAPS)
         if isinstance(doc.get(policy), Mapping) and key in doc[policy]
     ]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Final, Protocol, TypeVar
 
 import pydantic
@@ -244,3 +245,35 @@ def stack_run_cap(resources: Sequence[Resource]) -> float | None:
             if cap:
                 return cap
     return None
+
+
+@dataclass(frozen=True)
+class RunCap:
+    """The run cost cap a policy holds a stack to, and how its message names it."""
+
+    usd: float
+    key: str  # what to raise, as the message says it
+    why: str  # "" when one cap applies; else which of two held and why, for the message
+
+
+def run_cap(resources: Sequence[Resource], policy_key: str, policy_usd: float, policy_set: bool) -> RunCap:
+    """The stricter of the stack's one cap and the policy config's own (deprecated) key, when the file sets
+    that key (issue #49: a team that wrote a lower cap meant it); the stack's cap alone when the file leaves
+    the key at its default; the policy's own value when the stack sets no cap."""
+    own = RunCap(policy_usd, f"`{policy_key}` in the policy config", "")
+    stack = stack_run_cap(resources)
+    if stack is None:
+        return own
+    if not policy_set:
+        return RunCap(stack, RUN_CAP_KEY, "")
+    if policy_usd < stack:
+        why = (
+            f" (two caps apply and the stricter holds: `{policy_key}` in the policy config, "
+            f"{usd(policy_usd)}, is under {RUN_CAP_KEY}, {usd(stack)})"
+        )
+        return RunCap(policy_usd, own.key, why)
+    why = (
+        f" (two caps apply and the stricter holds: {RUN_CAP_KEY}, {usd(stack)}, is at or under "
+        f"`{policy_key}` in the policy config, {usd(policy_usd)})"
+    )
+    return RunCap(stack, RUN_CAP_KEY, why)

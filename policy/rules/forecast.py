@@ -20,14 +20,13 @@ from pulumi_policy import EnforcementLevel, ReportViolation, StackValidationArgs
 from pydantic import Field
 
 from policy.rules.common import (
-    RUN_CAP_KEY,
     PolicyConfig,
     Resource,
     config_schema,
     load_config,
     number,
     read,
-    stack_run_cap,
+    run_cap,
     usd,
 )
 
@@ -148,10 +147,14 @@ def check_forecast_run_cost(args: StackValidationArgs, report: ReportViolation) 
     cfg = load_config(BudgetConfig, args.get_config(), report)
     if cfg is None:
         return
-    # The stack's one run cap wins over this policy's own (deprecated) key when the stack sets it.
-    stack_cap = stack_run_cap(args.resources)
-    cap = stack_cap or cfg.max_run_cost_usd
-    key = RUN_CAP_KEY if stack_cap else "`max_run_cost_usd` in the policy config"
+    # Two caps may apply (the stack's one cap, this policy's own deprecated key): the stricter holds.
+    held = run_cap(
+        args.resources,
+        "run-cost-within-budget.max_run_cost_usd",
+        cfg.max_run_cost_usd,
+        "max_run_cost_usd" in cfg.model_fields_set,
+    )
+    cap = held.usd
     for res, fc in forecasts(args.resources):
         if fc is None:
             continue
@@ -168,8 +171,8 @@ def check_forecast_run_cost(args: StackValidationArgs, report: ReportViolation) 
             f"stack '{res.name}': the forecast run costs {usd(round(cost, 2))}{spot_note}, "
             f"{hours or 0:.1f} h x {usd(per_hour or 0)}/h on-demand for {flops:.3g} FLOPs at MFU "
             f"{mfu:.2f}: {usd(round(cost - cap, 2))} over the "
-            f"budget of {usd(cap)}. Train on fewer tokens, use LoRA, or raise "
-            f"{key} if the budget allows it.",
+            f"budget of {usd(cap)}{held.why}. Train on fewer tokens, use LoRA, or raise "
+            f"{held.key} if the budget allows it.",
             None,
         )
 

@@ -62,6 +62,10 @@ class MemoryConfig(PolicyConfig):
     )
 
 
+class MayNotFitConfig(MemoryConfig):
+    """The advisory policy's own model (the same keys), so a message about its config names its policy."""
+
+
 def band(fc: Mapping[str, Any]) -> tuple[float, float, float, float] | None:
     """(total, low, high, gpu) GB per GPU; low and high are `total` for a forecast without the band."""
     mem = read(fc, "memory_gb_per_gpu")
@@ -107,7 +111,7 @@ def check_model_fits(args: StackValidationArgs, report: ReportViolation) -> None
 
 def check_model_may_not_fit(args: StackValidationArgs, report: ReportViolation) -> None:
     """The band's upper end is over the GPU's memory while its lower end fits: the run may not fit."""
-    cfg = load_config(MemoryConfig, args.get_config(), report)
+    cfg = load_config(MayNotFitConfig, args.get_config(), report)
     if cfg is None:
         return
     for res, fc in forecasts(args.resources):
@@ -228,7 +232,7 @@ MODEL_MAY_NOT_FIT = StackValidationPolicy(
     description="The upper end of the forecast per-GPU memory band of training.model fits the GPU's memory.",
     validate=check_model_may_not_fit,
     enforcement_level=EnforcementLevel.ADVISORY,
-    config_schema=config_schema(MemoryConfig),
+    config_schema=config_schema(MayNotFitConfig),
     remediation_steps=(
         "Take the first fix listed, or measure the run's peak memory on one GPU before renting the cluster."
     ),

@@ -1,6 +1,9 @@
 """A bare `pulumi preview --policy-pack policy --policy-pack-config FILE` (no scripts/up, no preview-report)
-gets the checker's message for a bad file: the pack refuses it as it starts, before the engine reads the
-file and before the program runs (issue #49, class 2). One real CLI run: about a second, nothing created."""
+gets the checker's message for a bad file, whichever way it is bad (issue #49, class 2): a file the CLI
+parses is refused by the pack as it starts (policy/config_file.py `refuse_at_start`); one the CLI cannot
+parse (not JSON, 1e309) by our language host, which the CLI asks for the program's plugins before it reads
+the file (tools/pulumi/langhost/policyconfig.go). Both before the program runs: nothing planned, nothing
+created. Real CLI runs, about a second each."""
 
 from __future__ import annotations
 
@@ -13,11 +16,23 @@ import pytest
 pytestmark = pytest.mark.e2e  # the real pulumi CLI
 
 REPO = Path(__file__).resolve().parents[2]
+FILES = {
+    "wrong types": (
+        '{"run-cost-within-budget": {"max_run_cost_usd": true}, "no-such-policy": {}}',
+        [
+            "run-cost-within-budget.max_run_cost_usd: input should be a valid number; write a number",
+            "no-such-policy: no policy of that name",
+        ],
+    ),
+    "not json": ("run-cost-limit:\n  max_run_usd: 5\n", ["(file): is YAML, not JSON"]),
+    "overflow": (
+        '{"hourly-burn-limit": {"max_hourly_usd": 1e309}}',
+        ["hourly-burn-limit.max_hourly_usd: numbers"],
+    ),
+}
 
 
 def test_a_bare_preview_gets_the_checkers_message(tmp_path: Path) -> None:
-    bad = tmp_path / "bad.json"
-    bad.write_text('{"run-cost-within-budget": {"max_run_cost_usd": true}, "no-such-policy": {}}')
     # The project as a mirror with its own stacks/: `stack init` writes the stack file's salt there.
     project = tmp_path / "project"
     project.mkdir()
@@ -26,22 +41,28 @@ def test_a_bare_preview_gets_the_checkers_message(tmp_path: Path) -> None:
             (project / entry.name).symlink_to(entry)
     (project / "stacks").mkdir()
     (tmp_path / "state").mkdir()
+    previews = []
+    for case, (text, _) in FILES.items():
+        path = tmp_path / f"{case.replace(' ', '-')}.json"
+        path.write_text(text)
+        previews.append(
+            f"echo '=== {case}'; pulumi preview --stack bad-config --non-interactive "
+            f'--policy-pack {REPO}/policy --policy-pack-config {path} 2>&1; echo "rc=$?"'
+        )
     script = (
         f". {REPO}/scripts/env.sh && export PULUMI_BACKEND_URL=file://{tmp_path}/state "
         "PULUMI_CONFIG_PASSPHRASE=x && pulumi stack init bad-config --non-interactive >/dev/null && "
-        f"pulumi preview --stack bad-config --non-interactive --policy-pack {REPO}/policy "
-        f"--policy-pack-config {bad}"
+        + "; ".join(previews)
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RUNPOD_", "AWS_", "PULUMI_"))}
     proc = subprocess.run(
         ["bash", "-c", script], cwd=project, env=env, capture_output=True, text=True, timeout=300, check=False
     )
     out = proc.stdout + proc.stderr
-    assert proc.returncode != 0, out
-    assert (
-        f"{bad}: run-cost-within-budget.max_run_cost_usd: input should be a valid number; write a number"
-        in out
-    )
-    assert f"{bad}: no-such-policy: no policy of that name" in out
-    assert "Traceback" not in out and "Invalid type" not in out
-    assert "+ " not in out.split("Diagnostics:")[0].splitlines()[-1]  # nothing planned, let alone created
+    for case, (_, said) in FILES.items():
+        section = out.split(f"=== {case}\n", 1)[1].split("=== ", 1)[0]
+        path = tmp_path / f"{case.replace(' ', '-')}.json"
+        assert "rc=0" not in section, section
+        for words in said:
+            assert f"{path}: {words}" in section, section
+        assert "Traceback" not in section and "Invalid type" not in section and "+ create" not in section

@@ -11,6 +11,7 @@ from pydantic import Field
 from facts.money import burn_per_hour
 from policy.rules.common import (
     RUNPOD_TYPES,
+    UNFILLED,
     PolicyConfig,
     Resource,
     config_schema,
@@ -119,7 +120,9 @@ def check_hourly_burn(args: StackValidationArgs, report: ReportViolation) -> Non
 
 
 class RunCostConfig(PolicyConfig):
-    max_run_usd: float = Field(5000, ge=0, description="Most one training run may cost, USD.")
+    max_run_usd: float = Field(
+        5000, ge=0, description="Most one training run may cost, USD.", json_schema_extra={UNFILLED: True}
+    )
     default_run_hours: float = Field(
         24,
         gt=0,

@@ -202,11 +202,19 @@ ConfigT = TypeVar("ConfigT", bound=PolicyConfig)
 _SCHEMA_MODELS: dict[int, type[PolicyConfig]] = {}
 
 
+UNFILLED: Final = "x-trainstack-unfilled"  # json_schema_extra marking a key served without its default
+
+
 def config_schema(model: type[PolicyConfig]) -> PolicyConfigSchema:
     """The engine-facing schema, generated from the model so defaults are written in one place."""
     properties: dict[str, dict[str, Any]] = {}
     for key, spec in model.model_json_schema()["properties"].items():
-        properties[key] = {name: value for name, value in spec.items() if name != "title"}
+        # The engine fills every property's `default` into the config it hands the pack, so a key served
+        # with one always reads as written in the file. A key whose being written matters (the run's
+        # deprecated caps: only a cap the team wrote competes with the stack's) is served without one.
+        unfilled = spec.get(UNFILLED) is True
+        skip = {"title", UNFILLED, *(("default",) if unfilled else ())}
+        properties[key] = {name: value for name, value in spec.items() if name not in skip}
     schema = PolicyConfigSchema(properties=properties)
     _SCHEMA_MODELS[id(schema)] = model
     return schema

@@ -20,6 +20,7 @@ from pulumi_policy import EnforcementLevel, ReportViolation, StackValidationArgs
 from pydantic import Field
 
 from policy.rules.common import (
+    UNFILLED,
     PolicyConfig,
     Resource,
     config_schema,
@@ -143,7 +144,12 @@ def _refuse_unknown(res: Resource, what: str, report: ReportViolation) -> None:
 
 
 class BudgetConfig(PolicyConfig):
-    max_run_cost_usd: float = Field(5000, ge=0, description="Most the forecast training run may cost, USD.")
+    max_run_cost_usd: float = Field(
+        5000,
+        ge=0,
+        description="Most the forecast training run may cost, USD.",
+        json_schema_extra={UNFILLED: True},
+    )
 
 
 def check_forecast_run_cost(args: StackValidationArgs, report: ReportViolation) -> None:

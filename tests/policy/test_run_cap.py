@@ -100,3 +100,16 @@ def test_the_stricter_of_the_caps_that_apply_holds(
         assert f"raise {named}" in reports.text or f"raise `{policy.name}.{named}" in reports.text, (
             reports.text
         )
+
+
+@pytest.mark.parametrize(
+    ("policy", "key"), [(RUN_COST_LIMIT, "max_run_usd"), (RUN_COST_BUDGET, "max_run_cost_usd")]
+)
+def test_the_engine_fills_no_default_for_a_deprecated_cap(policy: Any, key: str) -> None:
+    """The engine hands the pack every served default as if the file had written it (seen in the real
+    preview of prod: $5,000 "in the policy config" over the stack's $10,000). The deprecated caps are served
+    without one, so a file that does not write them leaves the stack's cap alone."""
+    served = policy.config_schema.properties
+    assert "default" not in served[key]
+    filled = {k: spec["default"] for k, spec in served.items() if "default" in spec}  # what the engine sends
+    assert check_stack(policy, _stack(7000.0, forecast_usd=6000.0, per_hour=600.0), filled).calls == []

@@ -7,6 +7,7 @@ created. Real CLI runs, about a second each."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 from pathlib import Path
@@ -32,6 +33,24 @@ FILES = {
 }
 
 
+def _this_checkouts_hosts() -> Path:
+    """The bin folder scripts/bootstrap built from this checkout's tools/pulumi (its key, computed the same
+    way). The cache's `bin` link points at whichever checkout on the machine bootstrapped last, and this
+    test is about this checkout's language host."""
+    tools = REPO / "tools/pulumi"
+    parts = [tools / "go.mod", tools / "go.sum", *sorted((tools / "langhost").glob("*.go"))]
+    parts += sorted(p for p in (tools / "dynhost").iterdir() if p.is_file())
+    key = hashlib.sha256(b"".join(p.read_bytes() for p in parts)).hexdigest()[:12]
+    version = next(
+        line.split()[1] for line in (tools / "go.mod").read_text().splitlines()
+        if line.split()[:1] == ["github.com/pulumi/pulumi/pkg/v3"]
+    )  # fmt: skip
+    cache = Path(os.environ.get("TRAINSTACK_CACHE") or Path.home() / ".cache/trainstack")
+    found = cache / f"pulumi-{version}-{key}" / "bin"
+    assert (found / "pulumi-language-python").is_file(), f"{found}: run scripts/bootstrap"
+    return found
+
+
 def test_a_bare_preview_gets_the_checkers_message(tmp_path: Path) -> None:
     # The project as a mirror with its own stacks/: `stack init` writes the stack file's salt there.
     project = tmp_path / "project"
@@ -51,8 +70,8 @@ def test_a_bare_preview_gets_the_checkers_message(tmp_path: Path) -> None:
         )
     script = (
         f". {REPO}/scripts/env.sh && export PULUMI_BACKEND_URL=file://{tmp_path}/state "
-        "PULUMI_CONFIG_PASSPHRASE=x && pulumi stack init bad-config --non-interactive >/dev/null && "
-        + "; ".join(previews)
+        f"PULUMI_CONFIG_PASSPHRASE=x PATH={_this_checkouts_hosts()}:$PATH && "
+        "pulumi stack init bad-config --non-interactive >/dev/null && " + "; ".join(previews)
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RUNPOD_", "AWS_", "PULUMI_"))}
     proc = subprocess.run(

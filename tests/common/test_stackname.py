@@ -123,3 +123,10 @@ def test_scripts_pulumi_refuses_a_bad_stack_before_pulumi_runs(args: list[str], 
     assert proc.returncode == 2, proc.stderr
     assert "scripts/pulumi: stack " in proc.stderr and "not a valid stack name" in proc.stderr
     assert not (mirror / ".state").exists()
+
+
+def test_python_m_watch_refuses_a_bad_name_too(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from watch.cli import main as watch_main
+
+    assert watch_main(["../prod", "--cwd", str(tmp_path), "--once"]) == 2
+    assert "scripts/watch: stack '../prod': not a valid stack name" in capsys.readouterr().err

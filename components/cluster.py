@@ -97,10 +97,8 @@ class H100Cluster(pulumi.ComponentResource):
         cfg = args.config
         missing = [s for s in cfg.training.secrets if s not in args.secret_values]
         if missing:
-            raise ValueError(
-                f"no value for secrets {missing}; set each with `pulumi config set --secret "
-                f"{secret_config_key('<NAME>')} <value>`"
-            )
+            lines = "; ".join(f"`pulumi config set --secret {secret_config_key(s)} <value>`" for s in missing)
+            raise ValueError(f"no value for secrets {', '.join(missing)}; set each: {lines}")
         # From the config alone, so it is known at preview, where the policy pack reads it from this
         # component's outputs; None when the stack declares no training.model. First, before any child:
         # a forecast that raises must stop the program before anything rents (components/guards.py).
@@ -441,7 +439,10 @@ def read_stack_config() -> StackConfig:
     keys = {k[len(prefix) :] for k in pulumi.runtime.config.CONFIG.get() if k.startswith(prefix)}
     keys = {k for k in keys if not k.startswith(f"{SECRETS_KEY}.")}
     raw = {key: value for key in sorted(keys) if (value := cfg.get(key)) is not None}
-    return load_stack_config(raw, warn=pulumi.log.warn)
+    # Every declared secret without a value is named with the other problems, in one message (issue #49).
+    given = pulumi.runtime.config.CONFIG.get()
+    has_secret = lambda env: secret_config_key(env) in given  # noqa: E731
+    return load_stack_config(raw, warn=pulumi.log.warn, has_secret=has_secret)
 
 
 def read_registry_password(config: StackConfig) -> pulumi.Output[str] | None:
@@ -468,6 +469,12 @@ def read_secret_values(config: StackConfig) -> dict[str, pulumi.Output[str]]:
             problems.append(ConfigProblem(key, fix))
         else:
             values[env] = value
+    if (
+        config.cluster.registry_auth is not None
+        and cfg.get_secret(REGISTRY_PASSWORD_KEY.split(":", 1)[1]) is None
+    ):
+        fix = f"has no value; set it with `pulumi config set --secret {REGISTRY_PASSWORD_KEY} <password>`"
+        problems.append(ConfigProblem(REGISTRY_PASSWORD_KEY, fix))  # named with the others, in one message
     if problems:
         raise ConfigError(problems)
     return values

@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from common.stackname import RULE_TEXT, shown, stack_name_problem
 from forecast.stack import run_cost, stack_forecast
 from stackconfig.alerts import WEBHOOK_SECRET
 from stackconfig.config import NAMESPACE, SECRETS_KEY, ConfigError, ConfigProblem, StackConfig
@@ -32,20 +32,15 @@ from stackconfig.credentials import find_credentials
 from stackconfig.supervisor import RUN_CAP_KEY, run_cost_cap
 from train.monitor.webhook_url import webhook_url_problem
 
-STACK_NAME_RE = re.compile(r"[a-z0-9][a-z0-9-]*")  # what components/render.py accepts
 SECRET_ONLY_KEYS = frozenset({"runpod:apiKey"})  # besides every trainstack:secrets.<NAME>
 
 
 def stack_name_problems(stack: str) -> list[ConfigProblem]:
     """The stack name is part of every RunPod resource name (`trainstack-<stack>-pod-0`), secret name and
     rendered script; refuse what those cannot hold before anything is rented."""
-    if STACK_NAME_RE.fullmatch(stack):
+    if stack_name_problem(stack) is None:  # the one rule (common/stackname.py), as every script holds it
         return []
-    fix = (
-        "use lowercase letters, digits and '-', starting with a letter or digit (the name becomes part of "
-        "every RunPod resource name): `pulumi stack init <name>`, e.g. dev-red"
-    )
-    return [ConfigProblem(f"stack {stack!r}", fix)]
+    return [ConfigProblem(f"stack {shown(stack)}", f"{RULE_TEXT}: `pulumi stack init <name>`")]
 
 
 def _must_be_secret(key: str) -> bool:

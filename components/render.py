@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from common.stackname import stack_name_problem
 from components.alerts import stack_alert_rules
 from facts.gpus import GPUS
 from forecast.stack import stack_forecast
@@ -159,8 +160,9 @@ def render_start_script(
     stack: str, config: StackConfig, nodes: Sequence[Node], rank: int, s3_endpoint_url: str | None = None
 ) -> str:
     """The strict-bash start script of node `rank` (see templates/start-node.body.bash for what it does)."""
-    if not re.fullmatch(r"[a-z0-9][a-z0-9-]*", stack):
-        raise ValueError(f"stack name {stack!r}: use lowercase letters, digits and '-'")
+    problem = stack_name_problem(stack)
+    if problem is not None:
+        raise ValueError(problem)
     pool = config.cluster.topology == "pods"
     nodes = _checked(nodes, pool)
     job = _job(stack, config, nodes, rank)

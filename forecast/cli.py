@@ -3,10 +3,10 @@
 Reads `stacks/Pulumi.<STACK>.yaml`, applies each `--set` (a key path under `trainstack:`, e.g.
 `cluster.nodes=4`, `training.max_run_hours=48`; a bare model field such as `sharding=zero3` means
 `training.model.sharding`), parses it exactly as `pulumi preview` would, and prints the breakdown.
-It ends with the run cap the run will be held to: the run's one cost cap, `trainstack:run.max_cost_usd` in
-the stack file (after any `--set run.max_cost_usd=...`); for a stack that sets none, the deprecated
-`max_run_cost_usd` of the `run-cost-within-budget` policy in `policy/config/<STACK>.json`, else that
-policy's default, as the policy pack would.
+It ends with the run cap the run will be held to, as the policy pack judges it: the run's one cost cap,
+`trainstack:run.max_cost_usd` in the stack file (after any `--set run.max_cost_usd=...`), and the deprecated
+`max_run_cost_usd` of the `run-cost-within-budget` policy in `policy/config/<STACK>.json`: the stricter of
+the two when both are set, the one set when only one is, else that policy's default.
 Exit status: 0 the model fits and the run is within its cap, 1 it does not fit (or the stack has no model
 section), 2 bad config or usage, 3 it fits but the run costs more than its cap (`scripts/up` refuses it).
 `--compare [GPU,...]` prints instead every GPU type, node count and sharding RunPod rents for the run,
@@ -25,6 +25,7 @@ from typing import Any
 
 import yaml
 
+from common.stackname import stack_name_problem
 from common.terminal import plain
 from forecast.compare import CompareError, compare
 from forecast.stack import stack_forecast
@@ -67,13 +68,14 @@ def apply_set(raw: Mapping[str, Any], assignment: str) -> dict[str, Any]:
 
 
 def run_cap(stack: str, config: StackConfig, policy_dir: Path) -> tuple[float, str]:
-    """The run cost cap the run is held to, and where it comes from (a line for people): the stack's one cap
-    when it sets one (what `scripts/up` and the policy pack hold it to), else the policy config's."""
+    """The run cost cap the run is held to, and where it comes from (a line for people), as the policy pack
+    judges it: the stricter of the stack's one cap and the policy config's own (deprecated) key when both are
+    set; the one that is set when only one is; else the policy's default."""
     from policy.rules.forecast import BudgetConfig  # the policy's own model: its default is written once
 
-    if cap := run_cost_cap(config):
-        key = RUN_CAP_KEY if config.run.max_cost_usd else f"{NAMESPACE}:alerts.budget_usd (deprecated)"
-        return cap, f"{key} in stacks/Pulumi.{stack}.yaml"
+    stack_cap = run_cost_cap(config)
+    key = RUN_CAP_KEY if config.run.max_cost_usd else f"{NAMESPACE}:alerts.budget_usd (deprecated)"
+    stack_where = f"{key} in stacks/Pulumi.{stack}.yaml"
     path = policy_dir / f"{stack}.json"
     entry: Any = {}
     if path.is_file():
@@ -82,7 +84,13 @@ def run_cap(stack: str, config: StackConfig, policy_dir: Path) -> tuple[float, s
     cap = BudgetConfig.model_validate(given).max_run_cost_usd
     shown = path.relative_to(files.REPO) if path.is_relative_to(files.REPO) else path
     where = f"{RUN_CAP_POLICY}.max_run_cost_usd in {shown}"
-    return cap, where if "max_run_cost_usd" in given else f"the {RUN_CAP_POLICY} policy's default"
+    if not stack_cap:
+        return cap, where if "max_run_cost_usd" in given else f"the {RUN_CAP_POLICY} policy's default"
+    if "max_run_cost_usd" not in given:
+        return stack_cap, stack_where
+    if cap < stack_cap:
+        return cap, f"{where}, the stricter of two caps: {stack_where} is ${stack_cap:,.2f}"
+    return stack_cap, f"{stack_where}, the stricter of two caps: {where} is ${cap:,.2f}"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -125,6 +133,10 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    bad_name = stack_name_problem(args.stack)  # before the name becomes a path (common/stackname.py)
+    if bad_name is not None:
+        print(f"forecast: {bad_name}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     try:
         raw = files.read_config(args.stack, args.stacks_dir)
         for assignment in args.sets:

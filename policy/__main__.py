@@ -16,7 +16,12 @@ def main() -> None:
     """Start the policy server; `PolicyPack` blocks until the engine is done with it."""
     from pulumi_policy import EnforcementLevel, PolicyPack
 
+    from policy.config_file import refuse_at_start
     from policy.rules import ALL_POLICIES
+
+    # The engine reads --policy-pack-config only after this pack starts; a bad file is refused here first,
+    # with the checker's message (file, key path, fix), whichever way pulumi was run.
+    refuse_at_start(Path(__file__).resolve().parent)
 
     PolicyPack(
         name="trainstack",

@@ -27,11 +27,10 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-import pydantic
 import yaml
 
 from policy.rules import ALL_POLICIES
-from policy.rules.common import PolicyConfig, model_of
+from policy.rules.common import README_HINT, PolicyConfig, model_of, settings_problems
 
 # Each policy's config model, by the name the config file uses; None for a policy that takes no config.
 CONFIG_MODELS: dict[str, type[PolicyConfig] | None] = {
@@ -52,7 +51,7 @@ BUDGET_POLICIES = frozenset(
 UNENFORCED = ("disabled", "advisory")
 OVERRIDE_FLAG = "--allow-unenforced-budget"
 OVERRIDE_ENV = "TRAINSTACK_ALLOW_UNENFORCED_BUDGET"
-_README = "policy/README.md lists every policy and key"
+_README = README_HINT
 
 
 def _non_finite(value: Any, path: str) -> Iterator[str]:
@@ -134,17 +133,8 @@ def _entry_problems(name: str, entry: Any) -> list[str]:
     if model is None:
         extra = sorted(settings)
         return problems + [f"{name}.{k}: this policy takes no config; remove it" for k in extra]
-    try:
-        model.model_validate(settings)
-    except pydantic.ValidationError as exc:
-        for err in exc.errors():
-            key = ".".join(str(p) for p in err["loc"])
-            fix = "fix the value"
-            if err["type"] == "extra_forbidden":
-                near = difflib.get_close_matches(key, list(model.model_fields), n=1)
-                fix = f"did you mean {near[0]!r}?" if near else "remove it or fix the spelling"
-            problems.append(f"{name}.{key}: {err['msg'][:1].lower()}{err['msg'][1:]}; {fix} ({_README})")
-    return problems
+    # The pack judges the same settings with the same function (policy/rules/common.py `load_config`).
+    return problems + settings_problems(name, model, settings)
 
 
 def _unenforced_budget(name: str, entry: Any) -> list[str]:
@@ -191,10 +181,76 @@ def deprecation_notices(text: str) -> list[str]:
         return []
     return [
         f"{policy}.{key}: deprecated; the run's one cost cap is {RUN_CAP_KEY} in the stack config (read by "
-        "the policy pack, the alerts and scripts/supervise); until it is set this value still applies"
+        "the policy pack, the alerts and scripts/supervise); while both are set the policy pack holds the "
+        "stricter of the two, and says which"
         for policy, key in sorted(DEPRECATED_CAPS)
         if isinstance(doc.get(policy), Mapping) and key in doc[policy]
     ]
+
+
+def _cmdline(pid: int) -> tuple[list[str], Path, int] | None:
+    """A process's arguments, working directory and parent (Linux /proc); None when it cannot be read."""
+    proc = Path("/proc") / str(pid)
+    try:
+        args = proc.joinpath("cmdline").read_bytes().decode(errors="replace").split("\0")
+        cwd = Path(os.readlink(proc / "cwd"))
+        status = proc.joinpath("status").read_text()
+    except OSError:
+        return None
+    ppid = next((int(line.split()[1]) for line in status.splitlines() if line.startswith("PPid:")), 0)
+    return args, cwd, ppid
+
+
+def _flag_values(args: list[str], flag: str) -> list[str]:
+    values = [a.split("=", 1)[1] for a in args if a.startswith(f"{flag}=")]
+    values += [args[i + 1] for i, a in enumerate(args[:-1]) if a == flag]
+    return values
+
+
+def passed_config(pack_dir: Path, pid: int | None = None, depth: int = 8) -> Path | None:
+    """The `--policy-pack-config` file the Pulumi CLI that started this pack gave for it, read from the
+    nearest ancestor process whose arguments name one (the CLI starts the language host, which starts the
+    pack); each config goes with the pack given in the same position, as the CLI pairs them. None when no
+    ancestor names one, or where /proc cannot be read (the engine's own check then stands)."""
+    current = os.getppid() if pid is None else pid
+    for _ in range(depth):
+        if current <= 1:
+            return None
+        found = _cmdline(current)
+        if found is None:
+            return None
+        args, cwd, parent = found
+        configs = _flag_values(args, "--policy-pack-config")
+        if configs:
+            packs = [(cwd / p).resolve() for p in _flag_values(args, "--policy-pack")]
+            mine = [c for p, c in zip(packs, configs, strict=False) if p == pack_dir.resolve()]
+            chosen = mine[0] if mine else configs[0] if len(configs) == 1 else None
+            return None if chosen is None else cwd / chosen
+        current = parent
+    return None
+
+
+def refuse_at_start(pack_dir: Path, pid: int | None = None) -> None:
+    """Run by the pack before it serves (policy/__main__.py): when the file the CLI was given for it has a
+    problem, print each as this checker does (file, key path, fix) and exit 2, before the engine reads the
+    file and says something that names no key (issue #49: every path into Pulumi gets this message)."""
+    path = passed_config(pack_dir, pid)
+    if path is None:
+        return
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        problems = [f"(file): cannot be read ({exc.strerror}); check the path"]
+    else:
+        problems = problems_in(text, allow_unenforced_budget=os.environ.get(OVERRIDE_ENV) == "1")
+    if problems:
+        for problem in problems:
+            print(f"{path}: {problem}", file=sys.stderr)
+        print(
+            f"{path}: refused by trainstack's policy pack; fix it, then run the command again",
+            file=sys.stderr,
+        )
+        sys.exit(2)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from report.escape import code, text
 from train.monitor.rules import THRESHOLDS
 
 # How each field reads in the report (the config's own units: percent, minutes, microseconds): label,
@@ -30,21 +31,28 @@ def _fmt(key: str, value: Any) -> str:
     return f"{shown:,.0f} {unit}" if abs(shown) >= 1000 else f"{shown:.4g} {unit}"
 
 
-def alert_changes(
+def _changed(
     before: Mapping[str, Any] | None, after: Mapping[str, Any] | None
-) -> list[tuple[str, str, str]]:
-    """(rule, before, after) for every threshold that differs; a side without alerts shows '-'."""
+) -> list[tuple[str, str, str, str]]:
+    """(label, key, before, after) for every threshold that differs; a side without alerts shows '-'."""
     b, a = before or {}, after or {}
     if not b and not a:
         return []
     keys = [k for k in _SHOWN if b.get(k) != a.get(k)]
-    keys += sorted(k for k in set(a) | set(b) if k not in _SHOWN and b.get(k) != a.get(k))
-    return [(_SHOWN.get(k, (k, 1, ""))[0] + f" (`{k}`)", _fmt(k, b.get(k)), _fmt(k, a.get(k))) for k in keys]
+    keys += sorted(str(k) for k in set(a) | set(b) if k not in _SHOWN and b.get(k) != a.get(k))
+    return [(_SHOWN.get(k, (k, 1, ""))[0], k, _fmt(k, b.get(k)), _fmt(k, a.get(k))) for k in keys]
+
+
+def alert_changes(
+    before: Mapping[str, Any] | None, after: Mapping[str, Any] | None
+) -> list[tuple[str, str, str]]:
+    """(rule, before, after) for every threshold that differs, as plain text (the JSON output)."""
+    return [(f"{label} (`{key}`)", b, a) for label, key, b, a in _changed(before, after)]
 
 
 def alerts_table(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> list[str]:
     """Markdown lines of the section; empty when no threshold changes."""
-    rows = alert_changes(before, after)
+    rows = _changed(before, after)
     if not rows:
         return []
     lines = [
@@ -53,7 +61,8 @@ def alerts_table(before: Mapping[str, Any] | None, after: Mapping[str, Any] | No
         "| rule | before | after |",
         "|---|---|---|",
     ]
-    return lines + [f"| {r} | {b} | {a} |" for r, b, a in rows]
+    # The keys and values come from the state and the preview: shown inert (report/escape.py), never raw.
+    return lines + [f"| {text(label)} ({code(key)}) | {text(b)} | {text(a)} |" for label, key, b, a in rows]
 
 
 def alerts_json(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> list[dict[str, str]]:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from common.stackname import stack_name_problem
 from policy.config_file import OVERRIDE_ENV, problems_in
 from report.parse import (
     PreviewParseError,
@@ -204,11 +205,18 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="local RunPod: run each stack from its .state/local/<stack> workspace (the wrapper sets it)",
     )
+    # The wrapper checks the names before it starts a local RunPod: exit 0 when all are valid, else 2.
+    p.add_argument("--names-only", action="store_true", help=argparse.SUPPRESS)
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    bad_names = [p for stack in args.stacks if (p := stack_name_problem(stack)) is not None]
+    for problem in bad_names:  # before any name becomes a path (common/stackname.py)
+        print(f"preview-report: {problem}", file=sys.stderr)
+    if bad_names or args.names_only:
+        return EXIT_FAILED if bad_names else 0
     runner: Runner
     if args.recorded:
         runner = RecordedRunner(args.recorded)

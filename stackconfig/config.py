@@ -417,11 +417,44 @@ def _renamed(
     return out, None
 
 
-def load_stack_config(raw: Mapping[str, Any], warn: Callable[[str], None] | None = None) -> StackConfig:
+def missing_secret_problems(
+    values: Mapping[str, Any], has_secret: Callable[[str], bool]
+) -> list[ConfigProblem]:
+    """A problem per secret the config declares (training.secrets, cluster.registry_auth's password) whose
+    `trainstack:secrets.<NAME>` has no value, each with its own `pulumi config set --secret` line (issue #49).
+    Read from the config as written, so they are listed beside every other problem, even when the rest of
+    the config does not parse; a name that is not an env name is the secrets validator's to report."""
+    training = values.get("training")
+    names = training.get("secrets") if isinstance(training, Mapping) else None
+    declared = (
+        [n for n in names if isinstance(n, str) and _ENV_RE.match(n)] if isinstance(names, list) else []
+    )
+    out = [
+        ConfigProblem(
+            secret_config_key(name),
+            f"has no value; set it with `pulumi config set --secret {secret_config_key(name)} <value>`",
+        )
+        for name in dict.fromkeys(declared)
+        if not has_secret(name)
+    ]
+    cluster = values.get("cluster")
+    if isinstance(cluster, Mapping) and cluster.get("registry_auth") and not has_secret("REGISTRY_PASSWORD"):
+        fix = f"has no value; set it with `pulumi config set --secret {REGISTRY_PASSWORD_KEY} <password>`"
+        out.append(ConfigProblem(REGISTRY_PASSWORD_KEY, fix))
+    return out
+
+
+def load_stack_config(
+    raw: Mapping[str, Any],
+    warn: Callable[[str], None] | None = None,
+    has_secret: Callable[[str], bool] | None = None,
+) -> StackConfig:
     """Parse the `trainstack:*` config (keys with or without the namespace; values as Pulumi gives them:
     strings, JSON strings for objects, or already-parsed values). Raises one ConfigError listing every
     problem. Keys of other namespaces and `trainstack:secrets.*` values are ignored. A field under an old
-    name is read as the new one and `warn` (default: a DeprecationWarning) gets a message saying so."""
+    name is read as the new one and `warn` (default: a DeprecationWarning) gets a message saying so.
+    With `has_secret` (whether `trainstack:secrets.<NAME>` has a value), every declared secret without one
+    is a problem too (`missing_secret_problems`)."""
     warn = warn or (lambda msg: warnings.warn(msg, DeprecationWarning, stacklevel=3))
     values: dict[str, Any] = {}
     problems: list[ConfigProblem] = []
@@ -448,6 +481,8 @@ def load_stack_config(raw: Mapping[str, Any], warn: Callable[[str], None] | None
                 problems.append(ConfigProblem(f"{NAMESPACE}:{name}", both))
                 continue
         values[_KEY_ALIASES.get(name, name)] = value
+    if has_secret is not None:
+        problems += missing_secret_problems(values, has_secret)
     try:
         config = StackConfig.model_validate(values)
     except ValidationError as exc:

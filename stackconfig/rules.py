@@ -264,12 +264,15 @@ def _training_problems(config: StackConfig) -> list[Problem]:
         )
     missing = [name for name in S3_CREDENTIAL_ENV if name not in t.secrets]
     if config.bucket is not None and missing:
+        lines = "; ".join(
+            f"`pulumi config set --secret trainstack:secrets.{name} <value>`" for name in missing
+        )
         out.append(
             (
                 "training.secrets",
-                f"a bucket is configured but the nodes would get no {missing} "
-                "(RunPod pods have no IAM role); add them to training.secrets and set their values "
-                "with `pulumi config set --secret trainstack:secrets.<NAME> <value>`",
+                f"a bucket is configured but the nodes would get no {', '.join(missing)} (RunPod pods have "
+                f"no IAM role); add {'them' if len(missing) > 1 else 'it'} to training.secrets and set each: "
+                f"{lines}",
             )
         )
     return out

@@ -24,6 +24,7 @@ from typing import Any
 from rich.console import Console
 from rich.live import Live
 
+from common.stackname import stack_name_problem
 from stackview import snapshot, sources
 from watch.render import render
 
@@ -145,6 +146,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--json", action="store_true", help="one JSON document (implies --once)")
     p.add_argument("--every", type=float, default=30.0, help="seconds between refreshes of the live view")
     args = p.parse_args(argv)
+    bad_name = stack_name_problem(args.stack)  # scripts/watch asked too; `python -m watch` may be run bare
+    if bad_name is not None:
+        print(f"scripts/watch: {bad_name}", file=sys.stderr)
+        return EXIT_USAGE
     if args.every < 1:
         print("scripts/watch: --every must be at least 1 second", file=sys.stderr)
         return EXIT_USAGE

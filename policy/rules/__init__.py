@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pulumi_policy import Policy
 
-from policy.rules import availability, budget, capacity, forecast, placement, security
+from policy.rules import availability, budget, capacity, common, forecast, placement, security
 
 ALL_POLICIES: tuple[Policy, ...] = (
     *capacity.POLICIES,
@@ -14,5 +14,7 @@ ALL_POLICIES: tuple[Policy, ...] = (
     *forecast.POLICIES,
     *availability.POLICIES,
 )
+
+common.name_models(ALL_POLICIES)
 
 __all__ = ["ALL_POLICIES"]

@@ -10,8 +10,8 @@ from pydantic import Field
 
 from facts.money import burn_per_hour
 from policy.rules.common import (
-    RUN_CAP_KEY,
     RUNPOD_TYPES,
+    UNFILLED,
     PolicyConfig,
     Resource,
     config_schema,
@@ -19,9 +19,14 @@ from policy.rules.common import (
     load_config,
     number,
     read,
-    stack_run_cap,
+    run_cap,
     usd,
 )
+
+
+def _set(cfg: PolicyConfig, key: str) -> bool:
+    """Whether the policy config file wrote `key` (not left it at the model's default)."""
+    return key in cfg.model_fields_set
 
 
 @dataclass(frozen=True)
@@ -115,7 +120,9 @@ def check_hourly_burn(args: StackValidationArgs, report: ReportViolation) -> Non
 
 
 class RunCostConfig(PolicyConfig):
-    max_run_usd: float = Field(5000, ge=0, description="Most one training run may cost, USD.")
+    max_run_usd: float = Field(
+        5000, ge=0, description="Most one training run may cost, USD.", json_schema_extra={UNFILLED: True}
+    )
     default_run_hours: float = Field(
         24,
         gt=0,
@@ -134,11 +141,9 @@ def check_run_cost(args: StackValidationArgs, report: ReportViolation) -> None:
     longest = max(declared, default=cfg.default_run_hours)
     parts = [(c, c.run_hours if c.run_hours is not None else longest) for c in items]
     total = round(sum(c.burn * hours for c, hours in parts), 2)
-    # The stack's one run cap wins over this policy's own (deprecated) key when the stack sets it.
-    stack_cap = stack_run_cap(args.resources)
-    cap, key = (
-        (stack_cap, RUN_CAP_KEY) if stack_cap else (cfg.max_run_usd, "`max_run_usd` in the policy config")
-    )
+    # Two caps may apply (the stack's one cap, this policy's own deprecated key): the stricter holds.
+    held = run_cap(args.resources, "run-cost-limit.max_run_usd", cfg.max_run_usd, _set(cfg, "max_run_usd"))
+    cap = held.usd
     if total <= cap:
         return
     ranked = sorted(parts, key=lambda part: part[0].burn * part[1], reverse=True)
@@ -146,7 +151,8 @@ def check_run_cost(args: StackValidationArgs, report: ReportViolation) -> None:
     assumed = "" if declared else f" (no training.max_run_hours set: assumed {longest:g} h)"
     report(
         f"one run costs {usd(total)} ({shown}){assumed}, {usd(round(total - cap, 2))} over the "
-        f"configured cap of {usd(cap)}. Shorten training.max_run_hours, use fewer GPUs, or raise {key}.",
+        f"configured cap of {usd(cap)}{held.why}. Shorten training.max_run_hours, use fewer GPUs, or raise "
+        f"{held.key}.",
         None,
     )
 

@@ -9,8 +9,11 @@ during `pulumi up`, before the resource is created.
 
 from __future__ import annotations
 
+import difflib
+import json
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Final, Protocol, TypeVar
 
 import pydantic
@@ -199,11 +202,19 @@ ConfigT = TypeVar("ConfigT", bound=PolicyConfig)
 _SCHEMA_MODELS: dict[int, type[PolicyConfig]] = {}
 
 
+UNFILLED: Final = "x-trainstack-unfilled"  # json_schema_extra marking a key served without its default
+
+
 def config_schema(model: type[PolicyConfig]) -> PolicyConfigSchema:
     """The engine-facing schema, generated from the model so defaults are written in one place."""
     properties: dict[str, dict[str, Any]] = {}
     for key, spec in model.model_json_schema()["properties"].items():
-        properties[key] = {name: value for name, value in spec.items() if name != "title"}
+        # The engine fills every property's `default` into the config it hands the pack, so a key served
+        # with one always reads as written in the file. A key whose being written matters (the run's
+        # deprecated caps: only a cap the team wrote competes with the stack's) is served without one.
+        unfilled = spec.get(UNFILLED) is True
+        skip = {"title", UNFILLED, *(("default",) if unfilled else ())}
+        properties[key] = {name: value for name, value in spec.items() if name not in skip}
     schema = PolicyConfigSchema(properties=properties)
     _SCHEMA_MODELS[id(schema)] = model
     return schema
@@ -214,18 +225,84 @@ def model_of(schema: PolicyConfigSchema | None) -> type[PolicyConfig] | None:
     return None if schema is None else _SCHEMA_MODELS.get(id(schema))
 
 
-def load_config(model: type[ConfigT], given: Mapping[str, Any], report: ReportViolation) -> ConfigT | None:
-    """The policy's config with defaults filled in; reports and returns None when it is invalid."""
+README_HINT: Final = "policy/README.md lists every policy and key"
+# policy name by config model, for messages (filled by policy/rules/__init__.py from ALL_POLICIES).
+_MODEL_NAMES: dict[type[PolicyConfig], str] = {}
+
+
+def name_models(policies: Sequence[Any]) -> None:
+    """Remember each config model's policy name, so a message the pack gives names `<policy>.<key>`."""
+    for policy in policies:
+        model = model_of(getattr(policy, "config_schema", None))
+        if model is not None:
+            # One model per policy: a model two policies shared would name only one of them.
+            assert _MODEL_NAMES.setdefault(model, policy.name) == policy.name, (model, policy.name)
+
+
+def validated(model: type[ConfigT], settings: Mapping[str, Any]) -> ConfigT:
+    """A policy's settings judged the one way both the checker (`python -m policy.config_file`) and the pack
+    judge them (issue #49): as the JSON they are, strictly, so `true` and `"5"` are not numbers and a list is
+    not a string, as the engine's own schema check (generated from the same model) would also say. A whole
+    float is read as the integer it is: the engine hands the pack every number as a double (protobuf's
+    Struct), and JSON Schema's "integer" takes 1.0 too."""
+    return model.model_validate_json(json.dumps(_whole(dict(settings))), strict=True)
+
+
+def _whole(value: Any) -> Any:
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, Mapping):
+        return {key: _whole(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_whole(item) for item in value]
+    return value
+
+
+# Fixes for a value of the wrong JSON type (strict: nothing is coerced, as the engine's schema check).
+_TYPE_FIXES: Final = {
+    "float_type": "write a number, without quotes",
+    "int_type": "write a whole number, without quotes",
+    "int_from_float": "write a whole number",
+    "bool_type": "write true or false, without quotes",
+    "string_type": "write a string in double quotes",
+    "list_type": 'write a list, e.g. ["a", "b"]',
+    "tuple_type": 'write a list, e.g. ["a", "b"]',
+    "literal_error": "use one of the values named",
+    "finite_number": "write a finite number",
+}
+
+
+def settings_problems(name: str, model: type[PolicyConfig], settings: Mapping[str, Any]) -> list[str]:
+    """Every problem in one policy's settings, each `<policy>.<key>: <what is wrong>; <fix> (README)`."""
     try:
-        return model.model_validate(dict(given))
-    except pydantic.ValidationError as error:
-        problems = "; ".join(
-            f"{'.'.join(str(part) for part in problem['loc']) or '(root)'}: {problem['msg']}"
-            for problem in error.errors()
-        )
+        validated(model, settings)
+    except pydantic.ValidationError as exc:
+        out = []
+        for err in exc.errors():
+            key = ".".join(str(p) for p in err["loc"]) or "(settings)"
+            fix = _TYPE_FIXES.get(str(err["type"]), "fix the value")
+            if err["type"] == "extra_forbidden":
+                near = difflib.get_close_matches(key, list(model.model_fields), n=1)
+                fix = f"did you mean {near[0]!r}?" if near else "remove it or fix the spelling"
+            msg = str(err["msg"])
+            out.append(f"{name}.{key}: {msg[:1].lower()}{msg[1:]}; {fix} ({README_HINT})")
+        return out
+    return []
+
+
+def load_config(model: type[ConfigT], given: Mapping[str, Any], report: ReportViolation) -> ConfigT | None:
+    """The policy's config with defaults filled in; reports and returns None when it is invalid, with the
+    message `python -m policy.config_file` gives for the same file."""
+    settings = dict(given)
+    try:
+        return validated(model, settings)
+    except (pydantic.ValidationError, TypeError, ValueError):
+        problems = settings_problems(_MODEL_NAMES.get(model, "(policy)"), model, settings) or [
+            "(settings): not JSON values; fix the file"
+        ]
         report(
-            f"policy config is invalid ({problems}). Fix the file passed with --policy-pack-config "
-            "(policy/config/<stack>.json); policy/README.md lists every key.",
+            f"policy config is invalid: {'; '.join(problems)}. Fix the file passed with --policy-pack-config "
+            "(policy/config/<stack>.json) and check it with `python -m policy.config_file <file>`.",
             None,
         )
         return None
@@ -244,3 +321,35 @@ def stack_run_cap(resources: Sequence[Resource]) -> float | None:
             if cap:
                 return cap
     return None
+
+
+@dataclass(frozen=True)
+class RunCap:
+    """The run cost cap a policy holds a stack to, and how its message names it."""
+
+    usd: float
+    key: str  # what to raise, as the message says it
+    why: str  # "" when one cap applies; else which of two held and why, for the message
+
+
+def run_cap(resources: Sequence[Resource], policy_key: str, policy_usd: float, policy_set: bool) -> RunCap:
+    """The stricter of the stack's one cap and the policy config's own (deprecated) key, when the file sets
+    that key (issue #49: a team that wrote a lower cap meant it); the stack's cap alone when the file leaves
+    the key at its default; the policy's own value when the stack sets no cap."""
+    own = RunCap(policy_usd, f"`{policy_key}` in the policy config", "")
+    stack = stack_run_cap(resources)
+    if stack is None:
+        return own
+    if not policy_set:
+        return RunCap(stack, RUN_CAP_KEY, "")
+    if policy_usd < stack:
+        why = (
+            f" (two caps apply and the stricter holds: `{policy_key}` in the policy config, "
+            f"{usd(policy_usd)}, is under {RUN_CAP_KEY}, {usd(stack)})"
+        )
+        return RunCap(policy_usd, own.key, why)
+    why = (
+        f" (two caps apply and the stricter holds: {RUN_CAP_KEY}, {usd(stack)}, is at or under "
+        f"`{policy_key}` in the policy config, {usd(policy_usd)})"
+    )
+    return RunCap(stack, RUN_CAP_KEY, why)

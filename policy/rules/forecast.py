@@ -20,14 +20,14 @@ from pulumi_policy import EnforcementLevel, ReportViolation, StackValidationArgs
 from pydantic import Field
 
 from policy.rules.common import (
-    RUN_CAP_KEY,
+    UNFILLED,
     PolicyConfig,
     Resource,
     config_schema,
     load_config,
     number,
     read,
-    stack_run_cap,
+    run_cap,
     usd,
 )
 
@@ -61,6 +61,10 @@ class MemoryConfig(PolicyConfig):
     min_headroom_gb: float = Field(
         0, ge=0, description="GB per GPU that must stay free beyond the forecast's own allowance."
     )
+
+
+class MayNotFitConfig(MemoryConfig):
+    """The advisory policy's own model (the same keys), so a message about its config names its policy."""
 
 
 def band(fc: Mapping[str, Any]) -> tuple[float, float, float, float] | None:
@@ -108,7 +112,7 @@ def check_model_fits(args: StackValidationArgs, report: ReportViolation) -> None
 
 def check_model_may_not_fit(args: StackValidationArgs, report: ReportViolation) -> None:
     """The band's upper end is over the GPU's memory while its lower end fits: the run may not fit."""
-    cfg = load_config(MemoryConfig, args.get_config(), report)
+    cfg = load_config(MayNotFitConfig, args.get_config(), report)
     if cfg is None:
         return
     for res, fc in forecasts(args.resources):
@@ -140,7 +144,12 @@ def _refuse_unknown(res: Resource, what: str, report: ReportViolation) -> None:
 
 
 class BudgetConfig(PolicyConfig):
-    max_run_cost_usd: float = Field(5000, ge=0, description="Most the forecast training run may cost, USD.")
+    max_run_cost_usd: float = Field(
+        5000,
+        ge=0,
+        description="Most the forecast training run may cost, USD.",
+        json_schema_extra={UNFILLED: True},
+    )
 
 
 def check_forecast_run_cost(args: StackValidationArgs, report: ReportViolation) -> None:
@@ -148,10 +157,14 @@ def check_forecast_run_cost(args: StackValidationArgs, report: ReportViolation) 
     cfg = load_config(BudgetConfig, args.get_config(), report)
     if cfg is None:
         return
-    # The stack's one run cap wins over this policy's own (deprecated) key when the stack sets it.
-    stack_cap = stack_run_cap(args.resources)
-    cap = stack_cap or cfg.max_run_cost_usd
-    key = RUN_CAP_KEY if stack_cap else "`max_run_cost_usd` in the policy config"
+    # Two caps may apply (the stack's one cap, this policy's own deprecated key): the stricter holds.
+    held = run_cap(
+        args.resources,
+        "run-cost-within-budget.max_run_cost_usd",
+        cfg.max_run_cost_usd,
+        "max_run_cost_usd" in cfg.model_fields_set,
+    )
+    cap = held.usd
     for res, fc in forecasts(args.resources):
         if fc is None:
             continue
@@ -168,8 +181,8 @@ def check_forecast_run_cost(args: StackValidationArgs, report: ReportViolation) 
             f"stack '{res.name}': the forecast run costs {usd(round(cost, 2))}{spot_note}, "
             f"{hours or 0:.1f} h x {usd(per_hour or 0)}/h on-demand for {flops:.3g} FLOPs at MFU "
             f"{mfu:.2f}: {usd(round(cost - cap, 2))} over the "
-            f"budget of {usd(cap)}. Train on fewer tokens, use LoRA, or raise "
-            f"{key} if the budget allows it.",
+            f"budget of {usd(cap)}{held.why}. Train on fewer tokens, use LoRA, or raise "
+            f"{held.key} if the budget allows it.",
             None,
         )
 
@@ -225,7 +238,7 @@ MODEL_MAY_NOT_FIT = StackValidationPolicy(
     description="The upper end of the forecast per-GPU memory band of training.model fits the GPU's memory.",
     validate=check_model_may_not_fit,
     enforcement_level=EnforcementLevel.ADVISORY,
-    config_schema=config_schema(MemoryConfig),
+    config_schema=config_schema(MayNotFitConfig),
     remediation_steps=(
         "Take the first fix listed, or measure the run's peak memory on one GPU before renting the cluster."
     ),

@@ -90,6 +90,28 @@ def test_a_stack_without_the_one_cap_is_held_to_its_policy_configs_old_key(
     assert "run cap: $5,000.00 (the run-cost-within-budget policy's default)" in last
 
 
+def test_where_both_caps_are_set_the_stricter_holds_as_in_the_policy_pack(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue #49 class 1: a policy config cap under the stack's one cap holds, and the line says so."""
+    stacks, policies = tmp_path / "stacks", tmp_path / "policy"
+    stacks.mkdir()
+    policies.mkdir()
+    (stacks / "Pulumi.team.yaml").write_text((REPO / "stacks/Pulumi.prod.yaml").read_text())  # cap $10,000
+    (policies / "team.json").write_text('{"run-cost-within-budget": {"max_run_cost_usd": 4000}}')
+    argv = ["team", "--stacks-dir", str(stacks), "--policy-dir", str(policies)]
+    assert main(argv) == EXIT_OVER_CAP  # ~ $4.3k: within the stack's $10,000, over the file's $4,000
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert "run cap: $4,000.00 (run-cost-within-budget.max_run_cost_usd in " in last
+    assert (
+        "the stricter of two caps: trainstack:run.max_cost_usd in stacks/Pulumi.team.yaml is $10,000" in last
+    )
+    (policies / "team.json").write_text('{"run-cost-within-budget": {"max_run_cost_usd": 20000}}')
+    assert main(argv) == EXIT_FITS
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert "run cap: $10,000.00 (trainstack:run.max_cost_usd in stacks/Pulumi.team.yaml, the stricter" in last
+
+
 def test_a_change_that_does_not_fit_exits_1_with_the_fixes(capsys: pytest.CaptureFixture[str]) -> None:
     assert (
         main(["dev", "--set", "sharding=ddp", "--set", "activation_checkpointing=false"]) == EXIT_DOES_NOT_FIT

@@ -18,6 +18,7 @@ from pulumi_policy import EnforcementLevel, ResourceValidationPolicy, StackValid
 from pulumi_policy.proxy import UNKNOWN_NUMBER_VALUE, UNKNOWN_STRING_VALUE
 
 from policy.rules import ALL_POLICIES
+from policy.rules.common import model_of
 from tests.policy.factories import CLUSTER, POD, Reports, cluster, pod, resource_args, urn_of
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,8 +38,13 @@ def test_every_policy_is_documented_mandatory_and_configurable() -> None:
         assert policy.description and policy.remediation_steps
         assert policy.config_schema is not None and policy.config_schema.properties
         assert f"`{policy.name}`" in readme
+        model = model_of(policy.config_schema)
+        assert model is not None
         for key, spec in policy.config_schema.properties.items():
-            assert "default" in spec and "description" in spec, (policy.name, key)
+            # A deprecated cap key is served without its default (the engine would fill it in as if the
+            # file had written it; policy/rules/common.py UNFILLED); the model still has one.
+            assert "default" in spec or model.model_fields[key].default is not None, (policy.name, key)
+            assert "description" in spec, (policy.name, key)
             assert f"`{key}`" in readme, (policy.name, key)
 
 

@@ -477,7 +477,7 @@ def main(argv: list[str] | None = None) -> int:
             )
     addresses = list(dict.fromkeys(addresses or ["127.0.0.1"]))
     for addr in addresses:
-        serve_metrics(registry, args.port, addr)  # bounded threads, a deadline per request
+        serve_metrics(registry, args.port, addr)  # an event loop: bounded connections, a deadline each
     if args.own_address and args.own_address not in addresses:
         try:
             serve_metrics(registry, args.port, args.own_address)

@@ -1,89 +1,186 @@
-"""The agent's HTTP server: prometheus_client's WSGI app behind a bounded pool and a per-request deadline.
+"""The agent's HTTP server: asyncio's stream server with a deadline per request, a bound on connections and
+one rendering of the metrics shared by every scrape that asks at once.
 
-prometheus_client's own `start_http_server` starts one thread per connection and bounds each read, not the
-request: 100 idle connections held 100 threads, and a peer trickling a byte a second is never cut off
-(issue #34). Here at most `workers` requests run at once and `workers` more wait; a connection past that
-is closed at once, and every connection is shut down `deadline_s` after it was accepted, however it
-trickles. Standard library and prometheus_client only: it runs on the node.
+Round 3 ran prometheus_client's WSGI app on a pool of 4 threads with 4 more connections waiting: a slot was
+held from accept to answer, so 8 peers that connect and send nothing took every slot for the whole 5 s
+deadline, again and again, and of 64 scrapes at once 56 were closed unanswered (issue #49). Neither a
+thread-per-connection server (prometheus_client's own, http.server's ThreadingHTTPServer: a thread per idle
+peer, unbounded) nor a bounded pool (idle peers hold its slots) can give a scraper an answer while idle peers
+are connected. An event loop can: a connection costs a coroutine, not a thread, until its request is whole.
+asyncio's server (standard library, on every node) accepts and buffers; what is ours is small:
+
+- every connection must deliver its whole request head within `deadline_s` of being accepted (one read
+  timeout for all its reads, so a peer trickling a byte a second is cut off like a silent one), and must
+  take its answer within `deadline_s` too; a head over 8 KiB is refused;
+- at most `max_connections` are open: one more closes the oldest connection that has not yet sent a whole
+  request (never one being answered), so a thousand idle peers cannot keep a scraper out, only make it wait
+  its turn in the kernel's accept queue;
+- concurrent scrapes share one rendering (`generate_latest`, in one worker thread, off the loop): 64 at
+  once cost one render, and every request is answered.
+
+GET or HEAD of /metrics (or /) answers the Prometheus text format; anything else gets 404 or 405. Every
+answer closes its connection. Standard library and prometheus_client only: it runs on the node.
 """
 
 from __future__ import annotations
 
-import contextlib
+import asyncio
 import socket
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
-from prometheus_client import CollectorRegistry, make_wsgi_app
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 DEADLINE_S = 5.0  # a scrape of the agent's few dozen metrics takes milliseconds
-WORKERS = 4
+MAX_CONNECTIONS = 256  # idle peers beyond this close the oldest idle one, never a scrape being answered
+MAX_HEAD = 8192  # bytes of request line and headers
+_STATUS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 500: "Server Error"}
 
 
-class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        """Log nothing: a scrape every few seconds is not news."""
-
-
-class BoundedWSGIServer(WSGIServer):
-    """A WSGI server whose requests run on a fixed pool, each within a total deadline."""
+class MetricsServer:
+    """Serves one registry on one address from its own thread (an event loop) until `close()`."""
 
     def __init__(
-        self, address: tuple[str, int], workers: int = WORKERS, deadline_s: float = DEADLINE_S
+        self,
+        registry: CollectorRegistry,
+        address: tuple[str, int],
+        max_connections: int = MAX_CONNECTIONS,
+        deadline_s: float = DEADLINE_S,
     ) -> None:
-        self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
-        super().__init__(address, _QuietHandler)
+        self.registry = registry
+        self.max_connections = max_connections
         self.deadline_s = deadline_s
-        self._pool = ThreadPoolExecutor(workers, thread_name_prefix="metrics-http")
-        self._slots = threading.BoundedSemaphore(2 * workers)  # running + waiting
-        self._lock = threading.Lock()
-        self._deadlines: dict[socket.socket, float] = {}
-        self.refused = 0  # connections closed because every slot was taken
-        threading.Thread(target=self._reap, name="metrics-http-deadline", daemon=True).start()
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        if not self._slots.acquire(blocking=False):
-            self.refused += 1
-            self.shutdown_request(request)
-            return
-        request.settimeout(self.deadline_s)
-        with self._lock:
-            self._deadlines[request] = time.monotonic() + self.deadline_s
-        self._pool.submit(self._serve, request, client_address)
-
-    def _serve(self, request: Any, client_address: Any) -> None:
+        # Counters for tests and logs; written by the loop's thread only.
+        self.answered = 0
+        self.evicted = 0  # idle connections closed to make room for a new one
+        self.cut_off = 0  # connections closed at the deadline, or for an oversized or broken request
+        self._open = 0
+        self._waiting: dict[asyncio.Task[Any], None] = {}  # connections without a whole request, oldest first
+        self._rendering: asyncio.Future[bytes] | None = None
+        self._render_pool = ThreadPoolExecutor(1, thread_name_prefix="metrics-http-render")
+        family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            self.finish_request(request, client_address)
+            sock.bind(address)  # an address that is not this host's fails here, in the caller
+            sock.listen(1024)
         except OSError:
-            pass  # the peer went away, or the deadline shut the socket: nothing to answer
-        except Exception:
-            self.handle_error(request, client_address)
-        finally:
-            with self._lock:
-                self._deadlines.pop(request, None)
-            self.shutdown_request(request)
-            self._slots.release()
+            sock.close()
+            raise
+        sock.setblocking(False)
+        self.server_address: tuple[str, int] = sock.getsockname()[:2]
+        self._loop = asyncio.new_event_loop()
+        started = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, args=(sock, started), name="metrics-http", daemon=True
+        )
+        self._thread.start()
+        started.wait()
 
-    def _reap(self) -> None:
-        """Shut down every connection past its deadline (its read then ends and the worker is freed)."""
-        while True:
-            time.sleep(min(0.5, self.deadline_s / 4))
-            now = time.monotonic()
-            with self._lock:
-                overdue = [s for s, deadline in self._deadlines.items() if deadline <= now]
-            for sock in overdue:
-                with contextlib.suppress(OSError):
-                    sock.shutdown(socket.SHUT_RDWR)
+    @property
+    def open_connections(self) -> int:
+        return self._open
+
+    def close(self) -> None:
+        """Stop serving and close every connection (tests; the agent serves until its process ends)."""
+        if self._loop.is_running():
+            self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=30)
+        self._render_pool.shutdown(wait=False)
+
+    def _run(self, sock: socket.socket, started: threading.Event) -> None:
+        asyncio.set_event_loop(self._loop)
+        server = self._loop.run_until_complete(
+            asyncio.start_server(self._connection, sock=sock, limit=MAX_HEAD, backlog=1024)
+        )
+        started.set()
+        try:
+            self._loop.run_forever()
+        finally:
+            server.close()
+            tasks = asyncio.all_tasks(self._loop)
+            for task in tasks:
+                task.cancel()
+            self._loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+            self._loop.close()
+
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None  # start_server runs each connection in a task
+        self._open += 1
+        self._waiting[task] = None
+        if self._open > self.max_connections:
+            self._evict_oldest_idle(task)
+        try:
+            status, body, head_only = await self._request(reader)
+            self._waiting.pop(task, None)
+            if status == 200:
+                body = await self._metrics()
+            writer.write(_response(status, body, head_only))
+            writer.close()  # after what is buffered is sent: the answer arrives whole, then the FIN
+            await asyncio.wait_for(writer.wait_closed(), self.deadline_s)
+            self.answered += 1
+        except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+            self.cut_off += 1
+        except (ConnectionError, OSError):
+            pass  # the peer went away: nothing to answer
+        finally:
+            self._waiting.pop(task, None)
+            self._open -= 1
+            if not writer.transport.is_closing() or writer.transport.get_write_buffer_size():
+                writer.transport.abort()  # cut off, evicted or gone: nothing more is sent
+
+    def _evict_oldest_idle(self, newcomer: asyncio.Task[Any]) -> None:
+        oldest = next((t for t in self._waiting if t is not newcomer), newcomer)
+        self._waiting.pop(oldest, None)
+        oldest.cancel()
+        self.evicted += 1
+
+    async def _request(self, reader: asyncio.StreamReader) -> tuple[int, bytes, bool]:
+        """(status, body for an error status, whether only the head is asked for) of one request head."""
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), self.deadline_s)
+        parts = head.split(b"\r\n", 1)[0].split()
+        if len(parts) != 3 or not parts[2].startswith(b"HTTP/"):
+            return 400, b"bad request\n", False
+        method, target = parts[0], parts[1].split(b"?", 1)[0]
+        if method not in (b"GET", b"HEAD"):
+            return 405, b"GET /metrics\n", False
+        if target not in (b"/metrics", b"/"):
+            return 404, b"GET /metrics\n", method == b"HEAD"
+        return 200, b"", method == b"HEAD"
+
+    async def _metrics(self) -> bytes:
+        """The registry's text; scrapes that ask while one is being rendered share it."""
+        if self._rendering is None:
+            rendering = self._loop.run_in_executor(self._render_pool, generate_latest, self.registry)
+            self._rendering = rendering
+
+            def done(_: object) -> None:
+                self._rendering = None
+
+            rendering.add_done_callback(done)
+        try:
+            return await asyncio.shield(self._rendering)
+        except Exception:  # a collector that raised: say so rather than hang up
+            return b"# the metrics could not be rendered\n"
+
+
+def _response(status: int, body: bytes, head_only: bool) -> bytes:
+    content_type = CONTENT_TYPE_LATEST if status == 200 else "text/plain; charset=utf-8"
+    head = (
+        f"HTTP/1.1 {status} {_STATUS[status]}\r\nContent-Type: {content_type}\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    ).encode()
+    return head if head_only else head + body
 
 
 def serve_metrics(
-    registry: CollectorRegistry, port: int, addr: str, workers: int = WORKERS, deadline_s: float = DEADLINE_S
-) -> BoundedWSGIServer:
+    registry: CollectorRegistry,
+    port: int,
+    addr: str,
+    max_connections: int = MAX_CONNECTIONS,
+    deadline_s: float = DEADLINE_S,
+) -> MetricsServer:
     """Serve `registry` on http://addr:port/metrics from a daemon thread; returns the server."""
-    server = BoundedWSGIServer((addr, port), workers, deadline_s)
-    server.set_app(make_wsgi_app(registry))
-    threading.Thread(target=server.serve_forever, name="metrics-http", daemon=True).start()
-    return server
+    return MetricsServer(registry, (addr, port), max_connections, deadline_s)

@@ -267,6 +267,9 @@ func declaredPlugins(info *pulumirpc.ProgramInfo) ([]pluginManifest, error) {
 }
 
 func (h *host) GetRequiredPlugins(_ context.Context, req *pulumirpc.GetRequiredPluginsRequest) (*pulumirpc.GetRequiredPluginsResponse, error) {
+	if err := policyConfigProblem(req.GetInfo()); err != nil {
+		return nil, err
+	}
 	ms, err := declaredPlugins(req.GetInfo())
 	if err != nil {
 		return nil, err
@@ -279,6 +282,10 @@ func (h *host) GetRequiredPlugins(_ context.Context, req *pulumirpc.GetRequiredP
 }
 
 func (h *host) GetRequiredPackages(_ context.Context, req *pulumirpc.GetRequiredPackagesRequest) (*pulumirpc.GetRequiredPackagesResponse, error) {
+	// First: the CLI reads the policy pack's config right after this answer (policyconfig.go).
+	if err := policyConfigProblem(req.GetInfo()); err != nil {
+		return nil, err
+	}
 	ms, err := declaredPlugins(req.GetInfo())
 	if err != nil {
 		return nil, err

@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -23,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from train.monitor.evaluate import Evaluator, Money, project
 from train.monitor.notify import Notifier, Webhook
@@ -129,6 +131,30 @@ def _args(argv: Sequence[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+AGENT_START_S = 30.0  # how long the first round waits for the agents' ports (they start beside it)
+
+
+def wait_for_agents(targets: Sequence[Target], stop: threading.Event, bound_s: float) -> list[str]:
+    """Wait until every target's port accepts a connection, the bound passes, or `stop` is set; the
+    targets still not listening (none: all are)."""
+    deadline = time.monotonic() + bound_s
+    waiting = list(targets)
+    while True:
+        waiting = [t for t in waiting if not _listening(t.url)]
+        if not waiting or stop.is_set() or time.monotonic() >= deadline:
+            return [t.node for t in waiting]
+        stop.wait(0.5)
+
+
+def _listening(url: str) -> bool:
+    where = urlsplit(url)
+    try:
+        with socket.create_connection((where.hostname or "127.0.0.1", where.port or 80), timeout=1.0):
+            return True
+    except OSError:
+        return False
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _args(argv)
     try:
@@ -162,6 +188,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     log(f"aggregator: watching {len(targets)} node(s) every {rules.interval_s:g} s")
+    # The agents start beside this process: a first round before they listen would read every node as
+    # unreachable and say nothing until the next interval (5 min). Wait for their ports, briefly.
+    missing = wait_for_agents(targets, stop, min(rules.interval_s, AGENT_START_S))
+    if missing:
+        log(f"aggregator: not listening after {AGENT_START_S:g} s: {', '.join(missing)}")
     done = 0
     while not stop.is_set():
         agg.run_round(time.time())

@@ -138,3 +138,24 @@ def test_cli_refuses_bad_rules_with_the_key(tmp_path: Path, capsys: pytest.Captu
         ]
     )
     assert rc == 2 and "alerts.temperature_max_c must be >= 0" in capsys.readouterr().err
+
+
+def test_the_first_round_waits_for_the_agents_ports_and_names_those_that_never_listen() -> None:
+    """The agents start beside the aggregator: its first round waits (bounded) for their ports rather than
+    reading every node as unreachable for a whole interval (seen on a pool's pods, issue #42)."""
+    import socket
+    import threading
+
+    from train.monitor.aggregator import wait_for_agents
+    from train.monitor.scrape import Target
+
+    with socket.socket() as listening, socket.socket() as closed:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        closed.bind(("127.0.0.1", 0))  # bound, never listening: refused
+        up = Target("rank-0 (up)", f"http://127.0.0.1:{listening.getsockname()[1]}/metrics")
+        down = Target("rank-1 (down)", f"http://127.0.0.1:{closed.getsockname()[1]}/metrics")
+        stop = threading.Event()
+        assert wait_for_agents([up], stop, 5.0) == []
+        stop.set()  # a stop (SIGTERM) ends the wait at once, naming who is still missing
+        assert wait_for_agents([up, down], stop, 3600.0) == ["rank-1 (down)"]

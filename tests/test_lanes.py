@@ -71,7 +71,8 @@ def test_a_fast_lane_test_that_starts_the_cli_fails(tmp_path: Path) -> None:
     (tmp_path / "test_cases.py").write_text(CASES)
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "tests.conftest", "-q", "-p", "no:cacheprovider",
-         "-p", "no:schemathesis", "-p", "no:anyio", "--rootdir", str(tmp_path), "-c", os.devnull, str(tmp_path / "test_cases.py")],
+         "-p", "no:schemathesis", "-p", "no:anyio", "--rootdir", str(tmp_path), "-c", os.devnull,
+         str(tmp_path / "test_cases.py")],
         cwd=REPO, capture_output=True, text=True, timeout=scaled(120),
         env=os.environ | {"PYTHONPATH": str(REPO)},
     )  # fmt: skip

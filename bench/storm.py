@@ -54,7 +54,11 @@ NODE_ENV = {
     "AWS_DEFAULT_REGION": "us-east-1",
     "TRAINSTACK_CPU_PROCS_PER_NODE": "1",
     "OMP_NUM_THREADS": "1",  # torch's idle intra-op thread spins through each step's sleep (tests/hosts too)
-    "TRAINSTACK_CHECKPOINT_INTERVAL_S": "2",
+    # The bucket sync timer: each sync is a Python process importing boto3 and making a client (~0.5 CPU-s),
+    # run by every node, so at 2 s four nodes spent about one core on syncs alone (issue #47). A resume reads
+    # the shared volume's newest checkpoint, not the bucket's; the bucket needs one before the host kill
+    # (Scenario._checkpoint_in_bucket) and each start script's own last sync at its end.
+    "TRAINSTACK_CHECKPOINT_INTERVAL_S": "10",
     "TRAINSTACK_CHECKPOINT_EVERY": "20",
     "TRAINSTACK_LOG_EVERY": "10",
     "TRAINSTACK_STEP_SLEEP_S": "0.05",

@@ -71,7 +71,8 @@ def test_a_fast_lane_test_that_starts_the_cli_fails(tmp_path: Path) -> None:
     (tmp_path / "test_cases.py").write_text(CASES)
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "tests.conftest", "-q", "-p", "no:cacheprovider",
-         "--rootdir", str(tmp_path), "-c", os.devnull, str(tmp_path / "test_cases.py")],
+         "-p", "no:schemathesis", "-p", "no:anyio", "--rootdir", str(tmp_path), "-c", os.devnull,
+         str(tmp_path / "test_cases.py")],
         cwd=REPO, capture_output=True, text=True, timeout=scaled(120),
         env=os.environ | {"PYTHONPATH": str(REPO)},
     )  # fmt: skip
@@ -117,7 +118,8 @@ def test_the_heaviest_files_are_collected_first_and_stay_whole(tmp_path: Path) -
     )
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "tests.conftest", "-q", "--collect-only",
-         "-p", "no:cacheprovider", "--rootdir", str(tmp_path), "-c", str(tmp_path / "pytest.ini"),
+         "-p", "no:cacheprovider", "-p", "no:schemathesis", "-p", "no:anyio", "--rootdir", str(tmp_path),
+         "-c", str(tmp_path / "pytest.ini"),
          str(tmp_path)],
         cwd=REPO, capture_output=True, text=True, timeout=scaled(120),
         env=os.environ | {"PYTHONPATH": str(REPO)},

@@ -172,10 +172,15 @@ def first_step(log: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
-@pytest.mark.parametrize("nodes", [2, 4])
-def test_cluster_trains_survives_a_lost_node_and_cleans_up(
-    nodes: int, hosts_env: HostsEnv, tmp_path: Path
-) -> None:
+# 2 nodes: every assertion below is per node or about the last rank, and 2 nodes show each of them. A second,
+# 4-node lifecycle showed nothing more, for more CPU than this one (issue #47). A 4-node Instant
+# Cluster that trains, loses a node and resumes from the newest checkpoint is the storm's
+# (tests/hosts/test_storm.py); 8 nodes that train, the demo's prod (tests/e2e/test_demo_trains.py).
+NODES = 2
+
+
+def test_cluster_trains_survives_a_lost_node_and_cleans_up(hosts_env: HostsEnv, tmp_path: Path) -> None:
+    nodes = NODES
     started = time.monotonic()
     cluster = Cluster(hosts_env, tmp_path, nodes)
     try:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from common.stackname import stack_name_problem
 from ops import backend_repair
 from stackconfig.config import ConfigError, StackConfig
 from stackconfig.supervisor import run_cost_cap
@@ -260,6 +261,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     p.add_argument("--png", type=Path, help="with --report: also write the run's timeline to this PNG file")
     args = p.parse_args(argv)
+    problem = stack_name_problem(args.stack)  # before any path is built from it (issue #49)
+    if problem is not None:
+        p.error(problem)
     try:
         if args.log:
             return show_log(args.stack, args.cwd)

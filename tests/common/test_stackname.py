@@ -69,6 +69,20 @@ def test_forecast_and_preview_report_refuse_before_reading_a_file(
     assert err.count("not a valid stack name") == 2 and "Traceback" not in err
 
 
+@pytest.mark.parametrize("name", ["../prod", "Dev", ""])
+def test_the_supervisor_run_directly_refuses_before_reading_a_file(
+    name: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """`python -m supervisor` without its wrapper: the same rule, exit 2, before any path is built."""
+    from supervisor import cli as supervisor_cli
+
+    with pytest.raises(SystemExit) as ended:
+        supervisor_cli.main([name, "--cwd", str(tmp_path / "none"), "--once"])
+    err = capsys.readouterr().err
+    assert ended.value.code == 2 and "not a valid stack name" in err and "Traceback" not in err
+    assert not (tmp_path / "none").exists()
+
+
 # Each shell entry point that takes a stack name, with the arguments after it.
 SCRIPTS = {
     "watch": ["--once"],

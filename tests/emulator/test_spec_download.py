@@ -107,7 +107,7 @@ def test_the_module_fills_an_empty_cache_from_the_url(served: tuple[str, Path], 
     # The copy beside the repo would be found first: run from a tree where there is none.
     tree = tmp_path / "clone"
     (tree / "emulator").mkdir(parents=True)
-    for name in ("__init__.py", "config.py", "spec_download.py"):
+    for name in ("__init__.py", "config.py", "keys.py", "spec_download.py"):  # what config.py imports too
         (tree / "emulator" / name).write_bytes((REPO / "emulator" / name).read_bytes())
     env["PYTHONPATH"] = f"{tree}:{REPO}"
     done = subprocess.run(

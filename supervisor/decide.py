@@ -248,7 +248,8 @@ def end_trials(
     """A pool's trials that ended while others still run: their pods alone are released (stopped or
     deleted through Pulumi: trainstack:run.ended_trials); the other trials' pods and files stay as they
     are. The message goes once per trial; the update is repeated until the pods are gone (idempotent)."""
-    left = [p for p in obs.pods if p not in set(pods)]
+    ending = set(pods)
+    left = [p for p in obs.pods if p not in ending]
     trials = trial_ranks(obs, pods)
     text = (
         f"{why}\nreleasing the pod(s) of trial(s) {', '.join(map(str, trials))} alone; "

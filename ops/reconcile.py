@@ -258,6 +258,24 @@ def pulumi_states(
     return states
 
 
+def unowned(
+    client: Any, cwd: Path, *, project: str, now: float, grace_s: float = DEFAULT_GRACE_H * 3600
+) -> list[Finding]:
+    """What a reconcile round would report, read only (`scripts/watch`'s footer): every billed resource no
+    stack's state holds. Raises RuntimeError when some stack's state cannot be read, since then a resource
+    might be that stack's and calling it unowned would be a guess."""
+    problems: list[str] = []
+    states = pulumi_states(cwd, problems.append)
+    if states is None:
+        raise RuntimeError(problems[-1] if problems else "reconcile: a state is unreadable")
+    return reconcile(read_billed(client), states, project, now, grace_s)
+
+
+def project_name(cwd: Path) -> str:
+    """The Pulumi project's name, from `Pulumi.yaml`: the ownership mark's first half."""
+    return str(yaml.safe_load((cwd / "Pulumi.yaml").read_text())["name"])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="scripts/reconcile", description=__doc__.splitlines()[0])
     p.add_argument(
@@ -267,7 +285,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--project", help="default: Pulumi.yaml's name")
     p.add_argument("--cwd", type=Path, default=REPO, help="the Pulumi project (its backend holds the states)")
     args = p.parse_args(argv)
-    project = args.project or str(yaml.safe_load((args.cwd / "Pulumi.yaml").read_text())["name"])
+    project = args.project or project_name(args.cwd)
 
     from providers.errors import TrainstackError
     from providers.runpod.client import RunPodClient

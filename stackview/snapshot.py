@@ -62,6 +62,9 @@ class WatchSnapshot:
     aggregator_age_s: float | None  # how old the aggregator's last round is; None: no state read
     problems: tuple[str, ...] = field(default=())  # sources that could not be read, in one line each
     ledger: str | None = None  # the run's goodput ledger, one line (supervisor/ledger.py watch_line)
+    # Billed resources of the account that no stack's state holds (ops/reconcile.py), one mapping each:
+    # kind, id, name, usd_per_hour, age_s, action, line. Empty: none, or not looked (then `problems` says).
+    unowned: tuple[Mapping[str, Any], ...] = field(default=())
 
     @property
     def critical(self) -> bool:

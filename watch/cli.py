@@ -3,6 +3,10 @@
 scripts/watch prod            # live table, refreshed every 30 s (q or Ctrl-C to leave)
 scripts/watch prod --once     # one table, then exit (1 if an alert is critical or a node unreachable)
 scripts/watch prod --json     # one JSON document for scripts (implies --once)
+scripts/watch prod --reconcile-every 0   # do not look for billed resources no stack owns
+
+Below the nodes it lists what the account bills that no stack's state holds (`scripts/reconcile`, read
+only: nothing is deleted here), read at start and then every `--reconcile-every` minutes.
 
 Exit status: 0 fine, 1 critical (an alert, or a node nobody reaches), 2 bad use or an unreadable stack,
 3 the stack is not up here (one line says so).
@@ -12,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import functools
 import json
 import select
@@ -40,16 +45,81 @@ def run_ledger(stack: str, cwd: Path) -> str | None:
     return ledger_line(stack, cwd)
 
 
+RECONCILE_EVERY_MIN = 15.0  # how often the live view looks for unowned billed resources (a stack export each)
+
+
+def account_unowned(cwd: Path, client: Any = None, now: float | None = None) -> tuple[dict[str, Any], ...]:
+    """Every billed resource of the account that no stack's state holds: `scripts/reconcile`'s findings,
+    read only (ops/reconcile.py). Raises when the account or a state cannot be read. `client`: a RunPod
+    client to read with (None: one from the environment, as the watch's billing does); `now`: the clock the
+    ages are taken on (None: this machine's)."""
+    from ops import reconcile  # the account-wide read loads only when asked
+    from providers.runpod.client import RunPodClient
+
+    with contextlib.ExitStack() as owned:
+        if client is None:
+            client = owned.enter_context(RunPodClient.from_env())
+        project, at = reconcile.project_name(cwd), time.time() if now is None else now
+        found = reconcile.unowned(client, cwd, project=project, now=at)
+    return tuple(
+        {
+            "kind": f.resource.kind,
+            "id": f.resource.id,
+            "name": f.resource.name,
+            "usd_per_hour": f.resource.usd_per_hour,
+            "age_s": f.age_s,
+            "action": f.action,
+            "line": reconcile.line(f),
+        }
+        for f in found
+    )
+
+
+class Every:
+    """A slow source read at most once per `period_s` (on `clock`); between reads its last answer, or the
+    last failure, stands. The live view refreshes every 30 s; the account-wide read is worth minutes."""
+
+    def __init__(
+        self,
+        read: Callable[[Path], tuple[dict[str, Any], ...]],
+        period_s: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._read, self._period_s, self._clock = read, period_s, clock
+        self._at: float | None = None
+        self._last: tuple[dict[str, Any], ...] | Exception = ()
+
+    def __call__(self, cwd: Path) -> tuple[dict[str, Any], ...]:
+        now = self._clock()
+        if self._at is None or now - self._at >= self._period_s:
+            self._at = now
+            try:
+                self._last = self._read(cwd)
+            except Exception as exc:  # kept, and raised again until the next read
+                self._last = exc
+        if isinstance(self._last, Exception):
+            raise self._last
+        return self._last
+
+
 def collect(
     stack: str,
     cwd: Path,
     outputs_of: Callable[[Path, str], dict[str, Any]] = sources.stack_outputs,
     ledger_of: Callable[[str, Path], str | None] | None = None,
+    unowned_of: Callable[[Path], tuple[dict[str, Any], ...]] | None = None,
 ) -> snapshot.WatchSnapshot:
     """Read every source once; each failure is kept as one line of `problems`. `ledger_of`: where the
-    run's ledger line comes from (scripts/watch: `run_ledger`; None: not shown)."""
+    run's ledger line comes from (scripts/watch: `run_ledger`; None: not shown). `unowned_of`: where the
+    account's unowned billed resources come from (`account_unowned`, or `Every` over it; None: not looked)."""
     outputs = outputs_of(cwd, stack)
     problems: list[str] = []
+    unowned: tuple[dict[str, Any], ...] = ()
+    if unowned_of is not None:
+        try:
+            unowned = unowned_of(cwd)
+        except Exception as exc:  # one more source: its failure is a problem line, never the view's end
+            problems.append(f"reconcile: {type(exc).__name__}: {str(exc)[:200]}")
     ledger: str | None = None
     if ledger_of is not None:
         try:
@@ -106,7 +176,7 @@ def collect(
             else:
                 logs |= runpod
                 sources_of |= dict.fromkeys(runpod, "RunPod log")
-    return view(logs=logs, problems=problems, log_sources=sources_of)
+    return dataclasses.replace(view(logs=logs, problems=problems, log_sources=sources_of), unowned=unowned)
 
 
 @contextlib.contextmanager
@@ -145,6 +215,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--once", action="store_true", help="print once and exit")
     p.add_argument("--json", action="store_true", help="one JSON document (implies --once)")
     p.add_argument("--every", type=float, default=30.0, help="seconds between refreshes of the live view")
+    p.add_argument(
+        "--reconcile-every",
+        type=float,
+        default=RECONCILE_EVERY_MIN,
+        metavar="MIN",
+        help="minutes between looks for billed resources no stack owns (0: never look)",
+    )
     args = p.parse_args(argv)
     bad_name = stack_name_problem(args.stack)  # scripts/watch asked too; `python -m watch` may be run bare
     if bad_name is not None:
@@ -153,9 +230,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.every < 1:
         print("scripts/watch: --every must be at least 1 second", file=sys.stderr)
         return EXIT_USAGE
+    if args.reconcile_every < 0:
+        print("scripts/watch: --reconcile-every must be 0 (never) or more minutes", file=sys.stderr)
+        return EXIT_USAGE
+    unowned_of = Every(account_unowned, args.reconcile_every * 60) if args.reconcile_every else None
     try:
         if args.json or args.once:
-            snap = collect(args.stack, args.cwd, ledger_of=run_ledger)
+            snap = collect(args.stack, args.cwd, ledger_of=run_ledger, unowned_of=unowned_of)
             if args.json:
                 print(json.dumps(snap.to_json(), indent=1, default=str))
             else:
@@ -166,7 +247,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         console = Console()
         with Live(console=console, auto_refresh=False) as live, keys() as pressed:
             while True:
-                snap = collect(args.stack, args.cwd, ledger_of=run_ledger)
+                snap = collect(args.stack, args.cwd, ledger_of=run_ledger, unowned_of=unowned_of)
                 live.update(render(snap), refresh=True)
                 if pressed(args.every) == "q":
                     return 0

@@ -13,6 +13,8 @@ from rich.text import Text
 from common.terminal import plain
 from stackview.snapshot import NodeView, WatchSnapshot
 
+UNOWNED_SHOWN = 5  # lines of unowned resources in the view; `scripts/reconcile` prints every one
+
 
 def _t(text: object, style: str = "") -> Text:
     """Literal text for the terminal: controls removed, never markup."""
@@ -90,6 +92,16 @@ def render(s: WatchSnapshot) -> RenderableType:
     parts.append(_t(money, style="bold"))
     if s.ledger:
         parts.append(_t(s.ledger))
+    if s.unowned:
+        per_hour = sum(float(u.get("usd_per_hour") or 0) for u in s.unowned)
+        head = (
+            f"billed, owned by no stack: {len(s.unowned)} resources, ${per_hour:,.2f}/h (scripts/reconcile)"
+        )
+        parts.append(_t(head, style="bold yellow"))
+        parts.extend(_t(f"  {u.get('line')}", style="yellow") for u in s.unowned[:UNOWNED_SHOWN])
+        hidden = len(s.unowned) - UNOWNED_SHOWN
+        if hidden > 0:
+            parts.append(_t(f"  ... and {hidden} more: scripts/reconcile lists them all", style="yellow"))
     if s.aggregator_age_s is not None:
         parts.append(Text(f"aggregator's last round {s.aggregator_age_s:.0f} s ago", style="dim"))
     for p in s.problems:

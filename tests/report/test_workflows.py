@@ -98,6 +98,7 @@ def test_preview_holds_no_key_that_can_spend_and_the_write_keys_live_in_environm
     assert reconcile["permissions"] == {"contents": "read"}
     assert "schedule" in _on(reconcile) and reconcile["jobs"]["reconcile"]["environment"] == "reconcile"
     key = reconcile["jobs"]["reconcile"]["env"]["RUNPOD_API_KEY"]
+    assert "PULUMI_CONFIG_PASSPHRASE" not in _secrets((WORKFLOWS / "reconcile.yml").read_text())  # ids only
     assert key.startswith("${{ inputs.delete && secrets.RUNPOD_API_KEY ||")  # the write key only to delete
     pairs = (
         ("preview.yml", "PREVIEW-REPORT.md"),

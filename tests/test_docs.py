@@ -7,7 +7,9 @@ own figures in tests/forecast/ and tests/bench/).
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -144,3 +146,57 @@ def test_anchor_rule_matches_githubs() -> None:
         "trainstacksupervisor-and-trainstackrun"
     )
     assert _anchor("Keys: each job the least (issue #45)") == "keys-each-job-the-least-issue-45"
+
+
+# ---- flags the docs give a command are in its --help ------------------------------------------------------
+
+# scripts/pulumi is the Pulumi CLI itself; scripts/up hands flags it does not know to `pulumi up`.
+NOT_OURS = {"pulumi"}
+PASSES_ON = {"up": "pulumi up flags"}
+
+
+def _command_lines(text: str) -> list[str]:
+    """Where a doc shows a command: inline code, fenced blocks and 4-space indented blocks, line by line."""
+    spans = re.findall(r"`([^`\n]+)`", _CODE_BLOCK.sub("", text))
+    spans += [line for block in _CODE_BLOCK.findall(text) for line in block.splitlines()]
+    spans += [line for line in text.splitlines() if line.startswith("    ") and "scripts/" in line]
+    return spans
+
+
+def _claimed_flags() -> dict[str, set[str]]:
+    """scripts/NAME -> the --flags the held docs write after it (up to a comment or the next command)."""
+    claims: dict[str, set[str]] = {}
+    for doc in HELD:
+        for span in _command_lines(doc.read_text()):
+            for m in re.finditer(r"scripts/([a-z][a-z-]*)\b((?:(?!scripts/)[^#])*)", span):
+                flags = re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", m.group(2))
+                if flags and m.group(1) not in NOT_OURS:
+                    claims.setdefault(m.group(1), set()).update(flags)
+    return claims
+
+
+CLAIMED = _claimed_flags()
+
+
+@pytest.mark.parametrize("command", sorted(CLAIMED))
+def test_flags_the_docs_give_are_in_the_commands_help(command: str) -> None:
+    assert (REPO / "scripts" / command).is_file(), f"the docs name scripts/{command}, which does not exist"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RUNPOD_", "AWS_"))}
+    proc = subprocess.run(  # --help prints and exits (tests/test_script_help.py holds that it does nothing)
+        ["bash", str(REPO / "scripts" / command), "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stderr
+    unknown = sorted(f for f in CLAIMED[command] if not re.search(rf"{f}(?![\w-])", proc.stdout))
+    if command in PASSES_ON and PASSES_ON[command] in proc.stdout:
+        unknown = []  # the rest are Pulumi's own, which it hands on
+    assert not unknown, f"the docs give scripts/{command} {unknown}, which its --help does not list"
+
+
+def test_the_flag_scan_reads_every_form_of_command() -> None:
+    text = "run `scripts/watch dev --once`\n\n    scripts/supervise STACK --log   # --not-this\n"
+    spans = _command_lines(text)
+    assert "scripts/watch dev --once" in spans and "    scripts/supervise STACK --log   # --not-this" in spans

@@ -174,3 +174,32 @@ def test_operating_lists_every_knob_with_its_default() -> None:
     assert shown == {k.env: k.default for k in (*KNOBS, *HOST_KNOBS)}, (
         "docs/OPERATING.md's knob table and providers/settings.py KNOBS + HOST_KNOBS differ"
     )
+
+
+_KNOB_RESTATED = re.compile(
+    r"`\$?(?P<env>[A-Z][A-Z0-9_]+)`[^.;\n]{0,12}?\((?:default )?(?P<value>\d+)\b(?!\s*=)"
+)
+
+
+def _knob_restatements(text: str) -> list[tuple[str, str]]:
+    knobs = {k.env for k in (*KNOBS, *HOST_KNOBS)}
+    return [(m["env"], m["value"]) for m in _KNOB_RESTATED.finditer(text) if m["env"] in knobs]
+
+
+@pytest.mark.parametrize("doc", sorted({*CONTEXT, "TOOLCHAIN.md", "PREVIEW-REPORT.md"}))
+def test_knob_defaults_restated_are_settings(doc: str) -> None:
+    defaults = {k.env: k.default for k in (*KNOBS, *HOST_KNOBS)}
+    wrong = [
+        f"{env}: {value}"
+        for env, value in _knob_restatements((DOCS / doc).read_text())
+        if value != defaults[env]
+    ]
+    assert not wrong, f"docs/{doc} restates knob defaults that are not providers/settings.py's: {wrong}"
+
+
+def test_the_knob_check_can_fail() -> None:
+    text = "`TRAINSTACK_PROVIDER_WORKERS` threads (default 32, 1-1024) and `TRAINSTACK_ENGINE_CHECK_S` (10)"
+    assert _knob_restatements(text) == [
+        ("TRAINSTACK_PROVIDER_WORKERS", "32"),
+        ("TRAINSTACK_ENGINE_CHECK_S", "10"),
+    ]

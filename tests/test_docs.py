@@ -200,3 +200,13 @@ def test_the_flag_scan_reads_every_form_of_command() -> None:
     text = "run `scripts/watch dev --once`\n\n    scripts/supervise STACK --log   # --not-this\n"
     spans = _command_lines(text)
     assert "scripts/watch dev --once" in spans and "    scripts/supervise STACK --log   # --not-this" in spans
+
+
+def test_journal_entries_are_dated_and_indexed() -> None:
+    journal = DOCS / "journal"
+    index = (journal / "README.md").read_text()
+    for entry in sorted(journal.glob("*.md")):
+        if entry.name == "README.md":
+            continue
+        assert re.fullmatch(r"\d{4}-\d{2}-\d{2}-[a-z0-9-]+\.md", entry.name), f"{entry.name}: YYYY-MM-DD-topic.md"
+        assert f"]({entry.name})" in index, f"docs/journal/README.md does not list {entry.name}"

@@ -208,5 +208,6 @@ def test_journal_entries_are_dated_and_indexed() -> None:
     for entry in sorted(journal.glob("*.md")):
         if entry.name == "README.md":
             continue
-        assert re.fullmatch(r"\d{4}-\d{2}-\d{2}-[a-z0-9-]+\.md", entry.name), f"{entry.name}: YYYY-MM-DD-topic.md"
+        dated = re.fullmatch(r"\d{4}-\d{2}-\d{2}-[a-z0-9-]+\.md", entry.name)
+        assert dated, f"{entry.name}: name it YYYY-MM-DD-topic.md"
         assert f"]({entry.name})" in index, f"docs/journal/README.md does not list {entry.name}"

@@ -203,3 +203,17 @@ def test_the_knob_check_can_fail() -> None:
         ("TRAINSTACK_PROVIDER_WORKERS", "32"),
         ("TRAINSTACK_ENGINE_CHECK_S", "10"),
     ]
+
+
+def test_host_knob_defaults_are_the_hosts_own() -> None:
+    """HOST_KNOBS (and so OPERATING.md's table) against the code that reads them before any Python of ours."""
+    repo = DOCS.parent
+    host = {k.env: k.default for k in HOST_KNOBS}
+    dynhost = (repo / "tools/pulumi/dynhost/trainstack_dynamic_host.py").read_text()
+    assert re.search(rf"^DEFAULT_WORKERS = {host['TRAINSTACK_PROVIDER_WORKERS']}$", dynhost, re.M)
+    langhost = (repo / "tools/pulumi/langhost/main.go").read_text()
+    assert f"return {host['TRAINSTACK_ENGINE_CHECK_S']} * time.Second, nil" in langhost
+    assert 'os.Getenv("TRAINSTACK_EARLY_PROVIDER") == "0"' in langhost  # on unless "0"
+    assert host["TRAINSTACK_EARLY_PROVIDER"] == "1"
+    env_sh = (repo / "scripts/env.sh").read_text()
+    assert f"PULUMI_PARALLEL=${{PULUMI_PARALLEL:-{host['PULUMI_PARALLEL']}}}" in env_sh

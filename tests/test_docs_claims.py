@@ -4,6 +4,7 @@ files each part's row names, the environment scripts/env.sh sets. Plain reads an
 from __future__ import annotations
 
 import re
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -87,3 +88,19 @@ def test_toolchain_environment_is_what_env_sh_exports() -> None:
         assert exported, f"docs/TOOLCHAIN.md says scripts/env.sh sets {name}; it does not"
         if "~" not in value:  # a path shown in its default form: ~/.cache/trainstack/...
             assert exported[1].strip("\"'") == value, f"{name}: docs {value}, env.sh {exported[1]}"
+
+
+def test_architectures_layers_are_the_import_contracts() -> None:
+    """The layers table, top to bottom, is pyproject.toml's `layers` contract (the code that holds it)."""
+    contracts = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    (layers,) = [c["layers"] for c in contracts if c["type"] == "layers"]
+    declared = [sorted(re.split(r"\s*[:|]\s*", layer)) for layer in layers]
+    lines = (DOCS / "ARCHITECTURE.md").read_text().splitlines()
+    start = lines.index("| layer | parts | siblings |")
+    shown = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        parts = line.split("|")[2].split("(")[0]  # "(and the program, `__main__.py`)" is no package
+        shown.append(sorted(re.findall(r"`(\w+)`", parts)))
+    assert shown == declared, "docs/ARCHITECTURE.md's layers table and pyproject.toml's contract differ"

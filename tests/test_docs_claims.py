@@ -104,3 +104,25 @@ def test_architectures_layers_are_the_import_contracts() -> None:
         parts = line.split("|")[2].split("(")[0]  # "(and the program, `__main__.py`)" is no package
         shown.append(sorted(re.findall(r"`(\w+)`", parts)))
     assert shown == declared, "docs/ARCHITECTURE.md's layers table and pyproject.toml's contract differ"
+
+
+def test_the_demos_training_pace_is_what_operating_says() -> None:
+    """ "about five minutes a run, checkpointing every 100 steps and syncing to the bucket every 30 s"."""
+    text = _flat(DOCS / "OPERATING.md")
+    claim = re.search(r"about (\w+) minutes a run, checkpointing every (\d+) steps .* every (\d+) s \(", text)
+    assert claim, "docs/OPERATING.md no longer states the demo's pace"
+    minutes = {"four": 4, "five": 5, "six": 6}[claim[1]]
+    homes = [p for d in ("scripts", "ops", "harness") for p in (REPO / d).glob("*") if p.is_file()]
+    defining = [t for p in homes if re.search(r"DEMO_NODE_ENV\s*[:=]", t := p.read_text(errors="replace"))]
+    assert defining, "docs/OPERATING.md names DEMO_NODE_ENV; nothing in scripts/, ops/ or harness/ defines it"
+    home = defining[0]
+
+    def default(name: str) -> float:
+        found = re.search(rf"{name}\D{{0,40}}?(\d+(?:\.\d+)?)", home)
+        assert found, f"the demo's node settings no longer set {name}"
+        return float(found[1])
+
+    assert default("TRAINSTACK_CHECKPOINT_EVERY") == float(claim[2])
+    assert default("TRAINSTACK_CHECKPOINT_INTERVAL_S") == float(claim[3])
+    sleeping_s = default("TRAINSTACK_STEPS") * default("TRAINSTACK_STEP_SLEEP_S")
+    assert (minutes - 1) * 60 <= sleeping_s <= minutes * 60, f"{sleeping_s:g} s of steps is not {minutes} min"

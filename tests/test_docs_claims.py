@@ -11,6 +11,8 @@ import pytest
 
 from facts.money import DEFAULT_SPEND_LIMIT_PER_HOUR
 from stackconfig import files
+from stackconfig.pricing import stack_price
+from stackconfig.team import load_team
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs"
@@ -41,13 +43,12 @@ def test_prod_is_what_readme_and_operating_say() -> None:
     assert prod.cluster.nodes * prod.cluster.gpus_per_node == 64 and prod.cluster.gpu_type.startswith("H100")
     assert prod.protect, "docs/OPERATING.md: `trainstack:protect: true` (on in stacks/Pulumi.prod.yaml)"
     assert prod.runpod_spend_limit_per_hour > DEFAULT_SPEND_LIMIT_PER_HOUR
+    price = stack_price(prod).compute_usd_per_hour
     for doc in (REPO / "README.md", DOCS / "OPERATING.md"):
         limit = re.search(r"default (?:account )?spend limit of \$(\d+)/h", _flat(doc))
-        assert limit and float(limit[1]) == DEFAULT_SPEND_LIMIT_PER_HOUR, (
-            f"{doc.name}: RunPod's default limit"
-        )
+        assert limit and float(limit[1]) == DEFAULT_SPEND_LIMIT_PER_HOUR, f"{doc.name}: RunPod's limit"
         per_hour = re.search(r"about \$(\d+)/h", _flat(doc))
-        assert per_hour and per_hour[1] == "255", f"{doc.name}: prod's $/h"
+        assert per_hour and float(per_hour[1]) == round(price), f"{doc.name}: prod's $/h is {price:.2f}"
 
 
 def _rows(doc: Path) -> dict[str, str]:
@@ -126,3 +127,12 @@ def test_the_demos_training_pace_is_what_operating_says() -> None:
     assert default("TRAINSTACK_CHECKPOINT_INTERVAL_S") == float(claim[3])
     sleeping_s = default("TRAINSTACK_STEPS") * default("TRAINSTACK_STEP_SLEEP_S")
     assert (minutes - 1) * 60 <= sleeping_s <= minutes * 60, f"{sleeping_s:g} s of steps is not {minutes} min"
+
+
+def test_team_budget_shows_the_shipped_team_file(tmp_path: Path) -> None:
+    """docs/TEAM-BUDGET.md's example loads through the one reader and says what stacks/team.yaml says."""
+    block = re.search(r"```yaml\n(.*?)```", (DOCS / "TEAM-BUDGET.md").read_text(), re.S)
+    assert block, "docs/TEAM-BUDGET.md lost its team file"
+    shown = tmp_path / "team.yaml"
+    shown.write_text(block[1])
+    assert load_team(shown) == load_team(), "docs/TEAM-BUDGET.md's team file and stacks/team.yaml differ"

@@ -1,29 +1,16 @@
-"""The environment knobs: parsed once into Settings, every bad value named, and README's list kept true."""
+"""The environment knobs: parsed once into Settings, every bad value named.
+
+docs/OPERATING.md's knob table is held against `KNOBS` by tests/test_docs_defaults.py."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
 
 from providers import settings
 from providers.errors import SettingsError, TrainstackError
-from providers.settings import HOST_KNOBS, KNOBS, Settings
-
-README = Path(__file__).resolve().parents[2] / "README.md"
-
-
-def _readme_knobs() -> dict[str, str]:
-    """`NAME` (default, ...) pairs from README's "Knobs" paragraph."""
-    text = README.read_text()
-    start = text.index("- Knobs (environment, all optional):")
-    paragraph = text[start : text.find("\n- ", start + 1) if "\n- " in text[start + 1 :] else len(text)]
-    return dict(re.findall(r"`([A-Z][A-Z0-9_]+)`\s+\(([^,;)]+)", paragraph))
-
-
-def test_readme_lists_every_knob_with_its_default() -> None:
-    assert _readme_knobs() == {k.env: k.default for k in (*KNOBS, *HOST_KNOBS)}
+from providers.settings import Settings
 
 
 def test_defaults() -> None:

@@ -1,7 +1,7 @@
 """trainstack's environment knobs, parsed once per process into one frozen `Settings` (standard library only).
 
-Every knob is listed in `KNOBS` with its default and what it tunes; README.md's knob list is checked against
-it (tests/providers/test_settings.py). A malformed value raises `SettingsError` naming the variable. Knobs
+Every knob is listed in `KNOBS` with its default and what it tunes; docs/OPERATING.md's settings table is
+checked against it (tests/test_docs_defaults.py). A malformed value raises `SettingsError` naming the variable. Knobs
 read by the host binaries themselves (the Go language host, the dynamic-provider host script, scripts/env.sh)
 are listed in `HOST_KNOBS`: they act before any Python of ours runs.
 
@@ -26,7 +26,7 @@ T = TypeVar("T", int, float)
 
 @dataclass(frozen=True)
 class Knob:
-    """One environment variable: its default as README states it, and what it tunes."""
+    """One environment variable: its default as docs/OPERATING.md states it, and what it tunes."""
 
     env: str
     default: str

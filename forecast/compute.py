@@ -46,7 +46,7 @@ from forecast.model import (
     Hardware,
     Workload,
 )
-from forecast.step import StepParts, step_parts
+from forecast.step import StepParts, assumed, step_parts
 
 # zero3: exposed per-layer cost / the layer's compute, measured 1/3 (FSDP full shard / DDP per-GPU rate 0.75)
 # for 350 M on 2 H200s (docs/GPU-VALIDATION.md) at h = 1024, s·b = 16384; scaled by the layer's h²·s·b.
@@ -143,4 +143,5 @@ def forecast(inp: ForecastInput) -> Forecast:
     mem = memory(w, d.gpu, d.gpus_per_job)
     time = compute(w, d)
     fixes = () if mem.fits else memory_fixes(w, d)
-    return Forecast(input=inp, memory=mem, compute=time, cost=cost(time.hours, d), fixes=fixes)
+    notes = assumed(w) if w.mfu is None else ()
+    return Forecast(input=inp, memory=mem, compute=time, cost=cost(time.hours, d), fixes=fixes, assumed=notes)

@@ -18,12 +18,14 @@ from bench.fit_sweep import (
     forecast_step,
     h200,
     held_out,
+    host_seconds,
+    kernel_counts,
     name,
     sweep_runs,
     workload,
 )
 from forecast.memory import memory
-from forecast.step import STEP_CONSTANTS, step_parts
+from forecast.step import HOST_KERNELS, HOST_SECONDS, STEP_CONSTANTS, step_parts
 
 # One row a run of docs/gpu-validation/2026-12-03-h200-sweep: (run id call.index, name, measured tokens/s,
 # measured/forecast tokens/s fitted and held out, host-bound, measured peak GB (max_memory_allocated +
@@ -173,3 +175,12 @@ def test_the_constants_are_the_fit_and_the_held_out_column_is_reproduced() -> No
         assert ratio == pytest.approx(published, abs=PINNED), label
         if label not in EXCEPTIONS:
             assert 0.85 <= ratio <= 1.15, label
+
+
+def test_the_host_constants_are_the_host_calls_readings() -> None:
+    """HOST_KERNELS and HOST_SECONDS are bench.fit_sweep's fit to docs/gpu-validation/2026-12-03-h200-host
+    (the kernels of the 1024-wide runs over their depths; the host's time over all 28 readings)."""
+    for key, (fixed, per_layer) in kernel_counts().items():
+        assert HOST_KERNELS[key] == pytest.approx((fixed, per_layer), abs=0.06), key
+    for key, seconds in host_seconds().items():
+        assert HOST_SECONDS[key] == pytest.approx(seconds, rel=1e-3), key

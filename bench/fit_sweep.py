@@ -128,10 +128,11 @@ def _solve(a: list[list[float]], y: list[float]) -> list[float]:
     return [m[i][n] / m[i][i] for i in range(n)]
 
 
-HOST = ("latency", "latency_lora")
+HOST = ("host",)
 BUSY = tuple(k for k in FITTED if k not in HOST)
-LATENCY_GRID = [i * 5e-5 for i in range(41)]  # 0-2 ms per layer per pass
-LORA_GRID = [i * 2e-4 for i in range(26)]  # 0-5 ms more with peft's adapters
+HOST_GRID = [0.5 + 0.025 * i for i in range(29)]  # the sweep's host at 0.5-1.2 of the host call's
+BOUND = 0.7  # a run whose host time is over 0.7 of its step does not fit the GPU's constants
+HOST_RUNS = ROOT / "docs/gpu-validation/2026-12-03-h200-host/host.json"
 
 
 def _features(run: dict[str, Any]) -> tuple[dict[str, float], float]:
@@ -153,26 +154,58 @@ def _fit_busy(rows: list[tuple[dict[str, float], float, float]], fixed: dict[str
 
 
 def _step(f: dict[str, float], adapters: float, c: dict[str, float]) -> float:
+    """forecast/step.py's step: the GPU's parts, or the host's time and the optimizer launched after it."""
     busy = adapters + sum(c[k] * f[k] for k in BUSY)
-    return max(busy, sum(c[k] * f[k] for k in HOST))
+    return max(busy, c["host"] * f["host"] + c["optimizer"] * f["optimizer"])
 
 
 def fit(runs: list[dict[str, Any]], fixed: dict[str, float] | None = None) -> dict[str, float]:
-    """STEP_CONSTANTS fitted to `runs`: for each host latency pair on a grid, the GPU's constants on the
-    runs that latency does not bind (its floor under 90 % of the measured step), keeping the pair with the
-    least squared relative error over all runs."""
+    """STEP_CONSTANTS fitted to `runs`: for each host scale on a grid, the GPU's constants on the runs whose
+    host time is under BOUND of the measured step, keeping the scale with the least squared relative error
+    over all runs."""
     fixed = fixed or {}
     rows = [(*_features(r), r["step_s"]) for r in runs]
     best: tuple[float, dict[str, float]] = (float("inf"), {})
-    for latency in [fixed["latency"]] if "latency" in fixed else LATENCY_GRID:
-        for lora in [fixed["latency_lora"]] if "latency_lora" in fixed else LORA_GRID:
-            host = {"latency": latency, "latency_lora": lora}
-            free = [x for x in rows if sum(host[k] * x[0][k] for k in HOST) < 0.9 * x[2]]
-            c = {**_fit_busy(free, fixed), **host}
-            error = sum((_step(f, ad, c) / step - 1) ** 2 for f, ad, step in rows)
-            if error < best[0]:
-                best = (error, c)
+    for scale in [fixed["host"]] if "host" in fixed else HOST_GRID:
+        free = [x for x in rows if scale * x[0]["host"] < BOUND * x[2]]
+        c = {**_fit_busy(free, fixed), "host": scale}
+        error = sum((_step(f, ad, c) / step - 1) ** 2 for f, ad, step in rows)
+        if error < best[0]:
+            best = (error, c)
     return best[1]
+
+
+def host_runs() -> list[dict[str, Any]]:
+    """The host call's runs (bench/gpu_host.py): the host's time and the kernels of each step."""
+    return [r for r in json.loads(HOST_RUNS.read_text())["runs"] if "host_s" in r]
+
+
+def host_seconds() -> dict[str, float]:
+    """forecast.step.HOST_SECONDS: the host's seconds per kernel, per checkpointed layer and per peft layer,
+    least squares on relative error over the host call's readings of the host's time."""
+    a, y = [], []
+    for r in host_runs():
+        row = [r["kernels"], r["layers"] * r["ckpt"], r["layers"] * (r["method"] == "lora")]
+        a.append([v / r["host_s"] for v in row])
+        y.append(1.0)
+    return dict(zip(("kernel", "checkpoint_layer", "peft_layer"), _solve(a, y), strict=True))
+
+
+def kernel_counts() -> dict[tuple[str, bool], tuple[float, float]]:
+    """forecast.step.HOST_KERNELS: kernels a step launches, fixed + per layer, from the 1024-wide host runs
+    (least squares over their depths)."""
+    out = {}
+    for method in ("full", "lora"):
+        for ckpt in (False, True):
+            pts = [
+                (r["layers"], r["kernels"])
+                for r in host_runs()
+                if r["shape"] == "w1024" and r["method"] == method and bool(r["ckpt"]) == ckpt and r["b"] == 1
+            ]
+            mx, my = sum(p[0] for p in pts) / len(pts), sum(p[1] for p in pts) / len(pts)
+            slope = sum((x - mx) * (k - my) for x, k in pts) / sum((x - mx) ** 2 for x, _ in pts)
+            out[(method, ckpt)] = (my - slope * mx, slope)
+    return out
 
 
 def forecast_step(run: dict[str, Any], constants: dict[str, float], shapes: Any = None) -> float:
@@ -197,6 +230,8 @@ def main() -> None:
     runs = sweep_runs()
     fixed = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
     constants = fit(runs, fixed)
+    print("host seconds (host call):", {k: f"{v:.4g}" for k, v in host_seconds().items()})
+    print("kernels (host call):", {k: (round(a, 1), round(b, 1)) for k, (a, b) in kernel_counts().items()})
     print("constants (all runs):", {k: round(v, 6) for k, v in constants.items()})
     held: dict[int, float] = {}
     for group in sorted({width(r) for r in runs}):

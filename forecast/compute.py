@@ -46,10 +46,11 @@ from forecast.model import (
     Hardware,
     Workload,
 )
-from forecast.step import StepParts, step_parts
+from forecast.step import StepParts, assumed, step_parts
 
 # zero3: exposed per-layer cost / the layer's compute, measured 1/3 (FSDP full shard / DDP per-GPU rate 0.75)
-# for 350 M on 2 H200s (docs/GPU-VALIDATION.md) at h = 1024, s·b = 16384; scaled by the layer's h²·s·b.
+# for 350 M on 2 H200s (docs/journal/gpu-2026-11-30.md) at h = 1024, s·b = 16384; scaled by the layer's
+# h²·s·b.
 ZERO3_EXPOSED_SHARE = 1.0 / 3.0
 ZERO3_MEASURED_LAYER = 1024**2 * 16384  # h² x s·b of the measured run
 SECONDS_PER_HOUR = 3600.0
@@ -143,4 +144,5 @@ def forecast(inp: ForecastInput) -> Forecast:
     mem = memory(w, d.gpu, d.gpus_per_job)
     time = compute(w, d)
     fixes = () if mem.fits else memory_fixes(w, d)
-    return Forecast(input=inp, memory=mem, compute=time, cost=cost(time.hours, d), fixes=fixes)
+    notes = assumed(w) if w.mfu is None else ()
+    return Forecast(input=inp, memory=mem, compute=time, cost=cost(time.hours, d), fixes=fixes, assumed=notes)

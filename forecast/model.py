@@ -139,6 +139,9 @@ class Forecast(NamedTuple):
     compute: ComputeForecast
     cost: CostForecast
     fixes: tuple[str, ...]  # when memory does not fit: changes that make it fit, cheapest first
+    # what the forecast assumed rather than measured or was given (forecast.step.assumed), as words; not in
+    # to_output: the component passes it as the output key `assumed` (a list of strings)
+    assumed: tuple[str, ...] = ()
 
     def to_output(self) -> dict[str, Any]:
         """A JSON-friendly summary, the stack output `forecast` that the policy pack and the report read."""

@@ -18,21 +18,24 @@ micro-batch step on one GPU (docs/FORECAST.md, "Step time"):
     optimizer    trainable parameters (÷ N under zero1-3) x C_opt bytes at HBM bandwidth: AdamW's reads and
                  writes, the weights' casts to bf16, the fp32 gradients; once per micro-batch step
     adapters     LoRA only: 61 (checkpointed) or 40 bytes per token per element of adapted width (issue #32)
-    latency      C_lat seconds per layer per pass (forward, backward, recompute), C_lora more with
-                 peft's adapters: kernel launches and the host's Python. The host runs ahead of the GPU,
-                 so this shows only where it is longer than the rest (a short, narrow step)
+    latency      the host's time: C_host x (kernels x t_kernel + checkpointed layers x t_ckpt + peft layers
+                 x t_peft), the kernels a step launches counted per layer (HOST_KERNELS). The host runs
+                 ahead of the GPU, but the optimizer step is launched last, so the step is the longer of
+                 the GPU's parts and the host's time plus the optimizer's: this part is what that adds
     recompute    (reported) the part of the above checkpointing adds
     communication zero3's exposed per-layer collectives (forecast.compute's share, unchanged)
 
-The constants C (STEP_CONSTANTS) are fitted by least squares on relative error to the 40 H200 runs of
+The constants C (STEP_CONSTANTS) are fitted by least squares on relative error to the 66 H200 runs of
 docs/gpu-validation/2026-12-03-h200-sweep (bench/fit_sweep.py refits them and reports the error on each
-shape left out); each names its runs there.
+shape left out); the host's (HOST_KERNELS, HOST_SECONDS) to the 28 runs of
+docs/gpu-validation/2026-12-03-h200-host, which read the host's time and the kernels directly.
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
+from forecast import shapes
 from forecast.model import Hardware, Workload
 from forecast.shapes import ffn_width, gemms, kv_width
 
@@ -40,25 +43,40 @@ from forecast.shapes import ffn_width, gemms, kv_width
 # docs/gpu-validation/2026-12-03-h200-sweep (sweep.json: call 1, runs 0-39; sweep2.json: call 2, runs 0-25;
 # one H200, widths 1024-8192), least squares on relative step time; the elementwise scale is held at 1 (its
 # per-element bytes were measured as step differences in issue #32, and fitted freely it trades against the
-# GEMM bytes, which carry the same widths). The latencies are a grid search: the host-bound runs of both
-# calls (b = 1, s = 1024, and the 1024-wide shapes) set them. docs/FORECAST.md "Step time" has the
-# error on the shapes left out.
+# GEMM bytes, which carry the same widths). `host` is a grid search: the scale of the host's time
+# (HOST_SECONDS, measured on a later call's host) on the sweep's two calls; the GPU constants are fitted on
+# the runs whose host time is under 0.7 of the step. docs/FORECAST.md "Step time" has the error on the
+# shapes left out.
 STEP_CONSTANTS: dict[str, float] = {
-    "matmul_flops": 1.055,  # 1 / U_mm: the GEMMs' FLOPs at 0.95 of peak, before their bytes
-    "matmul_bytes": 3.64,  # each operand byte moves 3.6 times (tiles re-read): small GEMMs lose to it
-    "attention": 1.548,  # attention at 0.65 of the bf16 peak (SDPA, head width 128)
+    "matmul_flops": 1.167878,  # 1 / U_mm: the GEMMs' FLOPs at 0.86 of peak, before their bytes
+    "matmul_bytes": 2.054484,  # each operand byte moves about twice (tiles re-read): small GEMMs lose to it
+    "attention": 1.80181,  # attention at 0.56 of the bf16 peak (SDPA, head width 128)
     "elementwise": 1.0,  # held (see above)
-    "optimizer": 62.3,  # bytes per trainable parameter per step (AdamW, casts, fp32 gradients)
-    "latency": 0.00155,  # host seconds per layer per pass (Hugging Face Llama layer, this host)
-    "latency_lora": 0.0012,  # more per layer per pass with peft's seven adapters
+    "optimizer": 68.467324,  # bytes per trainable parameter per step (AdamW, casts, fp32 gradients)
+    "host": 0.825,  # the sweep's host ran at 0.825 of HOST_SECONDS (the host call's; hosts differ by call)
 }
+# Kernels one step launches (torch.profiler, CUDA kernels), fixed + per decoder layer, by method and
+# checkpointing: docs/gpu-validation/2026-12-03-h200-host, the 1024-wide runs at 2, 8 and 24 layers (exactly
+# linear in the layers; the 2048-wide GQA layers launch 5 % more). A GPT block and a frozen base without
+# adapters are counted as the Llama layer with the same method (an assumption; their runs are GPU-bound).
+HOST_KERNELS: dict[tuple[str, bool], tuple[float, float]] = {
+    ("full", False): (68.8, 145.6),
+    ("full", True): (68.8, 192.6),
+    ("lora", False): (29.3, 236.5),
+    ("lora", True): (61.3, 328.5),
+}
+# The host's seconds: per kernel launched, per checkpointed layer (the recompute's hooks and saved-tensor
+# bookkeeping in Python) and per layer with peft's seven adapters (their Python wrappers): least squares on
+# relative error over the 28 host-time readings of docs/gpu-validation/2026-12-03-h200-host
+# (`bench.fit_sweep.host_seconds()`); this lender's sandboxed host (a faster host runs short steps faster).
+HOST_SECONDS: dict[str, float] = {"kernel": 3.119e-5, "checkpoint_layer": 3.051e-3, "peft_layer": 1.817e-3}
 ATTENTION_BACKWARD = 2.5
 ELEMENT_BYTES = {"hidden": 761.0, "kv": 304.0, "ffn": 82.0, "vocab": 57.0}
 ELEMENT_NO_RECOMPUTE = 0.87
 # The byte weights above are Hugging Face Llama's unfused kernels (fp32 RMSNorm, rotary, SwiGLU). The GPT
-# job of train/gpt.py (LayerNorm, GELU) moves 0.32 of them: fitted to its two single-GPU H200 runs (docs/
-# GPU-VALIDATION.md, "The transformer on H200": gpt-350m 145,464 and gpt-124m 314,805 tokens/s; 0.25 and 0.40
-# each), so those two are fitted, not held out.
+# job of train/gpt.py (LayerNorm, GELU) moves 0.32 of them: fitted to its two single-GPU H200 runs
+# (docs/journal/gpu-2026-11-30.md, "The transformer on H200": gpt-350m 145,464 and gpt-124m 314,805
+# tokens/s; 0.25 and 0.40 each), so those two are fitted, not held out.
 ELEMENT_SCALE = {"llama": 1.0, "gpt": 0.32}
 ADAPTER_BYTES = {True: 61.0, False: 40.0}  # keyed by activation_checkpointing (issue #32, H200)
 ADAPTED_PROJECTIONS_EXTRA = 7
@@ -123,9 +141,24 @@ def features(w: Workload, gpu: Hardware, gpus: int = 1) -> dict[str, float]:
         "attention": attention / (gpu.peak_tflops["bf16"] * 1e12),
         "elementwise": elementwise / bandwidth,
         "optimizer": trainable_per_gpu(w, gpus) / bandwidth,
-        "latency": float(w.layers * (3 + int(ckpt))),
-        "latency_lora": float(w.layers * (3 + int(ckpt))) if w.method == "lora" else 0.0,
+        "host": host_seconds(w),
     }
+
+
+def kernels(w: Workload) -> float:
+    """CUDA kernels one micro-batch step launches (HOST_KERNELS)."""
+    fixed, per_layer = HOST_KERNELS[(w.method, w.activation_checkpointing)]
+    return fixed + per_layer * w.layers
+
+
+def host_seconds(w: Workload) -> float:
+    """The host's time for one step on the host the kernels were counted on (HOST_SECONDS)."""
+    peft = w.method == "lora" and w.trainable_fraction > 0
+    return (
+        HOST_SECONDS["kernel"] * kernels(w)
+        + HOST_SECONDS["checkpoint_layer"] * w.layers * int(w.activation_checkpointing)
+        + HOST_SECONDS["peft_layer"] * w.layers * int(peft)
+    )
 
 
 def trainable_per_gpu(w: Workload, gpus: int = 1) -> float:
@@ -173,9 +206,9 @@ def step_parts(
     c = STEP_CONSTANTS if constants is None else constants
     parts = _compute_parts(w, gpu, c, gpus)
     busy = sum(parts.values())
-    # The host launches kernels ahead of the GPU: its time shows only where it is the longer of the two.
-    f = features(w, gpu, gpus)
-    host = c["latency"] * f["latency"] + c["latency_lora"] * f["latency_lora"]
+    # The host launches kernels ahead of the GPU: its time shows only where it is the longer of the two,
+    # and the optimizer step, launched last, runs after it.
+    host = c["host"] * host_seconds(w) + parts["optimizer"]
     recompute = 0.0
     if w.activation_checkpointing:
         without = w._replace(activation_checkpointing=False)
@@ -186,3 +219,16 @@ def step_parts(
         recompute=recompute,
         communication=busy * (1.0 / sharding_share - 1.0),
     )
+
+
+def assumed(w: Workload) -> tuple[str, ...]:
+    """What the step model assumed for this workload rather than measured or was given, as words: the
+    shapes the workload left out (forecast.shapes), and fp8's matmuls, which no run has measured."""
+    notes = list(shapes.assumed(w))
+    if w.precision == "fp8":
+        share = 1.0 / STEP_CONSTANTS["matmul_flops"]
+        notes.append(
+            f"fp8 matmuls at the GPU's datasheet FP8 peak x {share:.2f}, the share fitted to bf16 runs "
+            "(no fp8 run measured; operands counted as bf16 bytes)"
+        )
+    return tuple(notes)

@@ -11,7 +11,8 @@ from common.terminal import for_rich
 from forecast.compare import Comparison
 from forecast.compute import step
 from forecast.model import Forecast
-from forecast.shapes import assumed, ffn_width, kv_heads
+from forecast.shapes import ffn_width, kv_heads
+from forecast.step import kernels
 from stackconfig.config import StackConfig
 
 
@@ -81,14 +82,23 @@ def _explain(result: Forecast) -> Table:
         ("elementwise (HBM bytes)", parts.elementwise),
         ("optimizer step (HBM bytes)", parts.optimizer),
         ("LoRA adapters (HBM bytes)", parts.adapters),
-        ("host latency beyond the GPU", parts.latency),
+        (f"host beyond the GPU ({kernels(w):,.0f} kernels launched)", parts.latency),
         ("communication (zero3)", parts.communication),
     ):
         table.add_row(label, f"{value * 1e3:,.1f}", f"{value / parts.total:.0%}")
     table.add_row("step", f"{parts.total * 1e3:,.1f}", f"{tokens:,} tokens", style="bold")
     table.add_row("  of which checkpointing's recompute", f"{parts.recompute * 1e3:,.1f}", "")
     peak = "end of backward (gradients)" if m.gradients > m.activations else "end of forward (activations)"
-    table.add_row("memory peak", peak, "")
+    table.add_row("memory peak", peak, "GB")
+    for label, gb in (
+        ("  weights", m.weights),
+        ("  optimizer state", m.optimizer),
+        ("  gather buffers (zero3)", m.gather_buffers),
+        ("  gradients" + (" (the peak's)" if m.gradients > m.activations else ""), m.gradients),
+        ("  activations" + ("" if m.gradients > m.activations else " (the peak's)"), m.activations),
+        ("  allowance (CUDA context, buffers)", m.allowance),
+    ):
+        table.add_row(label, "", f"{gb:,.1f}")
     table.add_row("shapes", f"kv_heads {kv_heads(w)}, ffn_hidden_size {ffn_width(w)}", "")
     if w.mfu is not None:
         table.caption = "the stack sets mfu: its time replaces this model's"
@@ -124,7 +134,7 @@ def render(
         f"{w.method}, {w.precision}, {w.optimizer}, {w.sharding}, on {c.nodes} x {c.gpus_per_node} "
         f"{c.gpu_type} ({c.topology})"
     )
-    for note in assumed(w):
+    for note in result.assumed:
         out.print(f"assumed: {for_rich(note)}")
     tables = (_memory(result), _compute(result), _money_table(result))
     for table in (*tables, _explain(result)) if explain else tables:

@@ -238,6 +238,47 @@ def test_explain_prints_the_steps_parts_and_the_assumed_shapes(capsys: pytest.Ca
     assert "assumed:" not in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("stack", ["dev", "search", "prod"])
+@pytest.mark.parametrize(
+    "sets",
+    [
+        (),
+        ("activation_checkpointing=false",),
+        ("method=lora", "trainable_fraction=0.005"),
+        ("method=lora", "trainable_fraction=0.005", "activation_checkpointing=false"),
+        ("precision=fp8",),
+    ],
+    ids=["full", "full-no-ckpt", "lora", "lora-no-ckpt", "fp8"],
+)
+def test_explain_shows_every_part_for_every_method_and_stack(
+    capsys: pytest.CaptureFixture[str], stack: str, sets: tuple[str, ...]
+) -> None:
+    """`--explain` prints the step's parts and the memory's for each method on each shipped stack; fp8 says
+    its matmul peak is assumed."""
+    args = [stack, "--explain", *(x for kv in sets for x in ("--set", kv))]
+    assert main(args) in (0, 1, 3)
+    out = capsys.readouterr().out
+    for words in (
+        "matmul",
+        "attention",
+        "elementwise",
+        "optimizer step",
+        "recompute",
+        "communication (zero3)",
+    ):
+        assert words in out, words
+    for words in (
+        "host beyond the GPU",
+        "kernels launched",
+        "memory peak",
+        "weights",
+        "activations",
+        "gradients",
+    ):
+        assert words in out, words
+    assert ("assumed: fp8 matmuls" in out) == ("precision=fp8" in sets)
+
+
 @pytest.mark.parametrize(
     ("assignment", "words"),
     [

@@ -1,4 +1,5 @@
-"""The forecast against LoRA and full fine-tunes measured on one H200 (docs/GPU-VALIDATION.md, LoRA on H200).
+"""The forecast against LoRA and full fine-tunes measured on one H200 (docs/journal/gpu-2026-12-01.md,
+"LoRA on H200").
 
 The runs (bench/gpu_lora.py, 2026-12-01) are read from their own records: the runs the corrections were
 drawn from (docs/gpu-validation/2026-12-01-h200-lora/lora.json) and a validation set run after them on

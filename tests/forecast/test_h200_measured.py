@@ -1,4 +1,5 @@
-"""The forecast against the GPT job measured on H200 (docs/GPU-VALIDATION.md, "The transformer on H200").
+"""The forecast against the GPT job measured on H200 (docs/journal/gpu-2026-11-30.md, "The transformer on
+H200").
 
 Inputs are the runs' own: GPT-2-shaped models from train/gpt_config.py, sequence 1024, micro-batch 16, bf16,
 AdamW, FlashAttention (PyTorch SDPA), no activation checkpointing, the default MFU. Measured tokens/s per GPU

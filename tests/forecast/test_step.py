@@ -8,7 +8,15 @@ from forecast import forecast
 from forecast.compute import model_flops, seconds_per_token
 from forecast.model import Hardware
 from forecast.shapes import assumed, ffn_width, gemms, kv_heads, kv_width
-from forecast.step import STEP_CONSTANTS, adapter_seconds, features, step_parts
+from forecast.step import (
+    HOST_SECONDS,
+    STEP_CONSTANTS,
+    adapter_seconds,
+    features,
+    host_seconds,
+    kernels,
+    step_parts,
+)
 from tests.forecast.factories import H100, SEVEN_B, deployment, inp
 
 H200 = Hardware("H200_SXM", 141.0, {"bf16": 989.4, "fp8": 1979.0}, 4.8)
@@ -47,7 +55,8 @@ def test_gemm_flops_and_bytes_by_hand() -> None:
     elementwise = t * ((761 * 1024 + 304 * 1024 + 82 * 2816) * 0.87 + 57 * 32000)
     assert f["elementwise"] == pytest.approx(elementwise / 4.8e12)
     assert f["optimizer"] == pytest.approx(7e9 / 4.8e12)
-    assert f["latency"] == 3.0
+    # the host: kernels (69 + 145.6 a layer, full, not checkpointed) at 31 µs, no checkpoint or peft layers
+    assert f["host"] == pytest.approx((68.8 + 145.6) * 3.119e-5)
 
 
 def test_lora_is_a_case_of_the_one_model() -> None:
@@ -80,14 +89,29 @@ def test_parts_add_up_and_the_recompute_is_what_checkpointing_adds() -> None:
 
 
 def test_host_latency_binds_only_when_it_is_longer() -> None:
-    """A 1024-wide model at 1024 tokens: the host's launches (8 layers x 3 passes x 1.55 ms) outlast the
-    GPU's work, and the step is the host's time."""
+    """A 1024-wide model at 1024 tokens: the host's launches (69 + 8 x 145.6 kernels at 31 µs, scaled to
+    the sweep's host) and then the optimizer step outlast the GPU's work, and the step is their sum."""
     tiny = SEVEN_B._replace(
         parameters=168e6, layers=8, hidden_size=1024, attention_heads=8, sequence_length=1024, kv_heads=8
     )
     parts = step_parts(tiny, H200)
     assert parts.latency > 0
-    assert parts.total == pytest.approx(8 * 3 * STEP_CONSTANTS["latency"])
+    host = STEP_CONSTANTS["host"] * (68.8 + 8 * 145.6) * HOST_SECONDS["kernel"]
+    assert parts.total == pytest.approx(host + parts.optimizer)
+
+
+def test_the_host_counts_kernels_and_the_python_of_checkpointing_and_peft() -> None:
+    """Per step: kernels by method and checkpointing (HOST_KERNELS, counted on an H200), plus per
+    checkpointed layer and per layer with peft's adapters (HOST_SECONDS); frozen layers have no adapters."""
+    w = SEVEN_B._replace(layers=8)
+    ckpt = w._replace(activation_checkpointing=True)
+    lora = ckpt._replace(method="lora", trainable_fraction=0.01)
+    assert kernels(w) == pytest.approx(68.8 + 8 * 145.6)
+    assert kernels(ckpt) == pytest.approx(68.8 + 8 * 192.6)
+    assert host_seconds(ckpt) == pytest.approx(kernels(ckpt) * 3.119e-5 + 8 * 3.051e-3)
+    assert host_seconds(lora) == pytest.approx(kernels(lora) * 3.119e-5 + 8 * (3.051e-3 + 1.817e-3))
+    frozen = lora._replace(trainable_fraction=0.0)
+    assert host_seconds(frozen) == pytest.approx(kernels(frozen) * 3.119e-5 + 8 * 3.051e-3)
 
 
 def test_zero3_communication_and_a_given_mfu() -> None:
@@ -98,6 +122,16 @@ def test_zero3_communication_and_a_given_mfu() -> None:
     c = forecast(inp(LLAMA_3_8B._replace(mfu=0.3), deployment(H100, gpus=1))).compute
     assert c.mfu == 0.3
     assert c.tokens_per_gpu_second == pytest.approx(0.3 * 989.4e12 / (model_flops(LLAMA_3_8B) / 5e8))
+
+
+def test_fp8_is_marked_assumed_and_bf16_is_not() -> None:
+    """No fp8 run was measured: its matmul peak is the datasheet's at the bf16-fitted share, and says so."""
+    given = {"kv_heads": 8, "ffn_hidden_size": 14336}
+    fp8 = forecast(inp(LLAMA_3_8B._replace(precision="fp8", **given), deployment(H100, gpus=8)))
+    bf16 = forecast(inp(LLAMA_3_8B._replace(**given), deployment(H100, gpus=8)))
+    assert bf16.assumed == ()
+    (note,) = fp8.assumed
+    assert note.startswith("fp8 matmuls at the GPU's datasheet FP8 peak x 0.86")
 
 
 def test_fp8_runs_the_matmuls_at_the_fp8_peak_only() -> None:

@@ -49,7 +49,7 @@ from forecast.model import (
 from forecast.step import StepParts, assumed, step_parts
 
 # zero3: exposed per-layer cost / the layer's compute, measured 1/3 (FSDP full shard / DDP per-GPU rate 0.75)
-# for 350 M on 2 H200s (docs/journal/gpu-2026-11-30.md) at h = 1024, s·b = 16384; scaled by the layer's
+# for 350 M on 2 H200s (docs/journal/2026-11-30-gpu.md) at h = 1024, s·b = 16384; scaled by the layer's
 # h²·s·b.
 ZERO3_EXPOSED_SHARE = 1.0 / 3.0
 ZERO3_MEASURED_LAYER = 1024**2 * 16384  # h² x s·b of the measured run

@@ -39,7 +39,7 @@ Activations — Korthikanti et al. 2022, "Reducing Activation Recomputation in L
                          copy (4), the fp32 log-softmax kept for the backward pass (4) and part of its
                          gradient.
 
-Measured on one H200 (docs/journal/gpu-2026-12-01.md, "LoRA on H200": Hugging Face Llama shapes of
+Measured on one H200 (docs/journal/2026-12-01-gpu.md, "LoRA on H200": Hugging Face Llama shapes of
 1.5B-8B, s = 2048, bf16 autocast, SDPA; activations = max_memory_allocated less the model states):
 - the Llama block (`block: llama`, RMSNorm computed in fp32, SwiGLU MLP, no dropout) keeps K = 50, not 34:
   without checkpointing 49.6 (7B, LoRA), 46.8 (3B, LoRA), 57.3 (1.5B, LoRA) bytes per s·b·h per layer;

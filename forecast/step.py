@@ -75,7 +75,7 @@ ELEMENT_BYTES = {"hidden": 761.0, "kv": 304.0, "ffn": 82.0, "vocab": 57.0}
 ELEMENT_NO_RECOMPUTE = 0.87
 # The byte weights above are Hugging Face Llama's unfused kernels (fp32 RMSNorm, rotary, SwiGLU). The GPT
 # job of train/gpt.py (LayerNorm, GELU) moves 0.32 of them: fitted to its two single-GPU H200 runs
-# (docs/journal/gpu-2026-11-30.md, "The transformer on H200": gpt-350m 145,464 and gpt-124m 314,805
+# (docs/journal/2026-11-30-gpu.md, "The transformer on H200": gpt-350m 145,464 and gpt-124m 314,805
 # tokens/s; 0.25 and 0.40 each), so those two are fitted, not held out.
 ELEMENT_SCALE = {"llama": 1.0, "gpt": 0.32}
 ADAPTER_BYTES = {True: 61.0, False: 40.0}  # keyed by activation_checkpointing (issue #32, H200)

@@ -1,4 +1,4 @@
-"""The forecast against LoRA and full fine-tunes measured on one H200 (docs/journal/gpu-2026-12-01.md,
+"""The forecast against LoRA and full fine-tunes measured on one H200 (docs/journal/2026-12-01-gpu.md,
 "LoRA on H200").
 
 The runs (bench/gpu_lora.py, 2026-12-01) are read from their own records: the runs the corrections were

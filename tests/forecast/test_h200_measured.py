@@ -1,4 +1,4 @@
-"""The forecast against the GPT job measured on H200 (docs/journal/gpu-2026-11-30.md, "The transformer on
+"""The forecast against the GPT job measured on H200 (docs/journal/2026-11-30-gpu.md, "The transformer on
 H200").
 
 Inputs are the runs' own: GPT-2-shaped models from train/gpt_config.py, sequence 1024, micro-batch 16, bf16,

@@ -17,6 +17,8 @@ from typing import Any
 
 import pulumi
 
+from common.contract import COMPONENT_TYPE
+from common.outputs import BilledIds, ForecastOutput, NodeOutput, SshEndpoint
 from components import names
 from components.alerts import stack_alert_rules
 from components.artifacts import write_artifacts
@@ -59,7 +61,6 @@ from stackconfig.supervisor import data_center_order, run_cost_cap
 
 __all__ = ["H100Cluster", "H100ClusterArgs", "read_secret_values", "read_stack_config", "write_artifacts"]
 
-COMPONENT_TYPE = "trainstack:index:H100Cluster"
 SSH_PORTS = ["22/tcp"]
 
 
@@ -79,7 +80,7 @@ class H100Cluster(pulumi.ComponentResource):
     """An Instant Cluster (topology `cluster`) or a pool of independent pods (`pods`), with its network
     volume, checkpoint bucket and secrets; outputs the nodes, the rendered artifacts and the costs."""
 
-    nodes: pulumi.Output[list[dict[str, Any]]]
+    nodes: pulumi.Output[list[dict[str, Any]]]  # NodeOutput.to_output, in rank order
     artifacts: pulumi.Output[Artifacts]  # not a stack output: for write_artifacts
     hostfile: pulumi.Output[str]
     hosts: pulumi.Output[str]
@@ -87,10 +88,8 @@ class H100Cluster(pulumi.ComponentResource):
     cost_per_hour: pulumi.Output[float]
     cost_per_run: pulumi.Output[float]
     cost_per_run_basis: str  # what cost_per_run is: the forecast's hours, or max_run_hours
-    billed_ids: pulumi.Output[dict[str, Any]]  # cluster_id, volume_id (None when the stack has none)
-    forecast: (
-        dict[str, Any] | None
-    )  # memory, hours and run cost (forecast.model.Forecast.to_output); plain data
+    billed_ids: pulumi.Output[dict[str, Any]]  # BilledIds.to_output: cluster_id, volume_id (None: none)
+    forecast: dict[str, Any] | None  # ForecastOutput.to_output: memory, hours, run cost; plain data
 
     def __init__(self, name: str, args: H100ClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(COMPONENT_TYPE, name, None, opts)
@@ -104,7 +103,8 @@ class H100Cluster(pulumi.ComponentResource):
         # a forecast that raises must stop the program before anything rents (components/guards.py).
         # `compare` holds the cheapest feasible GPU type, node count and sharding (forecast.compare).
         prediction = stack_forecast(cfg)
-        self.forecast = stack_output(cfg, prediction)
+        raw_forecast = stack_output(cfg, prediction)
+        self.forecast = None if raw_forecast is None else ForecastOutput.from_output(raw_forecast).to_output()
         child = pulumi.ResourceOptions(parent=self)
         # Stateful or expensive: guarded against `destroy` and replaces where the stack asks (prod).
         guarded = pulumi.ResourceOptions(parent=self, protect=cfg.protect)
@@ -196,7 +196,7 @@ class H100Cluster(pulumi.ComponentResource):
             )
         )
         self.nodes = nodes.apply(lambda ns: [_node_output(n) for n in ns])
-        self.billed_ids = pulumi.Output.from_input(billed)
+        self.billed_ids = pulumi.Output.all(**billed).apply(lambda ids: BilledIds(**ids).to_output())
         # Copies each node's files over SSH and starts its script, when trainstack:delivery_enabled is true.
         self.deliveries = (
             []
@@ -410,9 +410,9 @@ def _pod_nodes(rows: Sequence[Sequence[Any]]) -> list[Node]:
 
 
 def _node_output(n: Node) -> dict[str, Any]:
-    out = {"rank": n.rank, "ip": n.ip, "pod_id": n.pod_id, "ssh_endpoint": n.ssh_endpoint}
     # A pod started again after a declared stop: its boot is part of the run id (scripts/supervise reads it).
-    return out | ({"boot": n.boot} if n.boot else {})
+    ssh = SshEndpoint(n.ssh_host, n.ssh_port)
+    return NodeOutput(rank=n.rank, ip=n.ip, pod_id=n.pod_id, ssh=ssh, boot=n.boot).to_output()
 
 
 def _digests(files: Mapping[str, str]) -> dict[str, str]:

@@ -30,6 +30,7 @@ from pulumi.dynamic import (
 )
 from pydantic import field_validator
 
+from common import contract
 from providers.common import InputModel, args_of
 from providers.delivery.ssh import Runner, Ssh, SshTarget, forget_host_key, run_process
 from providers.resource import CheckedProvider, ResourceInputs, TypedResource
@@ -203,7 +204,7 @@ class NodeFilesInputs(ResourceInputs):
     user: str | None = None
 
 
-class NodeFiles(TypedResource, module="delivery", name="NodeFiles"):
+class NodeFiles(TypedResource, module=contract.NODE_FILES.module, name=contract.NODE_FILES.name):
     """A node's artifacts, delivered and started (`pulumi-python:dynamic/delivery:NodeFiles`)."""
 
     provider_factory = NodeFilesProvider

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, UpdateResult
 
+from common import contract
 from facts.pods import is_terminal
 from providers.resource import COST_KEYS, TypedResource
 from providers.runpod import capacity, catalog, errors
@@ -271,7 +272,7 @@ class InstantClusterProvider(RunPodProvider):
         }
 
 
-class InstantCluster(TypedResource, module="runpod", name="InstantCluster"):
+class InstantCluster(TypedResource, module=contract.CLUSTER.module, name=contract.CLUSTER.name):
     """A RunPod Instant Cluster (`pulumi-python:dynamic/runpod:InstantCluster`); see InstantClusterInputs."""
 
     provider_factory = InstantClusterProvider

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import pulumi
 from pulumi.dynamic import CheckFailure, CreateResult, DiffResult, ReadResult, UpdateResult
 
+from common import contract
 from facts.pods import PodStatus, is_halted, is_terminal
 from providers.common import InputModel
 from providers.resource import COST_KEYS, TypedResource
@@ -398,7 +399,7 @@ class PodProvider(RunPodProvider):
         }
 
 
-class Pod(TypedResource, module="runpod", name="Pod"):
+class Pod(TypedResource, module=contract.POD.module, name=contract.POD.name):
     """A RunPod GPU pod (`pulumi-python:dynamic/runpod:Pod`); inputs: `PodInputs`, checked as `PodSpec`."""
 
     provider_factory = PodProvider

@@ -16,6 +16,7 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult
 
+from common import contract
 from providers.resource import COST_KEYS, ResourceInputs, TypedResource
 from providers.runpod.base import RunPodProvider, args_of, is_unknown
 from providers.runpod.inputs import RegistryAuthInputs
@@ -64,7 +65,7 @@ class RegistryAuthProvider(RunPodProvider):
         return {**kept, "registry_id": registry_id, "password_hash": password_hash}
 
 
-class RegistryAuth(TypedResource, module="runpod", name="RegistryAuth"):
+class RegistryAuth(TypedResource, module=contract.REGISTRY.module, name=contract.REGISTRY.name):
     """A RunPod registry credential (`pulumi-python:dynamic/runpod:RegistryAuth`); `password` is a secret."""
 
     registry_id: pulumi.Output[str]

@@ -20,6 +20,7 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import CheckResult, CreateResult, DiffResult, ReadResult, UpdateResult
 
+from common import contract
 from facts import secrets
 from providers.resource import COST_KEYS, ResourceInputs, TypedResource
 from providers.runpod.base import RunPodProvider, args_of, is_unknown
@@ -123,7 +124,7 @@ class SecretProvider(RunPodProvider):
         }
 
 
-class Secret(TypedResource, module="runpod", name="Secret"):
+class Secret(TypedResource, module=contract.SECRET.module, name=contract.SECRET.name):
     """A RunPod secret (`pulumi-python:dynamic/runpod:Secret`); `value` is always a Pulumi secret."""
 
     secret_id: pulumi.Output[str]

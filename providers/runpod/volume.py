@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import pulumi
 from pulumi.dynamic import CheckFailure, CheckResult, CreateResult, ReadResult, UpdateResult
 
+from common import contract
 from providers.common import InputModel, contains_unknown
 from providers.resource import COST_KEYS, TypedResource
 from providers.runpod import capacity, catalog, errors
@@ -142,7 +143,7 @@ class NetworkVolumeProvider(RunPodProvider):
         return {**self.carried(props), "volume_id": volume.id}
 
 
-class NetworkVolume(TypedResource, module="runpod", name="NetworkVolume"):
+class NetworkVolume(TypedResource, module=contract.VOLUME.module, name=contract.VOLUME.name):
     """A RunPod network volume (`pulumi-python:dynamic/runpod:NetworkVolume`); see NetworkVolumeInputs."""
 
     provider_factory = NetworkVolumeProvider

@@ -30,6 +30,7 @@ from pulumi.dynamic import (
     UpdateResult,
 )
 
+from common import contract
 from providers import settings
 from providers.common import PROVIDER_KEY
 from providers.resource import CheckedProvider, TypedResource
@@ -180,7 +181,7 @@ class CheckpointBucketProvider(CheckedProvider):
         return {**kept, "arn": f"arn:aws:s3:::{args.bucket_name}", "endpoint_url": endpoint}
 
 
-class CheckpointBucket(TypedResource, module="s3", name="CheckpointBucket"):
+class CheckpointBucket(TypedResource, module=contract.BUCKET.module, name=contract.BUCKET.name):
     """A hardened checkpoint bucket (`pulumi-python:dynamic/s3:CheckpointBucket`); see its Inputs."""
 
     provider_factory = CheckpointBucketProvider

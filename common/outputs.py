@@ -22,6 +22,7 @@ __all__ = [
     "ForecastOutput",
     "NodeOutput",
     "SshEndpoint",
+    "forecast_of",
     "nodes_of",
 ]
 
@@ -268,3 +269,9 @@ class ForecastOutput:
             spot_run_cost_usd=_opt_float(raw, "spot_run_cost_usd", where),
             compare=compare if isinstance(compare, Mapping) else None,
         )
+
+
+def forecast_of(outputs: Mapping[str, Any]) -> ForecastOutput | None:
+    """The `forecast` of a stack's (or the component's) outputs; None when the stack declares no model."""
+    raw = outputs.get("forecast")
+    return None if raw is None else ForecastOutput.from_output(raw)

@@ -9,13 +9,15 @@ Standard library only: the ground layer.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from common.errors import TrainstackError
 
 __all__ = [
+    "MEMORY_PARTS",
     "BilledIds",
     "ContractError",
     "ForecastMemory",
@@ -51,8 +53,8 @@ def _int(value: Any, key: str, where: str) -> int:
 
 
 def _float(value: Any, key: str, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ContractError(f"{where}.{key} is not a number (got {value!r})")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ContractError(f"{where}.{key} is not a finite number (got {value!r})")
     return float(value)
 
 
@@ -154,7 +156,8 @@ class BilledIds:
         return cls(cluster_id=one("cluster_id"), volume_id=one("volume_id"))
 
 
-_MEMORY_PARTS = ("weights", "gradients", "optimizer", "activations", "gather_buffers", "allowance")
+# The parts of the per-GPU total, in the order a breakdown lists them.
+MEMORY_PARTS: Final = ("weights", "gradients", "optimizer", "activations", "gather_buffers", "allowance")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -185,7 +188,7 @@ class ForecastMemory:
             return _float(_need(raw, key, where), key, where)
 
         return cls(
-            parts={k: need(k) for k in _MEMORY_PARTS if k in raw},
+            parts={k: need(k) for k in MEMORY_PARTS if k in raw},
             total=need("total"),
             total_low=_opt_float(raw, "total_low", where),
             total_high=_opt_float(raw, "total_high", where),

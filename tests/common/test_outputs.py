@@ -95,8 +95,9 @@ def test_a_forecast_round_trips_and_a_missing_figure_is_named() -> None:
     del broken["memory_gb_per_gpu"]["total"]
     with pytest.raises(ContractError, match=r"forecast\.memory_gb_per_gpu has no `total`"):
         ForecastOutput.from_output(broken)
-    with pytest.raises(ContractError, match=r"forecast\.hours is not a number"):
-        ForecastOutput.from_output({**FORECAST, "hours": "long"})
+    for bad in ("long", float("nan"), float("inf")):
+        with pytest.raises(ContractError, match=r"forecast\.hours is not a finite number"):
+            ForecastOutput.from_output({**FORECAST, "hours": bad})
 
 
 def test_a_forecast_from_before_the_band_still_parses() -> None:

@@ -45,7 +45,7 @@ from typing import Any
 from common import contract
 from common.outputs import NodeOutput
 from providers.delivery.ssh import DeliveryError, Ssh, SshTarget, UnreachableError
-from stackview.sources import billed_ids, node_target, stack_nodes
+from stackview.sources import WatchError, billed_ids, node_target, stack_nodes
 from supervisor.faults import Attempt
 from supervisor.model import Observation, Plan
 from supervisor.store import stamp, write_attempt
@@ -172,7 +172,11 @@ class Actuator:
     def sync(self, outputs: Mapping[str, Any]) -> str:
         """A last checkpoint sync on each node that answers; one that does not is reported, not waited for."""
         workdir = str(outputs.get("workdir") or "/workspace/trainstack")
-        nodes = stack_nodes(self.stack, outputs)
+        try:
+            nodes = stack_nodes(self.stack, outputs)
+        except WatchError as exc:  # a release goes on without its sync: the line says why
+            self.log(line := f"sync: none ({exc})")
+            return line
         # All nodes at once: each waits up to sync_grace_s for its script, prod's 8 in one grace.
         with ThreadPoolExecutor(max_workers=max(1, min(16, len(nodes)))) as pool:
             results = list(pool.map(lambda n: self._sync_node(n, workdir), nodes))
@@ -280,7 +284,12 @@ class Recoverer:
         workdir = str(outputs.get("workdir") or "/workspace/trainstack")
         when = stamp(now)
         results = []
-        for node in stack_nodes(self.stack, outputs):
+        try:
+            nodes = stack_nodes(self.stack, outputs)
+        except WatchError as exc:
+            self.log(line := f"diagnostics: none ({exc})")
+            return line
+        for node in nodes:
             target = node_target(self.stack, node)
             if not self.bucket:
                 results.append(f"node {node.rank}: no bucket")

@@ -5,6 +5,7 @@ record by a bare key. An AST walk, so a comment or a docstring does not count an
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -56,6 +57,17 @@ def test_no_module_outside_common_spells_the_ssh_endpoint_key() -> None:
         if isinstance(node, ast.Constant) and node.value == "ssh_endpoint"
     ]
     assert found == [], "parse nodes with common.outputs.NodeOutput (its `ssh` is the parsed target)"
+
+
+def test_no_module_outside_common_spells_a_type_token() -> None:
+    token = re.compile(r"pulumi-python:dynamic/\w+:\w+|trainstack:index:\w+")
+    found = [
+        f"{path.relative_to(REPO)}:{node.lineno} {node.value!r}"
+        for path in [*_modules(PRODUCT), REPO / "__main__.py"]
+        for node in ast.walk(ast.parse(path.read_text(), str(path)))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and token.fullmatch(node.value)
+    ]
+    assert found == [], "compare against common.contract (POD.type, ..., COMPONENT_TYPE)"
 
 
 def test_the_stack_view_readers_read_no_output_record_by_a_bare_key() -> None:

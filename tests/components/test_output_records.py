@@ -10,6 +10,7 @@ import pytest
 
 from common.outputs import BilledIds, ForecastOutput, NodeOutput, SshEndpoint, nodes_of
 from components.cluster import H100Cluster, H100ClusterArgs
+from forecast.compare import stack_output
 from tests.components.conftest import stack_config
 from tests.components.test_cluster import SECRET_VALUES, FakeProviders
 
@@ -43,7 +44,8 @@ def test_a_clusters_outputs_parse_into_their_records(mocks: FakeProviders) -> pu
         assert cluster.forecast is not None
         forecast = ForecastOutput.from_output(cluster.forecast)
         assert forecast.gpus_per_job == 64 and forecast.run_cost_usd > 0
-        assert forecast.to_output() == cluster.forecast
+        # every key the forecast package writes is in the record: a new one must be added there first
+        assert forecast.to_output() == cluster.forecast == stack_output(stack_config("prod"))
 
     return pulumi.Output.all(nodes=cluster.nodes, billed_ids=cluster.billed_ids).apply(check)
 

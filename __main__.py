@@ -17,6 +17,7 @@ from providers.preload import request_preload
 # component code have run (providers/preload.py explains; ~0.3 s of every preview and up).
 request_preload()
 
+from common.outputs import BilledIds  # noqa: E402
 from components.cluster import (  # noqa: E402 - after the early provider start, on purpose
     H100Cluster,
     H100ClusterArgs,
@@ -81,8 +82,9 @@ def main() -> None:
     pulumi.export("forecast", cluster.forecast)
     pulumi.export("alerts", cluster.alert_rules.as_output())  # thresholds, for the PR report's diff
     pulumi.export("artifacts_dir", str(OUT_DIR / stack))
-    pulumi.export("cluster_id", cluster.billed_ids.apply(lambda ids: ids["cluster_id"]))  # for scripts/watch
-    pulumi.export("volume_id", cluster.billed_ids.apply(lambda ids: ids["volume_id"]))
+    billed = cluster.billed_ids.apply(BilledIds.from_output)  # for scripts/watch, at the stack's top level
+    pulumi.export("cluster_id", billed.apply(lambda ids: ids.cluster_id))
+    pulumi.export("volume_id", billed.apply(lambda ids: ids.volume_id))
     pulumi.export("workdir", config.training.workdir)  # where scripts/watch finds the aggregator's state
     pulumi.export("topology", config.cluster.topology)  # a pool: each pod its own job and aggregator
 

@@ -201,7 +201,7 @@ def measure(rounds: int = 5, with_states: bool = True) -> dict[str, Any]:
 # the first moment no useful work is possible to the action that ends it (the release; for a hang, recovery's
 # restart), read from RunPod's meter. A hang with recovery on (the default) is not among them: its action,
 # a restart after the stall's diagnostics over SSH, needs hosts this bench does not run (its deadline is
-# stalled_after_min: 10 min, tests/supervisor hold it).
+# recovery.hang_after_min: 10 min, tests/supervisor hold it).
 STATES = ("never_started", "failed", "idle")
 
 

@@ -17,6 +17,8 @@ from typing import Any
 
 import pulumi
 
+from common.contract import COMPONENT_TYPE
+from common.outputs import BilledIds, ForecastOutput, NodeOutput, SshEndpoint
 from components import names
 from components.alerts import stack_alert_rules
 from components.artifacts import write_artifacts
@@ -59,7 +61,6 @@ from stackconfig.supervisor import data_center_order, run_cost_cap
 
 __all__ = ["H100Cluster", "H100ClusterArgs", "read_secret_values", "read_stack_config", "write_artifacts"]
 
-COMPONENT_TYPE = "trainstack:index:H100Cluster"
 SSH_PORTS = ["22/tcp"]
 
 
@@ -79,7 +80,7 @@ class H100Cluster(pulumi.ComponentResource):
     """An Instant Cluster (topology `cluster`) or a pool of independent pods (`pods`), with its network
     volume, checkpoint bucket and secrets; outputs the nodes, the rendered artifacts and the costs."""
 
-    nodes: pulumi.Output[list[dict[str, Any]]]
+    nodes: pulumi.Output[list[dict[str, Any]]]  # NodeOutput.to_output, in rank order
     artifacts: pulumi.Output[Artifacts]  # not a stack output: for write_artifacts
     hostfile: pulumi.Output[str]
     hosts: pulumi.Output[str]
@@ -87,45 +88,36 @@ class H100Cluster(pulumi.ComponentResource):
     cost_per_hour: pulumi.Output[float]
     cost_per_run: pulumi.Output[float]
     cost_per_run_basis: str  # what cost_per_run is: the forecast's hours, or max_run_hours
-    billed_ids: pulumi.Output[dict[str, Any]]  # cluster_id, volume_id (None when the stack has none)
-    forecast: (
-        dict[str, Any] | None
-    )  # memory, hours and run cost (forecast.model.Forecast.to_output); plain data
+    billed_ids: pulumi.Output[dict[str, Any]]  # BilledIds.to_output: cluster_id, volume_id (None: none)
+    forecast: dict[str, Any] | None  # ForecastOutput.to_output: memory, hours, run cost; plain data
 
     def __init__(self, name: str, args: H100ClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(COMPONENT_TYPE, name, None, opts)
         cfg = args.config
-        missing = [s for s in cfg.training.secrets if s not in args.secret_values]
-        if missing:
-            lines = "; ".join(f"`pulumi config set --secret {secret_config_key(s)} <value>`" for s in missing)
-            raise ValueError(f"no value for secrets {', '.join(missing)}; set each: {lines}")
+        _require_secret_values(cfg, args.secret_values)
         # From the config alone, so it is known at preview, where the policy pack reads it from this
         # component's outputs; None when the stack declares no training.model. First, before any child:
         # a forecast that raises must stop the program before anything rents (components/guards.py).
         # `compare` holds the cheapest feasible GPU type, node count and sharding (forecast.compare).
         prediction = stack_forecast(cfg)
-        self.forecast = stack_output(cfg, prediction)
+        raw_forecast = stack_output(cfg, prediction)
+        self.forecast = None if raw_forecast is None else ForecastOutput.from_output(raw_forecast).to_output()
+        compute = self._compute(name, args)
+        # The thresholds node 0's aggregator applies (and the stack exports), from this forecast's hours.
+        self.alert_rules = stack_alert_rules(cfg, prediction)
+        self._outputs(name, args, compute)
+
+    def _compute(self, name: str, args: H100ClusterArgs) -> Compute:
+        """The stateful children (volume, bucket, secrets), then the compute the run phase declares."""
+        cfg = args.config
         child = pulumi.ResourceOptions(parent=self)
         # Stateful or expensive: guarded against `destroy` and replaces where the stack asks (prod).
         guarded = pulumi.ResourceOptions(parent=self, protect=cfg.protect)
         volume = self._volume(name, cfg, guarded)
         bucket = self._bucket(name, cfg, args.s3_endpoint_url, guarded)
-        secrets = [
-            Secret(
-                f"{name}-secret-{env.lower()}",
-                SecretInputs(
-                    name=names.secret_name(name, env),
-                    value=args.secret_values[env],
-                    description=names.secret_description(name, env),
-                ),
-                child,
-            )
-            for env in cfg.training.secrets
-        ]
+        secrets = self._secrets(name, cfg, args.secret_values, child)
         props = _container_fields(name, cfg, volume)
-        # trainstack:run.phase (stackconfig/supervisor.py): `releasing` lifts protect from the compute
-        # alone, so that `released`, which declares none, can remove it even on a protected stack.
-        phase = cfg.run.phase
+        phase = compute_phase(cfg)
         # delete_before_replace as an option, not only in the providers' diff: a replace the supervisor forces
         # (`pulumi up --replace`, issue #29) has no changed input, so the diff's answer is not asked and
         # Pulumi would create first. The new cluster's create then adopted the old one by its name (the
@@ -134,73 +126,51 @@ class H100Cluster(pulumi.ComponentResource):
         after = pulumi.ResourceOptions(
             parent=self,
             depends_on=[*secrets, *([bucket] if bucket else [])],
-            protect=cfg.protect and phase == "active",
+            protect=phase.protect,
             delete_before_replace=True,
         )
-        priced: list[Any] = [*secrets, *([volume] if volume else [])]
+        stored: list[Any] = [*secrets, *([volume] if volume else [])]
         registry = self._registry(name, cfg, args.registry_password, child)
-        # What RunPod bills under its own id (scripts/watch reads the bill); members bill under their cluster.
-        billed: dict[str, Any] = {"cluster_id": None, "volume_id": volume.volume_id if volume else None}
-        nodes: pulumi.Output[list[Node]]
-        # release_mode stop (loose on-demand pods only, stackconfig/rules.py): `released` keeps the pods,
-        # declared stopped; they bill no GPU and run nothing, so the stack shows no nodes.
-        stopped = (
-            phase == "released" and cfg.supervisor.release_mode == "stop" and cfg.cluster.topology == "pods"
-        )
-        if phase == "released" and not stopped:  # compute released: volume, bucket and secrets stay
-            nodes = pulumi.Output.from_input([])
-        elif cfg.cluster.topology == "cluster":
+        volume_id = volume.volume_id if volume else None
+        if phase.released:  # compute released: volume, bucket and secrets stay
+            return Compute(pulumi.Output.from_input([]), stored, None, volume_id)
+        if cfg.cluster.topology == "cluster":
             cluster = InstantCluster(f"{name}-cluster", _cluster_inputs(name, cfg, props, volume), after)
-            priced.append(cluster)
-            billed["cluster_id"] = cluster.cluster_id
-            nodes = cluster.nodes.apply(_cluster_nodes)
-        else:
-            # A pool's trial that ended while others run (trainstack:run.ended_trials, the supervisor's): its
-            # pod alone is released, stopped under release_mode stop, else not declared (deleted). The other
-            # pods keep their index, their rank and their files (each pool pod's files are its own), so
-            # nothing of theirs changes and no running trial restarts.
-            ended = set(cfg.run.ended_trials)
-            keep_stopped = cfg.supervisor.release_mode == "stop"
-            # On a protected stack the supervisor first lifts an ending trial's protection (an update that
-            # changes nothing at RunPod), then ends it: Pulumi never deletes a protected resource.
-            lifted = set(cfg.run.releasing_trials) | ended
-            unprotected = pulumi.ResourceOptions.merge(after, pulumi.ResourceOptions(protect=False))
-            pods = {
-                i: Pod(
-                    f"{name}-pod-{i}",
-                    _pod_inputs(name, i, cfg, props, registry, volume, stopped or i in ended),
-                    unprotected if i in lifted else after,
-                )
-                for i in range(cfg.cluster.nodes)
-                if i not in ended or keep_stopped
-            }
-            priced += list(pods.values())
-            live = {i: p for i, p in pods.items() if not stopped and i not in ended}
-            nodes = (
-                pulumi.Output.all(
-                    *[
-                        pulumi.Output.all(i, p.private_ip, p.pod_id, p.ssh_host, p.ssh_port, p.boots)
-                        for i, p in live.items()
-                    ]
-                ).apply(_pod_nodes)
-                if live
-                else pulumi.Output.from_input([])
+            return Compute(
+                cluster.nodes.apply(_cluster_nodes), [*stored, cluster], cluster.cluster_id, volume_id
             )
+        pods = _pool(name, cfg, phase, props, registry, volume, after)
+        live = {i: p for i, p in pods.items() if i in phase.running(cfg.cluster.nodes)}
+        nodes = (
+            pulumi.Output.all(
+                *[
+                    pulumi.Output.all(i, p.private_ip, p.pod_id, p.ssh_host, p.ssh_port, p.boots)
+                    for i, p in live.items()
+                ]
+            ).apply(_pod_nodes)
+            if live
+            else pulumi.Output.from_input([])
+        )
+        return Compute(nodes, [*stored, *pods.values()], None, volume_id)
 
-        # The thresholds node 0's aggregator applies (and the stack exports), from this forecast's hours.
-        self.alert_rules = stack_alert_rules(cfg, prediction)
-        rules = self.alert_rules
+    def _outputs(self, name: str, args: H100ClusterArgs, compute: Compute) -> None:
+        """The rendered artifacts, their delivery, the costs, and the outputs the readers parse with
+        common/outputs.py (NodeOutput, BilledIds, ForecastOutput)."""
+        cfg, rules, nodes, priced = args.config, self.alert_rules, compute.nodes, compute.priced
         self.artifacts = nodes.apply(
             lambda ns: (
                 render_artifacts(name, cfg, ns, args.s3_endpoint_url, rules) if ns else Artifacts("", "")
             )
         )
         self.nodes = nodes.apply(lambda ns: [_node_output(n) for n in ns])
-        self.billed_ids = pulumi.Output.from_input(billed)
+        # What RunPod bills under its own id (scripts/watch reads the bill); members bill under their cluster.
+        self.billed_ids = pulumi.Output.all(cluster_id=compute.cluster_id, volume_id=compute.volume_id).apply(
+            lambda ids: BilledIds(**ids).to_output()
+        )
         # Copies each node's files over SSH and starts its script, when trainstack:delivery_enabled is true.
         self.deliveries = (
             []
-            if phase == "released"
+            if cfg.run.phase == "released"
             else deliver_to_nodes(name, cfg, nodes, self.artifacts, pulumi.ResourceOptions(parent=self))
         )
         self.hostfile = self.artifacts.apply(lambda a: a.hostfile)
@@ -232,6 +202,23 @@ class H100Cluster(pulumi.ComponentResource):
                 "run_cost_cap_usd": run_cost_cap(cfg),
             }
         )
+
+    @staticmethod
+    def _secrets(
+        name: str, cfg: StackConfig, values: Mapping[str, pulumi.Input[str]], opts: pulumi.ResourceOptions
+    ) -> list[Secret]:
+        return [
+            Secret(
+                f"{name}-secret-{env.lower()}",
+                SecretInputs(
+                    name=names.secret_name(name, env),
+                    value=values[env],
+                    description=names.secret_description(name, env),
+                ),
+                opts,
+            )
+            for env in cfg.training.secrets
+        ]
 
     @staticmethod
     def _registry(
@@ -302,6 +289,84 @@ class H100Cluster(pulumi.ComponentResource):
             ),
             opts,
         )
+
+
+@dataclass(frozen=True)
+class Compute:
+    """What `_compute` declared: the nodes (rank order), every priced child, and the ids RunPod bills."""
+
+    nodes: pulumi.Output[list[Node]]
+    priced: list[Any]  # each has cost_per_hour and storage_cost_per_month
+    cluster_id: pulumi.Input[str] | None  # the Instant Cluster's (a pool's members bill under their own)
+    volume_id: pulumi.Input[str] | None
+
+
+@dataclass(frozen=True)
+class ComputePhase:
+    """What trainstack:run (stackconfig/supervisor.py) asks of the compute. Pure, from the config."""
+
+    released: bool  # no compute declared: volume, bucket and secrets stay
+    stopped: bool  # release_mode stop: a pool's pods kept, declared stopped (no GPU billed, nothing runs)
+    protect: bool  # `releasing` lifts protect from the compute alone, so `released` can remove it
+    ended: frozenset[int]  # a pool's trials that ended while others run (trainstack:run.ended_trials)
+    lifted: frozenset[int]  # a pool's trials whose pods lose protect first (releasing or ended)
+    keep_stopped: bool  # an ended trial's pod is kept stopped (release_mode stop), else deleted
+
+    def declared(self, nodes: int) -> list[int]:
+        """The pool indexes that are declared at all."""
+        return [i for i in range(nodes) if i not in self.ended or self.keep_stopped]
+
+    def running(self, nodes: int) -> list[int]:
+        """The pool indexes declared running (the stack's nodes)."""
+        return [] if self.stopped else [i for i in range(nodes) if i not in self.ended]
+
+
+def compute_phase(cfg: StackConfig) -> ComputePhase:
+    phase, mode = cfg.run.phase, cfg.supervisor.release_mode
+    # release_mode stop (loose on-demand pods only, stackconfig/rules.py): `released` keeps the pods,
+    # declared stopped; they bill no GPU and run nothing, so the stack shows no nodes.
+    stopped = phase == "released" and mode == "stop" and cfg.cluster.topology == "pods"
+    ended = frozenset(cfg.run.ended_trials)
+    return ComputePhase(
+        released=phase == "released" and not stopped,
+        stopped=stopped,
+        protect=cfg.protect and phase == "active",
+        ended=ended,
+        # On a protected stack the supervisor first lifts an ending trial's protection (an update that
+        # changes nothing at RunPod), then ends it: Pulumi never deletes a protected resource.
+        lifted=frozenset(cfg.run.releasing_trials) | ended,
+        keep_stopped=mode == "stop",
+    )
+
+
+def _require_secret_values(cfg: StackConfig, values: Mapping[str, pulumi.Input[str]]) -> None:
+    missing = [s for s in cfg.training.secrets if s not in values]
+    if missing:
+        lines = "; ".join(f"`pulumi config set --secret {secret_config_key(s)} <value>`" for s in missing)
+        raise ValueError(f"no value for secrets {', '.join(missing)}; set each: {lines}")
+
+
+def _pool(
+    name: str,
+    cfg: StackConfig,
+    phase: ComputePhase,
+    props: ContainerFields,
+    registry: RegistryAuth | None,
+    volume: NetworkVolume | None,
+    after: pulumi.ResourceOptions,
+) -> dict[int, Pod]:
+    """A pool's pods by index. A trial that ended while others run has its pod alone released: stopped under
+    release_mode stop, else not declared (deleted). The other pods keep their index, their rank and their
+    files (each pool pod's files are its own), so nothing of theirs changes and no running trial restarts."""
+    unprotected = pulumi.ResourceOptions.merge(after, pulumi.ResourceOptions(protect=False))
+    return {
+        i: Pod(
+            f"{name}-pod-{i}",
+            _pod_inputs(name, i, cfg, props, registry, volume, phase.stopped or i in phase.ended),
+            unprotected if i in phase.lifted else after,
+        )
+        for i in phase.declared(cfg.cluster.nodes)
+    }
 
 
 def _container_fields(name: str, cfg: StackConfig, volume: NetworkVolume | None) -> ContainerFields:
@@ -410,9 +475,9 @@ def _pod_nodes(rows: Sequence[Sequence[Any]]) -> list[Node]:
 
 
 def _node_output(n: Node) -> dict[str, Any]:
-    out = {"rank": n.rank, "ip": n.ip, "pod_id": n.pod_id, "ssh_endpoint": n.ssh_endpoint}
     # A pod started again after a declared stop: its boot is part of the run id (scripts/supervise reads it).
-    return out | ({"boot": n.boot} if n.boot else {})
+    ssh = SshEndpoint(n.ssh_host, n.ssh_port)
+    return NodeOutput(rank=n.rank, ip=n.ip, pod_id=n.pod_id, ssh=ssh, boot=n.boot).to_output()
 
 
 def _digests(files: Mapping[str, str]) -> dict[str, str]:

@@ -22,7 +22,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-BUCKET_TYPE = "pulumi-python:dynamic/s3:CheckpointBucket"
+from common import contract
+
+BUCKET_TYPE = contract.BUCKET.type
 
 
 def answers(url: str, timeout_s: float = 3.0) -> bool:

@@ -37,12 +37,25 @@ class ResourceInputs:
 
 
 class TypedResource(Resource):
-    """Base of trainstack's dynamic resources. Subclasses name their provider, their computed outputs
-    (declared as None inputs, so Pulumi returns them) and, where they have one, the secret outputs."""
+    """Base of trainstack's dynamic resources. Subclasses name their provider, declare each output once, as
+    a `pulumi.Output[...]` attribute, and, where they have them, the secret outputs.
+
+    The attributes are the one list: from them the class takes `output_names` (declared as None inputs, so
+    Pulumi returns them) and gives its provider `output_keys`, the outputs that are not inputs (the
+    provider's `args_model` fields) or check()'s `computed_keys`, which diff ignores."""
 
     provider_factory: ClassVar[Callable[[], ResourceProvider]]
     output_names: ClassVar[tuple[str, ...]] = ()
     secret_outputs: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        own = vars(cls).get("__annotations__", {})
+        cls.output_names = tuple(k for k, kind in own.items() if str(kind).startswith("pulumi.Output["))
+        provider = vars(cls).get("provider_factory")
+        if isinstance(provider, type) and issubclass(provider, CheckedProvider):
+            inputs = {*provider.args_model.model_fields, *provider.computed_keys}
+            provider.output_keys = frozenset(cls.output_names) - inputs
 
     def __init__(self, name: str, inputs: ResourceInputs, opts: pulumi.ResourceOptions | None = None) -> None:
         props = {**dict.fromkeys(self.output_names), **self.props_of(inputs)}

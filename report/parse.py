@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from common import contract
 from common.contract import COST_KEYS
 from facts import secrets
 
@@ -27,7 +28,7 @@ _IGNORED_PROPS = frozenset({"__provider"})
 # it, and the report must not repeat the value in a pull request comment.
 _SECRET_NAME = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|ACCESS_KEY|PRIVATE_KEY)$", re.IGNORECASE)
 # The secret's value, and the salted hash the provider keeps to see it change: neither goes in a comment.
-_ALWAYS_SECRET = {"pulumi-python:dynamic/runpod:Secret": frozenset({"value", "value_hash"})}
+_ALWAYS_SECRET = {contract.SECRET.type: frozenset({"value", "value_hash"})}
 
 
 class PreviewParseError(ValueError):

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from common import contract
 from facts.money import burn_per_hour
 from report.alerts import alerts_json, alerts_table
 from report.escape import code, text
@@ -160,7 +161,7 @@ def op_counts(changes: Iterable[ResourceChange]) -> str:
 
 def short_type(type_: str) -> str:
     """`pulumi-python:dynamic/runpod:Pod` -> `runpod:Pod` (the token docs/ARCHITECTURE.md uses)."""
-    return type_.removeprefix("pulumi-python:dynamic/")
+    return contract.short_type(type_)
 
 
 # --- Markdown --------------------------------------------------------------------------------------

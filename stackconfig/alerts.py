@@ -7,7 +7,8 @@
       memory_idle_pct: 10           # GPU memory use below this for memory_idle_for_min: idle GPUs
       nvme_p99_max_us: 100          # checkpoint volume p99 write latency
       temperature_max_c: 85
-      stalled_after_min: 15         # no new training step: critical
+      stalled_after_min: 15         # no new training step: the critical alert, to a person (the
+                                    # supervisor's own hang is trainstack:recovery.hang_after_min, 10)
       keep_firing_for_min: 5        # resolve only after the condition is false this long (no flapping)
       budget_usd: 5000              # deprecated: trainstack:run.max_cost_usd is the run's one cap
 

@@ -394,7 +394,18 @@ _OBJECT_KEYS = frozenset({"cluster", "bucket", "training", "alerts", "supervisor
 # Renamed fields: (object key, old name) -> new name. The old name still works, with a deprecation message.
 # nccl_min_busbw_gbps read as gigabits per second, but the floor is in gigabytes per second (GB/s), the unit
 # nccl-tests reports bus bandwidth in.
-_RENAMED = {("training", "nccl_min_busbw_gbps"): "nccl_min_busbw_gb_per_s"}
+# (section, old name) -> (new name, why)
+_RENAMED = {
+    ("training", "nccl_min_busbw_gbps"): (
+        "nccl_min_busbw_gb_per_s",
+        "the figure is GB/s, gigabytes per second",
+    ),
+    # Two different things had one name: trainstack:alerts.stalled_after_min (15) is the alert to a person.
+    ("recovery", "stalled_after_min"): (
+        "hang_after_min",
+        "it is the supervisor's hang, not the alert's stall",
+    ),
+}
 # Config keys whose name differs from the field (camelCase keys other parts of the project already read).
 _KEY_ALIASES = {"s3EndpointUrl": "s3_endpoint_url"}
 KNOWN_KEYS = frozenset(StackConfig.model_fields) - set(_KEY_ALIASES.values()) | set(_KEY_ALIASES)
@@ -406,14 +417,14 @@ def _renamed(
     """`value` with renamed fields under their new names (each use of an old name goes to `warn`), or the
     problem when both names are set."""
     out = dict(value)
-    for (obj, old), new in _RENAMED.items():
+    for (obj, old), (new, why) in _RENAMED.items():
         if obj != name or old not in out:
             continue
         path = f"{NAMESPACE}:{obj}"
         if new in out:
             return out, f"{path}.{old} and {path}.{new} are both set; keep only {new}"
         out[new] = out.pop(old)
-        warn(f"{path}.{old} is deprecated (the figure is GB/s, gigabytes per second); rename it to {new}")
+        warn(f"{path}.{old} is deprecated ({why}); rename it to {new}")
     return out, None
 
 

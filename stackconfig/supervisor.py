@@ -109,8 +109,8 @@ class RecoveryConfig(_Section):
 
     trainstack:recovery:
       enabled: true                 # recover stalled, lost, unhealthy and preempted runs
-      stalled_after_min: 10         # no new step this long while every node answers: stalled (at least
-                                    # 2 x the run's slowest step and its longest quiet spell, e.g. a save)
+      hang_after_min: 10            # no new step this long while every node answers: a hang the supervisor
+                                    # acts on (at least 2 x the run's slowest step and longest quiet spell)
       unreachable_rounds: 2         # ignored (issue #42: lost is RunPod's word only); still accepted
       max_recoveries: 3             # per run; past it compute is released ("gave up")
       backoff_min: 10               # the wait after a recovery before the next one, doubled each time
@@ -121,8 +121,10 @@ class RecoveryConfig(_Section):
 
     enabled: bool = True
     # 10: PyTorch's default NCCL process-group timeout (torch.distributed.init_process_group), after which
-    # its watchdog aborts a collective still pending; supervisor/recover.py stall_threshold_s.
-    stalled_after_min: float = Field(10.0, gt=0)
+    # its watchdog aborts a collective still pending; supervisor/recover.py stall_threshold_s. Not the
+    # alert: trainstack:alerts.stalled_after_min (15) tells a person, this one makes the supervisor act
+    # (diagnose, then restart). Formerly `stalled_after_min` here too, still read (stackconfig/config.py).
+    hang_after_min: float = Field(10.0, gt=0)
     unreachable_rounds: int = Field(2, ge=1, le=100)
     max_recoveries: int = Field(3, ge=0, le=50)
     backoff_min: float = Field(10.0, ge=0)

@@ -13,6 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from common.outputs import nodes_of
+
 
 @dataclass(frozen=True)
 class NodeView:
@@ -105,12 +107,12 @@ def build(
     such a node shows that it exited, how, and its log's last lines, whatever the aggregator says.
 
     `node0_answered`: no state was read, but node 0 did answer over SSH (it has no aggregator state)."""
-    out_nodes = [n for n in outputs.get("nodes") or [] if isinstance(n, Mapping)]
+    out_nodes = nodes_of(outputs)  # ContractError naming a malformed key
     rows = list((aggregator or {}).get("nodes") or [])
     firing = tuple(a for a in (aggregator or {}).get("firing") or [] if isinstance(a, Mapping))
     views = []
     for i, node in enumerate(out_nodes):
-        pod_id = str(node.get("pod_id", "?"))
+        pod_id = node.pod_id
         row: Mapping[str, Any] = rows[i] if i < len(rows) and isinstance(rows[i], Mapping) else {}
         name = str(row.get("node", ""))
         mem = _num(row, "gpu_mem_used_bytes_max")
@@ -131,7 +133,7 @@ def build(
             tail, source = tuple(record.log_tail[-5:]), "exit record"
         views.append(
             NodeView(
-                rank=int(node.get("rank", i)),
+                rank=node.rank,
                 pod_id=pod_id,
                 reachable=reachable,
                 gpu_util_mean=_num(row, "gpu_util_mean"),

@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from common.outputs import BilledIds, ContractError, NodeOutput, forecast_of, nodes_of
 from components.delivery import known_hosts_file
 from components.render import job_files
 from providers.delivery.ssh import DeliveryError, Ssh, SshTarget
@@ -80,11 +81,44 @@ def stack_outputs(cwd: Path, stack: str, require_nodes: bool = True) -> dict[str
     return data
 
 
+def stack_nodes(stack: str, outputs: Mapping[str, Any]) -> list[NodeOutput]:
+    """The stack's `nodes` output as records (common/outputs.py); WatchError naming a malformed key."""
+    try:
+        return nodes_of(outputs)
+    except ContractError as exc:
+        raise WatchError(f"stack '{stack}': {exc}") from None
+
+
+def billed_ids(outputs: Mapping[str, Any]) -> BilledIds:
+    """The ids RunPod bills the stack's cluster and volume under (the stack exports them at its top level);
+    a stack from before either output has none."""
+    try:
+        return BilledIds.from_output(outputs, "outputs")
+    except ContractError:
+        return BilledIds.from_output({"cluster_id": None, "volume_id": None, **outputs}, "outputs")
+
+
+def forecast_run_cost(outputs: Mapping[str, Any], problems: list[str]) -> float | None:
+    """The forecast run cost the stack exports (None without a model); a malformed forecast is one line in
+    `problems`, not the end of the view."""
+    try:
+        forecast = forecast_of(outputs)
+    except ContractError as exc:
+        problems.append(f"forecast: {exc}")
+        return None
+    return None if forecast is None else forecast.run_cost_usd
+
+
+def node_target(stack: str, node: NodeOutput) -> SshTarget:
+    """A node's SSH target, with the stack's own known_hosts (host keys keyed by pod id)."""
+    return SshTarget(node.ssh.host, node.ssh.port, "root", node.pod_id, Path(known_hosts_file(stack)))
+
+
 def is_pool(outputs: Mapping[str, Any]) -> bool:
     """A pool of pods (each its own job, each pod its own aggregator), not an Instant Cluster (one job, one
     aggregator on node 0). Stacks from before the `topology` output: a cluster has a cluster id."""
     topology = outputs.get("topology")
-    return topology == "pods" if isinstance(topology, str) else not outputs.get("cluster_id")
+    return topology == "pods" if isinstance(topology, str) else not billed_ids(outputs).cluster_id
 
 
 def aggregator_state(
@@ -99,7 +133,7 @@ def aggregator_state(
     `run` runs a command on the target (default: ssh); NoStateError when node 0 (a pool: every pod that
     answered) answers without a state file.
     """
-    nodes = [n for n in outputs.get("nodes") or [] if isinstance(n, Mapping)]
+    nodes = stack_nodes(stack, outputs)
     if not nodes:
         raise WatchError(f"stack '{stack}' has no nodes in its outputs")
     run = run or _over_ssh(timeout_s)
@@ -117,7 +151,7 @@ def aggregator_state(
 
 
 def _read_or_error(
-    stack: str, outputs: Mapping[str, Any], node: Mapping[str, Any], run: Callable[[SshTarget, str], str]
+    stack: str, outputs: Mapping[str, Any], node: NodeOutput, run: Callable[[SshTarget, str], str]
 ) -> dict[str, Any] | WatchError:
     try:
         return _node_state(stack, outputs, node, run)
@@ -148,16 +182,13 @@ def _joined(found: Sequence[dict[str, Any] | WatchError], errors: Sequence[Watch
 
 
 def _node_state(
-    stack: str, outputs: Mapping[str, Any], node: Mapping[str, Any], run: Callable[[SshTarget, str], str]
+    stack: str, outputs: Mapping[str, Any], node: NodeOutput, run: Callable[[SshTarget, str], str]
 ) -> dict[str, Any]:
     """One node's aggregator state file (its job's first node)."""
     workdir = str(outputs.get("workdir") or "/workspace/trainstack")
-    who = f"node {node.get('rank', 0)} ({node.get('pod_id')})"
-    host, _, port = str(node.get("ssh_endpoint") or "").rpartition(":")
-    if not host or not port.isdigit():
-        raise WatchError(f"{who} has no SSH endpoint yet; it may still be starting")
-    target = SshTarget(host, int(port), "root", str(node["pod_id"]), Path(known_hosts_file(stack)))
-    path = f"{workdir}/{job_files(is_pool(outputs), int(node.get('rank', 0)))[2]}"
+    who = f"node {node.rank} ({node.pod_id})"
+    target = node_target(stack, node)
+    path = f"{workdir}/{job_files(is_pool(outputs), node.rank)[2]}"
     try:  # a missing file is an answer (empty output), not a failed command: it must not read as unreachable
         text = run(target, f"if [ -e {shlex.quote(path)} ]; then cat {shlex.quote(path)}; fi")
     except DeliveryError as exc:
@@ -192,8 +223,9 @@ def training_log_tails(
     workdir = str(outputs.get("workdir") or "/workspace/trainstack")
     run = run or _over_ssh(timeout_s)
     out: dict[str, list[str]] = {}
-    for node, pod_id, target in _targets(stack, outputs, pod_ids):
-        log = shlex.quote(f"{workdir}/logs/start-node-{node.get('rank')}.{pod_id}.log")
+    for node, target in _targets(stack, outputs, pod_ids):
+        pod_id = node.pod_id
+        log = shlex.quote(f"{workdir}/logs/start-node-{node.rank}.{pod_id}.log")
         try:
             text = run(target, f"if [ -e {log} ]; then tail -n {int(lines)} {log}; fi")
         except DeliveryError:
@@ -216,7 +248,8 @@ def exit_records(
     workdir = str(outputs.get("workdir") or "/workspace/trainstack")
     run = run or _over_ssh(timeout_s)
     out: dict[str, exitrecord.ExitRecord] = {}
-    for _node, pod_id, target in _targets(stack, outputs, pod_ids):
+    for node, target in _targets(stack, outputs, pod_ids):
+        pod_id = node.pod_id
         # The pod index is the job's; a pool pod's job has rank 0 on every pod: match by pod id.
         pattern = f"{shlex.quote(workdir + '/metrics/exit-node-')}*.{shlex.quote(pod_id)}.json"
         try:
@@ -231,13 +264,11 @@ def exit_records(
 
 def _targets(
     stack: str, outputs: Mapping[str, Any], pod_ids: Sequence[str]
-) -> Iterator[tuple[Mapping[str, Any], str, SshTarget]]:
-    """(node, pod id, SSH target) of each listed node that has an SSH endpoint, in the outputs' order."""
-    for node in outputs.get("nodes") or []:
-        pod_id = str(node.get("pod_id") or "")
-        host, _, port = str(node.get("ssh_endpoint") or "").rpartition(":")
-        if pod_id in pod_ids and host and port.isdigit():
-            yield node, pod_id, SshTarget(host, int(port), "root", pod_id, Path(known_hosts_file(stack)))
+) -> Iterator[tuple[NodeOutput, SshTarget]]:
+    """(node, SSH target) of each listed node, in the outputs' order."""
+    for node in stack_nodes(stack, outputs):
+        if node.pod_id in pod_ids:
+            yield node, node_target(stack, node)
 
 
 def _over_ssh(timeout_s: float) -> Callable[[SshTarget, str], str]:
@@ -259,11 +290,12 @@ def billed_usd(
     summed for this stack's pods only: a request per pod would spend the client's burst of the 60/min quota
     and then wait a second for each further pod (about 5 s for prod's 8). Clusters likewise: one filtered
     request for the stack's only cluster, one unfiltered request summed by `clusterId` once it had more."""
-    pods = {str(n["pod_id"]) for n in outputs.get("nodes") or [] if n.get("pod_id")}
+    ids = billed_ids(outputs)
+    pods = {n.pod_id for n in nodes_of(outputs)}
     pods |= {r.split(":", 1)[1] for r in replaced if r.startswith("pod:")}
     clusters = {r.split(":", 1)[1] for r in replaced if r.startswith("cluster:")}
-    if outputs.get("cluster_id"):
-        clusters.add(str(outputs["cluster_id"]))
+    if ids.cluster_id:
+        clusters.add(ids.cluster_id)
     total = 0.0
     with client or _client() as client:
         if pods:
@@ -275,8 +307,8 @@ def billed_usd(
         elif clusters:
             body = client.request("GET", "/v2/billing/clusters", query={"bucketSize": "day"})
             total += _sum(body, lambda record: record.get("clusterId") in clusters)
-        if outputs.get("volume_id"):
-            query = {"networkVolumeId": str(outputs["volume_id"]), "bucketSize": "day"}
+        if ids.volume_id:
+            query = {"networkVolumeId": ids.volume_id, "bucketSize": "day"}
             total += _sum(client.request("GET", "/v2/billing/network-volumes", query=query))
     return total
 

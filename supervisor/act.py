@@ -42,8 +42,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from components.delivery import known_hosts_file
+from common import contract
+from common.outputs import NodeOutput
 from providers.delivery.ssh import DeliveryError, Ssh, SshTarget, UnreachableError
+from stackview.sources import WatchError, billed_ids, node_target, stack_nodes
 from supervisor.faults import Attempt
 from supervisor.model import Observation, Plan
 from supervisor.store import stamp, write_attempt
@@ -54,9 +56,9 @@ PHASE_KEY = "trainstack:run.phase"
 ENDED_TRIALS_KEY = "trainstack:run.ended_trials"
 RELEASING_TRIALS_KEY = "trainstack:run.releasing_trials"
 AVOID_KEY = "trainstack:recovery.avoid_data_centers"
-CLUSTER_TYPE = "pulumi-python:dynamic/runpod:InstantCluster"
-POD_TYPE = "pulumi-python:dynamic/runpod:Pod"
-FILES_TYPE = "pulumi-python:dynamic/delivery:NodeFiles"
+CLUSTER_TYPE = contract.CLUSTER.type
+POD_TYPE = contract.POD.type
+FILES_TYPE = contract.NODE_FILES.type
 
 # Runs on a node: $1 workdir, $2 grace (s). SIGTERM to the node's start script (the pid file the delivery
 # keeps) takes its own path: stop training, upload the newest checkpoint, exit. Waits for it to end.
@@ -137,14 +139,6 @@ def pulumi_up(
     return result
 
 
-def node_target(stack: str, node: Mapping[str, Any]) -> SshTarget | None:
-    """A node's SSH target from the stack's outputs, with the stack's own known_hosts (None: no endpoint)."""
-    host, _, port = str(node.get("ssh_endpoint") or "").rpartition(":")
-    if not host or not port.isdigit():
-        return None
-    return SshTarget(host, int(port), "root", str(node["pod_id"]), Path(known_hosts_file(stack)))
-
-
 def over_ssh(target: SshTarget, command: str, connect_s: float, step_s: float) -> str:
     """A command on a node in batch mode: connection failures retried for `connect_s`, the command itself
     given `step_s`."""
@@ -178,7 +172,11 @@ class Actuator:
     def sync(self, outputs: Mapping[str, Any]) -> str:
         """A last checkpoint sync on each node that answers; one that does not is reported, not waited for."""
         workdir = str(outputs.get("workdir") or "/workspace/trainstack")
-        nodes = [n for n in outputs.get("nodes") or [] if isinstance(n, Mapping)]
+        try:
+            nodes = stack_nodes(self.stack, outputs)
+        except WatchError as exc:  # a release goes on without its sync: the line says why
+            self.log(line := f"sync: none ({exc})")
+            return line
         # All nodes at once: each waits up to sync_grace_s for its script, prod's 8 in one grace.
         with ThreadPoolExecutor(max_workers=max(1, min(16, len(nodes)))) as pool:
             results = list(pool.map(lambda n: self._sync_node(n, workdir), nodes))
@@ -186,16 +184,14 @@ class Actuator:
         self.log(line)
         return line
 
-    def _sync_node(self, node: Mapping[str, Any], workdir: str) -> str:
+    def _sync_node(self, node: NodeOutput, workdir: str) -> str:
         target = node_target(self.stack, node)
-        if target is None:
-            return f"node {node.get('rank')}: no SSH endpoint"
         script = f"bash -c {shlex.quote(_SYNC)} sync {shlex.quote(workdir)} {int(self.sync_grace_s)}"
         try:
             answer = self._run(target, script).strip()
         except DeliveryError as exc:
             answer = f"unreachable ({type(exc).__name__})"
-        return f"node {node.get('rank')}: {answer.splitlines()[-1] if answer else 'done'}"
+        return f"node {node.rank}: {answer.splitlines()[-1] if answer else 'done'}"
 
     def _run(self, target: SshTarget, command: str) -> str:
         if self.ssh_run is not None:
@@ -288,10 +284,15 @@ class Recoverer:
         workdir = str(outputs.get("workdir") or "/workspace/trainstack")
         when = stamp(now)
         results = []
-        for node in outputs.get("nodes") or []:
+        try:
+            nodes = stack_nodes(self.stack, outputs)
+        except WatchError as exc:
+            self.log(line := f"diagnostics: none ({exc})")
+            return line
+        for node in nodes:
             target = node_target(self.stack, node)
-            if target is None or not self.bucket:
-                results.append(f"node {node.get('rank')}: no SSH endpoint or bucket")
+            if not self.bucket:
+                results.append(f"node {node.rank}: no bucket")
                 continue
             args = f"{shlex.quote(workdir)} {shlex.quote(self.bucket)} {when}"
             script = f"bash -c {shlex.quote(_DIAGNOSE)} diag {args}"
@@ -301,7 +302,7 @@ class Recoverer:
                 answer = "unreachable over SSH"
             except DeliveryError as exc:  # it answered, the tool failed: its last line says why
                 answer = f"diagnostics failed: {str(exc).strip().splitlines()[-1][-200:]}"
-            results.append(f"node {node.get('rank')}: {answer.splitlines()[-1] if answer else 'done'}")
+            results.append(f"node {node.rank}: {answer.splitlines()[-1] if answer else 'done'}")
         line = "diagnostics: " + ("; ".join(results) or "no nodes")
         self.log(line)
         return line
@@ -372,7 +373,8 @@ def replaced_ids(outputs: Mapping[str, Any], plan: Plan, topology: str) -> tuple
     if plan.act != "replace":
         return ()
     if topology == "cluster":
-        return (f"cluster:{outputs['cluster_id']}",) if outputs.get("cluster_id") else ()
+        cluster_id = billed_ids(outputs).cluster_id
+        return (f"cluster:{cluster_id}",) if cluster_id else ()
     return tuple(f"pod:{t}" for t in plan.targets)
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from common.outputs import NodeOutput
 from components.render import stack_run_ids
 from stackconfig.config import StackConfig, load_stack_config
 from stackview import snapshot, sources
@@ -71,7 +72,7 @@ def observe(
 ) -> Observation:
     """Read node 0, billing and the run states once; join them the way scripts/watch does."""
     problems: list[str] = []
-    nodes = [n for n in outputs.get("nodes") or [] if isinstance(n, Mapping)]
+    nodes = sources.stack_nodes(stack, outputs)
     state: dict[str, Any] | None = None
     answered = False
     has_key = bool(nodes) and src.ssh_key()
@@ -98,14 +99,14 @@ def observe(
         billed = src.billing(outputs, replaced=replaced)
     except Exception as exc:  # any failure of billing is a problem line, never the round's end
         problems.append(f"billing: {type(exc).__name__}: {exc}")
-    forecast = outputs.get("forecast") if isinstance(outputs.get("forecast"), Mapping) else {}
+    forecast_usd = sources.forecast_run_cost(outputs, problems)
     snap = snapshot.build(
         stack=stack,
         now=now,
         outputs=outputs,
         aggregator=state,
         billed_usd=billed,
-        forecast_usd=_num((forecast or {}).get("run_cost_usd")),
+        forecast_usd=forecast_usd,
         logs={},
         problems=problems,
         node0_answered=answered,
@@ -116,12 +117,12 @@ def observe(
     checks = [n.health_s for n in snap.nodes if n.health_s is not None]
     runs: tuple[RunState, ...] = ()
     if src.s3 is not None and config.bucket is not None and nodes:
-        run_pods = [str(n.get("pod_id")) for n in nodes]
-        boots = [int(n.get("boot") or 0) for n in nodes]  # a pod started again after release_mode stop
-        ranks = [int(n.get("rank", i)) for i, n in enumerate(nodes)]  # a pool's index: gaps where one ended
+        run_pods = [n.pod_id for n in nodes]
+        boots = [n.boot for n in nodes]  # a pod started again after release_mode stop
+        ranks = [n.rank for n in nodes]  # a pool's index: gaps where one ended
         ids = stack_run_ids(stack, config.cluster.topology, run_pods, boots, ranks)
         runs = tuple(verify_run(src.s3, config.bucket.name, run_id) for run_id in ids)
-    pod_ids = tuple(str(n.get("pod_id")) for n in nodes)
+    pod_ids = tuple(n.pod_id for n in nodes)
     statuses: Mapping[str, faults.PodStatus] = {}
     if nodes:
         try:  # one listing: the fleet's statuses and the compute's age (the cap's bound without billing)
@@ -150,7 +151,7 @@ def observe(
         health_s=max(checks) if checks else None,
         aggregator_round=_num(agg_round),
         pods=pod_ids,
-        ranks=tuple(int(n.get("rank", i)) for i, n in enumerate(nodes)),
+        ranks=tuple(n.rank for n in nodes),
         node_steps=tuple(n.step for n in snap.nodes),
         topology=config.cluster.topology,
         exits=exits,
@@ -225,7 +226,7 @@ def _exits(
 def _fleet(
     config: StackConfig,
     snap: snapshot.WatchSnapshot,
-    nodes: Sequence[Mapping[str, Any]],
+    nodes: Sequence[NodeOutput],
     runs: tuple[RunState, ...],
     attempts: list[faults.Attempt],
     statuses: Mapping[str, faults.PodStatus],

@@ -14,7 +14,7 @@
                     (issue #42); a config error or out of memory never does (the forecast and the preview
                     should have caught it: the message says so) and compute is released. After the node
                     faults: a job whose node died fails too, and a restart on the same nodes would not help
-    stalled         every node answers but no new step for `stalled_after_min` (or longer where the run's
+    stalled         every node answers but no new step for `hang_after_min` (or longer where the run's
                     own pace says so: `stall_threshold_s`): diagnostics, then the job is restarted on the
                     same nodes
 
@@ -220,14 +220,14 @@ def _quiet_spells(
 
 
 def stall_threshold_s(obs: Observation, history: Sequence[RoundRecord], policy: Policy) -> float:
-    """How long with no new step is a hang. `stalled_after_min` (10 by default: PyTorch's default timeout
+    """How long with no new step is a hang. `hang_after_min` (10 by default: PyTorch's default timeout
     of an NCCL process group, `init_process_group(timeout=)`, after which its watchdog aborts a collective
     that has not completed, so a healthy NCCL job never waits longer in one), and never less than
     PACE_FACTOR times what this run showed to be normal: its slowest measured step (the progress contract's
     `step_time_s`, the aggregator's per node) and the longest quiet spell it came out of by itself, such as a
     checkpoint save. A slow step or a live save is then never called a hang; a stopped rank's silence grows
     past both while its peers' measured step time stays what it was."""
-    base = policy.recovery.stalled_after_min * 60
+    base = policy.recovery.hang_after_min * 60
     step_times = [n.step_time_s for n in _nodes(obs) if n.step_time_s]
     slowest = max(step_times, default=0.0)
     attempts = obs.fleet.attempts if obs.fleet else ()

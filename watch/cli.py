@@ -140,7 +140,7 @@ def collect(
         billed = sources.billed_usd(outputs)
     except Exception as exc:
         problems.append(f"billing: {exc}")
-    forecast = outputs.get("forecast") if isinstance(outputs.get("forecast"), dict) else {}
+    forecast_usd = sources.forecast_run_cost(outputs, problems)
     view = functools.partial(
         snapshot.build,
         stack=stack,
@@ -148,7 +148,7 @@ def collect(
         outputs=outputs,
         aggregator=state,
         billed_usd=billed,
-        forecast_usd=(forecast or {}).get("run_cost_usd"),
+        forecast_usd=forecast_usd,
         node0_answered=node0_answered,
         ledger=ledger,
     )

@@ -29,11 +29,14 @@ from pulumi_policy.proxy import (
     UnknownValueError,
 )
 
-POD: Final = "pulumi-python:dynamic/runpod:Pod"
-CLUSTER: Final = "pulumi-python:dynamic/runpod:InstantCluster"
-VOLUME: Final = "pulumi-python:dynamic/runpod:NetworkVolume"
-SECRET: Final = "pulumi-python:dynamic/runpod:Secret"  # noqa: S105 (a type token)
-BUCKET: Final = "pulumi-python:dynamic/s3:CheckpointBucket"
+from common import contract
+
+# The tokens are common/contract.py's, the ones the providers declare (the policy pack may read common/).
+POD: Final = contract.POD.type
+CLUSTER: Final = contract.CLUSTER.type
+VOLUME: Final = contract.VOLUME.type
+SECRET: Final = contract.SECRET.type
+BUCKET: Final = contract.BUCKET.type
 COMPUTE_TYPES: Final = (POD, CLUSTER)
 RUNPOD_TYPES: Final = (POD, CLUSTER, VOLUME, SECRET)
 
@@ -309,7 +312,7 @@ def load_config(model: type[ConfigT], given: Mapping[str, Any], report: ReportVi
 
 
 RUN_CAP_KEY: Final = "trainstack:run.max_cost_usd"
-STACK_COMPONENT: Final = "trainstack:index:H100Cluster"
+STACK_COMPONENT: Final = contract.COMPONENT_TYPE
 
 
 def stack_run_cap(resources: Sequence[Resource]) -> float | None:

@@ -19,6 +19,8 @@ from typing import Any, Final
 from pulumi_policy import EnforcementLevel, ReportViolation, StackValidationArgs, StackValidationPolicy
 from pydantic import Field
 
+from common import contract
+from common.outputs import MEMORY_PARTS
 from policy.rules.common import (
     UNFILLED,
     PolicyConfig,
@@ -31,8 +33,8 @@ from policy.rules.common import (
     usd,
 )
 
-COMPONENT: Final = "trainstack:index:H100Cluster"
-_MEMORY_PARTS: Final = ("weights", "gradients", "optimizer", "activations", "gather_buffers", "allowance")
+COMPONENT: Final = contract.COMPONENT_TYPE
+_MEMORY_PARTS: Final = MEMORY_PARTS
 
 
 def forecasts(resources: Sequence[Resource]) -> list[tuple[Resource, Mapping[str, Any] | None]]:

@@ -30,11 +30,11 @@ from pulumi.dynamic import (
 )
 from pydantic import field_validator
 
+from common import contract
 from providers.common import InputModel, args_of
 from providers.delivery.ssh import Runner, Ssh, SshTarget, forget_host_key, run_process
 from providers.resource import CheckedProvider, ResourceInputs, TypedResource
 
-_OUTPUTS = frozenset({"digest", "delivered_at"})
 STOP_GRACE_S = 30  # the old script's SIGTERM path uploads the newest checkpoint within a few seconds
 
 # Runs on the node: $1 dir, $2 staging dir, $3 start script, $4 log file, $5 stop grace (s).
@@ -150,7 +150,6 @@ class NodeFilesProvider(CheckedProvider):
     change is an update: delivery has nothing to replace."""
 
     args_model = NodeFilesSpec
-    output_keys = _OUTPUTS
 
     def __init__(self, runner: Runner | None = None) -> None:
         super().__init__()
@@ -203,11 +202,10 @@ class NodeFilesInputs(ResourceInputs):
     user: str | None = None
 
 
-class NodeFiles(TypedResource, module="delivery", name="NodeFiles"):
+class NodeFiles(TypedResource, module=contract.NODE_FILES.module, name=contract.NODE_FILES.name):
     """A node's artifacts, delivered and started (`pulumi-python:dynamic/delivery:NodeFiles`)."""
 
     provider_factory = NodeFilesProvider
-    output_names = tuple(sorted(_OUTPUTS))
 
     digest: pulumi.Output[str]
     delivered_at: pulumi.Output[float]

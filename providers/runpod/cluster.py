@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING, Any
 import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, UpdateResult
 
+from common import contract
 from facts.pods import is_terminal
-from providers.resource import COST_KEYS, TypedResource
+from providers.resource import TypedResource
 from providers.runpod import capacity, catalog, errors
 from providers.runpod.base import (
     UNKNOWN,
@@ -31,7 +32,6 @@ if TYPE_CHECKING:  # the client (and httpx) load only where a verb runs
         ClusterCreate,
     )
 
-_OUTPUTS = frozenset({"cluster_id", "nodes", "network_cidr", "primary_ssh", "status"})
 # In place: the name (PATCH /v2/clusters/{id} is a rename) and what never reaches RunPod (training
 # metadata, our own readiness timeout); everything else replaces.
 # `data_center_ids` are candidates for the next create: a placed cluster moves only when its data center
@@ -119,7 +119,6 @@ class InstantClusterProvider(RunPodProvider):
 
     args_model = ClusterSpec
     replace_keys = _REPLACE
-    output_keys = _OUTPUTS
     # Two 64-GPU clusters side by side would double a $170-255/h bill and rarely fit the spend limit.
     delete_before_replace = True
 
@@ -271,16 +270,16 @@ class InstantClusterProvider(RunPodProvider):
         }
 
 
-class InstantCluster(TypedResource, module="runpod", name="InstantCluster"):
+class InstantCluster(TypedResource, module=contract.CLUSTER.module, name=contract.CLUSTER.name):
     """A RunPod Instant Cluster (`pulumi-python:dynamic/runpod:InstantCluster`); see InstantClusterInputs."""
 
     provider_factory = InstantClusterProvider
-    output_names = (*sorted(_OUTPUTS), *COST_KEYS)
 
     cluster_id: pulumi.Output[str]
     nodes: pulumi.Output[list[dict[str, Any]]]
     network_cidr: pulumi.Output[str]
     primary_ssh: pulumi.Output[str]
+    status: pulumi.Output[str]  # RUNNING, or DEGRADED while a member is not ready
     data_center_id: pulumi.Output[str]
     cost_per_hour: pulumi.Output[float]
     storage_cost_per_month: pulumi.Output[float]

@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any
 import pulumi
 from pulumi.dynamic import CheckFailure, CreateResult, DiffResult, ReadResult, UpdateResult
 
+from common import contract
 from facts.pods import PodStatus, is_halted, is_terminal
 from providers.common import InputModel
-from providers.resource import COST_KEYS, TypedResource
+from providers.resource import TypedResource
 from providers.runpod import catalog, errors
 from providers.runpod.base import (
     UNKNOWN,
@@ -69,19 +70,6 @@ _PATCHABLE = {
     "global_networking": "global_networking",
     "volume_mount_path": "mounts",
 }
-_OUTPUTS = frozenset(
-    {
-        "pod_id",
-        "status",
-        "capacity_obtained",
-        "data_center_id",
-        "ssh_host",
-        "ssh_port",
-        "private_ip",
-        "internal_dns",
-        "boots",  # times an update started the pod again after a declared stop (0 at create)
-    }
-)
 STOPPED = "EXITED"
 _NEVER_CREATED_STOPPED = (
     "is declared stopped (trainstack:run.phase released with trainstack:supervisor.release_mode stop) but "
@@ -181,7 +169,6 @@ class PodProvider(RunPodProvider):
 
     args_model = PodSpec
     replace_keys = _REPLACE
-    output_keys = _OUTPUTS
     # A second 8-GPU pod beside the old one doubles spend and often finds no capacity.
     delete_before_replace = True
     update_warning = "updating a RunPod pod restarts its container; data outside the volume is lost"
@@ -398,11 +385,10 @@ class PodProvider(RunPodProvider):
         }
 
 
-class Pod(TypedResource, module="runpod", name="Pod"):
+class Pod(TypedResource, module=contract.POD.module, name=contract.POD.name):
     """A RunPod GPU pod (`pulumi-python:dynamic/runpod:Pod`); inputs: `PodInputs`, checked as `PodSpec`."""
 
     provider_factory = PodProvider
-    output_names = (*sorted(_OUTPUTS), *COST_KEYS)
 
     pod_id: pulumi.Output[str]
     status: pulumi.Output[str]
@@ -412,7 +398,7 @@ class Pod(TypedResource, module="runpod", name="Pod"):
     ssh_port: pulumi.Output[int]
     private_ip: pulumi.Output[str]
     internal_dns: pulumi.Output[str]
-    boots: pulumi.Output[int]
+    boots: pulumi.Output[int]  # times an update started the pod again after a declared stop (0 at create)
     cost_per_hour: pulumi.Output[float]
     storage_cost_per_month: pulumi.Output[float]
     price_source: pulumi.Output[str]

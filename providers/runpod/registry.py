@@ -16,13 +16,12 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult
 
-from providers.resource import COST_KEYS, ResourceInputs, TypedResource
+from common import contract
+from providers.resource import ResourceInputs, TypedResource
 from providers.runpod.base import RunPodProvider, args_of, is_unknown
 from providers.runpod.inputs import RegistryAuthInputs
 from providers.runpod.models import RegistryAuthSpec
 from providers.runpod.secret import hash_value, matches
-
-_OUTPUTS = frozenset({"registry_id", "password_hash"})
 
 
 class RegistryAuthProvider(RunPodProvider):
@@ -30,7 +29,6 @@ class RegistryAuthProvider(RunPodProvider):
 
     args_model = RegistryAuthSpec
     replace_keys = frozenset({"name", "username"})
-    output_keys = _OUTPUTS
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         replaces = sorted(k for k in self.replace_keys if olds.get(k) != news.get(k))
@@ -64,15 +62,16 @@ class RegistryAuthProvider(RunPodProvider):
         return {**kept, "registry_id": registry_id, "password_hash": password_hash}
 
 
-class RegistryAuth(TypedResource, module="runpod", name="RegistryAuth"):
+class RegistryAuth(TypedResource, module=contract.REGISTRY.module, name=contract.REGISTRY.name):
     """A RunPod registry credential (`pulumi-python:dynamic/runpod:RegistryAuth`); `password` is a secret."""
 
     registry_id: pulumi.Output[str]
+    password_hash: pulumi.Output[str]  # a secret output
     cost_per_hour: pulumi.Output[float]
     storage_cost_per_month: pulumi.Output[float]
+    price_source: pulumi.Output[str]
 
     provider_factory = RegistryAuthProvider
-    output_names = (*sorted(_OUTPUTS), *COST_KEYS)
     secret_outputs = ("password", "password_hash")
 
     def props_of(self, inputs: ResourceInputs) -> dict[str, Any]:

@@ -20,13 +20,13 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import CheckResult, CreateResult, DiffResult, ReadResult, UpdateResult
 
+from common import contract
 from facts import secrets
-from providers.resource import COST_KEYS, ResourceInputs, TypedResource
+from providers.resource import ResourceInputs, TypedResource
 from providers.runpod.base import RunPodProvider, args_of, is_unknown
 from providers.runpod.inputs import SecretInputs
 from providers.runpod.models import SecretSpec
 
-_OUTPUTS = frozenset({"secret_id", "reference", "value_hash"})
 _SCHEME = "hmac-sha256"
 _LEGACY_SCHEME = "pbkdf2-sha256"
 
@@ -66,7 +66,6 @@ class SecretProvider(RunPodProvider):
     # RunPod has no call to change a name or description: both replace. Names are unique, so the
     # old secret must go before the new one can take its name.
     replace_keys = frozenset({"name", "description"})
-    output_keys = _OUTPUTS
     delete_before_replace = True
 
     def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
@@ -123,16 +122,17 @@ class SecretProvider(RunPodProvider):
         }
 
 
-class Secret(TypedResource, module="runpod", name="Secret"):
+class Secret(TypedResource, module=contract.SECRET.module, name=contract.SECRET.name):
     """A RunPod secret (`pulumi-python:dynamic/runpod:Secret`); `value` is always a Pulumi secret."""
 
     secret_id: pulumi.Output[str]
     reference: pulumi.Output[str]
+    value_hash: pulumi.Output[str]  # salted, to see the value change; a secret output
     cost_per_hour: pulumi.Output[float]
     storage_cost_per_month: pulumi.Output[float]
+    price_source: pulumi.Output[str]
 
     provider_factory = SecretProvider
-    output_names = (*sorted(_OUTPUTS), *COST_KEYS)
     secret_outputs = ("value", "value_hash")
 
     def props_of(self, inputs: ResourceInputs) -> dict[str, Any]:

@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING, Any
 import pulumi
 from pulumi.dynamic import CheckFailure, CheckResult, CreateResult, ReadResult, UpdateResult
 
+from common import contract
 from providers.common import InputModel, contains_unknown
-from providers.resource import COST_KEYS, TypedResource
+from providers.resource import TypedResource
 from providers.runpod import capacity, catalog, errors
 from providers.runpod.base import UNKNOWN, RunPodProvider, args_of, is_unknown
 from providers.runpod.models import VolumeSpec
@@ -17,15 +18,12 @@ from providers.runpod.models import VolumeSpec
 if TYPE_CHECKING:  # request/response records load where a verb calls RunPod
     from providers.runpod.records import ApiVolume
 
-_OUTPUTS = frozenset({"volume_id"})
-
 
 class NetworkVolumeProvider(RunPodProvider):
     """Lifecycle of `runpod:NetworkVolume`; data center and type are fixed, size only grows."""
 
     args_model = VolumeSpec
     replace_keys = frozenset({"data_center_id", "volume_type"})
-    output_keys = _OUTPUTS
 
     def costs(self, values: Mapping[str, Any]) -> dict[str, Any]:
         size: Any = values.get("size_gb")
@@ -142,12 +140,11 @@ class NetworkVolumeProvider(RunPodProvider):
         return {**self.carried(props), "volume_id": volume.id}
 
 
-class NetworkVolume(TypedResource, module="runpod", name="NetworkVolume"):
+class NetworkVolume(TypedResource, module=contract.VOLUME.module, name=contract.VOLUME.name):
     """A RunPod network volume (`pulumi-python:dynamic/runpod:NetworkVolume`); see NetworkVolumeInputs."""
 
     provider_factory = NetworkVolumeProvider
     # data_center_id: an input, declared so the attribute exists when check() chooses it (placement).
-    output_names = (*sorted(_OUTPUTS), "data_center_id", *COST_KEYS)
 
     volume_id: pulumi.Output[str]
     data_center_id: pulumi.Output[str]

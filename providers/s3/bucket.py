@@ -30,6 +30,7 @@ from pulumi.dynamic import (
     UpdateResult,
 )
 
+from common import contract
 from providers import settings
 from providers.common import PROVIDER_KEY
 from providers.resource import CheckedProvider, TypedResource
@@ -46,7 +47,6 @@ __all__ = [
     "CheckpointBucketProvider",
 ]
 
-_OUTPUTS = frozenset({"arn"})
 _REPLACE = frozenset({"bucket_name", "region"})  # never endpoint_url: see the module docstring
 
 
@@ -59,7 +59,6 @@ class CheckpointBucketProvider(CheckedProvider):
     """Lifecycle of `s3:CheckpointBucket` (boto3; clients built per call, nothing stored on self)."""
 
     args_model = BucketSpec
-    output_keys = _OUTPUTS
     replace_keys = _REPLACE
 
     def __init__(self, client_factory: Callable[[BucketSpec], Any] | None = None) -> None:
@@ -174,17 +173,16 @@ class CheckpointBucketProvider(CheckedProvider):
                 raise
 
     def _outs(self, props: Mapping[str, Any], args: BucketSpec) -> dict[str, Any]:
-        kept = {k: v for k, v in props.items() if k != PROVIDER_KEY and k not in _OUTPUTS}
+        kept = {k: v for k, v in props.items() if k != PROVIDER_KEY and k not in self.output_keys}
         endpoint = s3c.endpoint_for(args) or f"https://s3.{args.region}.amazonaws.com"
         # `endpoint_url` in outputs is the endpoint actually used (docs/ARCHITECTURE.md).
         return {**kept, "arn": f"arn:aws:s3:::{args.bucket_name}", "endpoint_url": endpoint}
 
 
-class CheckpointBucket(TypedResource, module="s3", name="CheckpointBucket"):
+class CheckpointBucket(TypedResource, module=contract.BUCKET.module, name=contract.BUCKET.name):
     """A hardened checkpoint bucket (`pulumi-python:dynamic/s3:CheckpointBucket`); see its Inputs."""
 
     provider_factory = CheckpointBucketProvider
-    output_names = ("arn", "endpoint_url")
 
     arn: pulumi.Output[str]
     endpoint_url: pulumi.Output[str]

@@ -324,7 +324,7 @@ PACE_ROWS = [
 
 @pytest.mark.parametrize("row", PACE_ROWS, ids=[r.name for r in PACE_ROWS])
 def test_a_slow_step_or_a_live_save_is_not_a_hang_but_a_stopped_job_is(row: Row) -> None:
-    """stall_threshold_s: stalled_after_min (10, PyTorch's NCCL timeout), and at least twice the run's own
+    """stall_threshold_s: hang_after_min (10, PyTorch's NCCL timeout), and at least twice the run's own
     slowest step and longest quiet spell (supervisor/recover.py)."""
     d = decide(row.now, list(row.history), POLICY)
     assert (d.kind, d.actions) == (row.kind, row.actions), d.reason

@@ -306,8 +306,8 @@ def test_stalled_collects_every_nodes_bundle_first_and_the_message_names_the_sto
     outputs = {
         "workdir": "/workspace/trainstack",
         "nodes": [
-            {"rank": 0, "pod_id": "p0", "ssh_endpoint": "127.0.0.1:2222"},
-            {"rank": 1, "pod_id": "p1", "ssh_endpoint": "127.0.0.1:2223"},
+            {"rank": 0, "ip": "10.1.0.2", "pod_id": "p0", "ssh_endpoint": "127.0.0.1:2222"},
+            {"rank": 1, "ip": "10.1.0.3", "pod_id": "p1", "ssh_endpoint": "127.0.0.1:2223"},
         ],
     }
     answers = {

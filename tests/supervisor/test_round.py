@@ -17,6 +17,7 @@ from supervisor.act import Actuator
 from supervisor.cli import LEASE_LOST, Round, line_of, main
 from supervisor.model import RoundRecord
 from supervisor.observe import Sources, StackUnreadable
+from tests.common.test_outputs import FORECAST
 from tests.polling import poll
 from train.node import transfer as node_transfer
 
@@ -26,7 +27,7 @@ OUTPUTS = {
     "nodes": [{"rank": 0, "ip": "10.1.0.2", "pod_id": "pod1", "ssh_endpoint": "127.0.0.1:2222"}],
     "cost_per_hour": 31.92,
     "workdir": "/workspace/trainstack",
-    "forecast": {"run_cost_usd": 64.0},
+    "forecast": {**FORECAST, "run_cost_usd": 64.0},  # the record common/outputs.py parses
 }
 
 

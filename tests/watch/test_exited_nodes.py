@@ -17,7 +17,7 @@ from watch import cli
 from watch.render import render
 
 OUTPUTS = {
-    "nodes": [{"rank": 0, "pod_id": "pod-a", "ssh_endpoint": "127.0.0.1:2201"}],
+    "nodes": [{"rank": 0, "ip": "10.1.0.2", "pod_id": "pod-a", "ssh_endpoint": "127.0.0.1:2201"}],
     "cost_per_hour": 31.93,
     "workdir": "/workspace/trainstack",
 }
@@ -49,8 +49,8 @@ def test_exit_records_are_read_per_node_and_junk_is_left_out() -> None:
         OUTPUTS,
         nodes=[
             *OUTPUTS["nodes"],
-            {"rank": 1, "pod_id": "pod-b", "ssh_endpoint": "h:22"},
-            {"rank": 2, "pod_id": "pod-c", "ssh_endpoint": "h:23"},
+            {"rank": 1, "ip": "10.1.0.3", "pod_id": "pod-b", "ssh_endpoint": "h:22"},
+            {"rank": 2, "ip": "10.1.0.4", "pod_id": "pod-c", "ssh_endpoint": "h:23"},
         ],
     )
     got = REAL_EXIT_RECORDS("dev", outputs, ["pod-a", "pod-b", "pod-c"], run=run)

@@ -18,8 +18,8 @@ from watch.render import render
 
 OUTPUTS = {
     "nodes": [
-        {"rank": 0, "pod_id": "pod-a", "ssh_endpoint": "127.0.0.1:2201"},
-        {"rank": 1, "pod_id": "pod-b", "ssh_endpoint": "127.0.0.1:2202"},
+        {"rank": 0, "ip": "10.1.0.2", "pod_id": "pod-a", "ssh_endpoint": "127.0.0.1:2201"},
+        {"rank": 1, "ip": "10.1.0.3", "pod_id": "pod-b", "ssh_endpoint": "127.0.0.1:2202"},
     ],
     "cost_per_hour": 63.84,
     "cluster_id": "cl-1",
@@ -364,6 +364,7 @@ HOSTILE_TERMINAL = [
                 "nodes": [
                     {
                         "rank": 0,
+                        "ip": "10.1.0.2",
                         "pod_id": f"[link=https://evil.example]pod{OSC_TITLE}[/link]",
                         "ssh_endpoint": "h:1",
                     }
@@ -459,9 +460,10 @@ def test_a_pools_aggregators_are_read_pod_by_pod_and_joined_in_node_order() -> N
     pool = {
         "topology": "pods",
         "nodes": [
-            {"rank": 0, "pod_id": "pod-a", "ssh_endpoint": "127.0.0.1:2201"},
-            {"rank": 2, "pod_id": "pod-c", "ssh_endpoint": "127.0.0.1:2203"},  # trial 1 ended: a gap
-            {"rank": 3, "pod_id": "pod-d", "ssh_endpoint": "127.0.0.1:2204"},
+            {"rank": 0, "ip": "10.1.0.2", "pod_id": "pod-a", "ssh_endpoint": "127.0.0.1:2201"},
+            # trial 1 ended: a gap
+            {"rank": 2, "ip": "10.1.0.4", "pod_id": "pod-c", "ssh_endpoint": "127.0.0.1:2203"},
+            {"rank": 3, "ip": "10.1.0.5", "pod_id": "pod-d", "ssh_endpoint": "127.0.0.1:2204"},
         ],
     }
     own = {

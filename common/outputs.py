@@ -218,6 +218,8 @@ class ForecastOutput:
     run_cost_usd: float
     spot_run_cost_usd: float | None
     compare: Mapping[str, Any] | None = None  # forecast.compare's summary; None: no comparison ran
+    # what the forecast assumed rather than was given or measured (kv heads, FFN width, fp8's share), as words
+    assumed: tuple[str, ...] = ()
 
     def to_output(self) -> dict[str, Any]:
         out = {
@@ -236,6 +238,7 @@ class ForecastOutput:
             "usd_per_hour": self.usd_per_hour,
             "run_cost_usd": self.run_cost_usd,
             "spot_run_cost_usd": self.spot_run_cost_usd,
+            "assumed": list(self.assumed),
         }
         return out | {"compare": None if self.compare is None else dict(self.compare)}
 
@@ -251,6 +254,7 @@ class ForecastOutput:
         if not isinstance(fits, bool):
             raise ContractError(f"{where}.fits is not true or false (got {fits!r})")
         fixes = raw.get("fixes") or []
+        assumed = raw.get("assumed") or []  # absent in a forecast written before it was recorded
         compare = raw.get("compare")
         verdict = raw.get("verdict")
         memory = _need(raw, "memory_gb_per_gpu", where)
@@ -271,6 +275,7 @@ class ForecastOutput:
             run_cost_usd=num("run_cost_usd"),
             spot_run_cost_usd=_opt_float(raw, "spot_run_cost_usd", where),
             compare=compare if isinstance(compare, Mapping) else None,
+            assumed=tuple(str(a) for a in assumed),
         )
 
 

@@ -139,8 +139,8 @@ class Forecast(NamedTuple):
     compute: ComputeForecast
     cost: CostForecast
     fixes: tuple[str, ...]  # when memory does not fit: changes that make it fit, cheapest first
-    # what the forecast assumed rather than measured or was given (forecast.step.assumed), as words; not in
-    # to_output: the component passes it as the output key `assumed` (a list of strings)
+    # what the forecast assumed rather than measured or was given (forecast.step.assumed), as words: the
+    # output key `assumed` (a list of strings)
     assumed: tuple[str, ...] = ()
 
     def to_output(self) -> dict[str, Any]:
@@ -174,6 +174,7 @@ class Forecast(NamedTuple):
             "usd_per_hour": round(k.usd_per_hour, 2),
             "run_cost_usd": round(k.run_usd, 2),
             "spot_run_cost_usd": None if k.spot_run_usd is None else round(k.spot_run_usd, 2),
+            "assumed": list(self.assumed),
         }
 
 

@@ -39,6 +39,7 @@ FORECAST: dict[str, Any] = {
     "usd_per_hour": 255.52,
     "run_cost_usd": 4778.06,
     "spot_run_cost_usd": None,
+    "assumed": ["8 key-value heads (grouped-query attention), the usual shape for the width"],
     "compare": None,
 }
 
@@ -88,6 +89,8 @@ def test_a_forecast_round_trips_and_a_missing_figure_is_named() -> None:
     fc = ForecastOutput.from_output(FORECAST)
     assert (fc.run_cost_usd, fc.memory.total_high, fc.verdict) == (4778.06, 41.2, "fits")
     assert fc.to_output() == FORECAST
+    old = {k: v for k, v in FORECAST.items() if k != "assumed"}  # written before `assumed` was recorded
+    assert ForecastOutput.from_output(old).assumed == ()
     for key in ("run_cost_usd", "gpu", "fits"):
         with pytest.raises(ContractError, match=f"forecast has no `{key}`"):
             ForecastOutput.from_output({k: v for k, v in FORECAST.items() if k != key})

@@ -36,6 +36,7 @@ SLURMD_TIMEOUT_S = 20
 # as far as its docs say) it and the job completion log are where a job's end state can be read.
 MIN_JOB_AGE_S = 86400
 PARTITION = "train"
+SPOOL = "/var/spool/slurmd"
 
 
 def slurm_unavailable() -> str | None:
@@ -103,7 +104,9 @@ def render_slurm_conf(node: SlurmNode, state_root: str) -> str:
         f"StateSaveLocation={state_root}/{controller}/slurm/ctld",
         f"SlurmctldPidFile={state_root}/{controller}/slurm/slurmctld.pid",
         f"SlurmctldLogFile={state_root}/{controller}/slurm/slurmctld.log",
-        f"SlurmdSpoolDir={per_node}/spool",
+        # slurmstepd's sockets live here, and a Unix socket path has at most 108 bytes: each host bind-mounts
+        # its own spool directory (under the state directory, however deep) on this short path.
+        f"SlurmdSpoolDir={SPOOL}",
         f"SlurmdPidFile={per_node}/slurmd.pid",
         f"SlurmdLogFile={per_node}/slurmd.log",
     ]
@@ -129,7 +132,8 @@ CGROUP_CONF = "CgroupPlugin=cgroup/v1\nCgroupMountpoint=/sys/fs/cgroup\nCgroupAu
 # (they fork into the background), then the host's command. $1 etc dir, $2 munge dir, $3 key, $4 node dir,
 # $5 "controller" or "compute".
 _START = (
-    'mount --bind "$1" /etc/slurm && mount --bind "$2" /run/munge && '
+    'mount --bind "$1" /etc/slurm && mount --bind "$2" /run/munge && mount --bind "$4/spool" '
+    f"{SPOOL} && "
     # `ip netns exec` mounts a fresh /sys, without cgroups; slurmd 22.05 will not start without its cgroup
     # plugin, though process tracking (pgid) and task binding (none) use none of it: a v1 freezer is enough.
     "mount -t tmpfs slurm-cgroup /sys/fs/cgroup && mkdir -p /sys/fs/cgroup/freezer && "
@@ -163,7 +167,7 @@ def prepare_node(state_dir: Path, node: SlurmNode, pod_id: str) -> tuple[list[st
     munge.chmod(0o755)
     role = "controller" if pod_id == node.controller else "compute"
     command = ["/bin/sh", "-c", _START, "sh", str(etc), str(munge), str(key), str(own), role]
-    return ["/etc/slurm", "/run/munge"], command
+    return ["/etc/slurm", "/run/munge", SPOOL], command
 
 
 def forget_cluster(state_dir: Path, cluster_ids: Sequence[str]) -> None:

@@ -51,7 +51,7 @@ def slurm_job_name(stack: str) -> str:
 
 
 def time_limit_min(config: StackConfig, stop_grace_s: int) -> int:
-    """sbatch's --time: the run's max hours plus the grace the watchdog gives training to stop, and a minute."""
+    """sbatch's --time: the run's max hours, the watchdog's grace for training to stop, and a minute."""
     return math.ceil(config.training.max_run_hours * 60 + stop_grace_s / 60) + 1
 
 
@@ -83,7 +83,8 @@ def render_sbatch(stack: str, config: StackConfig, stop_grace_s: int) -> str:
         f"# trainstack stack '{stack}': rendered by components/slurm.py, do not edit. Submitted by {SUBMIT}",
         "# on the controller; resubmit by hand with `sbatch trainstack.sbatch` from the workdir.",
         "set -euo pipefail",
-        'echo "trainstack: Slurm job $SLURM_JOB_ID on $SLURM_JOB_NODELIST (restart ${SLURM_RESTART_COUNT:-0})"',
+        'echo "trainstack: Slurm job $SLURM_JOB_ID on $SLURM_JOB_NODELIST"'
+        ' "(restart ${SLURM_RESTART_COUNT:-0})"',
         # One task a node; a task that fails ends the step, so no node trains alone.
         f"srun --kill-on-bad-exit=1 --ntasks-per-node=1 bash {shlex.quote(workdir)}/{TASK}",
         "",
@@ -121,7 +122,8 @@ def render_submit(stack: str, config: StackConfig) -> str:
     nodes = config.cluster.nodes
     return f"""#!/usr/bin/env bash
 # {SUBMIT}: started by delivery on every node of trainstack stack '{stack}' (components/slurm.py). The
-# controller (rank 0) submits {SBATCH} once Slurm sees all {nodes} node(s); the others leave their part to slurmd.
+# controller (rank 0) submits {SBATCH} once Slurm sees all {nodes} node(s); the others leave their
+# part to slurmd.
 set -euo pipefail
 log() {{ printf '[trainstack %s slurm] %s\\n' "$(date -u +%H:%M:%S)" "$*" >&2; }}
 if [[ "${{NODE_RANK:-0}}" != 0 ]]; then
@@ -141,7 +143,8 @@ while true; do
   sleep 2
 done
 # One job of this name at a time: a re-delivery (any changed file) must not queue the run twice.
-existing=$(squeue -h -t PENDING,RUNNING,CONFIGURING,COMPLETING,REQUEUED,SUSPENDED,COMPLETED -n {job} -o '%i %T' 2>/dev/null | head -n 1)
+states=PENDING,RUNNING,CONFIGURING,COMPLETING,REQUEUED,SUSPENDED,COMPLETED
+existing=$(squeue -h -t "$states" -n {job} -o '%i %T' 2>/dev/null | head -n 1)
 if [[ -n "$existing" ]]; then
   log "job {job} is already in Slurm ($existing); not submitting it again"
   exit 0

@@ -1,4 +1,4 @@
-"""A real Slurm on the local RunPod's `type: SLURM` clusters: slurmctld on the controller, slurmd on every member.
+"""A real Slurm on the local RunPod's `type: SLURM` clusters: slurmctld on the controller, slurmd on each.
 
 RunPod's Slurm clusters come with Slurm and munge configured: rank 0 is the controller (`SLURM_CONTROLLER`),
 every member a compute node (`SLURM_COMPUTE`), `/etc/slurm/slurm.conf` and `gres.conf` in place, jobs sent
@@ -110,10 +110,7 @@ def render_slurm_conf(node: SlurmNode, state_root: str) -> str:
         f"SlurmdPidFile={per_node}/slurmd.pid",
         f"SlurmdLogFile={per_node}/slurmd.log",
     ]
-    lines += [
-        f"NodeName={pod} NodeAddr={ip} CPUs={node.cpus} State=UNKNOWN"
-        for pod, ip in node.members
-    ]
+    lines += [f"NodeName={pod} NodeAddr={ip} CPUs={node.cpus} State=UNKNOWN" for pod, ip in node.members]
     names = ",".join(pod for pod, _ in node.members)
     lines.append(f"PartitionName={PARTITION} Nodes={names} Default=YES MaxTime=INFINITE State=UP")
     return "\n".join(lines) + "\n"

@@ -17,7 +17,6 @@ from emulator.clock import ScaledClock
 from emulator.config import Settings
 from emulator.faults import FaultConfig, Faults
 from emulator.hosts import ControlPlaneOnly, Hosts, HostSpec
-from emulator.slurm import SlurmNode
 from emulator.latency import BootLatency
 from emulator.models import (
     ClusterRecord,
@@ -30,6 +29,7 @@ from emulator.models import (
 )
 from emulator.netslot import POD_NET_PREFIX, NetSlot
 from emulator.problems import NO_CAPACITY, ApiError
+from emulator.slurm import SlurmNode
 from emulator.store import Store
 from facts.limits import RATE_PER_DAY, RATE_PER_HOUR, RATE_PER_MINUTE
 

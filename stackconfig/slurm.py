@@ -14,7 +14,7 @@ SLURM_IMAGE_EXAMPLE = "runpod/pytorch:2.4.0-py3.11-cuda12.4.1-devel-ubuntu22.04"
 
 
 def is_runpod_pytorch_image(image: str) -> bool:
-    """True for `runpod/pytorch:<tag>` or `runpod/pytorch@sha256:...` (Docker Hub, with or without its host)."""
+    """True for `runpod/pytorch:<tag>` or `runpod/pytorch@sha256:...` (Docker Hub, host or not)."""
     name = image.removeprefix("docker.io/").removeprefix("registry-1.docker.io/")
     repository = name.split("@", 1)[0].rsplit(":", 1)[0] if "@" in name or ":" in name else name
     return repository == SLURM_IMAGE_REPOSITORY

@@ -229,6 +229,27 @@ def exit_records(
     return out
 
 
+def slurm_jobs(
+    stack: str,
+    outputs: Mapping[str, Any],
+    timeout_s: float = 10.0,
+    run: Callable[[SshTarget, str], str] | None = None,
+) -> str:
+    """`scontrol show job -o` on the controller (node 0) of a `scheduler: slurm` stack: every job Slurm still
+    holds, one a line (supervisor/slurm.py parses it). Empty when node 0 cannot be reached."""
+    run = run or _over_ssh(timeout_s)
+    for node, _pod_id, target in _targets(
+        stack, outputs, [str(n.get("pod_id") or "") for n in outputs.get("nodes") or []]
+    ):
+        if int(node.get("rank", -1)) != 0:
+            continue
+        try:
+            return run(target, "scontrol show job -o 2>/dev/null | head -c 65536; true")
+        except DeliveryError:
+            return ""
+    return ""
+
+
 def _targets(
     stack: str, outputs: Mapping[str, Any], pod_ids: Sequence[str]
 ) -> Iterator[tuple[Mapping[str, Any], str, SshTarget]]:

@@ -149,3 +149,12 @@ def exit_facts(job: SlurmJob, pods: Sequence[str], recorded: Iterable[ExitFacts]
         for rank, pod in enumerate(pods)
         if pod not in have and (not job.nodes or pod in job.nodes)
     )
+
+
+def slurm_exits(
+    job_name: str, scontrol: str, pods: Sequence[str], recorded: Sequence[ExitFacts]
+) -> tuple[ExitFacts, ...]:
+    """What observe adds for a `scheduler: slurm` stack: the newest job of the stack's name, from `scontrol
+    show job -o` on the controller, as exit facts of the nodes that left none (`exit_facts`)."""
+    job = latest(parse_scontrol(scontrol), job_name)
+    return exit_facts(job, pods, recorded) if job is not None else ()

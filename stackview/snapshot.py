@@ -62,6 +62,7 @@ class WatchSnapshot:
     aggregator_age_s: float | None  # how old the aggregator's last round is; None: no state read
     problems: tuple[str, ...] = field(default=())  # sources that could not be read, in one line each
     ledger: str | None = None  # the run's goodput ledger, one line (supervisor/ledger.py watch_line)
+    slurm_queue: tuple[str, ...] = ()  # a `scheduler: slurm` stack's squeue lines (docs/SLURM.md)
 
     @property
     def critical(self) -> bool:

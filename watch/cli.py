@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import functools
 import json
 import select
@@ -106,7 +107,10 @@ def collect(
             else:
                 logs |= runpod
                 sources_of |= dict.fromkeys(runpod, "RunPod log")
-    return view(logs=logs, problems=problems, log_sources=sources_of)
+    snap = view(logs=logs, problems=problems, log_sources=sources_of)
+    if sources.is_slurm_stack(outputs):
+        snap = dataclasses.replace(snap, slurm_queue=tuple(sources.slurm_queue(stack, outputs)))
+    return snap
 
 
 @contextlib.contextmanager

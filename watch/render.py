@@ -90,6 +90,8 @@ def render(s: WatchSnapshot) -> RenderableType:
     parts.append(_t(money, style="bold"))
     if s.ledger:
         parts.append(_t(s.ledger))
+    for line in s.slurm_queue:  # squeue on the controller: job id, name, state, time, nodes, reason
+        parts.append(_t(f"slurm: {line}"))
     if s.aggregator_age_s is not None:
         parts.append(Text(f"aggregator's last round {s.aggregator_age_s:.0f} s ago", style="dim"))
     for p in s.problems:

@@ -1,18 +1,23 @@
 """A `scheduler: slurm` stack end to end on emulated hosts: `up` makes a 2-node SLURM cluster whose hosts run
 Slurm itself, `sinfo` on the controller shows both nodes, delivery submits the training job with `sbatch`,
 Slurm runs it on both nodes through `srun` (the usual start script on each: preflight, resume, training,
-checkpoint sync), its state in Slurm ends COMPLETED and its checkpoints are in the bucket."""
+checkpoint sync), its state in Slurm ends COMPLETED, its checkpoints are in the bucket, and one supervisor
+round releases the cluster. (`sacct` needs slurmdbd, which the local RunPod does not run: Slurm's state is
+read with `scontrol show job`, which keeps finished jobs for MinJobAge.)"""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 import pytest
 
 from emulator.slurm import slurm_unavailable
+from harness.webhook import Receiver
 from tests.hosts.conftest import HOSTS_NET, HostsEnv
 from tests.hosts.test_local_cluster import BUCKET, STACK, Cluster, every_log_says
+from tests.hosts.test_supervise_hosts import supervise
 from tests.polling import poll
 
 pytestmark = [
@@ -35,7 +40,9 @@ def _job_state(cluster: Cluster, controller: dict[str, str]) -> dict[str, str] |
     return fields or None
 
 
-def test_a_slurm_stack_runs_its_job_through_sbatch(hosts_env: HostsEnv, tmp_path: Path) -> None:
+def test_a_slurm_stack_runs_its_job_through_sbatch_and_is_released(
+    hosts_env: HostsEnv, tmp_path: Path, receiver: Receiver
+) -> None:
     if why := slurm_unavailable():
         pytest.skip(why)
     cluster = Cluster(hosts_env, tmp_path, 2)
@@ -68,6 +75,13 @@ def test_a_slurm_stack_runs_its_job_through_sbatch(hosts_env: HostsEnv, tmp_path
         assert "Slurm job" in cluster.log(1, nodes[1]["pod_id"])
         assert max(cluster.bucket_steps()) == 60, cluster.bucket_steps()
         print(f"slurm job: {done['JobId']} {done['JobState']} on {done['NodeList']}, bucket {BUCKET}")
+        # The supervisor reads the finished run (its state verified against the bucket) and releases.
+        round_ = supervise(cluster, tmp_path, receiver, "--once", "--json")
+        assert round_.returncode == 0, round_.stderr[-4000:]
+        decided = json.loads(round_.stdout)
+        assert decided["decision"] == "finished" and "release" in decided["actions"], decided
+        live = hosts_env.runpod.admin.live()
+        assert live["clusters"] == [] and live["pods"] == [], live
     finally:
         if cluster.s3.list_buckets()["Buckets"]:
             cluster.empty_bucket()

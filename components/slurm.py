@@ -108,7 +108,8 @@ if [[ -z "$rank" ]]; then
   echo "trainstack: none of this node's addresses ($own) is in {hostfile}; re-deliver the stack" >&2
   exit 1
 fi
-export NODE_RANK=$rank NODE_ADDR=$address RUNPOD_POD_ID=$(hostname)
+pod=$(hostname)
+export NODE_RANK=$rank NODE_ADDR=$address RUNPOD_POD_ID=$pod
 # WORLD_SIZE and the rest of RunPod's cluster variables are the same on every node; these three are not.
 mkdir -p logs
 exec >>"logs/start-node-$rank.$RUNPOD_POD_ID.log" 2>&1

@@ -418,7 +418,7 @@ def _cluster_inputs(
     return InstantClusterInputs(
         **common,
         name=names.cluster_name(name),
-        cluster_type="TRAINING",
+        cluster_type="SLURM" if c.scheduler == "slurm" else "TRAINING",
         gpu_count_per_pod=c.gpus_per_node,
         pod_count=c.nodes,
         data_center_id=_pinned(cfg, volume),  # config guarantees at least one for a cluster

@@ -11,6 +11,7 @@ from urllib.parse import urlparse
 
 import pulumi
 
+from components import slurm
 from components.render import Artifacts, Node, job_files
 from providers import settings
 from providers.delivery.node_files import NodeFiles, NodeFilesInputs
@@ -42,7 +43,7 @@ def node_files(artifacts: Artifacts, rank: int, train: dict[str, str]) -> dict[s
     # pool pod.
     if (rank == 0 or pool) and artifacts.alerts_json:
         own["alerts.json"] = artifacts.alerts_json
-    return own | train
+    return own | slurm.node_files(artifacts.start_scripts) | train
 
 
 def known_hosts_file(stack: str) -> str:
@@ -109,7 +110,7 @@ def deliver_to_nodes(
                     rank=rank,
                     remote_dir=config.training.workdir,
                     files=artifacts.apply(functools.partial(node_files, rank=rank, train=train)),
-                    start_script=f"start-node-{rank}.sh",
+                    start_script=slurm.start_script(config, rank),
                     known_hosts=known_hosts,
                 ),
                 opts,

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from common.stackname import stack_name_problem
 from components.alerts import stack_alert_rules
+from components.slurm import render_slurm_files
 from facts.gpus import GPUS
 from forecast.stack import stack_forecast
 from stackconfig.alerts import prometheus_rules
@@ -147,7 +148,8 @@ def render_artifacts(
         start_scripts={
             f"start-node-{n.rank}.sh": render_start_script(stack, config, nodes, n.rank, s3_endpoint_url)
             for n in nodes
-        },
+        }
+        | render_slurm_files(stack, config, job_files(pool, 0)[0], STOP_GRACE_S),
         alerts_json=rules.to_json() if config.alerts.enabled else "",
         alerts_rules=prometheus_rules(rules, stack) if config.alerts.enabled else "",
         own_hosts={n.rank: (render_hostfile([n], gpus, True), render_hosts([n], True)) for n in nodes}

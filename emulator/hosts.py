@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from emulator import hostnet
+from emulator import hostnet, slurm
 from emulator.hostnet import Bridge, HostNetError
 from emulator.netslot import SlotClaim
 
@@ -61,6 +61,7 @@ class HostSpec:
     mount_path: str  # where the volume (or container disk) appears, /workspace by default
     env: Mapping[str, str]  # RunPod's injected variables and the pod's env, secret references filled in
     start_ssh: bool  # the pod asked for an SSH server (`startSsh`)
+    slurm: slurm.SlurmNode | None = None  # a member of a `type: SLURM` cluster runs Slurm's daemons
 
     @property
     def ip(self) -> str:
@@ -210,6 +211,7 @@ class NamespaceHosts:
                 self._failed[spec.pod_id] = str(exc)
                 log.error("hosts: pod %s has no host: %s", spec.pod_id, exc)
         self._drop_deleted_volumes(volumes)
+        slurm.forget_cluster(self.state_dir, [s.slurm.cluster_id for s in wanted if s.slurm is not None])
 
     def endpoint(self, pod_id: str) -> tuple[str, int] | None:
         host = self._hosts.get(pod_id)
@@ -250,6 +252,11 @@ class NamespaceHosts:
         try:
             hostnet.create_namespace(namespace, self.bridge, spec.iface, spec.address, spec.gateway)
             command = self._sshd(spec, directory, keys) if spec.start_ssh else ["sleep", "infinity"]
+            if spec.slurm is not None:
+                points, prefix = slurm.prepare_node(self.state_dir, spec.slurm, spec.pod_id)
+                for point in points:
+                    Path(point).mkdir(parents=True, exist_ok=True)
+                command = [*prefix, *command]
             mounts = [str(workspace), spec.mount_path, str(directory / "hosts")]
             mounts += [str(directory / "resolv.conf"), spec.pod_id]
             enter = ["ip", "netns", "exec", namespace, "unshare", "--uts", "/bin/sh", "-c", _MOUNTS, "sh"]

@@ -29,6 +29,7 @@ from emulator.models import (
 )
 from emulator.netslot import POD_NET_PREFIX, NetSlot
 from emulator.problems import NO_CAPACITY, ApiError
+from emulator.slurm import SlurmNode
 from emulator.store import Store
 from facts.limits import RATE_PER_DAY, RATE_PER_HOUR, RATE_PER_MINUTE
 
@@ -282,7 +283,18 @@ class World:
             mount_path=pod.volume_path or "/workspace",
             env=env,
             start_ssh=pod.start_ssh,
+            slurm=self._slurm_node(pod),
         )
+
+    def _slurm_node(self, pod: PodRecord) -> SlurmNode | None:
+        """A member of a `type: SLURM` cluster runs Slurm (emulator/slurm.py); every other pod does not."""
+        cluster = self.clusters.get(pod.cluster_id) if pod.cluster_id else None
+        if cluster is None or cluster.type != "SLURM":
+            return None
+        members = [self.pods[i] for i in cluster.pod_ids if i in self.pods]
+        addresses = tuple((m.id, m.fabric_ip or "") for m in members)
+        gpus = cluster.gpu_count_per_pod
+        return SlurmNode(cluster.id, cluster.name, addresses, gpus, gpus)
 
     def _fill_secrets(self, value: str) -> str:
         """RunPod substitutes `{{ RUNPOD_SECRET_<name> }}` at pod start; unknown names stay as written."""

@@ -117,6 +117,8 @@ class ClusterConfig(_Model):
     volume_mount_path: str = "/workspace"
     master_port: StrictInt = 29500  # rendezvous port when RunPod does not inject MASTER_PORT
     registry_auth: RegistryAuthConfig | None = None  # pods only: Instant Clusters take no credential
+    # Who runs the training: the start scripts, or Slurm on a `type: SLURM` cluster (docs/SLURM.md)
+    scheduler: Literal["scripts", "slurm"] = "scripts"
 
     @field_validator("gpu_type")
     @classmethod

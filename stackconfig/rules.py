@@ -8,6 +8,7 @@ from facts.gpus import GPUS
 from facts.money import DEFAULT_SPEND_LIMIT_PER_HOUR
 from stackconfig.model import model_problems
 from stackconfig.pricing import cost_per_hour, gpu_hour_price
+from stackconfig.slurm import slurm_problems
 
 if TYPE_CHECKING:
     from stackconfig.config import StackConfig
@@ -41,6 +42,7 @@ def cross_field_problems(config: StackConfig) -> list[Problem]:
     """Every cross-field rule the config breaks, in a stable order."""
     return [
         *_topology_problems(config),
+        *slurm_problems(config),
         *_capacity_problems(config),
         *_placement_problems(config),
         *_training_problems(config),

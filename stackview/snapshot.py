@@ -67,6 +67,7 @@ class WatchSnapshot:
     # Billed resources of the account that no stack's state holds (ops/reconcile.py), one mapping each:
     # kind, id, name, usd_per_hour, age_s, action, line. Empty: none, or not looked (then `problems` says).
     unowned: tuple[Mapping[str, Any], ...] = field(default=())
+    slurm_queue: tuple[str, ...] = ()  # a `scheduler: slurm` stack's squeue lines (docs/SLURM.md)
 
     @property
     def critical(self) -> bool:

@@ -262,6 +262,51 @@ def exit_records(
     return out
 
 
+def is_slurm_stack(outputs: Mapping[str, Any]) -> bool:
+    """A `scheduler: slurm` stack's outputs list its sbatch script among the rendered scripts."""
+    from components.slurm import SBATCH
+
+    return SBATCH in (outputs.get("start_script_sha256") or {})
+
+
+def slurm_queue(stack: str, outputs: Mapping[str, Any], timeout_s: float = 10.0) -> list[str]:
+    """`squeue` on the controller of a `scheduler: slurm` stack, one line a job (jobs Slurm still holds,
+    finished ones included); [] when node 0 cannot be reached."""
+    command = "squeue -h -t all -o '%i %j %T %M %D %R' 2>/dev/null | head -n 20; true"
+    for node, _pod_id, target in _targets(stack, outputs, _pod_ids(outputs)):
+        if int(node.get("rank", -1)) == 0:
+            try:
+                return _over_ssh(timeout_s)(target, command).splitlines()
+            except DeliveryError:
+                return []
+    return []
+
+
+def _pod_ids(outputs: Mapping[str, Any]) -> list[str]:
+    return [str(n.get("pod_id") or "") for n in outputs.get("nodes") or []]
+
+
+def slurm_jobs(
+    stack: str,
+    outputs: Mapping[str, Any],
+    timeout_s: float = 10.0,
+    run: Callable[[SshTarget, str], str] | None = None,
+) -> str:
+    """`scontrol show job -o` on the controller (node 0) of a `scheduler: slurm` stack: every job Slurm still
+    holds, one a line (supervisor/slurm.py parses it). Empty when node 0 cannot be reached."""
+    run = run or _over_ssh(timeout_s)
+    for node, _pod_id, target in _targets(
+        stack, outputs, [str(n.get("pod_id") or "") for n in outputs.get("nodes") or []]
+    ):
+        if int(node.get("rank", -1)) != 0:
+            continue
+        try:
+            return run(target, "scontrol show job -o 2>/dev/null | head -c 65536; true")
+        except DeliveryError:
+            return ""
+    return ""
+
+
 def _targets(
     stack: str, outputs: Mapping[str, Any], pod_ids: Sequence[str]
 ) -> Iterator[tuple[NodeOutput, SshTarget]]:

@@ -19,6 +19,7 @@ from stackconfig.config import StackConfig, load_stack_config
 from stackview import snapshot, sources
 from supervisor import faults
 from supervisor.model import ExitFacts, Observation, RunState
+from supervisor.slurm import slurm_exits
 from supervisor.store import read_attempts, verify_run
 
 SECRET_CONFIG_PREFIX = "trainstack:secrets."  # noqa: S105 (a key prefix; these values are never read)
@@ -49,6 +50,8 @@ class Sources:
     # issue #42: the exit records of nodes whose start script ended, over SSH (stack, outputs, pod ids)
     exits: Callable[[str, Mapping[str, Any], Sequence[str]], Mapping[str, Any]] = sources.exit_records
     ssh_key: Callable[[], bool] = _ssh_key
+    # a `scheduler: slurm` stack: `scontrol show job -o` on its controller (stack, outputs)
+    slurm: Callable[[str, Mapping[str, Any]], str] = sources.slurm_jobs
     # the supervisor's own records (client, bucket): the checkpoint bucket, or a local directory without one
     memory: tuple[Any, str] | None = None
 
@@ -131,6 +134,8 @@ def observe(
             problems.append(f"pod status: not read ({type(exc).__name__})")
     created = [s[2] for s in statuses.values() if s[2] is not None]
     exits = _exits(stack, config, outputs, snap, runs, pod_ids, has_key, answered, src, problems)
+    if config.cluster.scheduler == "slurm" and has_key and answered:
+        exits += slurm_exits(stack, src.slurm(stack, outputs), pod_ids, exits)
     fleet, runs = _fleet(config, snap, nodes, runs, attempts, statuses, problems)
     agg_round = (state or {}).get("time")
     return Observation(

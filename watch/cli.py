@@ -176,7 +176,10 @@ def collect(
             else:
                 logs |= runpod
                 sources_of |= dict.fromkeys(runpod, "RunPod log")
-    return dataclasses.replace(view(logs=logs, problems=problems, log_sources=sources_of), unowned=unowned)
+    snap = view(logs=logs, problems=problems, log_sources=sources_of)
+    if sources.is_slurm_stack(outputs):
+        snap = dataclasses.replace(snap, slurm_queue=tuple(sources.slurm_queue(stack, outputs)))
+    return dataclasses.replace(snap, unowned=unowned)
 
 
 @contextlib.contextmanager

@@ -92,6 +92,8 @@ def render(s: WatchSnapshot) -> RenderableType:
     parts.append(_t(money, style="bold"))
     if s.ledger:
         parts.append(_t(s.ledger))
+    for line in s.slurm_queue:  # squeue on the controller: job id, name, state, time, nodes, reason
+        parts.append(_t(f"slurm: {line}"))
     if s.unowned:
         per_hour = sum(float(u.get("usd_per_hour") or 0) for u in s.unowned)
         head = (

@@ -1,0 +1,160 @@
+"""Slurm's own job states as the supervisor's evidence, pure: on a `scheduler: slurm` stack they say whether
+the job finished, failed or lost a node, beside the nodes' exit records and the supervisor's own rules.
+
+Slurm's states (`scontrol show job`, `sacct`; slurm.schedmd.com/job_state_codes.html) map onto the outcomes
+the decision already owns (docs/SUPERVISOR.md):
+
+    queued    PENDING, CONFIGURING, REQUEUED, REQUEUE_FED, REQUEUE_HOLD, RESV_DEL_HOLD, SUSPENDED, STOPPED,
+              RESIZING, SIGNALING, SPECIAL_EXIT   (still Slurm's: nothing to decide)
+    running   RUNNING, COMPLETING, STAGE_OUT
+    finished  COMPLETED                          -> `finished` (still verified against the bucket)
+    failed    FAILED, TIMEOUT, OUT_OF_MEMORY, DEADLINE, BOOT_FAIL -> `job_ended` (or recovery's, by cause)
+    lost      NODE_FAIL, PREEMPTED, REVOKED      -> recovery: Slurm requeues where it can; a node RunPod lost
+                                                    means a new cluster
+    stopped   CANCELLED                          -> someone ran `scancel`: a stop, never retried
+
+A state this table does not know is `unknown`: never read as running, and never as an end.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from supervisor.model import ExitFacts
+
+Outcome = Literal["queued", "running", "finished", "failed", "lost", "stopped", "unknown"]
+
+OUTCOMES: dict[str, Outcome] = {
+    "PENDING": "queued",
+    "CONFIGURING": "queued",
+    "REQUEUED": "queued",
+    "REQUEUE_FED": "queued",
+    "REQUEUE_HOLD": "queued",
+    "RESV_DEL_HOLD": "queued",
+    "SUSPENDED": "queued",
+    "STOPPED": "queued",
+    "RESIZING": "queued",
+    "SIGNALING": "queued",
+    "SPECIAL_EXIT": "queued",
+    "RUNNING": "running",
+    "COMPLETING": "running",
+    "STAGE_OUT": "running",
+    "COMPLETED": "finished",
+    "FAILED": "failed",
+    "TIMEOUT": "failed",
+    "OUT_OF_MEMORY": "failed",
+    "DEADLINE": "failed",
+    "BOOT_FAIL": "failed",
+    "NODE_FAIL": "lost",
+    "PREEMPTED": "lost",
+    "REVOKED": "lost",
+    "CANCELLED": "stopped",
+}
+ENDED: frozenset[Outcome] = frozenset({"finished", "failed", "lost", "stopped"})
+# What an ended job's nodes are, in the exit records' words (train/node/exitrecord.py).
+_EXIT_STATUS: dict[Outcome, str] = {
+    "finished": "finished",
+    "failed": "failed",
+    "lost": "failed",
+    "stopped": "stopped",
+}
+
+
+def outcome(state: str) -> Outcome:
+    """Slurm's state (`JobState`, or sacct's `State` such as "CANCELLED by 0") -> the supervisor's outcome."""
+    word = state.strip().split(" ", 1)[0].rstrip("+").upper()
+    return OUTCOMES.get(word, "unknown")
+
+
+@dataclass(frozen=True)
+class SlurmJob:
+    """One job as `scontrol show job -o` prints it."""
+
+    job_id: str
+    name: str
+    state: str
+    exit_code: str = "0:0"
+    nodes: tuple[str, ...] = ()  # node names (pod ids on RunPod's and the local RunPod's clusters)
+    reason: str = ""
+
+    @property
+    def outcome(self) -> Outcome:
+        return outcome(self.state)
+
+
+_FIELD = re.compile(r"(\w+)=(\S*)")
+
+
+def parse_scontrol(text: str) -> tuple[SlurmJob, ...]:
+    """`scontrol show job -o` (one job a line) -> jobs; "No jobs in the system" -> none."""
+    jobs = []
+    for line in text.splitlines():
+        fields = dict(_FIELD.findall(line))
+        if "JobId" not in fields or "JobState" not in fields:
+            continue
+        jobs.append(
+            SlurmJob(
+                job_id=fields["JobId"],
+                name=fields.get("JobName", ""),
+                state=fields["JobState"],
+                exit_code=fields.get("ExitCode", "0:0"),
+                nodes=tuple(_expand(fields.get("NodeList", ""))),
+                reason=fields.get("Reason", "None"),
+            )
+        )
+    return tuple(jobs)
+
+
+def _expand(nodelist: str) -> Iterable[str]:
+    """A plain comma list (pod ids need no ranges); `(null)` is no node."""
+    return [n for n in nodelist.split(",") if n and n != "(null)"]
+
+
+def queue_idle(jobs: Sequence[SlurmJob]) -> bool:
+    """An empty queue with no job pending or running: Slurm has nothing for the cluster to do."""
+    return not any(j.outcome in ("queued", "running", "unknown") for j in jobs)
+
+
+def latest(jobs: Sequence[SlurmJob], name: str) -> SlurmJob | None:
+    """The newest job of this name (the highest id): a requeue keeps its id, a resubmission gets a new one."""
+    mine = [j for j in jobs if j.name == name and j.job_id.isdigit()]
+    return max(mine, key=lambda j: int(j.job_id)) if mine else None
+
+
+def exit_facts(job: SlurmJob, pods: Sequence[str], recorded: Iterable[ExitFacts]) -> tuple[ExitFacts, ...]:
+    """The ended job's word for each node (`pods` in rank order) whose start script left no exit record: a
+    node Slurm lost, or a job Slurm ended before the script could write one (TIMEOUT's SIGKILL, a
+    NODE_FAIL). The start scripts' own records win where they exist; nothing while the job has not ended."""
+    if job.outcome not in ENDED:
+        return ()
+    have = {f.pod_id for f in recorded}
+    status = _EXIT_STATUS[job.outcome]
+    code = job.exit_code.split(":", 1)[0]
+    reason = f"Slurm job {job.job_id} {job.state}" + (
+        f" ({job.reason})" if job.reason not in ("", "None") else ""
+    )
+    return tuple(
+        ExitFacts(
+            rank=rank,
+            pod_id=pod,
+            status=status,
+            phase="training",
+            exit_status=int(code) if code.isdigit() else 1,
+            reason=reason,
+            run_id=f"slurm-{job.job_id}",
+        )
+        for rank, pod in enumerate(pods)
+        if pod not in have and (not job.nodes or pod in job.nodes)
+    )
+
+
+def slurm_exits(
+    job_name: str, scontrol: str, pods: Sequence[str], recorded: Sequence[ExitFacts]
+) -> tuple[ExitFacts, ...]:
+    """What observe adds for a `scheduler: slurm` stack: the newest job of the stack's name, from `scontrol
+    show job -o` on the controller, as exit facts of the nodes that left none (`exit_facts`)."""
+    job = latest(parse_scontrol(scontrol), job_name)
+    return exit_facts(job, pods, recorded) if job is not None else ()

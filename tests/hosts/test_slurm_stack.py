@@ -1,0 +1,154 @@
+"""A `scheduler: slurm` stack end to end on emulated hosts (2 nodes, the CPU job). `up` makes a SLURM cluster
+whose hosts run Slurm itself; `sinfo` on the controller shows both nodes; delivery submits the training job
+with `sbatch`; Slurm runs it on both nodes through `srun` (the usual start script on each: preflight, resume,
+training, checkpoint sync); its state in Slurm ends COMPLETED, its checkpoints are in the bucket, and one
+supervisor round releases the cluster. Then a node lost mid-job: Slurm ends the job NODE_FAIL, the supervisor
+replaces the cluster, and the new cluster's job resumes from the bucket and completes. (`sacct` needs
+slurmdbd, which the local RunPod does not run: Slurm's state is read with `scontrol show job`, which keeps
+finished jobs for MinJobAge, and from the controller's job completion log.)"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from emulator.slurm import slurm_unavailable
+from harness.webhook import Receiver
+from tests.hosts.conftest import HOSTS_NET, HostsEnv
+from tests.hosts.test_local_cluster import BUCKET, STACK, STEPS, Cluster, every_log_says, first_step
+from tests.hosts.test_supervise_hosts import supervise
+from tests.polling import poll
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.root,
+    pytest.mark.allow_hosts(["127.0.0.1", "::1", "localhost", HOSTS_NET]),
+]
+
+
+ACTIVE = ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED")
+
+
+def _ended(cluster: Cluster, controller: dict[str, str]) -> dict[str, str] | None:
+    state = _job_state(cluster, controller)
+    return state if state is not None and state["JobState"] not in ACTIVE else None
+
+
+def _job_state(cluster: Cluster, controller: dict[str, str]) -> dict[str, str] | None:
+    """`scontrol show job` of the stack's job on the controller, as key -> value; None before it exists."""
+    out = cluster.ssh(controller, f"scontrol show job -o $(squeue -h -t all -n {STACK} -o %i | head -n 1)")
+    fields = dict(re.findall(r"(\w+)=(\S*)", out.stdout)) if out.returncode == 0 else {}
+    return fields or None
+
+
+def test_a_slurm_stack_runs_its_job_through_sbatch_and_is_released(
+    hosts_env: HostsEnv, tmp_path: Path, receiver: Receiver
+) -> None:
+    if why := slurm_unavailable():
+        pytest.skip(why)
+    cluster = Cluster(hosts_env, tmp_path, 2)
+    try:
+        cluster.config("trainstack:cluster.scheduler", "slurm", path=True)
+        cluster.up()
+        nodes = cluster.outputs()["nodes"]
+        controller = nodes[0]
+        # Slurm on the controller knows both members by their pod ids.
+        listed = cluster.ssh(controller, "sinfo -h -N -o '%N'").stdout.split()
+        assert sorted(listed) == sorted(n["pod_id"] for n in nodes), listed
+        job = poll(
+            lambda: _job_state(cluster, controller), "the job submitted by sbatch", 60, 1.0, cluster.logs
+        )
+        assert job["JobName"] == STACK and job["NumNodes"] == "2", job
+        done = poll(
+            lambda: (
+                (s := _job_state(cluster, controller))
+                and s["JobState"] not in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING")
+                and s
+            ),
+            "the Slurm job to end",
+            240,
+            1.0,
+            cluster.logs,
+        )
+        assert done["JobState"] == "COMPLETED" and done["ExitCode"] == "0:0", (done, cluster.logs())
+        # Each node ran the usual start script under Slurm, in its usual log.
+        every_log_says(cluster, nodes, "start script ends with status 0", "each node's start script", 30)
+        assert "Slurm job" in cluster.log(1, nodes[1]["pod_id"])
+        assert max(cluster.bucket_steps()) == STEPS, cluster.bucket_steps()
+        print(f"slurm job: {done['JobId']} {done['JobState']} on {done['NodeList']}, bucket {BUCKET}")
+        # The supervisor reads the finished run (its state verified against the bucket) and releases.
+        round_ = supervise(cluster, tmp_path, receiver, "--once", "--json")
+        assert round_.returncode == 0, round_.stderr[-4000:]
+        decided = json.loads(round_.stdout)
+        assert decided["decision"] == "finished" and "release" in decided["actions"], decided
+        live = hosts_env.runpod.admin.live()
+        assert live["clusters"] == [] and live["pods"] == [], live
+    finally:
+        if cluster.s3.list_buckets()["Buckets"]:
+            cluster.empty_bucket()
+        cluster.cli.run("destroy", "--yes", "--stack", STACK, check=False)
+
+
+def _jobcomp(env: HostsEnv, controller: str) -> str:
+    """The controller's job completion log (jobcomp/filetxt): every ended job instance, a requeued one too."""
+    path = env.runpod.state_dir / "hosts" / controller / "slurm" / "jobcomp.log"
+    return path.read_text(errors="replace") if path.exists() else ""
+
+
+def test_a_node_lost_mid_job_is_node_fail_then_recovered_and_the_job_resumes(
+    hosts_env: HostsEnv, tmp_path: Path, receiver: Receiver
+) -> None:
+    if why := slurm_unavailable():
+        pytest.skip(why)
+    cluster = Cluster(hosts_env, tmp_path, 2)
+    try:
+        cluster.config("trainstack:cluster.scheduler", "slurm", path=True)
+        cluster.up()
+        first = cluster.outputs()["nodes"]
+        controller, last = first[0], first[-1]
+        poll(
+            lambda: [s for s in cluster.bucket_steps() if s > 0],
+            "a checkpoint in the bucket",
+            120,
+            1.0,
+            cluster.logs,
+        )
+        assert max(cluster.bucket_steps()) < STEPS, "training finished before a node could be lost"
+        hosts_env.runpod.admin.out_of_band(last["pod_id"])
+        # Slurm's own word: the node stopped answering, so the job's instance ended NODE_FAIL.
+        comp = poll(
+            lambda: "JobState=NODE_FAIL" in (text := _jobcomp(hosts_env, controller["pod_id"])) and text,
+            "Slurm ending the job NODE_FAIL",
+            90,
+            1.0,
+        )
+        assert f"Name={STACK} JobState=NODE_FAIL" in comp, comp
+        # The supervisor sees the lost node and replaces the cluster through Pulumi (RunPod adds no node).
+        rounds = []
+        for _ in range(3):
+            round_ = supervise(cluster, tmp_path, receiver, "--once", "--json")
+            assert round_.returncode == 0, round_.stderr[-4000:]
+            rounds.append(json.loads(round_.stdout))
+            now = cluster.outputs()["nodes"]
+            if len(now) == 2 and last["pod_id"] not in {n["pod_id"] for n in now}:
+                break
+        assert rounds[0]["decision"] == "node_lost", rounds
+        repaired = cluster.outputs()["nodes"]
+        assert len(repaired) == 2 and last["pod_id"] not in {n["pod_id"] for n in repaired}, rounds
+        # The new cluster's Slurm runs the job again through sbatch; it resumes from the bucket and completes.
+        done = poll(
+            lambda: _ended(cluster, repaired[0]), "the new cluster's job to end", 240, 1.0, cluster.logs
+        )
+        assert done["JobState"] == "COMPLETED", (done, cluster.logs())
+        log0 = cluster.log(0, repaired[0]["pod_id"])
+        resumed = first_step(log0)
+        assert resumed is not None and resumed > 0, log0
+        poll(lambda: STEPS in cluster.bucket_steps(), "the final checkpoint in the bucket", 30)
+        print(f"NODE_FAIL, then {[r['decision'] for r in rounds]}; resumed at step {resumed}")
+    finally:
+        if cluster.s3.list_buckets()["Buckets"]:
+            cluster.empty_bucket()
+        cluster.cli.run("destroy", "--yes", "--stack", STACK, check=False)

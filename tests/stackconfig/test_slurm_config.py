@@ -1,0 +1,73 @@
+"""`cluster.scheduler: slurm`: accepted on an Instant Cluster with RunPod's PyTorch image, refused otherwise
+with the key path and the fix."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from stackconfig.config import ConfigError, load_stack_config
+from stackconfig.slurm import is_runpod_pytorch_image
+from tests.stackconfig.test_config import BASE
+
+
+def _slurm(**cluster: Any) -> dict[str, Any]:
+    raw = copy.deepcopy(BASE)
+    raw["trainstack:cluster"].update({"scheduler": "slurm", **cluster})
+    return raw
+
+
+def _problems(raw: dict[str, Any]) -> dict[str, str]:
+    with pytest.raises(ConfigError) as exc:
+        load_stack_config(raw)
+    return {p.path: str(p) for p in exc.value.problems}
+
+
+def test_default_scheduler_is_the_start_scripts() -> None:
+    assert load_stack_config(BASE).cluster.scheduler == "scripts"
+
+
+def test_slurm_on_a_cluster_with_runpods_pytorch_image_loads() -> None:
+    config = load_stack_config(_slurm())
+    assert config.cluster.scheduler == "slurm"
+    assert config.cluster.topology == "cluster"
+
+
+def test_slurm_with_another_image_names_the_image_key_and_the_fix() -> None:
+    problems = _problems(_slurm(image="nvcr.io/nvidia/pytorch:24.05-py3"))
+    assert set(problems) == {"trainstack:cluster.image"}
+    message = problems["trainstack:cluster.image"]
+    assert "official PyTorch images" in message
+    assert "runpod/pytorch:" in message and "drop scheduler: slurm" in message
+
+
+def test_slurm_on_a_pool_of_pods_names_the_scheduler_key_and_the_fix() -> None:
+    raw = _slurm(topology="pods", nodes=2, volume_gb=0, data_centers=[])
+    problems = _problems(raw)
+    assert "trainstack:cluster.scheduler" in problems
+    assert "set trainstack:cluster.topology to 'cluster'" in problems["trainstack:cluster.scheduler"]
+
+
+def test_an_unknown_scheduler_is_refused_with_the_choices() -> None:
+    problems = _problems(_slurm(scheduler="pbs"))
+    assert "trainstack:cluster.scheduler" in problems
+    assert "'scripts'" in problems["trainstack:cluster.scheduler"]
+    assert "'slurm'" in problems["trainstack:cluster.scheduler"]
+
+
+@pytest.mark.parametrize(
+    ("image", "official"),
+    [
+        ("runpod/pytorch:2.4.0-py3.11-cuda12.4.1-devel-ubuntu22.04", True),
+        ("docker.io/runpod/pytorch:2.8.0-py3.11-cuda12.8.1-cudnn-devel-ubuntu22.04", True),
+        ("runpod/pytorch@sha256:" + "a" * 64, True),
+        ("runpod/pytorch-extra:1.0", False),
+        ("ghcr.io/runpod/pytorch:1.0", False),
+        ("myteam/runpod/pytorch:1.0", False),
+        ("pytorch/pytorch:2.4.0-cuda12.4-cudnn9-devel", False),
+    ],
+)
+def test_official_image_recognition(image: str, official: bool) -> None:
+    assert is_runpod_pytorch_image(image) is official

@@ -1,0 +1,58 @@
+"""observe() on a `scheduler: slurm` stack: the controller's `scontrol show job -o` becomes exit facts of the
+nodes whose start script left none; a stack without Slurm never asks for it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stackconfig.config import StackConfig
+from stackconfig.files import load
+from supervisor.observe import Sources, observe
+
+OUTPUTS: dict[str, Any] = {
+    "nodes": [
+        {"rank": 0, "ip": "10.65.1.2", "pod_id": "podA", "ssh_endpoint": "10.65.1.2:22"},
+        {"rank": 1, "ip": "10.65.1.3", "pod_id": "podB", "ssh_endpoint": "10.65.1.3:22"},
+    ],
+    "cost_per_hour": 63.84,
+}
+NODE_FAIL = (
+    "JobId=4 JobName=local-cpu JobState=NODE_FAIL Reason=NodeDown ExitCode=0:0 NodeList=podA,podB\n"
+    "JobId=3 JobName=local-cpu JobState=COMPLETED Reason=None ExitCode=0:0 NodeList=podA,podB\n"
+)
+
+
+def _config(scheduler: str) -> StackConfig:
+    config = load("local-cpu")
+    return config.model_copy(update={"cluster": config.cluster.model_copy(update={"scheduler": scheduler})})
+
+
+def _sources(asked: list[str]) -> Sources:
+    def slurm(stack: str, _outputs: Any) -> str:
+        asked.append(stack)
+        return NODE_FAIL
+
+    return Sources(
+        aggregator=lambda _s, _o: {"time": 1.0, "nodes": []},
+        billing=lambda _o, **_kw: 1.0,
+        pod_statuses=lambda _ids: {},
+        exits=lambda _s, _o, _p: {},
+        ssh_key=lambda: True,
+        slurm=slurm,
+    )
+
+
+def test_a_node_fail_job_is_an_exit_fact_of_each_node_without_its_own_record() -> None:
+    asked: list[str] = []
+    obs = observe("local-cpu", _config("slurm"), OUTPUTS, 1_800_000_000.0, _sources(asked))
+    assert asked == ["local-cpu"]
+    assert [(e.rank, e.pod_id, e.status, e.reason) for e in obs.exits] == [
+        (0, "podA", "failed", "Slurm job 4 NODE_FAIL (NodeDown)"),
+        (1, "podB", "failed", "Slurm job 4 NODE_FAIL (NodeDown)"),
+    ]
+
+
+def test_a_stack_without_slurm_never_asks_the_controller() -> None:
+    asked: list[str] = []
+    obs = observe("local-cpu", _config("scripts"), OUTPUTS, 1_800_000_000.0, _sources(asked))
+    assert asked == [] and obs.exits == ()

@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -28,6 +29,9 @@ _TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
 
 # (role, pattern over the NUL-joined-with-spaces command line); the first that matches names the process.
 ROLES: tuple[tuple[str, str], ...] = (
+    # Before the rest: a test's temporary paths (/tmp/pytest-of-…) are on many other command lines.
+    ("pytest", r"-m pytest|bin/pytest|exec\(eval\(sys\.stdin"),
+    ("uv / pip / compileall (installs)", r"\buv\b|\bpip\b|compileall"),
     ("node: torchrun agent", r"torchrun|torch\.distributed\.run"),
     ("node: training", r"train/(train|gpt_train)\.py"),
     ("node: bucket sync", r"transfer\.py|node\.transfer"),
@@ -46,8 +50,6 @@ ROLES: tuple[tuple[str, str], ...] = (
     ("moto S3", r"moto"),
     ("supervisor", r"supervis"),
     ("scripts/watch", r"watch"),
-    ("pytest", r"pytest"),
-    ("uv / pip (installs)", r"\buv\b|pip|compileall"),
     ("git", r"^(\S*/)?git\s"),
     ("other python", r"python"),
     ("shell", r"^(\S*/)?(ba)?sh\s"),
@@ -108,12 +110,15 @@ def measure(argv: Sequence[str], interval: float) -> tuple[int, float, float, di
     started = time.monotonic()
     census = Census()
     try:
-        child = subprocess.Popen(  # noqa: S603 - the operator's own command
+        child = subprocess.Popen(
             argv, preexec_fn=lambda: (group / "cgroup.procs").write_text(str(os.getpid()))
         )
         while child.poll() is None:
             census.sample(group)
-            time.sleep(interval)
+            try:
+                time.sleep(interval)
+            except KeyboardInterrupt:
+                child.send_signal(signal.SIGINT)  # the command tears down as it would alone
         census.sample(group)
         total = _usage_s(group)
     finally:
@@ -130,7 +135,8 @@ def measure(argv: Sequence[str], interval: float) -> tuple[int, float, float, di
 
 
 def report(total: float, wall: float, roles: dict[str, tuple[float, int]]) -> list[str]:
-    lines = [f"total {total:.1f} CPU-s in {wall:.0f} s wall", "| role | CPU-s | processes |", "| --- | ---: | ---: |"]
+    lines = [f"total {total:.1f} CPU-s in {wall:.0f} s wall", "| role | CPU-s | processes |"]
+    lines.append("| --- | ---: | ---: |")
     for role, (cpu_s, count) in sorted(roles.items(), key=lambda item: -item[1][0]):
         if cpu_s >= 0.05:
             lines.append(f"| {role} | {cpu_s:.1f} | {count} |")

@@ -4,7 +4,12 @@ round releases its compute through a Pulumi update: the pod is gone, its billing
 no changes, the volume and the bucket with the verified final checkpoint stay, and the summary reached a local
 webhook receiver. Phase back to active and an up then resume training from that checkpoint. And a job stopped
 with SIGSTOP: one warning, then after the grace (on the emulator's clock) a last sync and the release. A
-supervisor SIGKILLed during its Pulumi update: the next round finishes the release, with no orphan."""
+supervisor SIGKILLed during its Pulumi update: the next round finishes the release, with no orphan. Release
+mode `stop`: the pod is stopped, not deleted, and an up starts the same pod.
+
+The cases run in sequence on two stacks, a one-pod pool and a 2-node Instant Cluster, each case starting where
+the one before left its stack (issue #47: a stack, its boot and its training for each case were most of this
+file's CPU); each test's docstring says the order."""
 
 from __future__ import annotations
 
@@ -92,9 +97,8 @@ def test_one_pod_stack_released_resumed_stopped_started_then_released_under_a_ki
         cluster.config("trainstack:protect", "true")
         cluster.up()
         _finish_and_release(cluster, hosts_env, tmp_path, receiver)
-        cluster.config(
-            "trainstack:protect", "false"
-        )  # (2) and (3) ran unprotected; the resume's up records it
+        # (2) and (3) ran unprotected, each on a stack of its own: the resume's up records protect off.
+        cluster.config("trainstack:protect", "false")
         _resume(cluster)
         # (2) The resumed pod's run has ended too (at the final step): it is the one stopped and started.
         cluster.config("trainstack:supervisor.release_mode", "stop", path=True)

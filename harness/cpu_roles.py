@@ -41,10 +41,11 @@ ROLES: tuple[tuple[str, str], ...] = (
     ("node: monitor/aggregator", r"train/monitor|aggregat"),
     ("node: start script (bash)", r"start-node-"),
     ("sshd / ssh / scp", r"^(\S*/)?(sshd|ssh|scp)\b|sshd:"),
+    # The CLI before the policy pack: its own command line names the pack (`--policy-pack policy`).
+    ("pulumi: CLI", r"^(\S*/)?pulumi\s"),
     ("pulumi: policy pack", r"policy"),
     ("pulumi: dynamic provider", r"pulumi-resource|dynamic_provider|provider_host|tools/provider"),
     ("pulumi: language host", r"pulumi-language"),
-    ("pulumi: CLI", r"^(\S*/)?pulumi\s"),
     ("pulumi: program / Automation API", r"__main__\.py|pulumi"),
     ("local RunPod (emulator)", r"emulator"),
     ("moto S3", r"moto"),

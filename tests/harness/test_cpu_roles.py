@@ -24,6 +24,8 @@ TMP = "/tmp/pytest-of-root/pytest-7/test_x0"
         ),
         ("/work/h47/.venv/bin/python -u -c import sys;exec(eval(sys.stdin.readline()))", "pytest"),
         (f"/cache/pulumi-cli-3/pulumi up --yes --stack local-cpu --cwd {TMP}/ws", "pulumi: CLI"),
+        ("pulumi preview --stack dev --policy-pack /r/policy --policy-pack-config /r/p.json", "pulumi: CLI"),
+        ("/r/.venv/bin/python -u /r/policy/__main__.py 127.0.0.1:4001", "pulumi: policy pack"),
         ("/v/bin/python -m emulator --port 0 --hosts on", "local RunPod (emulator)"),
         ("/usr/sbin/sshd -D -f /x/sshd_config", "sshd / ssh / scp"),
         ("/usr/bin/make -j2", "other: make"),

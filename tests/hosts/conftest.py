@@ -112,7 +112,7 @@ def hosts_env(
         "TRAINSTACK_CPU_PROCS_PER_NODE": "1",
         # One intra-op thread for the tiny MLP: with torch's default (a thread a core) the idle thread spins
         # through each step's sleep (100 steps at 0.1 s: 1.86 s of CPU against 0.14 s,
-        # docs/journal/perf-2026-12-01-test-lanes.md).
+        # docs/journal/2026-12-01-perf-test-lanes.md).
         "OMP_NUM_THREADS": "1",
         # The bucket sync timer: each sync is a Python process importing boto3 (~0.5 s of CPU). Checkpoints
         # still land while the ~20 s of training runs; every start script also syncs at its end.

@@ -1,9 +1,9 @@
 """trainstack's environment knobs, parsed once per process into one frozen `Settings` (standard library only).
 
-Every knob is listed in `KNOBS` with its default and what it tunes; docs/OPERATING.md's settings table is
-checked against it (tests/test_docs_defaults.py). A malformed value raises `SettingsError` naming the variable. Knobs
-read by the host binaries themselves (the Go language host, the dynamic-provider host script, scripts/env.sh)
-are listed in `HOST_KNOBS`: they act before any Python of ours runs.
+Every knob is listed in `KNOBS` with its default and what it tunes; docs/OPERATING.md's settings table
+is checked against it (tests/test_docs_defaults.py). A malformed value raises `SettingsError` naming the
+variable. Knobs read by the host binaries themselves (the Go language host, the dynamic-provider host
+script, scripts/env.sh) are listed in `HOST_KNOBS`: they act before any Python of ours runs.
 
 Tests change the environment with monkeypatch and then call `reset()` so the next `current()` reads it again.
 """

@@ -273,17 +273,7 @@ def slurm_queue(stack: str, outputs: Mapping[str, Any], timeout_s: float = 10.0)
     """`squeue` on the controller of a `scheduler: slurm` stack, one line a job (jobs Slurm still holds,
     finished ones included); [] when node 0 cannot be reached."""
     command = "squeue -h -t all -o '%i %j %T %M %D %R' 2>/dev/null | head -n 20; true"
-    for node, _pod_id, target in _targets(stack, outputs, _pod_ids(outputs)):
-        if int(node.get("rank", -1)) == 0:
-            try:
-                return _over_ssh(timeout_s)(target, command).splitlines()
-            except DeliveryError:
-                return []
-    return []
-
-
-def _pod_ids(outputs: Mapping[str, Any]) -> list[str]:
-    return [str(n.get("pod_id") or "") for n in outputs.get("nodes") or []]
+    return _on_controller(stack, outputs, command, _over_ssh(timeout_s)).splitlines()
 
 
 def slurm_jobs(
@@ -294,16 +284,20 @@ def slurm_jobs(
 ) -> str:
     """`scontrol show job -o` on the controller (node 0) of a `scheduler: slurm` stack: every job Slurm still
     holds, one a line (supervisor/slurm.py parses it). Empty when node 0 cannot be reached."""
-    run = run or _over_ssh(timeout_s)
-    for node, _pod_id, target in _targets(
-        stack, outputs, [str(n.get("pod_id") or "") for n in outputs.get("nodes") or []]
-    ):
-        if int(node.get("rank", -1)) != 0:
-            continue
-        try:
-            return run(target, "scontrol show job -o 2>/dev/null | head -c 65536; true")
-        except DeliveryError:
-            return ""
+    command = "scontrol show job -o 2>/dev/null | head -c 65536; true"
+    return _on_controller(stack, outputs, command, run or _over_ssh(timeout_s))
+
+
+def _on_controller(
+    stack: str, outputs: Mapping[str, Any], command: str, run: Callable[[SshTarget, str], str]
+) -> str:
+    """`command`'s output on node 0 (a Slurm cluster's controller); "" when it cannot be reached."""
+    for node in stack_nodes(stack, outputs):
+        if node.rank == 0:
+            try:
+                return run(node_target(stack, node), command)
+            except DeliveryError:
+                return ""
     return ""
 
 

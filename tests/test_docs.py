@@ -165,7 +165,7 @@ def _command_lines(text: str) -> list[str]:
 
 def _claimed_flags() -> dict[str, set[str]]:
     """scripts/NAME -> the --flags the held docs write after it (up to a comment or the next command). The
-    journal is left out: it keeps each command as it was run that day, and a later change may rename a flag."""
+    journal is left out: it keeps each command as it was run that day; a later change may rename a flag."""
     claims: dict[str, set[str]] = {}
     for doc in (d for d in HELD if d.parent.name != "journal"):
         for span in _command_lines(doc.read_text()):

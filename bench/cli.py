@@ -22,9 +22,11 @@ from ops.cli import wants_help
 def bench(argv: Sequence[str]) -> int:
     from bench import forecast, main, report, storm, supervisor
 
-    if wants_help(argv):  # the runs' own parser, after the modes this entry point adds
-        print(__doc__)
-        return main.main(["--help"])
+    if wants_help(argv):  # the runs' own parser, then the modes this entry point adds
+        try:
+            return main.main(["--help"])
+        finally:
+            print(__doc__)
     workflow.bootstrap("scripts/bench")
     os.environ.update(pulumi.environment())
     os.chdir(pulumi.REPO)

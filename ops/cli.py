@@ -83,7 +83,7 @@ def stack_command(prog: str, main: Main, *, required: bool = True) -> Main:
 def _pulumi(argv: Sequence[str]) -> int:
     """The Pulumi CLI scripts/bootstrap built, offline, from the repo (the real RunPod's workspace)."""
     if wants_help(argv[:1]) and len(argv) == 1:
-        print(f"usage: {PROG} pulumi PULUMI-ARGUMENTS...\n\n{PULUMI_HELP}")
+        print(f"usage: scripts/pulumi PULUMI-ARGUMENTS...\n\n{PULUMI_HELP}")
         return OK
     bad = [p for name in _named_stacks(argv) if (p := stack_name_problem(name))]
     for problem in bad:

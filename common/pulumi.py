@@ -14,7 +14,7 @@ import os
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from common.cachedir import cache_dir
 from common.errors import TrainstackError
@@ -61,10 +61,16 @@ def environment(base: Mapping[str, str] | None = None, repo: Path = REPO) -> dic
 
 
 def command(
-    args: Sequence[str], *, stack: str | None = None, cwd: Path | None = None, interactive: bool = False
+    args: Sequence[str],
+    *,
+    stack: str | None = None,
+    cwd: Path | None = None,
+    interactive: bool = False,
+    binary: str = "pulumi",
 ) -> list[str]:
-    """The argv of one `pulumi` command: `--stack`, `--cwd` and `--non-interactive` added as asked."""
-    argv = ["pulumi", *args]
+    """The argv of one `pulumi` command: `--stack`, `--cwd` and `--non-interactive` added as asked.
+    `binary`: another program in Pulumi's place (a test's recorded CLI)."""
+    argv = [binary, *args]
     if stack is not None:
         argv += ["--stack", stack]
     if cwd is not None:
@@ -85,28 +91,30 @@ def run(
     stdin: str | None = None,
     timeout: float | None = None,
     interactive: bool = False,
+    binary: str = "pulumi",
 ) -> subprocess.CompletedProcess[str]:
     """Run `pulumi ARGS` (text mode). `check`: raise PulumiError naming the command when it fails.
     `capture=False` leaves stdout and stderr to the terminal (Pulumi's own progress and prompts)."""
-    argv = command(args, stack=stack, cwd=cwd, interactive=interactive)
-    try:
-        done = subprocess.run(
-            argv,
-            env=dict(env) if env is not None else None,
-            capture_output=capture,
-            input=stdin,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-    except OSError as exc:  # no pulumi on PATH
-        raise PulumiError(
-            f"cannot run `pulumi {' '.join(args[:2])}` ({exc}); run scripts/bootstrap"
-        ) from None
+    argv = command(args, stack=stack, cwd=cwd, interactive=interactive, binary=binary)
+    # OSError (no pulumi on PATH, no such folder) and TimeoutExpired reach the caller, which names them.
+    done = subprocess.run(
+        argv,
+        env=dict(env) if env is not None else None,
+        capture_output=capture,
+        input=stdin,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
     if check and done.returncode != 0:
         last = ((done.stderr or "").strip().splitlines() or ["no output"])[-1]
         raise PulumiError(f"`pulumi {' '.join(args[:2])}` failed ({done.returncode}): {last}")
     return done
+
+
+def replace_process(args: Sequence[str], env: Mapping[str, str]) -> NoReturn:
+    """Become `pulumi ARGS` (its terminal, its prompts, its exit code): `trainstack pulumi`."""
+    os.execvpe("pulumi", command(args, interactive=True), dict(env))  # noqa: S606
 
 
 def run_json(args: Sequence[str], **kwargs: Any) -> Any:
@@ -127,11 +135,19 @@ def plain_config(entries: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def config_entries(
+    stack: str, cwd: Path, env: Mapping[str, str] | None = None, timeout: float = 60
+) -> dict[str, Any]:
+    """`pulumi config --json` of the stack in `cwd` as Pulumi prints it (`key -> {value, secret, ...}`;
+    a secret's value is not shown without --show-secrets); PulumiError when it cannot be read."""
+    entries = run_json(["config", "--json"], stack=stack, cwd=cwd, env=env, timeout=timeout)
+    if not isinstance(entries, dict):
+        raise PulumiError(f"`pulumi config --json` of '{stack}' is not a JSON object")
+    return entries
+
+
 def config(
     stack: str, cwd: Path, env: Mapping[str, str] | None = None, timeout: float = 60
 ) -> dict[str, Any]:
     """The stack's config as Pulumi resolves it in `cwd`, secrets dropped; PulumiError when unreadable."""
-    entries = run_json(["config", "--json"], stack=stack, cwd=cwd, env=env, timeout=timeout)
-    if not isinstance(entries, dict):
-        raise PulumiError(f"`pulumi config --json` of '{stack}' is not a JSON object")
-    return plain_config(entries)
+    return plain_config(config_entries(stack, cwd, env, timeout))

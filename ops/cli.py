@@ -23,7 +23,7 @@ from common.stackname import stack_name_problem
 from ops import workflow
 from ops.local_runpod import LocalRunPodError, Servers
 from ops.workflow import BAD_USE, BUSY, FAILED, OK, Stop, say
-from ops.workspace import local_root, targets_local
+from ops.workspace import targets_local, workspace_for
 
 PROG = "trainstack"
 Main = Callable[[Sequence[str]], int]
@@ -51,8 +51,9 @@ def stack_workspace(prog: str, stack: str, *, start: bool, required: bool = True
         say(prog, problem)
         raise Stop(BAD_USE)
     os.environ.update(pulumi.environment())
-    if not targets_local(os.environ):
-        return pulumi.REPO
+    local = targets_local(os.environ)
+    if not local:
+        return workspace_for(stack, local, os.environ)
     if start:
         workflow.use_local_runpod(prog)
     elif not os.environ.get("RUNPOD_API_URL"):
@@ -64,7 +65,7 @@ def stack_workspace(prog: str, stack: str, *, start: bool, required: bool = True
             )
             raise Stop(BUSY)
         os.environ.update(servers.env())
-    return local_root(os.environ) / stack
+    return workspace_for(stack, local, os.environ)
 
 
 def stack_command(prog: str, main: Main, *, required: bool = True) -> Main:
@@ -93,7 +94,7 @@ def _pulumi(argv: Sequence[str]) -> int:
     workflow.bootstrap("scripts/pulumi", "--no-test-tools")
     os.chdir(pulumi.REPO)
     env = pulumi.environment()
-    os.execvpe("pulumi", ["pulumi", *argv], env)  # noqa: S606 (Pulumi's own exit code and terminal)
+    pulumi.replace_process(argv, env)
 
 
 PULUMI_HELP = (

@@ -24,7 +24,7 @@ from common.stackname import stack_name_problem
 from ops import backend_repair, local_account, local_demo, orphans, pending_deletes, plan_cost, stale_lock
 from ops.local_runpod import LocalRunPodError, Servers
 from ops.stacklock import StackLocked, held
-from ops.workspace import local_root, prepare, targets_local
+from ops.workspace import local_root, prepare, targets_local, workspace_for
 from stackconfig import files
 
 OK, FAILED, BAD_USE, BUSY = 0, 1, 2, 3
@@ -298,16 +298,14 @@ def recover(stack: str, yes: bool, delete_orphans: bool, cwd: Path | None) -> in
     os.environ.update(pulumi.environment())
     workspace = cwd
     if workspace is None:
-        if not targets_local(os.environ):
-            workspace = REPO
-        else:
+        local = targets_local(os.environ)
+        if local and not os.environ.get("RUNPOD_API_URL"):  # a loopback URL names the local RunPod already
             servers = Servers.from_env(os.environ)
-            if not os.environ.get("RUNPOD_API_URL"):  # a loopback URL names the local RunPod already
-                if servers.running():
-                    os.environ.update(servers.env())
-                else:
-                    say("local-runpod", "not running; run 'scripts/local-runpod start'")
-            workspace = local_root(os.environ) / stack
+            if servers.running():
+                os.environ.update(servers.env())
+            else:
+                say("local-runpod", "not running; run 'scripts/local-runpod start'")
+        workspace = workspace_for(stack, local, os.environ)
     if not (workspace / "Pulumi.yaml").is_file():
         say(prog, f"no Pulumi project at {workspace}")
         return BAD_USE

@@ -116,3 +116,17 @@ def test_the_console_script_is_the_same_command_line() -> None:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("usage: scripts/local-runpod [-h] {start,stop,status,env}")
+
+
+def test_docs_cli_lists_every_command_and_each_exit_code() -> None:
+    doc = (REPO / "docs/CLI.md").read_text()
+    table = doc.split("## Commands", 1)[1].split("## ", 1)[0]
+    assert (
+        sorted(line.split("`")[1].split()[0] for line in table.splitlines() if line.startswith("| `")) == ALL
+    )
+    codes = doc.split("## Exit codes", 1)[1]
+    from ops.orphans import NOT_CHECKED, ORPHANS_LEFT
+    from ops.workflow import BAD_USE, BUSY, FAILED, OK
+
+    for code in (OK, FAILED, BAD_USE, BUSY, ORPHANS_LEFT, NOT_CHECKED, 130):
+        assert f"\n| {code} |" in codes

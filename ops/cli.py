@@ -138,12 +138,19 @@ def _reconcile(argv: Sequence[str]) -> int:
     return main(argv)
 
 
+def _test(argv: Sequence[str]) -> int:
+    from harness.lanes import main
+
+    return main(argv)
+
+
 CORE = (
     Passthrough("pulumi", "the Pulumi CLI scripts/bootstrap built, offline, from the repo", _pulumi),
     Passthrough(
         "forecast", "a stack's memory per GPU, hours, restarts and run cost, from its file", _forecast
     ),
     Passthrough("reconcile", "what the RunPod account bills that no stack's state holds", _reconcile),
+    Passthrough("test", "set up, then the static checks and the suite in its lanes", _test),
 )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -151,3 +152,13 @@ def config(
 ) -> dict[str, Any]:
     """The stack's config as Pulumi resolves it in `cwd`, secrets dropped; PulumiError when unreadable."""
     return plain_config(config_entries(stack, cwd, env, timeout))
+
+
+def exports(base: Mapping[str, str]) -> str:
+    """`environment(base)`'s changes as shell `export` lines: what `. scripts/env.sh` evaluates."""
+    changed = {k: v for k, v in environment(base).items() if base.get(k) != v}
+    return "".join(f"export {key}={shlex.quote(value)}\n" for key, value in sorted(changed.items()))
+
+
+if __name__ == "__main__":
+    print(exports(os.environ), end="")

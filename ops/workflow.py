@@ -71,8 +71,9 @@ def use_local_runpod(prog: str) -> None:
     """Start the local RunPod and moto (if they are not running) and point this process at them."""
     try:
         os.environ.update(Servers.from_env(os.environ).start(os.environ))
-    except LocalRunPodError as exc:
-        say(prog, str(exc))
+    except LocalRunPodError as exc:  # its message names the server and its log
+        print(exc, file=sys.stderr)
+        say(prog, "the local RunPod did not start; nothing was created")
         raise Stop(FAILED) from None
 
 

@@ -22,8 +22,10 @@ from typing import Any
 import yaml
 
 from bench.stats import counter_diff, totals
+from common import pulumi as pulumi_cli
 from harness.local import LocalRunPod, MotoS3, start_local_runpod, start_moto_s3
 from harness.pulumi_cli import REPO, Pulumi
+from stackconfig import files
 
 H100_STOCK = {
     f"NVIDIA H100 80GB HBM3@{dc}": 1_000_000 for dc in ("US-TX-3", "US-KS-2", "EU-RO-1", "CA-MTL-1")
@@ -147,7 +149,7 @@ class Workspace:
         project["stackConfigDir"] = "stacks"
         (self.root / "stacks").mkdir(parents=True, exist_ok=True)
         (self.root / "Pulumi.yaml").write_text(yaml.safe_dump(project, sort_keys=False))
-        stack_file = self.root / "stacks" / f"Pulumi.{self.stack}.yaml"
+        stack_file = files.stack_path(self.stack, self.root / "stacks")
         stack_file.write_text(yaml.safe_dump({"config": self.config}, sort_keys=False))
         self.cli = Pulumi(project=self.root, state=self.root / "state", extra_env=self.env)
         self.cli.stack_init(self.stack)
@@ -174,7 +176,7 @@ class Workspace:
         (self.cli.state / "backend").mkdir(parents=True, exist_ok=True)
         started = time.perf_counter()
         proc = subprocess.Popen(
-            ["pulumi", *self._args(verb), *extra],
+            pulumi_cli.command([*self._args(verb), *extra], interactive=True),  # _args has --non-interactive
             cwd=self.root,
             env=self.cli.env(),
             stdout=subprocess.PIPE,

@@ -65,6 +65,33 @@ def free_port(host: str = "127.0.0.1") -> int:
         return port
 
 
+REPO = Path(__file__).resolve().parent.parent
+
+
+def emulator_command(state_dir: Path, port: int, *args: str) -> list[str]:
+    """`python -m emulator serve` on `port` (0: any) with its state in `state_dir`; `args`: serve flags."""
+    return [
+        sys.executable,
+        "-m",
+        "emulator",
+        "serve",
+        "--port",
+        str(port),
+        "--state-dir",
+        str(state_dir),
+        *args,
+    ]
+
+
+def moto_command(host: str, port: int, tls: tuple[Path, Path] | None, socket_timeout_s: float) -> list[str]:
+    """harness/moto_server.py on `host:port`, over HTTPS with `tls` = (certificate, key)."""
+    tls_args = ["-s", "-c", str(tls[0]), "-k", str(tls[1])] if tls else []
+    return [
+        sys.executable, "-m", "harness.moto_server", str(socket_timeout_s),
+        "-H", host, "-p", str(port), *tls_args,
+    ]  # fmt: skip
+
+
 @dataclass
 class Admin:
     """The `/_admin` API of one server; every method returns the decoded JSON answer."""
@@ -182,11 +209,10 @@ def start_local_runpod(
     marker = state_dir / "server.json"
     marker.unlink(missing_ok=True)
     env = os.environ | {"RUNPOD_API_KEY": api_key}
-    repo = Path(__file__).resolve().parent.parent
-    command = [sys.executable, "-m", "emulator", "serve", "--port", "0", "--state-dir", str(state_dir), *args]
+    command = emulator_command(state_dir, 0, *args)
     with (state_dir / "emulator.log").open("ab") as log:  # the child keeps its own copy of the descriptor
         process = subprocess.Popen(
-            command, cwd=repo, env=env, stdout=log, stderr=subprocess.STDOUT, preexec_fn=_CHILD_SETUP
+            command, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, preexec_fn=_CHILD_SETUP
         )
     info = _wait(
         lambda: marker.exists() and json.loads(marker.read_text()), "local RunPod", timeout_s, process
@@ -249,21 +275,10 @@ def _start_moto_once(
     log_path: Path, timeout_s: float, host: str, tls: tuple[Path, Path] | None, socket_timeout_s: float
 ) -> MotoS3:
     port = free_port(host)
-    tls_args = ["-s", "-c", str(tls[0]), "-k", str(tls[1])] if tls else []
     with log_path.open("ab") as log:
         process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "harness.moto_server",
-                str(socket_timeout_s),
-                "-H",
-                host,
-                "-p",
-                str(port),
-                *tls_args,
-            ],
-            cwd=Path(__file__).resolve().parent.parent,
+            moto_command(host, port, tls, socket_timeout_s),
+            cwd=REPO,
             stdout=log,
             stderr=subprocess.STDOUT,
             preexec_fn=_CHILD_SETUP,

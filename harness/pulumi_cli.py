@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from common import pulumi
 from common.cachedir import cache_dir
 
 REPO = Path(__file__).resolve().parents[1]
@@ -96,9 +97,7 @@ class Pulumi:
 
     def run(self, *args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess[str]:
         (self.state / "backend").mkdir(parents=True, exist_ok=True)
-        proc = run_killing_tree(
-            ["pulumi", *args, "--non-interactive"], timeout, cwd=self.project, env=self.env()
-        )
+        proc = run_killing_tree(pulumi.command(args), timeout, cwd=self.project, env=self.env())
         if check and proc.returncode != 0:
             raise AssertionError(
                 f"pulumi {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"

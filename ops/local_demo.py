@@ -9,13 +9,13 @@ any `stacks/Pulumi.<stack>.yaml` declares (what the team obtained from RunPod); 
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from common import pulumi
 from ops.local_account import account_limit, declared_limits
 from stackconfig import files
 
@@ -28,11 +28,8 @@ def set_demo_secrets(workspace: Path, stack: str, config: dict[str, Any]) -> lis
     names = list(training.get("secrets") or []) if isinstance(training, dict) else []
     for name in names:
         value = _DEMO_VALUES.get(name, f"local-demo-{name.lower()}")
-        subprocess.run(
-            ["pulumi", "config", "set", "--secret", f"trainstack:secrets.{name}", "--stack", stack,
-             "--cwd", str(workspace), "--non-interactive"],
-            input=value, text=True, check=True, capture_output=True,
-        )  # fmt: skip
+        pulumi.run(["config", "set", "--secret", f"trainstack:secrets.{name}"], stack=stack, cwd=workspace,
+                   stdin=value, check=True)  # fmt: skip
     return names
 
 
@@ -54,11 +51,9 @@ def point_nodes_at_moto(workspace: Path, stack: str) -> str | None:
     endpoint = os.environ.get("AWS_ENDPOINT_URL_S3")
     if not (health.get("hosts") or {}).get("enabled") or not endpoint:
         return None
-    subprocess.run(
-        ["pulumi", "config", "set", "trainstack:s3EndpointUrl", endpoint, "--stack", stack,
-         "--cwd", str(workspace), "--non-interactive"],
-        text=True, check=True, capture_output=True,
-    )  # fmt: skip
+    pulumi.run(
+        ["config", "set", "trainstack:s3EndpointUrl", endpoint], stack=stack, cwd=workspace, check=True
+    )
     return endpoint
 
 
@@ -68,12 +63,8 @@ DEMO_ALERT_INTERVAL_MIN = "0.25"
 
 
 def quicken_alert_rounds(workspace: Path, stack: str) -> None:
-    subprocess.run(
-        ["pulumi", "config", "set", "--path", "--type", "float", "trainstack:alerts.interval_min",
-         DEMO_ALERT_INTERVAL_MIN,
-         "--stack", stack, "--cwd", str(workspace), "--non-interactive"],
-        text=True, check=True, capture_output=True,
-    )  # fmt: skip
+    pulumi.run(["config", "set", "--path", "--type", "float", "trainstack:alerts.interval_min",
+                DEMO_ALERT_INTERVAL_MIN], stack=stack, cwd=workspace, check=True)  # fmt: skip
 
 
 def main(argv: list[str]) -> int:

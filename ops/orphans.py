@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -28,6 +27,7 @@ from typing import Any
 
 import yaml
 
+from common import pulumi
 from components.names import DeclaredResources, declared_resources
 from facts.money import HOURS_PER_MONTH, SNAPSHOT
 from facts.pods import OWNER_ENV
@@ -117,10 +117,7 @@ def describe_kept(kept: Sequence[tuple[Live, str]]) -> str:
 
 
 def _pulumi_json(stack: str, workspace: Path, *verb: str) -> Any:
-    done = subprocess.run(
-        ["pulumi", *verb, "--stack", stack, "--cwd", str(workspace), "--non-interactive"],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+    done = pulumi.run(verb, stack=stack, cwd=workspace)
     if done.returncode != 0:
         raise SystemExit(f"orphans: `pulumi {' '.join(verb)} --stack {stack}` failed: {done.stderr.strip()}")
     return json.loads(done.stdout)
@@ -133,12 +130,10 @@ def export_state(stack: str, workspace: Path) -> dict[str, Any]:
 
 def stack_declared(stack: str, workspace: Path) -> DeclaredResources:
     """What the stack's config (`pulumi config`, secrets left out) declares; raises ConfigError."""
-    entries: dict[str, Any] = _pulumi_json(stack, workspace, "config", "--json")
-    raw = {
-        key: entry.get("objectValue", entry.get("value"))
-        for key, entry in entries.items()
-        if isinstance(entry, dict) and not entry.get("secret")
-    }
+    try:
+        raw = pulumi.config(stack, workspace)
+    except pulumi.PulumiError as exc:
+        raise SystemExit(f"orphans: {exc}") from None
     project = yaml.safe_load((workspace / "Pulumi.yaml").read_text())["name"]
     return declared_resources(stack, load_stack_config(raw), str(project))
 

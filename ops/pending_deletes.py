@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import socket
-import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
@@ -22,7 +21,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from common import contract
+from common import contract, pulumi
 
 BUCKET_TYPE = contract.BUCKET.type
 
@@ -56,10 +55,7 @@ def without(deployment: dict[str, Any], dropped: list[dict[str, Any]]) -> dict[s
 
 
 def _pulumi(stack: str, cwd: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["pulumi", *args, "--stack", stack, "--cwd", str(cwd), "--non-interactive"],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+    done = pulumi.run(args, stack=stack, cwd=cwd)
     if done.returncode != 0:
         raise SystemExit(f"pending_deletes: `pulumi {' '.join(args)}` failed: {done.stderr.strip()}")
     return done.stdout

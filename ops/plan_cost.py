@@ -15,9 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from forecast.stack import run_cost
+from stackconfig import files
 from stackconfig.config import ConfigError, load_stack_config
 from stackconfig.pricing import stack_price
 
@@ -25,8 +24,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def cost_line(stack: str, stacks_dir: Path = REPO / "stacks") -> str:
-    raw = yaml.safe_load((stacks_dir / f"Pulumi.{stack}.yaml").read_text()) or {}
-    config = load_stack_config(dict(raw.get("config") or {}))
+    config = load_stack_config(files.without_secrets(files.read_config(stack, stacks_dir)))
     run = run_cost(config)
     return (
         f"'{stack}' costs ${stack_price(config).usd_per_hour:,.2f}/h; one run ${run.usd:,.2f} ({run.label})"

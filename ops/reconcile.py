@@ -27,7 +27,6 @@ import argparse
 import json
 import os
 import re
-import subprocess
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -37,6 +36,7 @@ from typing import Any, Literal
 
 import yaml
 
+from common import pulumi
 from components.names import owner_mark, secret_description, secret_name
 from facts.money import HOURS_PER_MONTH, SNAPSHOT
 from facts.pods import OWNER_ENV, PodStatus
@@ -234,9 +234,7 @@ def run(
 
 
 def _pulumi(binary: str, cwd: Path, *args: str) -> Any:
-    done = subprocess.run(
-        [binary, *args, "--cwd", str(cwd), "--non-interactive"], capture_output=True, text=True, check=False
-    )
+    done = pulumi.run(args, cwd=cwd, binary=binary)
     if done.returncode != 0:
         raise RuntimeError(f"`pulumi {' '.join(args)}` failed: {done.stderr.strip()[-500:]}")
     return json.loads(done.stdout)

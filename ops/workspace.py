@@ -7,6 +7,9 @@ every run, keeping only the local salt and the local demo secret values. Against
 itself is the workspace, and the team commits its own salt or secrets provider.
 
     python -m ops.workspace STACK [--root DIR]     prints the workspace directory
+
+The target rule and the workspace rule are written here once (`targets_local`, `workspace_for`): every
+command of ops/cli.py that needs a stack's workspace asks them.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import argparse
 import os
 import re
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import yaml
@@ -22,9 +26,34 @@ import yaml
 from stackconfig import files
 
 REPO = Path(__file__).resolve().parents[1]
-# TRAINSTACK_LOCAL_WORKSPACES moves them (tests run scripts/up in a temporary directory).
-DEFAULT_ROOT = Path(os.environ.get("TRAINSTACK_LOCAL_WORKSPACES") or REPO / ".state" / "local")
+# A loopback RunPod is the local one whatever key it was given: the URL decides, never a key's presence.
+_LOOPBACK = re.compile(
+    r"^[A-Za-z][A-Za-z0-9+.-]*://(localhost|127(\.[0-9]{1,3}){3}|\[::1\])(:[0-9]+)?(/.*)?$"
+)
 _KEPT = re.compile(r"^(encryptionsalt|secretsprovider|encryptedkey):")
+
+
+def targets_local(env: Mapping[str, str]) -> bool:
+    """The local RunPod (and moto) or the real one, from the environment alone:
+    TRAINSTACK_LOCAL=1 forces local; a RUNPOD_API_URL on 127.0.0.0/8, localhost or [::1] is local, any other
+    is real; with no URL a RUNPOD_API_KEY means the real https://api.runpod.io, and no key the local one."""
+    if env.get("TRAINSTACK_LOCAL") == "1":
+        return True
+    url = env.get("RUNPOD_API_URL", "")
+    if not url:
+        return not env.get("RUNPOD_API_KEY")
+    return bool(_LOOPBACK.match(url))
+
+
+def local_root(env: Mapping[str, str], repo: Path = REPO) -> Path:
+    """Where the local RunPod's stacks have their workspaces (TRAINSTACK_LOCAL_WORKSPACES moves them: tests
+    run scripts/up in a temporary directory)."""
+    return Path(env.get("TRAINSTACK_LOCAL_WORKSPACES") or repo / ".state" / "local")
+
+
+def workspace_for(stack: str, local: bool, env: Mapping[str, str], repo: Path = REPO) -> Path:
+    """The one workspace rule: `.state/local/<stack>` for the local RunPod, the repo for the real one."""
+    return local_root(env, repo) / stack if local else repo
 
 
 def _project_file(repo: Path) -> str:
@@ -44,8 +73,9 @@ def _local_only_lines(stack_file: Path) -> list[str]:
     return [line for line in stack_file.read_text().splitlines() if _KEPT.match(line)]
 
 
-def prepare(stack: str, root: Path = DEFAULT_ROOT, repo: Path = REPO) -> Path:
-    """Create or refresh the workspace for `stack` and return its directory."""
+def prepare(stack: str, root: Path | None = None, repo: Path = REPO) -> Path:
+    """Create or refresh the local workspace of `stack` (under `root`, default `local_root`); its folder."""
+    root = local_root(os.environ, repo) if root is None else root
     try:
         source = files.stack_file(stack, repo / "stacks")
     except files.UnknownStackError as err:
@@ -63,7 +93,7 @@ def prepare(stack: str, root: Path = DEFAULT_ROOT, repo: Path = REPO) -> Path:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ops.workspace", description=__doc__.splitlines()[0])
     parser.add_argument("stack")
-    parser.add_argument("--root", type=Path, default=DEFAULT_ROOT)
+    parser.add_argument("--root", type=Path, default=None)
     args = parser.parse_args(argv)
     print(prepare(args.stack, args.root))
     return 0

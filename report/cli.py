@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from common import pulumi
 from common.stackname import stack_name_problem
 from policy.config_file import OVERRIDE_ENV, problems_in
 from report.parse import (
@@ -73,14 +74,11 @@ class PulumiRunner:
     def _run(
         self, stack: str, *args: str, extra_env: Mapping[str, str] | None = None
     ) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            ["pulumi", *args, "--non-interactive"],
+        return pulumi.run(
+            args,
             cwd=self._cwd(stack),
             env={**os.environ, **self.env, **(extra_env or {})},
-            capture_output=True,
-            text=True,
             timeout=self.timeout_s,
-            check=False,
         )
 
     def _checked(self, stack: str, *args: str) -> str:

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import json
 import shlex
-import subprocess
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from common import pulumi
 from common.outputs import BilledIds, ContractError, NodeOutput, forecast_of, nodes_of
 from components.delivery import known_hosts_file
 from components.render import job_files
@@ -55,14 +55,7 @@ def stack_outputs(cwd: Path, stack: str, require_nodes: bool = True) -> dict[str
     `require_nodes=False` (scripts/supervise): a stack whose compute is released has no nodes, and says so."""
     if not (cwd / "Pulumi.yaml").is_file():
         raise NotUpError(f"stack '{stack}' is not up here (no workspace at {cwd}); run scripts/up {stack}")
-    proc = subprocess.run(
-        ["pulumi", "stack", "output", "--json", "--stack", stack, "--non-interactive"],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    proc = pulumi.run(["stack", "output", "--json"], stack=stack, cwd=cwd, timeout=60)
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         if "no stack named" in last or "not found" in last:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from common import pulumi
 from common.outputs import NodeOutput
 from components.render import stack_run_ids
 from stackconfig.config import StackConfig, load_stack_config
@@ -59,8 +60,8 @@ class Sources:
 def stack_config(raw: Mapping[str, Any], warn: Callable[[str], None] = lambda _msg: None) -> StackConfig:
     """The `trainstack:*` config from `pulumi config --json` shaped values ({key: {"value": ...}})."""
     values = {
-        key: (entry.get("value") if isinstance(entry, Mapping) else entry)
-        for key, entry in raw.items()
+        key: value
+        for key, value in pulumi.plain_config(raw).items()  # secrets dropped the one way
         if key.startswith("trainstack:") and not key.startswith(SECRET_CONFIG_PREFIX)
     }
     return load_stack_config({k: v for k, v in values.items() if v is not None}, warn=warn)
@@ -249,28 +250,13 @@ def _fleet(
 
 def read_stack(workspace: Path, stack: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """(outputs, raw config) of the stack, or StackUnreadable naming what could not be read."""
-    import json
-    import subprocess
-
     try:
         outputs = sources.stack_outputs(workspace, stack, require_nodes=False)
-        proc = subprocess.run(
-            ["pulumi", "config", "--json", "--stack", stack, "--non-interactive"],
-            cwd=workspace,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        raw = pulumi.config_entries(stack, workspace, timeout=60)
     except sources.WatchError as exc:
         raise StackUnreadable(str(exc)) from None
+    except pulumi.PulumiError as exc:
+        raise StackUnreadable(f"cannot read the config of stack '{stack}' in {workspace}: {exc}") from None
     except OSError as exc:  # no pulumi on PATH, or no such workspace
         raise StackUnreadable(f"cannot run pulumi in {workspace} ({exc}); . scripts/env.sh first") from None
-    if proc.returncode != 0:
-        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        raise StackUnreadable(f"cannot read the config of stack '{stack}' in {workspace}: {last}")
-    try:
-        raw = json.loads(proc.stdout or "{}")
-    except ValueError:
-        raise StackUnreadable(f"pulumi printed no JSON for the config of '{stack}'") from None
     return outputs, raw

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from harness import lanes
 from tests.conftest import HEAVY, heavy_command
 from tests.polling import scaled
 
@@ -20,13 +20,11 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def test_the_fast_lane_leaves_out_every_heavy_marker() -> None:
-    script = (REPO / "scripts/test").read_text()
-    expression = re.search(r'lane fast .* -m "([^"]+)"', script)
-    assert expression is not None, "scripts/test has no fast lane"
-    assert sorted(re.findall(r"not (\w+)", expression.group(1))) == sorted(HEAVY)
-    assert '-m "not serial"' in script and "-m serial" in script  # the full run: both lanes, every test
+    assert sorted(re.findall(r"not (\w+)", lanes.FAST)) == sorted(HEAVY)
+    # the full run: both lanes, every test
+    assert lanes.PARALLEL[-2:] == ("-m", "not serial") and lanes.SERIAL[-2:] == ("-m", "serial")
     # The heaviest-first order of tests/conftest.py reaches the workers only without xdist's own reorder.
-    assert re.search(r"lane parallel .*--dist loadfile --no-loadscope-reorder", script)
+    assert " ".join(lanes.PARALLEL).startswith("--dist loadfile --no-loadscope-reorder")
 
 
 @pytest.mark.parametrize(
@@ -81,23 +79,21 @@ def test_a_fast_lane_test_that_starts_the_cli_fails(tmp_path: Path) -> None:
     assert "test_unmarked_starts_the_cli started the pulumi CLI without a lane marker" in out, out
 
 
-def test_help_prints_usage_and_sets_nothing_up(tmp_path: Path) -> None:
-    # A copy of scripts/test beside a bootstrap and a check that leave a trace when they run.
-    scripts = tmp_path / "scripts"
-    scripts.mkdir()
-    shutil.copy2(REPO / "scripts/test", scripts / "test")
-    for name in ("bootstrap", "check"):
-        (scripts / name).write_text(f"#!/bin/sh\ntouch {tmp_path}/{name}-ran\n")
-        (scripts / name).chmod(0o755)
-    for flag in ("--help", "-h", "--fast --help"):
-        run = subprocess.run(
-            [str(scripts / "test"), *flag.split()], capture_output=True, text=True, timeout=30, check=False
-        )
-        assert run.returncode == 0, run.stderr
-        assert run.stdout.startswith("Usage: scripts/test [--fast] [--profile]"), run.stdout
-        assert "--fast" in run.stdout and "serial" in run.stdout
-        assert "--profile" in run.stdout and "CI=true" in run.stdout
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["scripts"]  # neither bootstrap nor check ran
+@pytest.mark.parametrize("flag", ["--help", "-h", "--fast --help"])
+def test_help_prints_usage_and_sets_nothing_up(
+    flag: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError(f"--help started {args}")  # bootstrap, check or pytest
+
+    monkeypatch.setattr(lanes.subprocess, "run", refuse)
+    with pytest.raises(SystemExit) as done:
+        lanes.main(flag.split())
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: scripts/test [--fast] [--profile]"), out
+    assert "--fast" in out and "serial" in out
+    assert "--profile" in out and "CI=true" in out
 
 
 ORDER_CASES = {

@@ -17,9 +17,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-# Sourced, not run (env.sh, target.sh, help.sh, lock.sh, stackname.sh); run by python by path (*.py);
-# scripts/test: #31.
-SKIPPED = {"env.sh", "target.sh", "help.sh", "lock.sh", "stackname.sh", "test", "__init__.py"}
+# Sourced, not run (env.sh, help.sh); run by python by path (*.py); scripts/test: #31.
+SKIPPED = {"env.sh", "help.sh", "test", "__init__.py"}
 SCRIPTS = sorted(
     p.name
     for p in (REPO / "scripts").iterdir()

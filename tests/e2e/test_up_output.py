@@ -18,7 +18,7 @@ import pytest
 from harness.pulumi_cli import REPO, run_killing_tree
 from tests.e2e.test_restart import Demo
 
-# serial: scripts/up holds the per-stack lock of the demo backend (scripts/lock.sh), which another test's
+# serial: scripts/up holds the per-stack lock of the demo backend (ops/stacklock.py), which another test's
 # scripts/up of the same stack in the parallel lane (tests/e2e/test_demo_trains.py) would hold too.
 pytestmark = [pytest.mark.e2e, pytest.mark.serial]
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from ops.workspace import targets_local
 from tests.locks import stack_lock
 
 pytestmark = [pytest.mark.serial, pytest.mark.services]
@@ -20,14 +21,7 @@ LOCAL_ENV = {"RUNPOD_API_KEY": "local-runpod-key", "RUNPOD_API_URL": "http://127
 
 def _targets_local(**env: str) -> bool:
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("RUNPOD_", "TRAINSTACK_LOCAL"))}
-    done = subprocess.run(
-        ["bash", "-c", ". scripts/target.sh && trainstack_targets_local"],
-        cwd=REPO,
-        env={**clean, **env},
-        check=False,
-        timeout=30,
-    )
-    return done.returncode == 0
+    return targets_local({**clean, **env})
 
 
 @pytest.mark.parametrize(

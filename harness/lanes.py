@@ -1,0 +1,123 @@
+"""`scripts/test` (`trainstack test`): set everything up, then the static checks and the suite's lanes."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from common import pulumi
+
+REPO = Path(__file__).resolve().parents[1]
+# The fast lane leaves out every heavy marker (tests/conftest.py's HEAVY; tests/test_lanes.py holds it).
+FAST = "not e2e and not services and not root and not slow"
+# --dist loadfile: a file's tests stay on one worker, so its module fixtures (a local RunPod) start once.
+# --no-loadscope-reorder: files go out heaviest first, in tests/conftest.py's order, not xdist's own.
+# --durations: the slowest tests of each lane in every CI log, where the suite's time goes.
+PARALLEL = ("--dist", "loadfile", "--no-loadscope-reorder", "--durations=25", "-m", "not serial")
+SERIAL = ("--durations=25", "-m", "serial")
+NO_TESTS = 5  # pytest's "no tests collected"
+
+DESCRIPTION = """\
+Set up everything (scripts/bootstrap), then run every check: static checks and the whole pytest suite,
+including the end-to-end runs of the real Pulumi CLI against the local RunPod. Extra args go to pytest.
+
+  (no option)  everything, as CI runs it (.ci/run): scripts/bootstrap, scripts/check, then the suite in two
+               lanes: the parallel lane (every test not marked `serial`, on $TRAINSTACK_TEST_WORKERS
+               pytest-xdist workers, default: one per core) and then the serial lane (`serial`: the
+               tests that hold the repo's own demo services and locks or the address slots), one at a time.
+
+Extra args go to pytest in every lane it runs (paths, -k, -x; a -m of yours replaces the lane's), e.g.
+  scripts/test --fast tests/policy              the unit tests of one package
+  scripts/test tests/e2e/test_protect.py        one file, whatever its lane
+  .venv/bin/pytest -n 2 -m services             one marker's tests (after a bootstrap and . scripts/env.sh)
+Markers (pyproject.toml): e2e (the real pulumi CLI), services (a local RunPod, moto, agents), root
+(network namespaces), slow (a real training job), serial (cannot share the machine). tests/conftest.py
+fails a test that starts the CLI or a server without the marker that says so."""
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="scripts/test", usage="scripts/test [--fast] [--profile] [pytest args...]",
+        description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False,
+    )  # fmt: skip
+    p.add_argument(
+        "--fast", action="store_true", help="the unit lane only: no Pulumi CLI, no servers, no network "
+        "namespaces (no test marked e2e, services, root or slow), in parallel; no static checks",
+    )  # fmt: skip
+    p.add_argument(
+        "--profile", action="store_true", help="also measure the CPU-seconds of each test file, its whole "
+        "process tree, and print the suite's total and the ten costliest files beside the previous profiled "
+        "run's (harness/cpu_profile.py; docs/PERFORMANCE.md); on by default when CI=true; the exit code "
+        "stays the tests'",
+    )  # fmt: skip
+    return p
+
+
+def lane(name: str, args: Sequence[str], env: Mapping[str, str]) -> int:
+    print(f"== tests: {name} lane", flush=True)
+    started = time.monotonic()
+    code = subprocess.run(
+        [str(REPO / ".venv/bin/pytest"), *args], cwd=REPO, env=dict(env), check=False
+    ).returncode
+    print(f"== tests: {name} lane: exit {code} in {time.monotonic() - started:.0f} s", flush=True)
+    return code
+
+
+def finish(codes: Sequence[int]) -> int:
+    """pytest's "no tests collected" fails the run only when no lane ran anything: a suite that runs nothing
+    proves nothing, but `scripts/test tests/policy` has no serial test to run."""
+    failed = [c for c in codes if c not in (0, NO_TESTS)]
+    if failed:
+        return failed[-1]
+    if 0 not in codes:
+        print("scripts/test: pytest collected no tests", file=sys.stderr)
+        return 1
+    return 0
+
+
+def main(argv: Sequence[str]) -> int:
+    options, args = parser().parse_known_args(argv)
+    profile = options.profile or os.environ.get("CI") == "true"
+    workers = os.environ.get("TRAINSTACK_TEST_WORKERS", "auto")
+    # --with-torch: the local-cluster tests (tests/hosts) run real torchrun nodes; cached after the first run.
+    bootstrap = [str(REPO / "scripts/bootstrap"), "--quiet", *([] if options.fast else ["--with-torch"])]
+    if (code := subprocess.run(bootstrap, check=False).returncode) != 0:
+        return code
+    env = pulumi.environment()
+    profiling: list[str] = []
+    if profile:  # each pytest process records its files' CPU under the run's folder (tests/cpu_profile.py)
+        folder = (
+            REPO / ".state/test-profile" / f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.getpid()}"
+        )
+        folder.mkdir(parents=True)
+        env["TRAINSTACK_TEST_PROFILE_DIR"] = str(folder)
+        profiling = ["-p", "tests.cpu_profile"]
+    if options.fast:
+        codes = [lane("fast", ["-n", workers, "-m", FAST, *profiling, *args], env)]
+    else:
+        print("== static checks", flush=True)
+        if (code := subprocess.run([str(REPO / "scripts/check")], check=False).returncode) != 0:
+            return code
+        codes = [
+            lane("parallel", ["-n", workers, *PARALLEL, *profiling, *args], env),
+            lane("serial", [*SERIAL, *profiling, *args], env),
+        ]
+    if profile:  # a report that fails says so and leaves the exit code to the tests
+        selection = ("fast" if options.fast else "full") + (f" {' '.join(args)}" if args else "")
+        report = [
+            str(REPO / ".venv/bin/python"),
+            "-m",
+            "harness.cpu_profile",
+            env["TRAINSTACK_TEST_PROFILE_DIR"],
+        ]
+        if subprocess.run([*report, "--selection", selection], env=env, check=False).returncode != 0:
+            print(
+                "scripts/test: no CPU profile to report (see above); the exit code is the tests'",
+                file=sys.stderr,
+            )
+    return finish(codes)

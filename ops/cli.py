@@ -1,0 +1,282 @@
+"""trainstack's one command line: `trainstack COMMAND ...` = `scripts/COMMAND ...` (docs/CLI.md).
+
+The workflow commands (`up`, `down`, `recover`, `local-runpod`) parse their arguments here and run as calls
+(ops/workflow.py, ops/local_runpod.py). A command whose package has its own parser (`forecast`, `reconcile`,
+and those an entry point above this layer adds: scripts/cli.py) gets its arguments as they are, after the
+steps every command shares: the stack name checked, the Pulumi environment (common/pulumi.py), the target and
+the workspace decided (ops/workspace.py), the local RunPod's address found or started. Every `--help` is its
+parser's. Exit codes: the table in docs/CLI.md (0 done, 1 failed, 2 bad use or refused before anything
+changed, 3 busy or not up here).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from common import pulumi
+from common.stackname import stack_name_problem
+from ops import workflow
+from ops.local_runpod import LocalRunPodError, Servers
+from ops.workflow import BAD_USE, BUSY, FAILED, OK, Stop, say
+from ops.workspace import targets_local, workspace_for
+
+PROG = "trainstack"
+Main = Callable[[Sequence[str]], int]
+
+
+@dataclass(frozen=True)
+class Passthrough:
+    """A command whose own parser reads its arguments (its `--help` is that parser's)."""
+
+    name: str
+    help: str
+    run: Main
+
+
+def wants_help(argv: Sequence[str]) -> bool:
+    return any(arg in ("-h", "--help") for arg in argv)
+
+
+def stack_workspace(prog: str, stack: str, *, start: bool, required: bool = True) -> Path:
+    """The environment for a command about a live stack, and its workspace: the Pulumi settings, then for the
+    local RunPod its address (started when `start`, else read from the running one: Stop(3) when it is not
+    running and `required`) and `.state/local/<stack>`; for the real RunPod the repo itself."""
+    problem = stack_name_problem(stack)
+    if problem:
+        say(prog, problem)
+        raise Stop(BAD_USE)
+    os.environ.update(pulumi.environment())
+    local = targets_local(os.environ)
+    if not local:
+        return workspace_for(stack, local, os.environ)
+    if start:
+        workflow.use_local_runpod(prog)
+    elif not os.environ.get("RUNPOD_API_URL"):
+        servers = Servers.from_env(os.environ)
+        if not servers.running():
+            say(
+                prog,
+                f"stack '{stack}' is not up here (the local RunPod is not running); run scripts/up {stack}",
+            )
+            raise Stop(BUSY)
+        os.environ.update(servers.env())
+    return workspace_for(stack, local, os.environ)
+
+
+def stack_command(prog: str, main: Main, *, required: bool = True) -> Main:
+    """`main STACK --cwd WORKSPACE ARGS...` after `stack_workspace` (watch, supervise)."""
+
+    def run(argv: Sequence[str]) -> int:
+        if wants_help(argv) or not argv or argv[0].startswith("-"):
+            return main(argv)  # its parser answers --help, or says the stack is missing
+        workspace = stack_workspace(prog, argv[0], start=False, required=required)
+        os.chdir(pulumi.REPO)
+        return main([argv[0], "--cwd", str(workspace), *argv[1:]])
+
+    return run
+
+
+def _pulumi(argv: Sequence[str]) -> int:
+    """The Pulumi CLI scripts/bootstrap built, offline, from the repo (the real RunPod's workspace)."""
+    if wants_help(argv[:1]) and len(argv) == 1:
+        print(f"usage: scripts/pulumi PULUMI-ARGUMENTS...\n\n{PULUMI_HELP}")
+        return OK
+    bad = [p for name in _named_stacks(argv) if (p := stack_name_problem(name))]
+    for problem in bad:
+        say("scripts/pulumi", problem)
+    if bad:
+        return BAD_USE
+    workflow.bootstrap("scripts/pulumi", "--no-test-tools")
+    os.chdir(pulumi.REPO)
+    env = pulumi.environment()
+    pulumi.replace_process(argv, env)
+
+
+PULUMI_HELP = (
+    "Runs the Pulumi CLI that scripts/bootstrap builds, with the offline settings of scripts/env.sh, "
+    "from the repo, so it works in a fresh shell:\n  trainstack pulumi stack select --create prod\n"
+    "  trainstack pulumi "
+    "config set --secret --stack prod trainstack:secrets.HF_TOKEN <value>\nA stack it names is checked "
+    "first (exit 2). `trainstack pulumi help` is Pulumi's own help."
+)
+
+
+def _named_stacks(argv: Sequence[str]) -> list[str]:
+    """The stacks a Pulumi command line names: --stack/-s NAME, --stack=NAME, `stack select|init|rm NAME`."""
+    names: list[str] = []
+    positional = list(argv[:2]) in (["stack", "select"], ["stack", "init"], ["stack", "rm"])
+    prev = ""
+    for arg in argv[2 if positional else 0 :]:
+        if prev in ("--stack", "-s"):
+            names.append(arg)
+        elif prev not in ("--secrets-provider", "--copy-config-from", "-C", "--cwd"):
+            if arg.startswith("--stack="):
+                names.append(arg.removeprefix("--stack="))
+            elif positional and not arg.startswith("-"):
+                names.append(arg)
+                positional = False
+        prev = arg
+    return names
+
+
+def _forecast(argv: Sequence[str]) -> int:
+    from forecast.cli import main
+
+    return main(argv)
+
+
+def _reconcile(argv: Sequence[str]) -> int:
+    from ops.reconcile import main
+
+    if not wants_help(argv):
+        os.environ.update(pulumi.environment())
+    return main(argv)
+
+
+def _test(argv: Sequence[str]) -> int:
+    from harness.lanes import main
+
+    return main(argv)
+
+
+CORE = (
+    Passthrough("pulumi", "the Pulumi CLI scripts/bootstrap built, offline, from the repo", _pulumi),
+    Passthrough(
+        "forecast", "a stack's memory per GPU, hours, restarts and run cost, from its file", _forecast
+    ),
+    Passthrough("reconcile", "what the RunPod account bills that no stack's state holds", _reconcile),
+    Passthrough("test", "set up, then the static checks and the suite in its lanes", _test),
+)
+
+
+def parser(passthrough: Sequence[Passthrough]) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0], allow_abbrev=False)
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    def command(name: str, summary: str, text: str) -> argparse.ArgumentParser:
+        # Each usage names the command as the README does (scripts/up), like the other packages' parsers.
+        return sub.add_parser(
+            name, help=summary, description=text, prog=f"scripts/{name}", allow_abbrev=False,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )  # fmt: skip
+
+    up = command("up", "bring a stack up (dev on the local RunPod by default)", UP_HELP)
+    up.add_argument(
+        "stack", nargs="?", default="dev", metavar="STACK", help="a stack of stacks/ (default: dev)"
+    )
+    up.add_argument("-y", "--yes", action="store_true", help="apply without asking (the real RunPod)")
+    up.set_defaults(run=lambda a, extra: workflow.up(a.stack, a.yes, extra), extra_ok=True)
+
+    down = command("down", "take a stack down; stop the local RunPod once it is empty", DOWN_HELP)
+    down.add_argument(
+        "stack", nargs="?", default="dev", metavar="STACK", help="a stack of stacks/ (default: dev)"
+    )
+    down.set_defaults(run=lambda a, extra: workflow.down(a.stack, extra), extra_ok=True)
+
+    rec = command("recover", "recover a stack after an interrupted up", RECOVER_HELP)
+    rec.add_argument("stack", metavar="STACK")
+    rec.add_argument("--yes", action="store_true", help="remove a lock it cannot check; keep the orphans")
+    rec.add_argument("--delete-orphans", action="store_true", help="delete the orphans without asking")
+    rec.add_argument("--cwd", type=Path, metavar="DIR", help="the workspace (default: the one up uses)")
+    rec.set_defaults(
+        run=lambda a, _: workflow.recover(a.stack, a.yes, a.delete_orphans, a.cwd), extra_ok=False
+    )
+
+    local = command("local-runpod", "start, stop or show the local RunPod and moto S3", LOCAL_HELP)
+    local.add_argument("verb", choices=("start", "stop", "status", "env"))
+    local.set_defaults(run=lambda a, _: local_runpod(a.verb), extra_ok=False)
+
+    for other in (*CORE, *passthrough):
+        sub.add_parser(other.name, help=other.help, add_help=False)
+    return p
+
+
+def local_runpod(verb: str) -> int:
+    servers = Servers.from_env(os.environ)
+    if verb == "start":
+        try:
+            exported = servers.start(os.environ)
+        except LocalRunPodError as exc:
+            print(exc, file=sys.stderr)
+            return FAILED
+    elif verb == "stop":
+        servers.stop()
+        return OK
+    elif verb == "status":
+        print("\n".join(servers.status()))
+        return OK if servers.running() else BUSY
+    else:
+        if not servers.running():
+            say("local-runpod", "not running; run 'scripts/local-runpod start'")
+            return FAILED
+        exported = servers.env()
+    print("".join(f"export {key}={value}\n" for key, value in exported.items()), end="")
+    return OK
+
+
+def main(argv: Sequence[str] | None = None, passthrough: Sequence[Passthrough] = ()) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    by_name = {c.name: c for c in (*CORE, *passthrough)}
+    try:
+        if args and args[0] in by_name:
+            return by_name[args[0]].run(args[1:])
+        parsed, extra = parser(passthrough).parse_known_args(args)
+        if extra and not parsed.extra_ok:
+            parser(passthrough).error(f"unrecognized arguments: {' '.join(extra)}")
+        code: int = parsed.run(parsed, extra)
+        return code
+    except Stop as stop:
+        return stop.code
+    except pulumi.PulumiError as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return FAILED
+    except KeyboardInterrupt:
+        return 130
+
+
+UP_HELP = """\
+Set up everything and bring up a stack; extra arguments go to `pulumi up`.
+
+The target comes from RUNPOD_API_URL (ops/workspace.py): a loopback URL, or no URL and no RUNPOD_API_KEY,
+means the local RunPod and a moto S3 server (started here, left running: `down` stops them once nothing is
+left), from a local workspace under .state/local/ so that tracked stack files never receive local salts or
+demo secrets. Any other URL, or a key with no URL, means the real RunPod and S3, from the repo itself. Either
+way the policy config file is checked first and the policy pack checks the plan before anything is created
+(--skip-preview/-f are refused: exit 2). One up per stack at a time on this machine: a second is refused
+(exit 3) without touching the first. Against the real RunPod it prints the stack's $/h and run cost, then
+Pulumi shows the plan and asks; --yes applies without asking (the only way without a terminal: exit 2
+otherwise). Against the local RunPod it never asks. It ends with the stack's cost and the next command."""
+
+DOWN_HELP = """\
+Take a stack down (the way back from up, with the same target); extra arguments go to `pulumi destroy`.
+
+On the local RunPod it destroys the stack from its local workspace, then stops the local RunPod and moto once
+no stack holds anything there; the local copy is unprotected first and its checkpoint bucket (moto's, the
+demo's checkpoints) is deleted with it. On the real RunPod Pulumi asks before deleting unless you pass --yes,
+and refuses a protected stack (trainstack:protect). Either way it then deletes the live resources the stack
+made that its state lacks (ops/orphans.py; look-alikes and volumes are listed, never deleted). Refused
+(exit 3) while an up of the stack runs here."""
+
+RECOVER_HELP = """\
+Recover a stack after an interrupted `pulumi up` (a killed process, a dead machine); then run up again.
+
+First the stack's update lock: left by a process of this machine that is gone, it is removed without asking;
+one that still runs is refused (exit 3); one it cannot check (another machine's, a shared backend's) is
+removed only after asking, or with --yes. Then: a torn `.attrs` sidecar of the file backend is removed, the
+update lock cancelled, pending deletes of buckets whose S3 endpoint is gone forgotten, `pulumi refresh
+--clear-pending-creates` run, and the live RunPod resources the stack made that its state lacks listed with
+their $/h (ops/orphans.py): it offers to delete them (--yes keeps them; --delete-orphans deletes them)."""
+
+LOCAL_HELP = """\
+Start/stop the local RunPod (emulator) and a moto S3 server on loopback; `start` and `env` print the
+environment to use them: eval "$(scripts/local-runpod start)". `status` exits 3 unless both run; `env` exits
+1 when they do not. ops/local_runpod.py says where their state lives and which variables shape them."""
+
+
+if __name__ == "__main__":
+    sys.exit(main())

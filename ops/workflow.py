@@ -1,0 +1,361 @@
+"""`up`, `down` and `recover`: the operator's workflow as calls (ops/cli.py parses their arguments).
+
+Each returns its exit code (docs/CLI.md's one table) and says what it did on stderr, one line a step, prefixed
+`scripts/<command>:` (the README's commands; `trainstack <command>` is the same function).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import IO
+
+from common import pulumi
+from common.pulumi import REPO, PulumiError
+from common.stackname import stack_name_problem
+from ops import backend_repair, local_account, local_demo, orphans, pending_deletes, plan_cost, stale_lock
+from ops.local_runpod import LocalRunPodError, Servers
+from ops.stacklock import StackLocked, held
+from ops.workspace import local_root, prepare, targets_local, workspace_for
+from stackconfig import files
+
+OK, FAILED, BAD_USE, BUSY = 0, 1, 2, 3
+# The flags that would let the pack's budget checks run only after the pods exist (issue #34).
+_SKIPS_PREVIEW = ("--skip-preview", "-f")
+
+
+class Stop(Exception):
+    """Ends a command with `code`, after its message was said."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+def say(prog: str, text: str) -> None:
+    print(f"{prog}: {text}", file=sys.stderr, flush=True)
+
+
+def checked_stack(prog: str, stack: str) -> None:
+    """A valid name of a stack with a file in stacks/, or Stop(2) with the fix."""
+    problem = stack_name_problem(stack)
+    if problem:
+        say(prog, problem)
+        raise Stop(BAD_USE)
+    if stack not in files.stack_names(REPO / "stacks"):
+        known = " ".join(files.stack_names(REPO / "stacks"))
+        say(prog, f"no stack '{stack}' (stacks/Pulumi.{stack}.yaml); choose one of: {known}")
+        raise Stop(BAD_USE)
+
+
+def _real_url() -> str:
+    return os.environ.get("RUNPOD_API_URL") or "https://api.runpod.io"
+
+
+def bootstrap(prog: str, *extra: str) -> None:
+    """scripts/bootstrap (it stays bash: it makes the Python this runs in), or Stop(1)."""
+    if subprocess.run([str(REPO / "scripts" / "bootstrap"), "--quiet", *extra], check=False).returncode != 0:
+        say(prog, "setting up failed (see above); nothing was created or rented. Fix that and run this again")
+        raise Stop(FAILED)
+
+
+def use_local_runpod(prog: str) -> None:
+    """Start the local RunPod and moto (if they are not running) and point this process at them."""
+    try:
+        os.environ.update(Servers.from_env(os.environ).start(os.environ))
+    except LocalRunPodError as exc:  # its message names the server and its log
+        print(exc, file=sys.stderr)
+        say(prog, "the local RunPod did not start; nothing was created")
+        raise Stop(FAILED) from None
+
+
+def _tee(
+    stream: IO[str], sink: IO[str], kept: list[str], keep: Callable[[str], bool] = lambda _: True
+) -> None:
+    for line in stream:
+        kept.append(line)
+        if keep(line):
+            sink.write(line)
+            sink.flush()
+
+
+# Without a terminal Pulumi prints a resource's row again each time its status or message changes: drop those
+# repeats (the stack's rows of a no-op, any resource row that carries a warning; Diagnostics lists each once)
+# and the policy pack's loading lines. On a terminal Pulumi redraws its rows in place and is left alone.
+_REPEATS = re.compile(
+    r"^(    pulumi:pulumi:Stack [^ ]+ "
+    r"| [^ ]{0,2} +[A-Za-z0-9-]+:[^ ]+ [^ ]+ .*warning: "
+    r"|Loading policy packs\.\.\.: (starting|done)$)"
+)
+
+
+def run_up(args: Sequence[str], stack: str, workspace: Path) -> tuple[int, str]:
+    """`pulumi up`: stdout to the terminal as it comes (filtered without one), stderr shown and kept."""
+    argv = pulumi.command(["up", *args], stack=stack, cwd=workspace, interactive=True)
+    tty = sys.stdout.isatty()
+    with subprocess.Popen(
+        argv, stdout=None if tty else subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ
+    ) as proc:
+        errors: list[str] = []
+        reader = threading.Thread(target=_tee, args=(proc.stderr, sys.stderr, errors), daemon=True)
+        reader.start()
+        if proc.stdout is not None:
+            _tee(proc.stdout, sys.stdout, [], lambda line: not _REPEATS.match(line))
+        reader.join()
+    return proc.returncode, "".join(errors)
+
+
+def up(stack: str, yes: bool, pulumi_args: Sequence[str]) -> int:
+    prog = "scripts/up"
+    checked_stack(prog, stack)
+    for arg in pulumi_args:
+        if arg in _SKIPS_PREVIEW:
+            say(prog, f"refusing {arg}: the policy pack's budget checks would run only after the pods exist; "
+                "drop the flag (scripts/up previews first and stops before anything is created)")  # fmt: skip
+            return BAD_USE
+    try:
+        with held(stack, os.environ, write_pid=True):
+            return _up(prog, stack, yes, pulumi_args)
+    except StackLocked as exc:
+        say(prog, f"another scripts/up of '{stack}' is running here (pid {exc.pid}); wait for it to finish, "
+            "then run this again")  # fmt: skip
+        return BUSY
+
+
+def _up(prog: str, stack: str, yes: bool, pulumi_args: Sequence[str]) -> int:
+    local = targets_local(os.environ)
+    # As root the local RunPod's pods are emulated hosts that train: their "image" is the torch venv of
+    # uv.lock's node group, installed before anything is rented (issue #43). The test-only tools are left
+    # to scripts/test: a first up does not wait for them.
+    extra = ["--no-test-tools"]
+    if local and os.geteuid() == 0:
+        say(prog, "the demo's nodes train: making sure their torch venv (uv.lock's node group) is installed")
+        extra.append("--with-torch")
+    bootstrap(prog, *extra)
+    os.environ.update(pulumi.environment())
+    from policy import config_file
+
+    if config_file.main([f"policy/config/{stack}.json"]) != 0:
+        return BAD_USE
+    seen: Path | None = None
+    if not local:
+        say(
+            prog,
+            f"targeting the real RunPod ({_real_url()}) and S3",
+        )
+        if plan_cost.main([stack]) != 0:
+            return BAD_USE
+        if yes:
+            confirm = ["--yes"]
+        elif sys.stdin.isatty():
+            confirm = []  # Pulumi previews, shows the plan and asks (the cost is the line above)
+        else:
+            say(prog, "the real RunPod bills from the first resource and there is no terminal to ask on; "
+                "pass --yes to apply without asking")  # fmt: skip
+            return BAD_USE
+        workspace = REPO
+        pulumi.run(["stack", "select", "--create", stack], cwd=workspace, check=True, capture=False)
+    else:
+        confirm = ["--yes"]  # nothing there is real
+        use_local_runpod(prog)
+        say(prog, f"targeting the local RunPod at {os.environ['RUNPOD_API_URL']} and moto S3 at "
+            f"{os.environ['AWS_ENDPOINT_URL_S3']}")  # fmt: skip
+        workspace = prepare(stack, local_root(os.environ))
+        pulumi.run(["stack", "select", "--create", stack], cwd=workspace, check=True, capture=False)
+        local_demo.main([stack, str(workspace)])
+        # One account for every local stack: one line when the others still running leave too little room.
+        if local_account.main(["room", stack]) != 0:
+            return FAILED
+        # The local RunPod or moto restarted since this stack's last up: moto comes back empty and pods may
+        # have changed, so read everything back first; the up then recreates what is gone.
+        seen = workspace / ".local-boot"
+        boot = os.environ.get("TRAINSTACK_LOCAL_BOOT", "")
+        if seen.is_file() and seen.read_text().strip() != boot:
+            say(prog, f"the local RunPod or moto restarted since the last up of '{stack}'; refreshing first")
+            pulumi.run(["refresh", "--yes", "--skip-preview", "--suppress-outputs", "--suppress-progress"],
+                       stack=stack, cwd=workspace, check=True, capture=False)  # fmt: skip
+    # Quiet by default (issue #33): no stack outputs (the cost is said below) and no progress dots.
+    policy = [
+        "--policy-pack",
+        str(REPO / "policy"),
+        "--policy-pack-config",
+        str(REPO / f"policy/config/{stack}.json"),
+    ]
+    code, errors = run_up(
+        [*confirm, "--suppress-outputs", "--suppress-progress", *policy, *pulumi_args], stack, workspace
+    )
+    if code != 0:
+        if "currently locked" in errors:
+            # This process holds the stack's lock here, so no scripts/up of it is running on this machine.
+            say(prog, f"'{stack}' is locked by an update that is not a scripts/up running here (a killed up "
+                f"leaves its lock); unless someone else is deploying it, run scripts/recover {stack}, then "
+                f"scripts/up {stack}")  # fmt: skip
+        if local:  # another stack started in between is the one cause worth a line of its own
+            local_account.main(["room", stack])
+        return FAILED
+    if seen is not None:
+        seen.write_text(os.environ.get("TRAINSTACK_LOCAL_BOOT", "") + "\n")
+    try:
+        cost = plan_cost.outputs_line(
+            pulumi.run_json(["stack", "output", "--json"], stack=stack, cwd=workspace)
+        )
+    except (PulumiError, ValueError):
+        cost = f"'{stack}' has no cost outputs (pulumi stack output --stack {stack})"
+    say(prog, f"'{stack}' is up: {cost}; artifacts are in out/{stack}/")
+    # With delivery on (the default) each node got its files over SSH and runs its start script.
+    say(
+        prog,
+        f"next: scripts/watch {stack}    (its nodes, steps and money; scripts/down {stack} takes it down)",
+    )
+    return OK
+
+
+def down(stack: str, pulumi_args: Sequence[str]) -> int:
+    prog = "scripts/down"
+    checked_stack(prog, stack)
+    try:  # scripts/up's lock for the stack: never destroy what an up of it is creating
+        with held(stack, os.environ, write_pid=False):
+            return _down(prog, stack, pulumi_args)
+    except StackLocked as exc:
+        say(prog, f"a scripts/up of '{stack}' is running here (pid {exc.pid}); let it finish first")
+        return BUSY
+
+
+def _down(prog: str, stack: str, pulumi_args: Sequence[str]) -> int:
+    bootstrap(prog, "--no-test-tools")
+    os.environ.update(pulumi.environment())
+    if not targets_local(os.environ):
+        say(
+            prog,
+            f"destroying '{stack}' on the real RunPod ({_real_url()}) and S3",
+        )
+        if pulumi.run(
+            ["destroy", *pulumi_args], stack=stack, cwd=REPO, capture=False, interactive=True
+        ).returncode:
+            return FAILED
+        return orphans.main([stack, "--cwd", str(REPO), "--delete"])  # asks, the orphans' $/h listed first
+    workspace = prepare(stack, local_root(os.environ))
+    if pulumi.run(["stack", "select", stack], cwd=workspace).returncode != 0:
+        say(prog, f"'{stack}' was never brought up locally; nothing to take down")
+    else:
+        use_local_runpod(prog)  # the stack's pods live in the local RunPod: it must run for their deletion
+        _unguard_local_copy(stack, workspace)
+        if pulumi.run(
+            ["destroy", "--yes", *pulumi_args], stack=stack, cwd=workspace, capture=False
+        ).returncode:
+            return FAILED
+        code = orphans.main([stack, "--cwd", str(workspace), "--delete", "--yes"])
+        if code != 0:
+            return code
+        say(prog, f"'{stack}' is down")
+    servers = Servers.from_env(os.environ)
+    if not servers.running():
+        return OK
+    os.environ.update(servers.env())
+    with contextlib.redirect_stdout(io.StringIO()) as left:
+        local_account.main(["left"])
+    if left.getvalue():
+        say(prog, "the local RunPod keeps running; still there:")
+        print(left.getvalue(), file=sys.stderr, end="")
+        say(prog, "take those down with scripts/down STACK")
+    else:
+        servers.stop()
+        say(prog, "nothing left on the local RunPod; stopped it and the S3 server")
+    return OK
+
+
+def _unguard_local_copy(stack: str, workspace: Path) -> None:
+    """The demo's checkpoints live in moto, nothing real: record trainstack:bucket.force_destroy on the
+    bucket (a targeted up) so the destroy may delete a bucket that holds them, then unprotect the local copy
+    (after that up, which puts a protected stack's protect back). A real bucket is never forced here."""
+    state = pulumi.run(["stack", "export"], stack=stack, cwd=workspace)
+    resources = (json.loads(state.stdout or "{}").get("deployment") or {}).get("resources") or []
+    bucket = next((r["urn"] for r in resources if str(r.get("type", "")).endswith("s3:CheckpointBucket")), "")
+    if bucket:
+        with contextlib.redirect_stderr(io.StringIO()):  # the program runs for that up: the demo's settings
+            local_demo.main([stack, str(workspace)])
+        pulumi.run(["config", "set", "--path", "--type", "bool", "trainstack:bucket.force_destroy", "true"],
+                   stack=stack, cwd=workspace, check=True)  # fmt: skip
+        pulumi.run(
+            ["up", "--target", bucket, "--yes", "--skip-preview"], stack=stack, cwd=workspace, check=True
+        )
+    pulumi.run(["state", "unprotect", "--all", "--yes"], stack=stack, cwd=workspace)
+
+
+def recover(stack: str, yes: bool, delete_orphans: bool, cwd: Path | None) -> int:
+    prog = "scripts/recover"
+    problem = stack_name_problem(stack)
+    if problem:
+        say(prog, problem)
+        return BAD_USE
+    os.environ.update(pulumi.environment())
+    workspace = cwd
+    if workspace is None:
+        local = targets_local(os.environ)
+        if local and not os.environ.get("RUNPOD_API_URL"):  # a loopback URL names the local RunPod already
+            servers = Servers.from_env(os.environ)
+            if servers.running():
+                os.environ.update(servers.env())
+            else:
+                say("local-runpod", "not running; run 'scripts/local-runpod start'")
+        workspace = workspace_for(stack, local, os.environ)
+    if not (workspace / "Pulumi.yaml").is_file():
+        say(prog, f"no Pulumi project at {workspace}")
+        return BAD_USE
+    try:
+        with held(stack, os.environ, write_pid=False):
+            return _recover(prog, stack, yes, delete_orphans, workspace)
+    except StackLocked as exc:
+        say(prog, f"a scripts/up of '{stack}' is still running here (pid {exc.pid}); let it finish")
+        return BUSY
+
+
+def _recover(prog: str, stack: str, yes: bool, delete_orphans: bool, workspace: Path) -> int:
+    # Holding the per-stack lock proves no scripts/up of it runs here; the lock file says if a pulumi did.
+    code, line = stale_lock.lock_state(os.environ.get("PULUMI_BACKEND_URL", ""), stack)
+    say(prog, line)
+    if code == stale_lock.LIVE:
+        say(prog, "let that update finish (or stop it), then run this again")
+        return BUSY
+    if code != stale_lock.STALE and not yes:
+        answer = input(
+            f"Remove the update lock of '{stack}'? Only if no 'pulumi up' of it is still running. [y/N] "
+        )
+        if not answer.lower().startswith("y"):
+            say(prog, "nothing changed")
+            return FAILED
+    # A torn `<stack>.json.attrs` sidecar of the file backend fails every command ("failed to load
+    # checkpoint: EOF"): ops/backend_repair.py removes a sidecar that is not JSON, and nothing else.
+    with contextlib.redirect_stdout(sys.stderr):
+        backend_repair.main()
+    pulumi.run(["cancel", "--yes"], stack=stack, cwd=workspace)
+    # A pending delete against an S3 endpoint that is gone fails every up: forget it.
+    pending_deletes.main([stack, "--cwd", str(workspace)])
+    if pulumi.run(
+        ["refresh", "--yes", "--clear-pending-creates"], stack=stack, cwd=workspace, capture=False
+    ).returncode:
+        return FAILED
+    ask = ["--yes"] if yes else []
+    code = orphans.main(
+        [stack, "--cwd", str(workspace), *ask, *(["--delete", "--yes"] if delete_orphans else [])]
+    )
+    if code == orphans.ORPHANS_LEFT:
+        say(prog, f"'{stack}' state matches RunPod, except the orphans listed above; run "
+            f"'scripts/up {stack}' "
+            "to adopt them and converge")  # fmt: skip
+        return OK
+    if code == orphans.NOT_CHECKED:
+        say(prog, f"'{stack}' state refreshed; orphans were not checked (the line above says why)")
+        return OK
+    if code != 0:
+        return code
+    say(prog, f"'{stack}' state matches RunPod again; run 'scripts/up {stack}' to converge")
+    return OK

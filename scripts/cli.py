@@ -1,0 +1,60 @@
+"""The `trainstack` console script: ops/cli.py's commands plus the entry points above its layer."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+
+from bench import cli as bench_cli
+from common import pulumi
+from ops import cli, workflow
+from ops.workflow import BAD_USE, say
+from ops.workspace import targets_local
+from report import team_budget
+
+
+def _report(argv: Sequence[str]) -> int:
+    from report.cli import main
+
+    if cli.wants_help(argv) or main(["--names-only", *argv]) != 0:  # every STACK checked before a path
+        return main(["--help"]) if cli.wants_help(argv) else BAD_USE
+    os.environ.update(pulumi.environment())
+    explicit = any(a.split("=")[0] in ("--cwd", "--recorded") for a in argv)
+    if explicit or not targets_local(os.environ):
+        return main(argv)
+    workflow.use_local_runpod("preview-report")
+    say("preview-report", f"targeting the local RunPod at {os.environ['RUNPOD_API_URL']}")
+    return main(["--local", *argv])
+
+
+def _watch(argv: Sequence[str]) -> int:
+    from watch.cli import main
+
+    return cli.stack_command("scripts/watch", main)(argv)
+
+
+def _supervise(argv: Sequence[str]) -> int:
+    from supervisor.cli import main
+
+    return cli.stack_command("scripts/supervise", main, required=False)(argv)
+
+
+COMMANDS = (
+    cli.Passthrough("watch", "a live stack's nodes, steps and money", _watch),
+    cli.Passthrough("supervise", "release a run's compute when it finished, failed or idles", _supervise),
+    cli.Passthrough("preview-report", "preview stacks and print the Markdown report", _report),
+    cli.Passthrough("team-budget", "a pull request's team budget check", lambda a: team_budget.main(a)),
+    cli.Passthrough(
+        "bench", "benchmark against the local RunPod; writes docs/PERFORMANCE.md", bench_cli.bench
+    ),
+    cli.Passthrough("bench-emulator", "the local RunPod's RSS and requests/s (JSON)", bench_cli.emulator),
+)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return cli.main(argv, COMMANDS)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,132 @@
+"""ops/cli.py: one parser for every command, the scripts as its wrappers, refusals before anything runs."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from ops import cli
+from ops.stacklock import StackLocked, held, lock_path
+from ops.workspace import local_root, workspace_for
+from scripts.cli import COMMANDS
+from scripts.cli import main as trainstack
+
+REPO = Path(__file__).resolve().parents[2]
+WRAPPERS = sorted(
+    p.name
+    for p in (REPO / "scripts").iterdir()
+    if p.is_file() and p.read_text().startswith("#!/usr/bin/env bash\nexec ") and p.name != "trainstack"
+)
+ALL = sorted({"up", "down", "recover", "local-runpod", *(c.name for c in (*cli.CORE, *COMMANDS))})
+
+
+def test_every_wrapper_is_one_command_of_the_parser() -> None:
+    assert WRAPPERS == ALL
+    for name in WRAPPERS:
+        lines = (REPO / "scripts" / name).read_text().splitlines()
+        assert lines == [
+            "#!/usr/bin/env bash",
+            f'exec "$(dirname "${{BASH_SOURCE[0]}}")/trainstack" {name} "$@"',
+        ]
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_every_help_comes_from_its_parser(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    try:
+        code = trainstack([name, "--help"])
+    except SystemExit as done:  # argparse's --help
+        code = int(done.code or 0)
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    assert out.out.startswith("usage: "), out.out[:200]
+    assert name in out.out.splitlines()[0]
+
+
+def test_the_overview_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        trainstack(["--help"])
+    assert done.value.code == 0
+    listed = capsys.readouterr().out
+    assert all(f"    {name}" in listed for name in ALL)
+
+
+@pytest.mark.parametrize("flag", ["--skip-preview", "-f"])
+def test_up_refuses_to_skip_the_preview_before_anything(
+    flag: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert trainstack(["up", "dev", "--yes", flag]) == 2
+    assert f"scripts/up: refusing {flag}:" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["up", "Dev"], "not a valid stack name"),
+    (["down", "nosuchstack"], "choose one of: "),
+    (["recover", "../etc"], "not a valid stack name"),
+    (["pulumi", "stack", "select", "Bad_Name"], "not a valid stack name"),
+    (["pulumi", "config", "--stack=a/b"], "not a valid stack name"),
+])  # fmt: skip
+def test_a_bad_stack_is_refused_with_the_rule(
+    argv: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert trainstack(argv) == 2
+    assert said in capsys.readouterr().err
+
+
+def test_recover_takes_no_pulumi_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        trainstack(["recover", "dev", "--target", "x"])
+    assert done.value.code == 2
+    assert "unrecognized arguments: --target x" in capsys.readouterr().err
+
+
+def test_the_stacks_a_pulumi_command_names() -> None:
+    assert cli._named_stacks(["stack", "select", "--create", "prod"]) == ["prod"]
+    assert cli._named_stacks(["config", "set", "-s", "dev", "k", "v"]) == ["dev"]
+    assert cli._named_stacks(["up", "--stack=search", "--cwd", "dev"]) == ["search"]
+    assert cli._named_stacks(["version"]) == []
+
+
+def test_one_up_per_stack_and_backend(tmp_path: Path) -> None:
+    env = {"PULUMI_BACKEND_URL": f"file://{tmp_path}"}
+    with held("dev", env, write_pid=True, repo=tmp_path) as path:
+        assert path.read_text() == f"{os.getpid()}\n"
+        with pytest.raises(StackLocked) as locked, held("dev", env, write_pid=False, repo=tmp_path):
+            pass
+        assert locked.value.pid == str(os.getpid())
+        with held("dev", {"PULUMI_BACKEND_URL": "s3://other"}, write_pid=False, repo=tmp_path):
+            pass  # another backend's dev is another stack
+    assert lock_path("dev", env, tmp_path).parent.parent == tmp_path / ".state" / "locks"
+
+
+def test_the_workspace_rule() -> None:
+    env = {"TRAINSTACK_LOCAL_WORKSPACES": "/w"}
+    assert workspace_for("dev", True, env, REPO) == Path("/w/dev")
+    assert workspace_for("dev", False, env, REPO) == REPO
+    assert local_root({}, REPO) == REPO / ".state" / "local"
+
+
+def test_the_console_script_is_the_same_command_line() -> None:
+    """`trainstack` in .venv/bin needs nothing sourced: the editable install puts the repo on its path."""
+    done = subprocess.run(
+        [str(REPO / ".venv/bin/trainstack"), "local-runpod", "--help"], env={"PATH": "/usr/bin:/bin"},
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: scripts/local-runpod [-h] {start,stop,status,env}")
+
+
+def test_docs_cli_lists_every_command_and_each_exit_code() -> None:
+    doc = (REPO / "docs/CLI.md").read_text()
+    table = doc.split("## Commands", 1)[1].split("## ", 1)[0]
+    assert (
+        sorted(line.split("`")[1].split()[0] for line in table.splitlines() if line.startswith("| `")) == ALL
+    )
+    codes = doc.split("## Exit codes", 1)[1]
+    from ops.orphans import NOT_CHECKED, ORPHANS_LEFT
+    from ops.workflow import BAD_USE, BUSY, FAILED, OK
+
+    for code in (OK, FAILED, BAD_USE, BUSY, ORPHANS_LEFT, NOT_CHECKED, 130):
+        assert f"\n| {code} |" in codes

@@ -3,13 +3,16 @@ files each part's row names, the environment scripts/env.sh sets. Plain reads an
 
 from __future__ import annotations
 
+import inspect
 import re
 import tomllib
 from pathlib import Path
 
 import pytest
 
+from common.pulumi import environment as pulumi_environment
 from facts.money import DEFAULT_SPEND_LIMIT_PER_HOUR
+from ops.local_runpod import demo_node_env
 from stackconfig import files
 from stackconfig.pricing import stack_price
 from stackconfig.team import load_team
@@ -73,22 +76,25 @@ def test_each_parts_row_names_files_that_are_in_it(directory: str) -> None:
 
 def test_the_scripts_row_lists_scripts_that_exist() -> None:
     row = _rows(DOCS / "ARCHITECTURE.md")["scripts"]
-    listed = re.findall(r"`([a-z][a-z.-]*)`", row.split("(each answers")[0])
-    assert "up" in listed and "bootstrap" in listed
-    assert [s for s in listed if not (REPO / "scripts" / s).is_file()] == []
+    listed = re.findall(r"`([a-z][a-z.-]*)`", row)
+    assert "bootstrap" in listed and "env.sh" in listed
+    assert [s for s in listed if not (REPO / "scripts" / s).is_file() and not (REPO / s).is_dir()] == []
 
 
-def test_toolchain_environment_is_what_env_sh_exports() -> None:
+def test_toolchain_environment_is_what_env_sh_exports(tmp_path: Path) -> None:
+    """scripts/env.sh exports common/pulumi.py's `environment()`: the docs' settings are what it gives."""
     text = (DOCS / "TOOLCHAIN.md").read_text()
     section = text[text.index("## Environment (`scripts/env.sh`)") :]
     claimed = dict(re.findall(r"`([A-Z_]+)=([^`]+)`", section))
     assert len(claimed) >= 4, "docs/TOOLCHAIN.md's environment section lost its settings"
-    env_sh = (REPO / "scripts" / "env.sh").read_text()
+    given = pulumi_environment({"HOME": str(tmp_path), "PATH": "/usr/bin"})
     for name, value in claimed.items():
-        exported = re.search(rf"^\s*export {name}=(\S+)", env_sh, re.M)
-        assert exported, f"docs/TOOLCHAIN.md says scripts/env.sh sets {name}; it does not"
-        if "~" not in value:  # a path shown in its default form: ~/.cache/trainstack/...
-            assert exported[1].strip("\"'") == value, f"{name}: docs {value}, env.sh {exported[1]}"
+        assert name in given, f"docs/TOOLCHAIN.md says scripts/env.sh sets {name}; it does not"
+        if "~" in value:  # a path shown in its default form: ~/.cache/trainstack/... (or TRAINSTACK_CACHE)
+            tail = value.removeprefix("~/.cache/trainstack")
+            assert given[name].endswith(tail), f"{name}: docs {value}, env {given[name]}"
+        else:
+            assert given[name] == value, f"{name}: docs {value}, env.sh {given[name]}"
 
 
 def test_architectures_layers_are_the_import_contracts() -> None:
@@ -113,10 +119,9 @@ def test_the_demos_training_pace_is_what_operating_says() -> None:
     claim = re.search(r"about (\w+) minutes a run, checkpointing every (\d+) steps .* every (\d+) s \(", text)
     assert claim, "docs/OPERATING.md no longer states the demo's pace"
     minutes = {"four": 4, "five": 5, "six": 6}[claim[1]]
-    homes = [p for d in ("scripts", "ops", "harness") for p in (REPO / d).glob("*") if p.is_file()]
-    defining = [t for p in homes if re.search(r"DEMO_NODE_ENV\s*[:=]", t := p.read_text(errors="replace"))]
-    assert defining, "docs/OPERATING.md names DEMO_NODE_ENV; nothing in scripts/, ops/ or harness/ defines it"
-    home = defining[0]
+    named = "`demo_node_env` in `ops/local_runpod.py`" in text
+    assert named, "docs/OPERATING.md no longer names where the demo's settings are"
+    home = inspect.getsource(demo_node_env)
 
     def default(name: str) -> float:
         found = re.search(rf"{name}\D{{0,40}}?(\d+(?:\.\d+)?)", home)

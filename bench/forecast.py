@@ -200,7 +200,7 @@ def preview_ab(b: Any, runs: int) -> dict[str, list[float]]:
     training = {k: v for k, v in with_model["trainstack:training"].items() if k != "model"}
     without = with_model | {"trainstack:training": training}
     if isinstance(with_model.get("trainstack:bucket"), dict):
-        # A bucket of its own: the bucket provider leaves alone one another stack owns (issue #34).
+        # A bucket of its own: the bucket provider leaves alone one another stack owns.
         without["trainstack:bucket"] = with_model["trainstack:bucket"] | {"name": "trainstack-prodbare-ckpt"}
     walls: dict[str, list[float]] = {"with model": [], "without": [], "stock_reads": []}
     if runs:

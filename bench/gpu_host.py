@@ -1,4 +1,4 @@
-"""The host's share of a training step (issue #44, the held-out misses): launches, host time, SM clock.
+"""The host's share of a training step (the held-out misses): launches, host time, SM clock.
 
 Runs on the GPU machine from the repository root (python3 with torch, transformers and peft):
 `PYTHONUNBUFFERED=1 python3 bench/gpu_host.py` writes $OUT/host.json after every run. Each run is

@@ -1,4 +1,4 @@
-"""The goodput ledger of a GPU validation run (issue #29), from the records the run wrote.
+"""The goodput ledger of a GPU validation run, from the records the run wrote.
 
     python -m bench.gpu_ledger pack          # print the device command (bench/gpu_ledger_run.py, packed)
     python -m bench.gpu_ledger lease DIR --end UNIX_TIME --held-s S [--gpus 1]

@@ -1,4 +1,4 @@
-"""The goodput-ledger run on one GPU machine (issue #29): the project's own job path, two faults, records.
+"""The goodput-ledger run on one GPU machine: the project's own job path, two faults, records.
 
 Runs on the GPU machine from the repository root (python3 with torch; stdlib here), packed into one device
 command by `python -m bench.gpu_ledger pack`. What a node's start script does, step by step, with the

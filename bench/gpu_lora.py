@@ -8,7 +8,7 @@ from peft import LoraConfig, get_peft_model
 from transformers import LlamaConfig as C
 from transformers import LlamaForCausalLM as M
 
-# LoRA and full fine-tunes of random-init Llama shapes on one GPU, for the forecast (issue #32).
+# LoRA and full fine-tunes of random-init Llama shapes on one GPU, for the forecast.
 # One device call each: python -m bench.gpu_lora_pack [v] prints it (v: the validation set V). $OUT/lora.json.
 # The first call (list P, 2026-12-01) also recorded adapter_dtype (float32: peft's autocast_adapter_dtype).
 O=os.environ.get("OUT",".");cu="cuda";bf=torch.bfloat16

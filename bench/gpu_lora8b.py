@@ -1,4 +1,4 @@
-"""Why the 8B LoRA runs ran 12-16 % faster than forecast (issue #32): its frozen base, measured, on one GPU.
+"""Why the 8B LoRA runs ran 12-16 % faster than forecast: its frozen base, measured, on one GPU.
 
 Runs on the GPU machine from the repository root (python3 with torch, transformers and peft), packed into
 one device command by `python -m bench.gpu_lora_pack 8b` (bench/pack.py). It runs bench/gpu_lora.py's own

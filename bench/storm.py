@@ -1,4 +1,4 @@
-"""The fault storm (issue #29), as root on the local RunPod with emulated hosts: a 4-node CPU Instant Cluster
+"""The fault storm, as root on the local RunPod with emulated hosts: a 4-node CPU Instant Cluster
 (the local-cpu stack) trains while one node's host is killed (its pod lost), one rank is SIGSTOPped (a hang)
 and an XID is recorded on a node; the supervisor, driven a round at a time (`Round.run_once`, what
 `scripts/supervise --once` runs), recovers each on its own and releases the cluster when the run is done.
@@ -55,7 +55,7 @@ NODE_ENV = {
     "TRAINSTACK_CPU_PROCS_PER_NODE": "1",
     "OMP_NUM_THREADS": "1",  # torch's idle intra-op thread spins through each step's sleep (tests/hosts too)
     # The bucket sync timer: each sync is a Python process importing boto3 and making a client (~0.5 CPU-s),
-    # run by every node, so at 2 s four nodes spent about one core on syncs alone (issue #47). A resume reads
+    # run by every node, so at 2 s four nodes spent about one core on syncs alone. A resume reads
     # the shared volume's newest checkpoint, not the bucket's; the bucket needs one before the host kill
     # (Scenario._checkpoint_in_bucket) and each start script's own last sync at its end.
     "TRAINSTACK_CHECKPOINT_INTERVAL_S": "10",
@@ -737,7 +737,7 @@ def section(runs: dict[str, dict[str, Any]], command: str) -> str:
     """docs/PERFORMANCE.md's section of the storm benchmark (the rest of the file is kept)."""
     lines = [
         BEGIN,
-        "## Goodput under a fault storm (`scripts/bench --storm`, issue #29)",
+        "## Goodput under a fault storm (`scripts/bench --storm`)",
         "",
         "Written by `bench/storm.py`, as root on the local RunPod with emulated hosts: a 4-node CPU Instant",
         "Cluster (local-cpu) trains a tiny model while the supervisor's rounds run 5 min apart on the",

@@ -136,7 +136,7 @@ def measure(rounds: int = 5, with_states: bool = True) -> dict[str, Any]:
                 aggregator=lambda _stack, outs: node0_state(outs, time.time()),
                 s3=s3,
                 ssh_key=lambda: True,  # node 0's state is read by the bench itself, not over SSH
-            )  # RunPod's pod listing as the supervisor reads it (cluster members included, issue #29)
+            )  # RunPod's pod listing as the supervisor reads it (cluster members included)
             with _environment(ws.cli.env()):
                 sup = Round(STACK, ws.root, s3=s3, sources=sources, clock=runpod.admin.now, log=_quiet)
                 walls, kinds = [], []
@@ -335,7 +335,7 @@ def _states_table(states: list[dict[str, Any]]) -> list[str]:
         return []
     rows = [
         "",
-        "Per state (issue #42): from the first moment no useful work is possible (never started: the "
+        "Per state: from the first moment no useful work is possible (never started: the "
         "compute's creation; the others: right after a round) to the action that ends it, prod freshly "
         "rented for each, rounds 5 min apart on the emulator's clock, defaults of `trainstack:supervisor`:",
         "",

@@ -119,7 +119,7 @@ class H100Cluster(pulumi.ComponentResource):
         props = _container_fields(name, cfg, volume)
         phase = compute_phase(cfg)
         # delete_before_replace as an option, not only in the providers' diff: a replace the supervisor forces
-        # (`pulumi up --replace`, issue #29) has no changed input, so the diff's answer is not asked and
+        # (`pulumi up --replace`) has no changed input, so the diff's answer is not asked and
         # Pulumi would create first. The new cluster's create then adopted the old one by its name (the
         # provider's recovery from an interrupted create) and waited for the member that was lost; and two
         # clusters (or two pods) would bill at once.
@@ -398,7 +398,7 @@ def _container_fields(name: str, cfg: StackConfig, volume: NetworkVolume | None)
 
 def _candidates(cfg: StackConfig) -> tuple[str, ...]:
     """trainstack:cluster.data_centers in the order they are tried; one that failed twice this run comes
-    last (trainstack:recovery, issue #29)."""
+    last (trainstack:recovery)."""
     return data_center_order(cfg.cluster.data_centers, cfg.recovery.avoid_data_centers)
 
 
@@ -504,7 +504,7 @@ def read_stack_config() -> StackConfig:
     keys = {k[len(prefix) :] for k in pulumi.runtime.config.CONFIG.get() if k.startswith(prefix)}
     keys = {k for k in keys if not k.startswith(f"{SECRETS_KEY}.")}
     raw = {key: value for key in sorted(keys) if (value := cfg.get(key)) is not None}
-    # Every declared secret without a value is named with the other problems, in one message (issue #49).
+    # Every declared secret without a value is named with the other problems, in one message.
     given = pulumi.runtime.config.CONFIG.get()
     has_secret = lambda env: secret_config_key(env) in given  # noqa: E731
     return load_stack_config(raw, warn=pulumi.log.warn, has_secret=has_secret)

@@ -9,7 +9,7 @@ Each is refused before the first resource so a bad value can never rent a pod fi
 - the forecast (the component's `forecast` output, which the policy pack's money checks read) must compute
   to finite figures. Pulumi runs stack policies only after an update's resources exist, so under
   `pulumi up --skip-preview` a forecast that failed inside the component would have left pods renting
-  with no budget check (issue #34): it fails here, closed, before anything is registered;
+  with no budget check: it fails here, closed, before anything is registered;
 - the forecast run cost (`forecast.stack.run_cost`) must fit the run's one cost cap
   (`trainstack:run.max_cost_usd`) when the stack sets one and its run is `active`: the policy pack's
   run-cost checks would only see it after `pulumi up --skip-preview` had created the resources. The one
@@ -87,7 +87,7 @@ WEBHOOK_KEY = f"{NAMESPACE}:{SECRETS_KEY}.{WEBHOOK_SECRET}"
 
 def webhook_problems(config: Mapping[str, str]) -> list[ConfigProblem]:
     """The alert webhook's URL (a secret) is one the aggregator will post to: https, no user:password. The
-    problem names the key, never the value (issue #34: scheme-less, file:// and http:// previewed clean)."""
+    problem names the key, never the value (scheme-less, file:// and http:// previewed clean)."""
     url = config.get(WEBHOOK_KEY)
     problem = webhook_url_problem(url) if url else None
     if problem is None:

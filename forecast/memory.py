@@ -55,7 +55,7 @@ Buffers — zero3 gathers each layer's full 16-bit weights before using it and p
 al. 2023, "PyTorch FSDP", https://arxiv.org/abs/2304.11277, §3.3.2): 2 layers x 12·h² parameters x 2 bytes
 (a transformer block holds ≈ 12·h² parameters: Kaplan et al. 2020, https://arxiv.org/abs/2001.08361, §2.1).
 
-The peak (issue #44) — the larger of the end of the forward pass (weights, optimizer state, activations) and
+The peak — the larger of the end of the forward pass (weights, optimizer state, activations) and
 the end of the backward pass (every gradient; the activations gone): tensors = weights + optimizer + buffers
 + max(gradients, activations). Checkpointed, a full fine-tune keeps 6 bytes per s·b·h per layer (its module
 holds fp32 master weights, so its residual stream is fp32: measured 4.9-7.3), LoRA's bf16 base 2.

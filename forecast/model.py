@@ -74,7 +74,7 @@ class Deployment(NamedTuple):
     spot_compute_usd_per_hour: float | None  # every GPU at the spot bid; None when the stack is on-demand
     storage_usd_per_hour: float  # volumes, billed hourly from their monthly price
     max_run_hours: float  # the watchdog stops a run after this long; it resumes from its checkpoint
-    burn_in_hours: float = 0.0  # training.burn_in_min: new nodes' stress test before training (issue #29)
+    burn_in_hours: float = 0.0  # training.burn_in_min: new nodes' stress test before training
 
 
 class ForecastInput(NamedTuple):

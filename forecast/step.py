@@ -14,10 +14,10 @@ micro-batch step on one GPU (docs/FORECAST.md, "Step time"):
                  at the bf16 peak / C_att
     elementwise  tokens x (L·(761·h + 304·kv + 82·F)·(1, or 0.87 without the recompute) + 57·V) bytes
                  x C_el at HBM bandwidth: norms, rotary, residuals, SiLU, the loss (the per-element
-                 weights are the frozen-base step differences of issue #32, docs/FORECAST.md)
+                 weights are the frozen-base step differences of the LoRA runs, docs/FORECAST.md)
     optimizer    trainable parameters (÷ N under zero1-3) x C_opt bytes at HBM bandwidth: AdamW's reads and
                  writes, the weights' casts to bf16, the fp32 gradients; once per micro-batch step
-    adapters     LoRA only: 61 (checkpointed) or 40 bytes per token per element of adapted width (issue #32)
+    adapters     LoRA only: 61 (checkpointed) or 40 bytes per token per element of adapted width
     latency      the host's time: C_host x (kernels x t_kernel + checkpointed layers x t_ckpt + peft layers
                  x t_peft), the kernels a step launches counted per layer (HOST_KERNELS). The host runs
                  ahead of the GPU, but the optimizer step is launched last, so the step is the longer of
@@ -42,7 +42,7 @@ from forecast.shapes import ffn_width, gemms, kv_width
 # Fitted by `python -m bench.fit_sweep '{"elementwise": 1.0}'` to all 66 runs of
 # docs/gpu-validation/2026-12-03-h200-sweep (sweep.json: call 1, runs 0-39; sweep2.json: call 2, runs 0-25;
 # one H200, widths 1024-8192), least squares on relative step time; the elementwise scale is held at 1 (its
-# per-element bytes were measured as step differences in issue #32, and fitted freely it trades against the
+# per-element bytes were measured as LoRA step differences, and fitted freely it trades against the
 # GEMM bytes, which carry the same widths). `host` is a grid search: the scale of the host's time
 # (HOST_SECONDS, measured on a later call's host) on the sweep's two calls; the GPU constants are fitted on
 # the runs whose host time is under 0.7 of the step. docs/FORECAST.md "Step time" has the error on the
@@ -78,7 +78,7 @@ ELEMENT_NO_RECOMPUTE = 0.87
 # (docs/journal/2026-11-30-gpu.md, "The transformer on H200": gpt-350m 145,464 and gpt-124m 314,805
 # tokens/s; 0.25 and 0.40 each), so those two are fitted, not held out.
 ELEMENT_SCALE = {"llama": 1.0, "gpt": 0.32}
-ADAPTER_BYTES = {True: 61.0, False: 40.0}  # keyed by activation_checkpointing (issue #32, H200)
+ADAPTER_BYTES = {True: 61.0, False: 40.0}  # keyed by activation_checkpointing (H200)
 ADAPTED_PROJECTIONS_EXTRA = 7
 OPERAND_BYTES = 2  # bf16 operands (fp8 halves the inputs; counted as bf16: errs slow)
 

@@ -3,7 +3,7 @@
 A deadline only bounds how long a failure takes to say so: waiting longer never lets a wrong answer pass (a
 poll returns at the first right one). So every deadline a test or a scenario names (tests/polling.py,
 bench/storm.py) is what an idle machine needs, stretched by TRAINSTACK_TEST_DEADLINE_SCALE (default 3): a
-CI machine with both cores busy must not turn a slow answer into a failure (issue #31)."""
+CI machine with both cores busy must not turn a slow answer into a failure."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ SIGKILLed while writing that sidecar leaves it empty or cut short, and from then
 read the stack ("failed to load checkpoint: EOF") although the checkpoint beside it is whole (the previous
 one: the new one never got renamed in). fileblob reads an absent sidecar as "no attributes", so removing a
 torn one, and never anything else, lets the next command read the last whole checkpoint. The supervisor
-does this at the start of each round (issue #28: a supervisor killed during its update must leave nothing
+does this at the start of each round (a supervisor killed during its update must leave nothing
 the next round cannot finish).
 
     python -m ops.backend_repair        (PULUMI_BACKEND_URL from the environment; prints what it removed)

@@ -5,7 +5,7 @@ and prefix (`PULUMI_BACKEND_URL`, `s3://<bucket>[/<prefix>]`) and every stack's 
 (`trainstack:bucket.name` in `stacks/`), so what a team attaches to the preview's IAM user is what the test
 proves (tests/ops/test_iam_policy.py, moto with IAM enforced; tests/e2e/test_preview_iam.py, the engine).
 
-No lock: issue #45 asked for "take the state lock", but Pulumi's DIY backend takes none for a preview
+No lock: taking the state lock was asked for, but Pulumi's DIY backend takes none for a preview
 (v3.274.1, pkg/backend/diy/backend.go: `Preview` goes straight to `apply`; `Update`, `Refresh`, `Destroy`
 and a non-preview `Import` call `Lock`), and the engine test passes without it. Granting it would be worse
 than useless: PutObject/DeleteObject under `.pulumi/locks/` lets the pull request's code delete a running

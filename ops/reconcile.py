@@ -1,4 +1,4 @@
-"""`scripts/reconcile`: everything the RunPod account bills, matched against every stack's state (issue #45).
+"""`scripts/reconcile`: everything the RunPod account bills, matched against every stack's state.
 
 `ops/orphans.py` looks at one stack after a crash; this looks across the account, on a schedule. Every billed
 resource (pods, Instant Clusters with their members, network volumes, secrets) whose id no stack's state

@@ -28,7 +28,7 @@ from ops.workspace import local_root, prepare, targets_local, workspace_for
 from stackconfig import files
 
 OK, FAILED, BAD_USE, BUSY = 0, 1, 2, 3
-# The flags that would let the pack's budget checks run only after the pods exist (issue #34).
+# The flags that would let the pack's budget checks run only after the pods exist.
 _SKIPS_PREVIEW = ("--skip-preview", "-f")
 
 
@@ -133,7 +133,7 @@ def up(stack: str, yes: bool, pulumi_args: Sequence[str]) -> int:
 def _up(prog: str, stack: str, yes: bool, pulumi_args: Sequence[str]) -> int:
     local = targets_local(os.environ)
     # As root the local RunPod's pods are emulated hosts that train: their "image" is the torch venv of
-    # uv.lock's node group, installed before anything is rented (issue #43). The test-only tools are left
+    # uv.lock's node group, installed before anything is rented. The test-only tools are left
     # to scripts/test: a first up does not wait for them.
     extra = ["--no-test-tools"]
     if local and os.geteuid() == 0:
@@ -182,7 +182,7 @@ def _up(prog: str, stack: str, yes: bool, pulumi_args: Sequence[str]) -> int:
             say(prog, f"the local RunPod or moto restarted since the last up of '{stack}'; refreshing first")
             pulumi.run(["refresh", "--yes", "--skip-preview", "--suppress-outputs", "--suppress-progress"],
                        stack=stack, cwd=workspace, check=True, capture=False)  # fmt: skip
-    # Quiet by default (issue #33): no stack outputs (the cost is said below) and no progress dots.
+    # Quiet by default: no stack outputs (the cost is said below) and no progress dots.
     policy = [
         "--policy-pack",
         str(REPO / "policy"),

@@ -7,7 +7,7 @@ Here every problem names the file, the key path and the fix. The scripts run it 
     python -m policy.config_file [--allow-unenforced-budget] policy/config/prod.json [...]
                                                                     exit 0 when valid, 2 with the problems
 
-Two rules keep a budget from being switched off by accident (issue #34): a key given twice anywhere in the
+Two rules keep a budget from being switched off by accident: a key given twice anywhere in the
 file is refused (JSON's last one would silently win), and a budget policy (BUDGET_POLICIES) set to
 `disabled` or `advisory` is refused unless `--allow-unenforced-budget` (or the environment variable
 TRAINSTACK_ALLOW_UNENFORCED_BUDGET=1, which scripts/up and scripts/preview-report pass on) says it is meant.
@@ -233,7 +233,7 @@ def passed_config(pack_dir: Path, pid: int | None = None, depth: int = 8) -> Pat
 def refuse_at_start(pack_dir: Path, pid: int | None = None) -> None:
     """Run by the pack before it serves (policy/__main__.py): when the file the CLI was given for it has a
     problem, print each as this checker does (file, key path, fix) and exit 2, before the engine reads the
-    file and says something that names no key (issue #49: every path into Pulumi gets this message)."""
+    file and says something that names no key (every path into Pulumi gets this message)."""
     path = passed_config(pack_dir, pid)
     if path is None:
         return

@@ -2,7 +2,7 @@
 
 A value the report shows may come from anyone who can open a pull request: a registry username, a resource
 name, a policy message that echoes a refused value. GitHub renders Markdown and a subset of HTML, links
-`@team` mentions and bare URLs. So every such value goes through one of two helpers (issue #34):
+`@team` mentions and bare URLs. So every such value goes through one of two helpers:
 
 - `text(value)`: prose and table cells. HTML's `&`, `<`, `>` become entities (no `<img onerror>`, no
   `<details>`); Markdown's link, image, code, emphasis, strikethrough and table characters are

@@ -1,4 +1,4 @@
-"""`scripts/team-budget`: the team budget check of a pull request (issue #45, docs/TEAM-BUDGET.md).
+"""`scripts/team-budget`: the team budget check of a pull request (docs/TEAM-BUDGET.md).
 
 Month-to-date spend of the whole RunPod account (REST v2 billing: pods, clusters, network volumes, from the
 first of the month, UTC) plus the forecast run cost of every stack the pull request changes (the preview

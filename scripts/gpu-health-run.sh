@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU health validation runner (issue #18); bench/gpu_validate.py renders the start script beside it.
+# GPU health validation runner; bench/gpu_validate.py renders the start script beside it.
 # Usage: gpu-health-run.sh OUT_DIR        (on the GPU machine: bash, python3 with torch, nvidia-ml-py and
 # prometheus-client). Records NVML readings, runs the rendered start script (health gate, straggler test,
 # all-reduce sweep, burn-in of TRAINSTACK_BURN_IN_S, training beside the metrics agent), scrapes the agent

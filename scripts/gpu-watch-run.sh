@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The watch loop on a real GPU (issue #19): the metrics agent on real NVML, train/train.py on the GPU, and
+# The watch loop on a real GPU: the metrics agent on real NVML, train/train.py on the GPU, and
 # the aggregator over them posting to a local Slack-compatible receiver; training is stopped (SIGSTOP) to
 # force the stall alert, then resumed. Usage on the GPU machine, from the repo root:
 #   bash scripts/gpu-watch-run.sh OUT_DIR

@@ -375,7 +375,7 @@ class StackConfig(_Model):
     alerts: AlertsConfig = AlertsConfig()
     supervisor: SupervisorConfig = SupervisorConfig()  # stackconfig/supervisor.py
     run: RunConfig = RunConfig()
-    recovery: RecoveryConfig = RecoveryConfig()  # stackconfig/supervisor.py, issue #29
+    recovery: RecoveryConfig = RecoveryConfig()  # stackconfig/supervisor.py
     runpod_spend_limit_per_hour: Number = RUNPOD_DEFAULT_SPEND_LIMIT  # raised only by RunPod on request
     # Copy the artifacts to every node over SSH and start its script: on for every shipped stack, so an `up`
     # trains; false only renders them (out/<stack>/), for a stack that starts its nodes some other way.
@@ -434,7 +434,7 @@ def missing_secret_problems(
     values: Mapping[str, Any], has_secret: Callable[[str], bool]
 ) -> list[ConfigProblem]:
     """A problem per secret the config declares (training.secrets, cluster.registry_auth's password) whose
-    `trainstack:secrets.<NAME>` has no value, each with its own `pulumi config set --secret` line (issue #49).
+    `trainstack:secrets.<NAME>` has no value, each with its own `pulumi config set --secret` line.
     Read from the config as written, so they are listed beside every other problem, even when the rest of
     the config does not parse; a name that is not an env name is the secrets validator's to report."""
     training = values.get("training")

@@ -190,7 +190,7 @@ def _capacity_problems(config: StackConfig) -> list[Problem]:
         )
     if c.registry_auth is not None:
         # Known at preview, unlike the pod's registry_id (an output of the credential): refused here, or an
-        # `up` creates the credential, the secrets and the bucket before the pod check refuses (issue #34).
+        # `up` creates the credential, the secrets and the bucket before the pod check refuses.
         out.append(
             (
                 "cluster.registry_auth",

@@ -101,7 +101,7 @@ def cap_notice(config: StackConfig) -> str | None:
     return None
 
 
-# ---- trainstack:recovery (issue #29): when the supervisor brings a broken run back ---------------------
+# ---- trainstack:recovery: when the supervisor brings a broken run back ---------------------
 
 
 class RecoveryConfig(_Section):
@@ -111,7 +111,7 @@ class RecoveryConfig(_Section):
       enabled: true                 # recover stalled, lost, unhealthy and preempted runs
       hang_after_min: 10            # no new step this long while every node answers: a hang the supervisor
                                     # acts on (at least 2 x the run's slowest step and longest quiet spell)
-      unreachable_rounds: 2         # ignored (issue #42: lost is RunPod's word only); still accepted
+      unreachable_rounds: 2         # ignored (lost is RunPod's word only); still accepted
       max_recoveries: 3             # per run; past it compute is released ("gave up")
       backoff_min: 10               # the wait after a recovery before the next one, doubled each time
       straggler_tolerance_pct: 20   # a node this much slower than the others' median step time ...

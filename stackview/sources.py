@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from providers.runpod.client import RunPodClient
 
 # RunPod reads here are a view, not an action: a RunPod that does not answer (the local one stopped) is one
-# problem line after seconds, not the providers' 180 s retry deadline (issue #34: 179 s before anything).
+# problem line after seconds, not the providers' 180 s retry deadline (179 s before anything).
 WATCH_TIMEOUT_S = 5.0
 WATCH_DEADLINE_S = 10.0
 

@@ -1,4 +1,4 @@
-"""The supervisor's one place of effects (issue #42): every Pulumi update, SSH command, webhook message and
+"""The supervisor's one place of effects: every Pulumi update, SSH command, webhook message and
 recovery record a round makes goes through here; `decide` and `recover.assess` only decide.
 
 Pulumi runs through the Automation API on the stack's own workspace and backend (`pulumi_up`: the policy
@@ -12,7 +12,7 @@ Pulumi, and nothing deletes the volume, the bucket or a checkpoint.
                 secrets. A supervisor killed anywhere in it leaves a phase that says what to finish, and the
                 next round (decide's `releasing` rule) runs the same steps again.
     end_trials  a pool's ended trials added to `trainstack:run.ended_trials` (protected: first to
-                `releasing_trials`): their pods alone are released (issue #42).
+                `releasing_trials`): their pods alone are released.
     restart     every node's (a pool's trial: its own) `delivery:NodeFiles` replaced: its create SIGTERMs
                 the node's start script (which uploads the newest checkpoint and exits) and starts it again;
                 training resumes from the newest checkpoint in the bucket.
@@ -427,7 +427,7 @@ def replace_urns(
 
     if plan.act == "restart":
         files = of(FILES_TYPE)
-        if topology == "pods" and plan.targets:  # a pool's trial: its own pod's files only (issue #42)
+        if topology == "pods" and plan.targets:  # a pool's trial: its own pod's files only
             wanted = set(plan.targets)
             files = [
                 r for r in files if str((r.get("inputs") or r.get("outputs") or {}).get("pod_id")) in wanted

@@ -76,7 +76,7 @@ class Round:
     sources: Sources | None = None
     actuator: Actuator | None = None
     read: Callable[[Path, str], tuple[dict[str, Any], dict[str, Any]]] = read_stack
-    recoverer: Any = None  # issue #29: a supervisor.act.Recoverer (tests inject a recording one)
+    recoverer: Any = None  # a supervisor.act.Recoverer (tests inject a recording one)
     memory: Any = None  # where a stack without a bucket keeps its records (tests inject one; localstore.py)
 
     def run_once(self) -> RoundRecord:
@@ -91,7 +91,7 @@ class Round:
         bucket = config.bucket.name if config.bucket else None
         s3 = self.s3 if self.s3 is not None else (make_s3(config) if bucket else None)
         # The supervisor's own records (audit lines, notices, lease, recoveries): in the bucket, or without
-        # one in a directory of this machine (issue #42: with no memory nothing could be counted or bounded).
+        # one in a directory of this machine (with no memory nothing could be counted or bounded).
         mem, mem_bucket = (s3, bucket) if bucket else (self._local_memory(), LOCAL_BUCKET)
         src = self.sources or Sources(s3=s3)
         src = replace(src, memory=(mem, mem_bucket))
@@ -183,10 +183,10 @@ class Round:
                     actor.notify(f"released compute: {message or reason}")
                 elif action == "summary":
                     text = summary_text(obs, config.training.max_run_hours, reason)
-                    actor.notify(text + ledger_note(s3, bucket, self.stack, config, obs))  # issue #29
+                    actor.notify(text + ledger_note(s3, bucket, self.stack, config, obs))
                 elif action == "end_trials" and trials:  # a pool's ended trials: their pods alone
                     self.log(actor.end_trials(trials))
-                elif action == "recover" and plan is not None:  # issue #29: supervisor/act.py Recoverer
+                elif action == "recover" and plan is not None:  # supervisor/act.py Recoverer
                     line = recover_with(self, config, outputs, obs, plan, s3, bucket, actor, memory)
                     self.log(line)
                     actor.notify(f"{message or reason} -> {line}")
@@ -261,13 +261,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     p.add_argument("--png", type=Path, help="with --report: also write the run's timeline to this PNG file")
     args = p.parse_args(argv)
-    problem = stack_name_problem(args.stack)  # before any path is built from it (issue #49)
+    problem = stack_name_problem(args.stack)  # before any path is built from it
     if problem is not None:
         p.error(problem)
     try:
         if args.log:
             return show_log(args.stack, args.cwd)
-        if args.report or args.png:  # issue #29: supervisor/report.py
+        if args.report or args.png:  # supervisor/report.py
             from supervisor.report import show_report
 
             return show_report(args.stack, args.cwd, args.png)

@@ -50,8 +50,8 @@ class Policy:
     warn_at: float = 0.8
     blind_for_min: float = 15.0
     cap_usd: float = 0.0
-    boot_timeout_min: float = 30.0  # issue #42: no step this long after the compute came up: never started
-    # issue #29: off unless given; scripts/supervise passes the stack's trainstack:recovery
+    boot_timeout_min: float = 30.0  # no step this long after the compute came up: never started
+    # off unless given; scripts/supervise passes the stack's trainstack:recovery
     recovery: RecoveryConfig = field(default_factory=lambda: RecoveryConfig(enabled=False))
 
     @classmethod
@@ -84,7 +84,7 @@ def _min(seconds: float) -> str:
 
 def earlier(obs: Observation, history: Sequence[RoundRecord]) -> list[Observation]:
     """The rounds before this one, newest first, one per time: an audit line dated at or after this round
-    (a supervisor whose clock ran ahead, a repeated line) is no evidence about the past (issue #42)."""
+    (a supervisor whose clock ran ahead, a repeated line) is no evidence about the past."""
     seen: set[float] = set()
     out = []
     for record in newest_first(history):
@@ -164,7 +164,7 @@ def compute_since(obs: Observation, history: Sequence[RoundRecord], pod: str | N
 
 def spend(obs: Observation, history: Sequence[RoundRecord]) -> tuple[float | None, str]:
     """What the run has spent and where that figure comes from. Billing when it answers; otherwise an upper
-    bound (issue #42: the cap held only while billing could be read): the last bill read plus the time since
+    bound (the cap held only while billing could be read): the last bill read plus the time since
     at the stack's price, or the compute's age at that price (RunPod's creation time of the oldest pod, or
     the first round that saw it), whichever is larger."""
     if obs.spent_usd is not None:
@@ -500,7 +500,7 @@ def blind(obs: Observation, history: Sequence[RoundRecord], policy: Policy) -> D
 
 
 def _recovery(obs: Observation, history: Sequence[RoundRecord], policy: Policy) -> Decision | None:
-    from supervisor.recover import recovery  # issue #29: its own module (it imports this one's Policy)
+    from supervisor.recover import recovery  # its own module (it imports this one's Policy)
 
     return recovery(obs, history, policy)
 

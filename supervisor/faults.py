@@ -1,4 +1,4 @@
-"""What recovery needs to know of a round beyond issue #28's observation: each node as scripts/watch saw it,
+"""What recovery needs to know of a round beyond observe.py's observation: each node as scripts/watch saw it,
 the pods' RunPod status where it was read, and the recoveries already tried in this run.
 
 Plain frozen records that round-trip through JSON (they ride in the audit line's observation, `fleet`), so a
@@ -49,13 +49,13 @@ class Attempt:
     what: str = ""  # what was tried, one line (the audit says it too)
     cause: str | None = None  # a failed job's classified cause (nccl_timeout, oom, config), else None
     # What the replace removed from RunPod: the Instant Cluster ("cluster:<id>") or the pods ("pod:<id>").
-    # RunPod keeps billing them under those ids, so a round's bill reads them too (issue #29).
+    # RunPod keeps billing them under those ids, so a round's bill reads them too.
     replaced: tuple[str, ...] = ()
     # When Pulumi reported the replaced compute deleted (the supervisor's clock): its bill ends there, the
     # new compute's begins at its pods' creation (delete before create). None: not replaced, or not seen.
     released_at: float | None = None
     # The failed run states this attempt answered (RunState.key): a state is news until one answers it, so
-    # no clock of a node is ever compared with the supervisor's (issue #42).
+    # no clock of a node is ever compared with the supervisor's.
     answered: tuple[str, ...] = ()
 
     @classmethod
@@ -129,7 +129,7 @@ def fleet_of(
 def current_runs(runs: Sequence[Any], attempts: Sequence[Attempt]) -> tuple[Any, ...]:
     """The run states still news: a `failed` one a recovery answered (the restarted job keeps its run id
     until it writes its state again) is dropped, so no rule reads it again. By identity (`RunState.key`),
-    never by the node's finish time against the supervisor's clock (issue #42)."""
+    never by the node's finish time against the supervisor's clock."""
     answered = {k for a in attempts for k in a.answered}
     return tuple(r for r in runs if not (r.status == "failed" and r.key in answered))
 

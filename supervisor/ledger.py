@@ -1,4 +1,4 @@
-"""Where the GPU-hours went: a run's goodput ledger (issue #29), pure.
+"""Where the GPU-hours went: a run's goodput ledger, pure.
 
 Every billed GPU-second of a run goes to exactly one bucket, in this order of precedence (the words follow
 Google's ML Goodput measurement, goodput vs. badput, and Meta's effective training time ratio, ETTR):

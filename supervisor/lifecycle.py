@@ -1,4 +1,4 @@
-"""A run's lifecycle as one state machine (issue #42): every state a run can be in, the rule of
+"""A run's lifecycle as one state machine: every state a run can be in, the rule of
 supervisor/decide.py that owns it, its deadline and what it may bill before that rule acts.
 
     no_compute -> booting -first step-> training -run state-> finished -> released

@@ -3,7 +3,7 @@
 The audit lines, the one-time notices, the lease and the recovery records live in the bucket when the stack
 has one (supervisor/store.py). Without one, the rules that count rounds (idle, never started,
 blind), the bound on recoveries and the once-per-run messages had nothing to read, and a failing pod was
-replaced every round (issue #42). `DirObjects` answers the few S3 calls those modules make
+replaced every round. `DirObjects` answers the few S3 calls those modules make
 (`put_object` with its conditional writes, `get_object`, `list_objects_v2` and its paginator) over files, so
 the same code keeps the same records here. It remembers only on this machine: run `scripts/supervise STACK`
 (the loop) on one machine, or give the stack a bucket. Written here because no maintained library offers a

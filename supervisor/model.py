@@ -20,7 +20,7 @@ Kind = Literal[
     "blind",
     "unverified",
     "releasing",
-    # issue #29 (supervisor/recover.py)
+    # (supervisor/recover.py)
     "job_failed",
     "preempted",
     "node_lost",
@@ -28,7 +28,7 @@ Kind = Literal[
     "stalled",
     "recovering",
     "gave_up",
-    # issue #42: the run's lifecycle (supervisor/lifecycle.py) owns every state
+    # the run's lifecycle (supervisor/lifecycle.py) owns every state
     "failed_to_start",
     "never_started",
     "unreachable",
@@ -60,7 +60,7 @@ class ExitFacts:
     @property
     def key(self) -> str:
         """This record's identity: a recovery that answered it (restarted the job) lists it, and a new start
-        script's run is never ended by its predecessor's record (issue #42)."""
+        script's run is never ended by its predecessor's record."""
         return f"exit:{self.pod_id}:{self.rank}:{self.at}"
 
     @classmethod
@@ -81,7 +81,7 @@ class Plan:
     data_center_order: tuple[str, ...] = ()  # the candidates, those that failed twice last
     avoided: tuple[str, ...] = ()  # the data centers that failed twice this run
     message: str = ""
-    answered: tuple[str, ...] = ()  # the failed run states this recovery answers (run_key), issue #42
+    answered: tuple[str, ...] = ()  # the failed run states this recovery answers (run_key)
     cause: str | None = None  # a failed job's classified cause
 
     @classmethod
@@ -104,12 +104,12 @@ class RunState:
     started_at: float | None = None
     finished_at: float | None = None
     checkpoint_key: str | None = None
-    failure: str | None = None  # a failed job's cause from its log (train/node/diagnostics.py), issue #29
+    failure: str | None = None  # a failed job's cause from its log (train/node/diagnostics.py)
 
     @property
     def key(self) -> str:
         """This state's identity: a failed state is answered once, by identity, never by comparing the node's
-        finish time with the supervisor's clock (issue #42)."""
+        finish time with the supervisor's clock."""
         return f"{self.run_id}@{self.finished_at}"
 
 
@@ -131,12 +131,12 @@ class Observation:
     forecast_usd: float | None = None  # the forecast's cost of the whole run
     runs: tuple[RunState, ...] = ()
     problems: tuple[str, ...] = ()
-    fleet: Fleet | None = None  # per node, and the run's recoveries (supervisor/faults.py, issue #29)
+    fleet: Fleet | None = None  # per node, and the run's recoveries (supervisor/faults.py)
     # Durations the nodes measured (their clocks' differences, never their timestamps): the goodput ledger's
     # checkpoint stalls and health-check time (supervisor/ledger.py).
     checkpoint_s: float | None = None  # the most any node's job says it spent saving since it started
     health_s: float | None = None  # the longest any node's health checks took on its boot
-    # issue #42: what the lifecycle (supervisor/lifecycle.py) needs beyond that.
+    # what the lifecycle (supervisor/lifecycle.py) needs beyond that.
     pods: tuple[str, ...] = ()  # the compute's pod ids, rank order: a new tuple is new compute (boot again)
     node_steps: tuple[float | None, ...] = ()  # each pod's newest step, as `pods` (a pool: each its own job)
     topology: str = "cluster"  # cluster | pods (a pool's pods each run their own job)

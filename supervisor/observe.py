@@ -48,7 +48,7 @@ class Sources:
     billing: Callable[..., float] = sources.billed_usd  # (outputs, replaced=ids) -> USD
     s3: Any = None  # a boto3 S3 client; None: the run states are not read (no bucket)
     pod_statuses: Callable[[Sequence[str]], Mapping[str, faults.PodStatus]] = faults.pod_statuses
-    # issue #42: the exit records of nodes whose start script ended, over SSH (stack, outputs, pod ids)
+    # the exit records of nodes whose start script ended, over SSH (stack, outputs, pod ids)
     exits: Callable[[str, Mapping[str, Any], Sequence[str]], Mapping[str, Any]] = sources.exit_records
     ssh_key: Callable[[], bool] = _ssh_key
     # a `scheduler: slurm` stack: `scontrol show job -o` on its controller (stack, outputs)
@@ -178,7 +178,7 @@ def _exits(
     src: Sources,
     problems: list[str],
 ) -> tuple[ExitFacts, ...]:
-    """Issue #42: each ended start script's exit record, from the bucket (`run/<run id>/exit/<rank>.json`, a
+    """each ended start script's exit record, from the bucket (`run/<run id>/exit/<rank>.json`, a
     failed node's) and, for nodes the aggregator did not read, over SSH while node 0 answers (a stack without
     a bucket too), all nodes at once."""
     from train.node import exitrecord
@@ -238,7 +238,7 @@ def _fleet(
     statuses: Mapping[str, faults.PodStatus],
     problems: list[str],
 ) -> tuple[faults.Fleet | None, tuple[RunState, ...]]:
-    """Issue #29: each node, its pod's status, the run's recoveries; run states a recovery answered drop."""
+    """each node, its pod's status, the run's recoveries; run states a recovery answered drop."""
     if not config.recovery.enabled or not nodes:
         return None, runs
     spot = config.cluster.capacity != "on_demand"

@@ -1,9 +1,9 @@
-"""Recovery decisions (issue #29): a pure function of a round's observation, the rounds before, the policy.
+"""Recovery decisions: a pure function of a round's observation, the rounds before, the policy.
 
 `assess` finds this round's fault, in this order (the first found is the one acted on):
 
     preempted       a spot pod RunPod stopped (EXITED): rent it again at the bid
-    node_lost       RunPod says a pod is EXITED / ERROR / gone (issue #42: a node SSH or the aggregator cannot
+    node_lost       RunPod says a pod is EXITED / ERROR / gone (a node SSH or the aggregator cannot
                     reach while RunPod says RUNNING is not lost: decide.py's `unreachable`, never replaced)
     node_unhealthy  an XID or uncorrected-ECC alert, or a straggler `straggler_for_min` long (train/monitor/
                     straggler.py) judged on the rounds in which the job stepped (a stopped job's
@@ -11,7 +11,7 @@
     node_unhealthy  also: a node's start script failed its GPU health gate (its exit record): a new node helps
     job_failed      the job's run state says it exited non-zero and no recovery answered that state yet (by
                     identity, not time). An NCCL timeout retries within max_recoveries like any other cause
-                    (issue #42); a config error or out of memory never does (the forecast and the preview
+                    a config error or out of memory never does (the forecast and the preview
                     should have caught it: the message says so) and compute is released. After the node
                     faults: a job whose node died fails too, and a restart on the same nodes would not help
     stalled         every node answers but no new step for `hang_after_min` (or longer where the run's
@@ -46,7 +46,7 @@ NODE_FAULTS = frozenset({"preempted", "node_lost", "node_unhealthy"})
 RECOVERY_KINDS = frozenset({"job_failed", "preempted", "node_lost", "node_unhealthy", "stalled"})
 
 # How a failed job's cause decides a retry (the run state's `failure`, classified on the node from the
-# training log by train/node/diagnostics.py). Every retry counts against max_recoveries (issue #42: an NCCL
+# training log by train/node/diagnostics.py). Every retry counts against max_recoveries (an NCCL
 # timeout retried "always" restarted a run six times in ten hours, on to the cap).
 RETRY: dict[str | None, Literal["never", "bounded"]] = {
     "nccl_timeout": "bounded",  # a collective timed out: a transient fabric or peer problem, retried
@@ -85,7 +85,7 @@ def _since(obs: Observation) -> float:
 
 
 def news(run: RunState, attempts: Sequence[Attempt]) -> bool:
-    """A failed run state no recovery answered yet, by identity (issue #42: the node's finish time was
+    """A failed run state no recovery answered yet, by identity (the node's finish time was
     compared with the supervisor's clock, so a node clock behind it hid a failure, one ahead re-answered it).
     """
     return not any(run.key in a.answered for a in attempts)
@@ -99,7 +99,7 @@ def _job_failed(obs: Observation) -> Fault | None:
             retry = RETRY.get(failure, "bounded")
             cause = f" ({failure})" if failure else ""
             reason = f"training exited with status {run.exit_status}{cause} ({run.run_id})"
-            # A pool's trial is its own pod's job: only that pod restarts (issue #42); a cluster's job is all.
+            # A pool's trial is its own pod's job: only that pod restarts; a cluster's job is all.
             pod = (
                 dict(zip(obs.job_ids, obs.pods, strict=False)).get(run.run_id)
                 if obs.topology == "pods"
@@ -118,7 +118,7 @@ def _node_fault(obs: Observation, history: Sequence[RoundRecord], policy: Policy
         return Fault(
             "preempted", f"RunPod took back spot capacity: {names} {spot_gone[0].status}", tuple(spot_gone)
         )
-    # Lost is RunPod's word only (issue #42): a node SSH cannot reach while RunPod says RUNNING (no key, a
+    # Lost is RunPod's word only: a node SSH cannot reach while RunPod says RUNNING (no key, a
     # network problem between the supervisor and the node) is `unreachable` (decide.py), never replaced.
     halted = [n for n in nodes if n.status in HALTED]
     if halted:
@@ -236,7 +236,7 @@ def stall_threshold_s(obs: Observation, history: Sequence[RoundRecord], policy: 
 
 
 def _pool_stalled(obs: Observation, history: Sequence[RoundRecord], policy: Policy) -> Fault | None:
-    """A pool's trials stall one by one (issue #42): a pod whose own job has not ended and whose own step has
+    """A pool's trials stall one by one: a pod whose own job has not ended and whose own step has
     not moved for the stall threshold; only those pods are restarted (or given up)."""
     from supervisor.decide import earlier, ended_pods
 
@@ -273,7 +273,7 @@ def _stalled(obs: Observation, history: Sequence[RoundRecord], policy: Policy) -
     if obs.topology == "pods" and obs.pods:
         return _pool_stalled(obs, history, policy)
     nodes = _nodes(obs)
-    # A peer the aggregator cannot reach does not stop the stall from being one (issue #42: with unreachable
+    # A peer the aggregator cannot reach does not stop the stall from being one (with unreachable
     # no longer lost, a dead member RunPod calls RUNNING would otherwise hold the run until idle).
     if obs.step is None or obs.node0_reachable is not True:
         return None
@@ -315,7 +315,7 @@ def _failed_twice(fleet: Fleet, current: str | None) -> tuple[str, ...]:
 
 
 def _counted(fleet: Fleet) -> list[Attempt]:
-    """Attempts that count against max_recoveries: every one, whatever its cause (issue #42)."""
+    """Attempts that count against max_recoveries: every one, whatever its cause."""
     return list(fleet.attempts)
 
 
@@ -331,7 +331,7 @@ def assess(obs: Observation, history: Sequence[RoundRecord], policy: Policy) -> 
     ):
         return None
     if any(r.status == "finished" for r in obs.runs):
-        return None  # finished and unverified are issue #28's rules
+        return None  # finished and unverified have rules of their own (decide.py)
     pending = next((a for a in reversed(fleet.attempts) if a.outcome == "begun"), None)
     if pending is not None:
         return Plan(
@@ -435,7 +435,7 @@ def recovery(obs: Observation, history: Sequence[RoundRecord], policy: Policy) -
     if plan is None:
         return None
     if plan.act == "release" and obs.topology == "pods" and plan.targets:
-        # A pool's trial given up while other trials run: they own the stack (issue #42); say it once.
+        # A pool's trial given up while other trials run: they own the stack; say it once.
         from supervisor.decide import end_trials, ended_pods, jobs_left
 
         if jobs_left(obs, ended_pods(obs) | set(plan.targets)):  # its pods alone are released

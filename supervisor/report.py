@@ -1,4 +1,4 @@
-"""`scripts/supervise STACK --report [--png FILE]`: the run's goodput ledger from the bucket (issue #29).
+"""`scripts/supervise STACK --report [--png FILE]`: the run's goodput ledger from the bucket.
 
 Reads the stack's audit lines and recovery records, builds the ledger (supervisor/ledger.py), prints the
 table and, with --png, writes the run's timeline (phases, step, recoveries).

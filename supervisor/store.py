@@ -96,7 +96,7 @@ class Lease:
 
 
 def notices_prefix(stack: str, run_ids: tuple[str, ...]) -> str:
-    """Where one run's one-time messages are kept (issue #42: a warning once per run per threshold, however
+    """Where one run's one-time messages are kept (a warning once per run per threshold, however
     long the run, not once per audit window)."""
     import hashlib
 
@@ -138,7 +138,7 @@ def write_audit(s3: Any, bucket: str, record: RoundRecord) -> str:
 
 
 # A supervisor whose clock ran ahead writes lines dated in the future; once that date passes, its stale
-# observation would pose as a recent round and cut every episode a rule counts back (issue #42). The bucket's
+# observation would pose as a recent round and cut every episode a rule counts back. The bucket's
 # own time of each write orders the lines as they happened: a line dated more than this after a line the
 # bucket wrote later came from a clock that ran ahead, and is left out. Relative, so a test's or the storm's
 # clock (ahead of the bucket's, but moving with it) is no skew; the margin covers a round whose line is
@@ -207,7 +207,7 @@ def verify_run(s3: Any, bucket: str, run_id: str) -> RunState:
         started_at=data.get("started_at"),
         finished_at=data.get("finished_at"),
         checkpoint_key=ckpt.get("key") if ckpt else None,
-        failure=data.get("failure") if isinstance(data.get("failure"), str) else None,  # issue #29
+        failure=data.get("failure") if isinstance(data.get("failure"), str) else None,
     )
     if status != "finished":
         return state
@@ -234,7 +234,7 @@ def _checkpoint_problem(s3: Any, bucket: str, ckpt: dict[str, Any] | None) -> st
     return None
 
 
-# The recoveries' records (issue #29): one object per attempt, written by supervisor/act.py's Recoverer.
+# The recoveries' records: one object per attempt, written by supervisor/act.py's Recoverer.
 def recoveries_prefix(stack: str) -> str:
     return f"supervisor/{stack}/recoveries/"
 

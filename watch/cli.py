@@ -39,7 +39,7 @@ EXIT_NOT_UP = 3
 
 
 def run_ledger(stack: str, cwd: Path) -> str | None:
-    """The run's goodput ledger from the stack's bucket (issue #29, supervisor/report.py)."""
+    """The run's goodput ledger from the stack's bucket (supervisor/report.py)."""
     from supervisor.report import ledger_line  # the supervisor's records load only when asked
 
     return ledger_line(stack, cwd)

@@ -2,7 +2,7 @@
 
 Every string in it came from RunPod, a node or the state (a pod id, an alert's text, a pod's log lines): each
 is a `Text` with control characters removed (common/terminal.py), so no ESC sequence sets the title, clears
-the screen or makes a link, and rich never reads it as markup (issue #34)."""
+the screen or makes a link, and rich never reads it as markup."""
 
 from __future__ import annotations
 

@@ -66,7 +66,7 @@ def costs(resources: Sequence[Resource], *types: str) -> list[Cost]:
 def unpriced(resources: Sequence[Resource], *types: str) -> list[str]:
     """Billed resources whose `cost_per_hour` or `storage_cost_per_month` is not a finite number: unknown
     at preview, missing, or garbage. Every provider computes both in check(), so this never happens to a
-    stack the budget can be checked on; when it does, the budget fails closed (issue #34)."""
+    stack the budget can be checked on; when it does, the budget fails closed."""
     allowed = types or RUNPOD_TYPES
     return sorted(
         res.name or res.resource_type

@@ -244,7 +244,7 @@ def name_models(policies: Sequence[Any]) -> None:
 
 def validated(model: type[ConfigT], settings: Mapping[str, Any]) -> ConfigT:
     """A policy's settings judged the one way both the checker (`python -m policy.config_file`) and the pack
-    judge them (issue #49): as the JSON they are, strictly, so `true` and `"5"` are not numbers and a list is
+    judge them: as the JSON they are, strictly, so `true` and `"5"` are not numbers and a list is
     not a string, as the engine's own schema check (generated from the same model) would also say. A whole
     float is read as the integer it is: the engine hands the pack every number as a double (protobuf's
     Struct), and JSON Schema's "integer" takes 1.0 too."""
@@ -337,7 +337,7 @@ class RunCap:
 
 def run_cap(resources: Sequence[Resource], policy_key: str, policy_usd: float, policy_set: bool) -> RunCap:
     """The stricter of the stack's one cap and the policy config's own (deprecated) key, when the file sets
-    that key (issue #49: a team that wrote a lower cap meant it); the stack's cap alone when the file leaves
+    that key (a team that wrote a lower cap meant it); the stack's cap alone when the file leaves
     the key at its default; the policy's own value when the stack sets no cap."""
     own = RunCap(policy_usd, f"`{policy_key}` in the policy config", "")
     stack = stack_run_cap(resources)

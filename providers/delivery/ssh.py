@@ -78,7 +78,7 @@ DEFAULT_IDENTITIES = ("id_ed25519", "id_ecdsa", "id_rsa", "id_ed25519_sk", "id_e
 
 def key_available() -> bool:
     """Whether ssh has any key to offer: `$TRAINSTACK_SSH_KEY` as a file, an agent, or one of ssh's default
-    identities. Without one no node can answer, which says nothing about the nodes (issue #42)."""
+    identities. Without one no node can answer, which says nothing about the nodes."""
     path = settings.current().ssh_key
     if path is not None:
         return path.is_file()

@@ -44,7 +44,7 @@ class PriceBook:
     def gpu_hourly(self, gpu_type_id: str, cloud: str) -> float:
         """The price of one GPU-hour. A price the book lacks (a catalog without a community price, a GPU
         it does not list) is the dearest price known for that GPU here or in the dated snapshot, else the
-        dearest of any GPU: a missing price must never price a pod at its bid or at 0 (issue #34)."""
+        dearest of any GPU: a missing price must never price a pod at its bid or at 0."""
         price = self.gpus.get(gpu_type_id, {}).get(cloud)
         if price is not None and price > 0:
             return price

@@ -192,7 +192,7 @@ class PodProvider(RunPodProvider):
 
     def same(self, key: str, old: Any, new: Any) -> bool:
         # The candidates' order only steers where a pod is created next (the supervisor moves a data center
-        # that failed twice last, issue #29): a placed pod is not replaced for it.
+        # that failed twice last): a placed pod is not replaced for it.
         if key == "data_center_ids" and isinstance(old, list) and isinstance(new, list):
             return sorted(map(str, old)) == sorted(map(str, new))
         if key == "desired_status":  # a state from before the input existed holds none: it ran

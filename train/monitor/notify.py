@@ -7,7 +7,7 @@ metrics and node names. Failures are retried with capped exponential backoff and
 `Retry-After`), then dropped with a log line: a webhook outage never stops training or the aggregator.
 Written on the standard library (http.client) so the node image needs no HTTP client for one POST a round.
 
-Hardened for what the message and the peer may hold (issue #34): every message is escaped the way Slack
+Hardened for what the message and the peer may hold: every message is escaped the way Slack
 asks (`&`, `<`, `>`; api.slack.com/reference/surfaces/formatting#escaping), so a node's text can make no
 link and no `<!channel>`, and `@` before a name gets a zero-width joiner so Mattermost and Discord make no
 mention either; each attempt has a total deadline (a trickling peer is cut off, not waited on per read);

@@ -4,7 +4,7 @@ The agent (train/node/agent.py, docs/NODE-HEALTH.md) names its metrics `trainsta
 and `gpu` labels; the parser is prometheus-client's own, so any exposition the agent serves parses here.
 Scrapes run concurrently with one timeout each, so one dead node costs one timeout, not N. The timeout bounds
 the whole request, not each read: an agent that trickles a byte a second is cut off at the deadline
-(issue #34). A value that is not a finite number (NaN, Inf) is read as not served, so it never reaches a
+. A value that is not a finite number (NaN, Inf) is read as not served, so it never reaches a
 rule or the aggregator's state file.
 """
 

@@ -214,7 +214,7 @@ class StateCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         """Every section that renders; one that cannot (a value no float holds) is left out and counted
-        as a `render` sampler error, so /metrics never answers 500 and loses every metric (issue #34)."""
+        as a `render` sampler error, so /metrics never answers 500 and loses every metric."""
         s = self.state
         node = [s.node, s.rank]
         with s.lock:

@@ -1,4 +1,4 @@
-"""A hang says where it hangs (issue #29): the node's training ranks, their Python stacks and NCCL's flight
+"""A hang says where it hangs: the node's training ranks, their Python stacks and NCCL's flight
 recorder, bundled to the bucket; and a failed job's cause read from its log.
 
     python -m train.node.diagnostics heartbeat [--every-s 30]   # background: <heartbeat dir>/<node>.json

@@ -1,4 +1,4 @@
-"""The node's exit record: what a start script that ended says about how and why (issues #42, #43).
+"""The node's exit record: what a start script that ended says about how and why (#43).
 
 Written once, by the start script's EXIT trap, whatever the way out (`die`, a failed command, the end of
 training, SIGTERM). Stdlib only: it must work on an image whose torch, boto3 or packages are broken, which is

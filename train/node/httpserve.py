@@ -3,7 +3,7 @@ one rendering of the metrics shared by every scrape that asks at once.
 
 Round 3 ran prometheus_client's WSGI app on a pool of 4 threads with 4 more connections waiting: a slot was
 held from accept to answer, so 8 peers that connect and send nothing took every slot for the whole 5 s
-deadline, again and again, and of 64 scrapes at once 56 were closed unanswered (issue #49). Neither a
+deadline, again and again, and of 64 scrapes at once 56 were closed unanswered. Neither a
 thread-per-connection server (prometheus_client's own, http.server's ThreadingHTTPServer: a thread per idle
 peer, unbounded) nor a bounded pool (idle peers hold its slots) can give a scraper an answer while idle peers
 are connected. An event loop can: a connection costs a coroutine, not a thread, until its request is whole.

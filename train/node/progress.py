@@ -40,7 +40,7 @@ ENV = "TRAINSTACK_PROGRESS_FILE"
 MAX_LINE_BYTES = 4096
 # A poll reads at most this much, from the end: a job that wrote more since the last poll (a fast job, or
 # an agent that was stopped) is caught up at once by skipping to the newest MiB, so the reader never falls
-# behind (issue #34: 64 KiB a poll fell 9,478 lines behind over 20 polls). 1 MiB is ~7,000 lines to parse.
+# behind (64 KiB a poll fell 9,478 lines behind over 20 polls). 1 MiB is ~7,000 lines to parse.
 _MAX_POLL_BYTES = 1 << 20
 # The largest step a float (Prometheus' sample type) holds exactly; a 401-digit step made /metrics fail.
 MAX_STEP = 2**53

@@ -132,7 +132,7 @@ def finish(
         "final_loss": _last_progress(env.get("TRAINSTACK_PROGRESS_FILE", "")).get("loss"),
         "started_at": float(env["TRAINSTACK_STARTED_AT"]) if env.get("TRAINSTACK_STARTED_AT") else None,
         "finished_at": clock(),
-        # issue #29: the failure's cause from the log (train/node/diagnostics.py), for the retry decision
+        # the failure's cause from the log (train/node/diagnostics.py), for the retry decision
         "failure": env.get("TRAINSTACK_FAILURE") or None,
     }
     if there:

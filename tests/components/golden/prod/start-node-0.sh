@@ -400,7 +400,7 @@ on_term() {
   exit 143
 }
 
-# --- 7b. a hang says where it hangs (issue #29, train/node/diagnostics.py) ----------------------------
+# --- 7b. a hang says where it hangs (train/node/diagnostics.py) ----------------------------
 # PyTorch's NCCL flight recorder: every rank keeps its last collectives in a ring buffer and, when the
 # watchdog times a collective out, dumps it to $TORCH_NCCL_DEBUG_INFO_TEMP_FILE<rank> on the workdir's
 # volume, where scripts/supervise's diagnostics collect it with every rank's py-spy stack. Then the
@@ -441,7 +441,7 @@ write_exit_record() {
   [[ -f $log ]] || log=""
   # The run's identity and bucket are exported only once `bucket` first runs (the resume): a script that
   # failed before that (secrets, health gate, disk, preflight: a run that never started) passes them here,
-  # or its record never reached the bucket (issue #42).
+  # or its record never reached the bucket.
   TRAINSTACK_SECRET_NAMES="${SECRET_NAMES[*]}" PYTHONPATH="$TRAINSTACK_WORKDIR${PYTHONPATH:+:$PYTHONPATH}" \
     TRAINSTACK_CHECKPOINT_BUCKET="${TRAINSTACK_CHECKPOINT_BUCKET:-}" TRAINSTACK_RUN_ID="${TRAINSTACK_RUN_ID:-}" \
     TRAINSTACK_JOB="${TRAINSTACK_JOB:-}" TRAINSTACK_POD_INDEX="${TRAINSTACK_POD_INDEX:-0}" \

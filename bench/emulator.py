@@ -47,7 +47,7 @@ def rate(client_factory: object, requests: int, workers: int, call: str) -> floa
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(prog="scripts/bench-emulator", description=__doc__)
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--idle-s", type=float, default=2.0, help="settle time before RSS is read")
     args = parser.parse_args()

@@ -147,6 +147,28 @@ def processes_in(inodes: set[int]) -> list[int]:
     return found
 
 
+def described(pids: list[int]) -> str:
+    """Each process: pid, state and command line (what a failed teardown check shows)."""
+    lines = []
+    for pid in pids:
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+            state = next(
+                (ln.split(":", 1)[1].strip() for ln in status.splitlines() if ln.startswith("State:")), "?"
+            )
+            cmd = (
+                Path(f"/proc/{pid}/cmdline")
+                .read_bytes()
+                .replace(b"\0", b" ")
+                .decode(errors="replace")
+                .strip()
+            )
+        except OSError:
+            continue
+        lines.append(f"  pid {pid} [{state}] {cmd[:200]}")
+    return "\n".join(lines) or "  (all gone now)"
+
+
 def scrape_agent(cluster: Cluster, via: dict[str, Any], host: str) -> subprocess.CompletedProcess[str]:
     """GET http://<host>:9400/metrics from inside node `via` (its network namespace, its /etc/hosts)."""
     url = f"http://{host}:9400/metrics"
@@ -293,5 +315,11 @@ def _lifecycle(cluster: Cluster, env: HostsEnv, nodes: int) -> None:
     # The host's teardown SIGKILLs what runs in its namespace and waits 5 s at most: on a loaded machine a
     # killed process can take longer to leave (CI, 2026-12-03: one pid left at the check). Its going is an
     # event with a deadline here, not an instant.
-    poll(lambda: not processes_in(inodes) or None, "every node process gone after destroy", 30, 0.2)
+    poll(
+        lambda: not processes_in(inodes) or None,
+        "every node process gone after destroy",
+        30,
+        0.2,
+        lambda: "left in the nodes' namespaces:\n" + described(processes_in(inodes)),
+    )
     assert env.runpod.admin.hosts()["hosts"] == []

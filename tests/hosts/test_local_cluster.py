@@ -3,6 +3,7 @@ it, training resumes from the newest checkpoint and finishes, `destroy` leaves n
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import time
@@ -135,14 +136,29 @@ def netns_inodes(names: list[str]) -> set[int]:
     return {Path(f"/run/netns/{n}").stat().st_ino for n in names}
 
 
-def processes_in(inodes: set[int]) -> list[int]:
+def boot_ticks() -> int:
+    """Now, in the clock ticks since boot that /proc/<pid>/stat's start time counts."""
+    return int(float(Path("/proc/uptime").read_text().split()[0]) * os.sysconf("SC_CLK_TCK"))
+
+
+def processes_in(inodes: set[int], started_before: int | None = None) -> list[int]:
+    """Processes in the network namespaces `inodes`. With `started_before` (boot ticks), only those started
+    before then and in a namespace that no longer has a name: a deleted namespace's inode is reused by the
+    kernel within seconds (its cleanup is asynchronous), so another test's new namespace can carry it."""
+    named = {p.stat().st_ino for p in Path("/run/netns").iterdir()} if started_before is not None else set()
     found = []
     for proc in Path("/proc").iterdir():
         if proc.name.isdigit():
             try:
-                if (proc / "ns" / "net").stat().st_ino in inodes:
-                    found.append(int(proc.name))
-            except OSError:
+                inode = (proc / "ns" / "net").stat().st_ino
+                if inode not in inodes or inode in named:
+                    continue
+                if started_before is not None:
+                    stat = (proc / "stat").read_text()
+                    if int(stat[stat.rindex(")") + 2 :].split()[19]) >= started_before:
+                        continue
+                found.append(int(proc.name))
+            except (OSError, ValueError, IndexError):
                 continue
     return found
 
@@ -303,6 +319,7 @@ def _lifecycle(cluster: Cluster, env: HostsEnv, nodes: int) -> None:
     live_namespaces = namespaces(env)
     inodes = netns_inodes(live_namespaces)
     cluster.empty_bucket()
+    destroyed_at = boot_ticks()
     cluster.cli.run("destroy", "--yes", "--stack", STACK)
     live = env.runpod.admin.live()
     assert {k: live[k] for k in ("pods", "clusters", "volumes", "secrets")} == {
@@ -316,10 +333,35 @@ def _lifecycle(cluster: Cluster, env: HostsEnv, nodes: int) -> None:
     # killed process can take longer to leave (CI, 2026-12-03: one pid left at the check). Its going is an
     # event with a deadline here, not an instant.
     poll(
-        lambda: not processes_in(inodes) or None,
+        lambda: not processes_in(inodes, destroyed_at) or None,
         "every node process gone after destroy",
         30,
         0.2,
-        lambda: "left in the nodes' namespaces:\n" + described(processes_in(inodes)),
+        lambda: "left in the nodes' namespaces:\n" + described(processes_in(inodes, destroyed_at)),
     )
     assert env.runpod.admin.hosts()["hosts"] == []
+
+
+def test_the_teardown_check_counts_survivors_not_a_reused_namespace_inode() -> None:
+    """The kernel reuses a deleted network namespace's inode within seconds, so another test's new namespace
+    can carry a number this file recorded (CI, 2026-12-03: "every node process gone after destroy" failed on
+    the parallel Slurm test's namespace). A survivor is unnamed and older than the destroy; a named namespace
+    or a process started after it is someone else's."""
+    name = f"tsx-check-{os.getpid()}"
+    hostnet.ip("netns", "add", name)
+    try:
+        inode = Path(f"/run/netns/{name}").stat().st_ino
+        old = subprocess.Popen(["ip", "netns", "exec", name, "sleep", "300"])
+        try:
+            poll(lambda: processes_in({inode}) or None, "the process inside the namespace", 30, 0.05)
+            at = boot_ticks() + 1
+            assert processes_in({inode}, at) == []  # its namespace still has a name: live, not a survivor
+            hostnet.ip("netns", "del", name)
+            assert processes_in({inode}, at) == [old.pid]  # unnamed and older than the destroy: a survivor
+            assert processes_in({inode}, 0) == []  # started after the destroy: not ours
+            assert "sleep 300" in described(processes_in({inode}, at))
+        finally:
+            old.kill()
+            old.wait()
+    finally:
+        hostnet.ip("netns", "del", name, check=False)

@@ -21,6 +21,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from common import process
+
 SLOTS = 64  # 10.64.0.0/10 holds 64 blocks of 256 cluster subnets
 POD_NET_PREFIX = 16
 
@@ -77,16 +79,6 @@ class SlotClaim:
                 self.path.unlink()
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _take(path: Path, pid: int) -> bool:
     """Create the claim file, or take it over from a process that is gone."""
     for _ in range(2):
@@ -97,7 +89,7 @@ def _take(path: Path, pid: int) -> bool:
                 holder = int(path.read_text().strip() or 0)
             except (FileNotFoundError, ValueError):
                 holder = 0
-            if holder and _alive(holder):
+            if holder and process.alive(holder):
                 return False
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()  # stale: its server was killed

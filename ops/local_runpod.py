@@ -34,6 +34,7 @@ from pathlib import Path
 
 import httpx
 
+from common import process
 from common.cachedir import cache_dir
 from common.errors import TrainstackError
 from emulator.config import DEFAULT_API_KEY
@@ -92,15 +93,7 @@ class Servers:
 
     def alive(self, name: str) -> bool:
         pid = self.pid(name)
-        if pid is None:
-            return False
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
+        return pid is not None and process.alive(pid)
 
     def _last_port(self, name: str, host: str) -> int:
         """The port `name` had last time on `host` when it is free now, else 0. Free as the servers see it:
@@ -270,12 +263,8 @@ class Servers:
 
 
 def _exists(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+    if not process.alive(pid):
         return False
-    except PermissionError:
-        return True
     # A child of ours that exited is a zombie until reaped: reap it if it is ours.
     with contextlib.suppress(ChildProcessError):
         done, _ = os.waitpid(pid, os.WNOHANG)

@@ -17,17 +17,9 @@ import socket
 import sys
 from pathlib import Path
 
+from common import process
+
 STALE, LIVE, UNKNOWN = 0, 1, 2
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def lock_state(backend_url: str, stack: str, host: str | None = None) -> tuple[int, str]:
@@ -49,7 +41,7 @@ def lock_state(backend_url: str, stack: str, host: str | None = None) -> tuple[i
                 UNKNOWN,
                 f"the lock was taken on {owner}, not here: only its owner knows whether it still runs",
             )
-        if _alive(pid):
+        if process.alive(pid):
             return (
                 LIVE,
                 f"the lock is held by pid {pid}, still running here: an update of '{stack}' is under way",

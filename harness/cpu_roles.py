@@ -33,6 +33,8 @@ ROLES: tuple[tuple[str, str], ...] = (
     ("pytest", r"-m pytest|bin/pytest|exec\(eval\(sys\.stdin"),
     ("uv / pip / compileall (installs)", r"\buv\b|\bpip\b|compileall"),
     ("node: torchrun agent", r"torchrun|torch\.distributed\.run"),
+    # A worker of the one launch per boot (train/node/launch.py): its preflight child, then its training.
+    ("node: preflight and training (one launch)", r"train\.node\.launch"),
     ("node: training", r"train/(train|gpt_train)\.py"),
     ("node: bucket sync", r"transfer\.py|node\.transfer"),
     ("node: preflight", r"preflight"),

@@ -25,17 +25,26 @@ from train.node.nvml import with_fault
 REPO = Path(__file__).resolve().parents[2]
 
 FAKE_TORCHRUN = r"""#!/usr/bin/env bash
-# Records its command line; answers the preflight module; records the training environment.
+# Records its command line; plays train/node/launch.py's gate (the preflight's lines and verdict, then the
+# wait for `go`); records the training environment.
 printf '%s\n' "$*" >>"$FAKE_DIR/torchrun.log"
-if [[ "$*" == *"-m train.node.preflight "* ]]; then
-  echo "TRAINSTACK_GEMM gpu=0 tflops=${FAKE_TFLOPS:-700.0}"
-  echo "TRAINSTACK_ALLREDUCE ranks=64 bytes=1073741824 busbw=${FAKE_BUSBW:-500}GB/s"
-  echo "TRAINSTACK_BUSBW_GB_PER_S=${FAKE_BUSBW:-500}"
+gate=""
+args=("$@")
+for ((i = 0; i < ${#args[@]}; i++)); do
+  if [[ ${args[i]} == --gate ]]; then gate=${args[i + 1]}; fi
+done
+if [[ -n "$gate" ]]; then
+  {
+    echo "TRAINSTACK_GEMM gpu=0 tflops=${FAKE_TFLOPS:-700.0}"
+    echo "TRAINSTACK_ALLREDUCE ranks=64 bytes=1073741824 busbw=${FAKE_BUSBW:-500}GB/s"
+    echo "TRAINSTACK_BUSBW_GB_PER_S=${FAKE_BUSBW:-500}"
+  } >"$gate/preflight.out"
   if [[ -n "${FAKE_PREFLIGHT_FAIL:-}" ]]; then
-    echo "TRAINSTACK_FAIL $FAKE_PREFLIGHT_FAIL"
+    echo "$FAKE_PREFLIGHT_FAIL" >"$gate/failed"
     exit 1
   fi
-  exit 0
+  : >"$gate/passed"
+  while [[ ! -e "$gate/go" ]]; do sleep 0.05; done
 fi
 env | grep -E '^(TRAINSTACK_|NCCL_|GLOO_|MASTER_|NODE_RANK=|NUM_NODES=)' | sort >"$FAKE_DIR/train.env"
 if [[ -n "${FAKE_TRAIN_SLEEP:-}" ]]; then
@@ -123,12 +132,14 @@ def prod3(tmp_path: Path) -> Node:
 def test_rendered_values_without_runpod_env(prod3: Node) -> None:
     code, out = prod3.run()
     assert code == 0, out
-    preflight, train = prod3.torchrun_calls()
-    assert "--rdzv-endpoint=10.65.0.10:29501 --rdzv-id=prod-preflight" in preflight
-    assert train == (
+    # One launch: the preflight, then training, in the same workers (train/node/launch.py).
+    (launch,) = prod3.torchrun_calls()
+    assert launch.startswith(
         "--nnodes=8 --nproc-per-node=8 --node-rank=3 --rdzv-backend=c10d --rdzv-endpoint=10.65.0.10:29500 "
-        "--rdzv-id=prod --rdzv-conf=is_host=false --max-restarts=3 train/train.py"
-    )
+        f"--rdzv-id=prod --rdzv-conf=is_host=false --max-restarts=3 -m train.node.launch "
+        f"--gate {prod3.dir}/.run/gate.test-pod --record {prod3.dir}/logs/health-node-3.test-pod.json "
+    ), launch
+    assert launch.endswith(" -- train/train.py"), launch
     env = prod3.train_env()
     assert (env["TRAINSTACK_SHARD_INDEX"], env["TRAINSTACK_NUM_SHARDS"]) == ("3", "8")
     assert env["NCCL_SOCKET_IFNAME"] == env["GLOO_SOCKET_IFNAME"] == "ens1"
@@ -226,7 +237,7 @@ def test_preflight_failures(prod3: Node) -> None:
     why = "node: all-reduce bus bandwidth 3.50 GB/s is under the floor of 100 GB/s; a node is off the fabric"
     code, out = prod3.run(FAKE_BUSBW="3.5", FAKE_PREFLIGHT_FAIL=why)
     assert code != 0 and f"FATAL: preflight: {why} (record: " in out
-    assert "training" not in prod3.torchrun_calls()[-1]  # torchrun of training never started
+    assert not (prod3.dir / "train.env").exists()  # the workers never left the gate: no training
     code, out = prod3.run(TRAINSTACK_MIN_FREE_DISK_GB="999999999")
     assert code != 0 and "grow the disk" in out
     write_replay(prod3.replay, node_of(7))
@@ -386,7 +397,7 @@ def test_the_template_embeds_no_python() -> None:
     assert "<<'PY'" not in body and "<<PY" not in body
     assert not [line for line in body.splitlines() if line.lstrip().startswith(("import ", "from ", "def "))]
     # Every Python the script runs is a module of train/node/ (node_py, torchrun -m, python -m).
-    modules = {"healthgate", "preflight", "agent", "transfer"}
+    modules = {"healthgate", "launch", "agent", "transfer"}
     assert all(f"train.node.{m}" in body or f"node_py {m}" in body for m in modules)
 
 
@@ -395,13 +406,13 @@ def test_burn_in_runs_on_a_new_node_only_and_the_flight_recorder_is_on(prod3: No
     recorder's dump path and the heartbeat's folder."""
     code, out = prod3.run()
     assert code == 0, out
-    first = next(c for c in prod3.torchrun_calls() if "train.node.preflight" in c)
+    first = next(c for c in prod3.torchrun_calls() if "train.node.launch" in c)
     assert "--burn-in-s 600" in first
     env = prod3.train_env()
     assert env["TRAINSTACK_HEARTBEAT_DIR"] == f"{prod3.dir}/.run/heartbeat"
     code, out = prod3.run()
     assert code == 0 and "burn-in skipped: this node passed it earlier in this run" in out
-    again = [c for c in prod3.torchrun_calls() if "train.node.preflight" in c][-1]
+    again = [c for c in prod3.torchrun_calls() if "train.node.launch" in c][-1]
     assert "--burn-in-s 0" in again
 
 

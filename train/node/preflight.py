@@ -19,6 +19,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -298,10 +299,33 @@ def _judge_burn_in(
     _settle(ctx, "burn-in")
 
 
+def _init_group(backend: str) -> None:
+    """The preflight's process group: torchrun's own (env://), or, run by train/node/launch.py before training
+    in the same torchrun launch, a prefixed view of torchrun's store, so that training's group, made after
+    this one under the store's usual keys, finds none of this one's keys there."""
+    prefix = os.environ.get("TRAINSTACK_PREFLIGHT_STORE_PREFIX")
+    if not prefix:
+        dist.init_process_group(backend)
+        return
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    # torchrun's agent serves the store at MASTER_ADDR:MASTER_PORT (c10d rendezvous, the default); where it
+    # does not (TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1), rank 0 serves it, as env:// would.
+    agent = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
+    store = dist.TCPStore(
+        os.environ["MASTER_ADDR"],
+        int(os.environ["MASTER_PORT"]),
+        world,
+        is_master=rank == 0 and not agent,
+        timeout=timedelta(minutes=10),
+        wait_for_workers=False,
+    )
+    dist.init_process_group(backend, store=dist.PrefixStore(prefix, store), rank=rank, world_size=world)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _args(argv)
     cuda = os.environ.get("TRAINSTACK_DEVICE", "cuda") == "cuda"
-    dist.init_process_group("nccl" if cuda else "gloo")
+    _init_group("nccl" if cuda else "gloo")
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     device = torch.device(f"cuda:{local_rank}" if cuda else "cpu")
     if cuda:

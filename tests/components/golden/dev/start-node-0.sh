@@ -169,6 +169,8 @@ setup_shards() {
   export TRAINSTACK_STOP_FILE="$TRAINSTACK_CHECKPOINT_DIR/.trainstack-stop"
   # Node-scoped files: the workdir may be a volume that every node of the cluster mounts.
   NODE_ID=${RUNPOD_POD_ID:-$(hostname)}
+  # The gate between this node's preflight and its training in the one torchrun launch (train/node/launch.py).
+  GATE_DIR="$TRAINSTACK_WORKDIR/.run/gate.$NODE_ID"
   METRICS_DIR="$TRAINSTACK_WORKDIR/metrics"
   # The training-progress contract (train/node/progress.py): the job appends one JSON line per logged step.
   export TRAINSTACK_PROGRESS_FILE=${TRAINSTACK_PROGRESS_FILE:-$METRICS_DIR/progress-node-$TRAINSTACK_POD_INDEX.$NODE_ID.jsonl}
@@ -224,11 +226,13 @@ set_rdzv_args() {
   if [[ -n "${NODE_ADDR:-}" ]]; then RDZV_ARGS+=(--local-addr="$NODE_ADDR"); fi
 }
 
-# The torchrun preflight (train/node/preflight.py): straggler GEMM on every GPU at once, the NCCL
-# all-reduce sweep against the floor, then the burn-in when training.burn_in_min is set. Its figures go into
-# the health record; a failure ends it with one `TRAINSTACK_FAIL <reason>` line.
-preflight_torchrun() {
-  local out status=0 busbw fail floor=$TRAINSTACK_NCCL_MIN_BUSBW_GB_PER_S burn_in_s=$TRAINSTACK_BURN_IN_S
+# One torchrun launch per boot (train/node/launch.py): each worker runs the preflight first (straggler GEMM on
+# every GPU at once, the NCCL all-reduce sweep against the floor, then the burn-in when training.burn_in_min
+# is set), then waits at the node's gate until this script has fetched the checkpoint (`go`), then trains.
+# The preflight's figures go into the health record; a failure is one `failed` line in the gate folder.
+# Sets TRAIN_PID (torchrun) and returns once every rank passed; dies on a refusal.
+launch_torchrun() {
+  local status=0 busbw fail floor=$TRAINSTACK_NCCL_MIN_BUSBW_GB_PER_S burn_in_s=$TRAINSTACK_BURN_IN_S
   # Burn-in is for new hardware: a node that passed it in this run (the same pod, restarted) skips it.
   local burned="$TRAINSTACK_WORKDIR/.run/burned-in.$NODE_ID"
   if [[ $burn_in_s != 0 && -f $burned ]]; then
@@ -238,27 +242,44 @@ preflight_torchrun() {
   # A floor that is not a plain number ("nan", "", "fast") would compare as 0 and pass any fabric.
   [[ "$floor" =~ ^[0-9]+([.][0-9]+)?([eE][-+]?[0-9]+)?$ ]] ||
     die "TRAINSTACK_NCCL_MIN_BUSBW_GB_PER_S='$floor' is not a number of GB/s; set a floor such as 300 (0 only reports)"
-  # A port and id of its own, so the training rendezvous below starts clean.
-  set_rdzv_args "$((MASTER_PORT + 1))" "$TRAINSTACK_JOB-preflight"
-  out=$(PYTHONPATH="$TRAINSTACK_WORKDIR${PYTHONPATH:+:$PYTHONPATH}" CUDA_DEVICE_ORDER=PCI_BUS_ID \
-    torchrun "${RDZV_ARGS[@]}" --max-restarts=0 -m train.node.preflight --record "$HEALTH_RECORD" \
-    --replace "$REPLACE" --gemm-floor-tflops "$TRAINSTACK_GEMM_FLOOR_TFLOPS" \
+  rm -rf "$GATE_DIR"
+  mkdir -p "$GATE_DIR"
+  set_rdzv_args "$MASTER_PORT" "$TRAINSTACK_JOB"
+  log "torchrun: $NUM_NODES node(s) x $NPROC_PER_NODE, rank $NODE_RANK, shard $TRAINSTACK_SHARD_INDEX/$TRAINSTACK_NUM_SHARDS"
+  PYTHONPATH="$TRAINSTACK_WORKDIR${PYTHONPATH:+:$PYTHONPATH}" CUDA_DEVICE_ORDER=PCI_BUS_ID \
+    torchrun "${RDZV_ARGS[@]}" --max-restarts="$TRAINSTACK_MAX_RESTARTS" -m train.node.launch --gate "$GATE_DIR" \
+    --record "$HEALTH_RECORD" --replace "$REPLACE" --gemm-floor-tflops "$TRAINSTACK_GEMM_FLOOR_TFLOPS" \
     --straggler-tolerance-pct "$TRAINSTACK_STRAGGLER_TOLERANCE_PCT" \
     --busbw-floor-gb-per-s "$floor" --burn-in-s "$burn_in_s" \
     --burn-in-clock-drop-pct "$TRAINSTACK_BURN_IN_CLOCK_DROP_PCT" \
-    --burn-in-busbw-drop-pct "$TRAINSTACK_BURN_IN_BUSBW_DROP_PCT") || status=$?
-  while read -r tag fields; do
-    case $tag in
-      TRAINSTACK_GEMM) log "straggler test: $fields" ;;
-      TRAINSTACK_ALLREDUCE) log "all-reduce $fields" ;;
-      TRAINSTACK_BURNIN) log "burn-in: $fields" ;;
-    esac
-  done <<<"$out"
-  fail=$(sed -n 's/^TRAINSTACK_FAIL //p' <<<"$out" | head -n 1)
-  if [[ -n "$fail" ]]; then die "preflight: $fail (record: $HEALTH_RECORD)"; fi
-  ((status == 0)) || die "preflight failed (exit $status); see above"
+    --burn-in-busbw-drop-pct "$TRAINSTACK_BURN_IN_BUSBW_DROP_PCT" -- "${TRAIN_COMMAND[@]}" &
+  TRAIN_PID=$!
+  # The verdict: a file in the gate folder, or torchrun gone without one (a bounded wait: the preflight's
+  # collectives time out, and torchrun ends when its workers do).
+  while [[ ! -e $GATE_DIR/passed && ! -e $GATE_DIR/failed ]] && kill -0 "$TRAIN_PID" 2>/dev/null; do
+    sleep 0.2
+  done
+  if [[ -f $GATE_DIR/preflight.out ]]; then
+    while read -r tag fields; do
+      case $tag in
+        TRAINSTACK_GEMM) log "straggler test: $fields" ;;
+        TRAINSTACK_ALLREDUCE) log "all-reduce $fields" ;;
+        TRAINSTACK_BURNIN) log "burn-in: $fields" ;;
+      esac
+    done <"$GATE_DIR/preflight.out"
+  fi
+  if [[ ! -e $GATE_DIR/passed ]]; then
+    if [[ -e $GATE_DIR/failed ]]; then
+      fail=$(head -n 1 "$GATE_DIR/failed")
+      stop_training wait
+      die "preflight: $fail (record: $HEALTH_RECORD)"
+    fi
+    wait "$TRAIN_PID" || status=$?
+    TRAIN_PID=""
+    die "preflight failed (exit $status); see above"
+  fi
   if [[ $burn_in_s != 0 ]]; then mkdir -p "$(dirname "$burned")" && : >"$burned"; fi
-  busbw=$(sed -n 's/^TRAINSTACK_BUSBW_GB_PER_S=//p' <<<"$out" | tail -n 1)
+  busbw=$(sed -n 's/^TRAINSTACK_BUSBW_GB_PER_S=//p' "$GATE_DIR/preflight.out" 2>/dev/null | tail -n 1)
   [[ "$busbw" =~ ^[0-9]+([.][0-9]+)?$ ]] || die "all-reduce preflight printed no usable bandwidth ('$busbw')"
   if ((NUM_NODES * NPROC_PER_NODE < 2)); then
     # One rank moves no data between GPUs: bus bandwidth is 0 by definition, so no floor applies.
@@ -268,9 +289,25 @@ preflight_torchrun() {
   fi
 }
 
+# torchrun, if it still runs: TERM (torchrun passes it to its workers and ends them). `stop_training wait`
+# also waits for it (a preflight refusal: its workers are in no collective any more, they end at once); the
+# EXIT trap does not (a SIGTERM's 5 s notice never waits for training).
+stop_training() {
+  if [[ -n "$TRAIN_PID" ]]; then
+    kill -TERM "$TRAIN_PID" 2>/dev/null || true
+    if [[ ${1:-} == wait ]]; then wait "$TRAIN_PID" 2>/dev/null || true; fi
+    TRAIN_PID=""
+  fi
+}
+
 # --- 6. checkpoints in the bucket ---------------------------------------------------------------------
 # bucket resume|sync|newest [seconds]: fetch the newest checkpoint / upload missing ones / upload only
 # the newest, giving up after the given seconds (0, the default, means no limit).
+# The run's identity and bucket, for the node tools and for training (whose ranks the diagnostics read them
+# from): exported once, before the one torchrun launch.
+export_run() {
+  export TRAINSTACK_CHECKPOINT_BUCKET TRAINSTACK_CHECKPOINT_PREFIX TRAINSTACK_RUN_ID TRAINSTACK_STARTED_AT
+}
 bucket() {
   if [[ -z "$TRAINSTACK_CHECKPOINT_BUCKET" ]]; then
     return 0
@@ -279,7 +316,6 @@ bucket() {
     log "dry run: bucket $1 s3://$TRAINSTACK_CHECKPOINT_BUCKET/$TRAINSTACK_CHECKPOINT_PREFIX/ <-> $TRAINSTACK_CHECKPOINT_DIR"
     return 0
   fi
-  export TRAINSTACK_CHECKPOINT_BUCKET TRAINSTACK_CHECKPOINT_PREFIX TRAINSTACK_RUN_ID TRAINSTACK_STARTED_AT
   if [[ $1 == finish ]]; then
     # train/node/transfer.py finish STATUS: waits for every node's sync mark on the job's rank 0.
     env PYTHONPATH="$TRAINSTACK_WORKDIR${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" -m train.node.transfer finish "$2"
@@ -397,14 +433,17 @@ on_term() {
 # PyTorch's NCCL flight recorder: every rank keeps its last collectives in a ring buffer and, when the
 # watchdog times a collective out, dumps it to $TORCH_NCCL_DEBUG_INFO_TEMP_FILE<rank> on the workdir's
 # volume, where scripts/supervise's diagnostics collect it with every rank's py-spy stack. Then the
-# heartbeat: every 30 s, each training rank's process state on this node ($TRAINSTACK_HEARTBEAT_DIR).
-start_heartbeat() {
+# heartbeat: every 30 s, each training rank's process state on this node ($TRAINSTACK_HEARTBEAT_DIR). The
+# recorder's variables are exported before the launch (export_flight_recorder), the heartbeat once training starts.
+export_flight_recorder() {
   export TORCH_NCCL_TRACE_BUFFER_SIZE=${TORCH_NCCL_TRACE_BUFFER_SIZE:-2000}
   export TORCH_NCCL_DUMP_ON_TIMEOUT=${TORCH_NCCL_DUMP_ON_TIMEOUT:-1}
   local trace="$TRAINSTACK_WORKDIR/diagnostics/nccl-trace-$NODE_ID-rank"
   export TORCH_NCCL_DEBUG_INFO_TEMP_FILE=${TORCH_NCCL_DEBUG_INFO_TEMP_FILE:-$trace}
   export TRAINSTACK_HEARTBEAT_DIR=${TRAINSTACK_HEARTBEAT_DIR:-$TRAINSTACK_WORKDIR/.run/heartbeat}
   mkdir -p "$(dirname "$TORCH_NCCL_DEBUG_INFO_TEMP_FILE")"
+}
+start_heartbeat() {
   (exec env PYTHONPATH="$TRAINSTACK_WORKDIR${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" -m train.node.diagnostics \
     heartbeat --every-s 30 2>>"$METRICS_DIR/heartbeat.log") &
   BACKGROUND_PIDS+=("$!")
@@ -432,9 +471,9 @@ write_exit_record() {
   EXIT_RECORD_WRITTEN=1
   log=$(readlink "/proc/$$/fd/1" 2>/dev/null) || log=""
   [[ -f $log ]] || log=""
-  # The run's identity and bucket are exported only once `bucket` first runs (the resume): a script that
-  # failed before that (secrets, health gate, disk, preflight: a run that never started) passes them here,
-  # or its record never reached the bucket.
+  # The run's identity and bucket are exported only just before the launch (export_run): a script that
+  # failed before that (secrets, health gate, disk: a run that never started) passes them here, or its
+  # record never reached the bucket.
   TRAINSTACK_SECRET_NAMES="${SECRET_NAMES[*]}" PYTHONPATH="$TRAINSTACK_WORKDIR${PYTHONPATH:+:$PYTHONPATH}" \
     TRAINSTACK_CHECKPOINT_BUCKET="${TRAINSTACK_CHECKPOINT_BUCKET:-}" TRAINSTACK_RUN_ID="${TRAINSTACK_RUN_ID:-}" \
     TRAINSTACK_JOB="${TRAINSTACK_JOB:-}" TRAINSTACK_POD_INDEX="${TRAINSTACK_POD_INDEX:-0}" \
@@ -448,6 +487,7 @@ write_exit_record() {
 on_exit() {
   local status=$?
   trap - EXIT
+  stop_training # a death after the launch (a refused preflight, a failed resume) leaves no worker behind
   write_exit_record "$status"
   exit "$status"
 }
@@ -468,20 +508,20 @@ main() {
   TRAINSTACK_PHASE=disk
   preflight_disk
   rm -f "$TRAINSTACK_STOP_FILE"
+  # What the training processes inherit is set before the one launch: run identity, flight recorder, dirs.
+  export_run
+  export_flight_recorder
+  mkdir -p "$METRICS_DIR" "$(dirname "$TRAINSTACK_PROGRESS_FILE")"
+  cd "$TRAINSTACK_WORKDIR"
   TRAINSTACK_PHASE=preflight
-  preflight_torchrun
+  launch_torchrun
   TRAINSTACK_PHASE=resume
   bucket resume
   TRAINSTACK_PHASE=training
-  mkdir -p "$METRICS_DIR" "$(dirname "$TRAINSTACK_PROGRESS_FILE")"
-  cd "$TRAINSTACK_WORKDIR"
   start_agent
   start_aggregator
   start_heartbeat
-  set_rdzv_args "$MASTER_PORT" "$TRAINSTACK_JOB"
-  log "torchrun: $NUM_NODES node(s) x $NPROC_PER_NODE, rank $NODE_RANK, shard $TRAINSTACK_SHARD_INDEX/$TRAINSTACK_NUM_SHARDS"
-  torchrun "${RDZV_ARGS[@]}" --max-restarts="$TRAINSTACK_MAX_RESTARTS" "${TRAIN_COMMAND[@]}" &
-  TRAIN_PID=$!
+  : >"$GATE_DIR/go" # the workers leave the gate and train
   sync_timer &
   BACKGROUND_PIDS+=("$!")
   watchdog "$TRAIN_PID" &

@@ -56,9 +56,9 @@ class _Warm(pydantic.BaseModel):  # pydantic loads its model machinery with the 
     x: int = 0
 _Warm.model_json_schema()  # and its JSON schema machinery with the pack's first policy config schema
 T, C = time.perf_counter, time.process_time
-import stackconfig.config
+import stackconfig.loader
 import policy.rules
-from stackconfig.config import load_stack_config
+from stackconfig.loader import load_stack_config
 from pulumi_policy import StackValidationArgs
 from policy.rules.forecast import COMPONENT, POLICIES
 from stackconfig.files import read_config

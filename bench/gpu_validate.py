@@ -3,7 +3,7 @@
     python -m bench.gpu_validate --gpus 1 --out .gpu-run      # one node (renders here; needs the venv)
     bash .gpu-run/run.sh "$OUT"                                  # runs there (needs bash, python3 + torch)
     python -m bench.gpu_validate --plan x2 --out DIR           # everything for a 2-GPU host, then there:
-    bash DIR/x2.sh "$OUT"                                        # (scripts/gpu-x2.sh)
+    bash DIR/x2.sh "$OUT"                                        # (bench/gpu/x2.sh)
 
 A variant is the `dev` stack's config with the cluster's shape (and, for the transformer, the training
 command) changed, rendered by the same pure functions `pulumi up` uses (components/render.py) for nodes at
@@ -30,7 +30,8 @@ from stackconfig import files
 from stackconfig.config import StackConfig
 
 REPO = Path(__file__).resolve().parents[1]
-RUNNERS = {"run.sh": "gpu-run.sh", "run-2node.sh": "gpu-run-2node.sh", "x2.sh": "gpu-x2.sh"}
+# The GPU machine's runners (bench/gpu/), copied beside what they run under the same names.
+RUNNERS = REPO / "bench" / "gpu"
 
 # The transformer job of the 2-GPU plan (train/gpt_train.py): 124M parameters across the two nodes
 # (checkpoints of 1.5 GB save in seconds), FSDP on the 2-GPU node so that its resume is proven too. Over
@@ -67,7 +68,7 @@ def render(stack: str, nodes: int, gpus: int, out: Path, command: str | None = N
         shutil.rmtree(out)
     (out / "work").mkdir(parents=True)
     shutil.copytree(REPO / "train", out / "work" / "train", ignore=shutil.ignore_patterns("__pycache__"))
-    runners = {name: (REPO / "scripts" / src).read_text() for name, src in RUNNERS.items() if name != "x2.sh"}
+    runners = {name: (RUNNERS / name).read_text() for name in ("run.sh", "run-2node.sh")}
     written = []
     for name, text in {**artifacts.files(), **runners}.items():
         path = out / name
@@ -85,7 +86,7 @@ def render_x2(stack: str, out: Path) -> list[Path]:
     written = render(stack, 2, 1, out / "two-nodes", GPT_2NODE)
     written += render(stack, 1, 2, out / "one-node", GPT_1NODE)
     runner = out / "x2.sh"
-    runner.write_text((REPO / "scripts" / RUNNERS["x2.sh"]).read_text())
+    runner.write_text((RUNNERS / "x2.sh").read_text())
     runner.chmod(0o755)
     return [*written, runner]
 

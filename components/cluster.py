@@ -54,9 +54,9 @@ from stackconfig.config import (
     ConfigError,
     ConfigProblem,
     StackConfig,
-    load_stack_config,
     secret_config_key,
 )
+from stackconfig.loader import load_stack_config
 from stackconfig.supervisor import data_center_order, run_cost_cap
 
 __all__ = ["H100Cluster", "H100ClusterArgs", "read_secret_values", "read_stack_config", "write_artifacts"]

@@ -31,7 +31,8 @@ from forecast.compare import CompareError, compare
 from forecast.stack import stack_forecast
 from forecast.table import render, render_compare
 from stackconfig import files
-from stackconfig.config import NAMESPACE, ConfigError, StackConfig, load_stack_config
+from stackconfig.config import NAMESPACE, ConfigError, StackConfig
+from stackconfig.loader import load_stack_config
 from stackconfig.model import ModelConfig, parameter_notice
 from stackconfig.supervisor import RUN_CAP_KEY, run_cost_cap
 

@@ -32,7 +32,8 @@ from components.names import DeclaredResources, declared_resources
 from facts.money import HOURS_PER_MONTH, SNAPSHOT
 from facts.pods import OWNER_ENV
 from ops.ownership import Kind, Live, is_ours, looks_like
-from stackconfig.config import ConfigError, load_stack_config
+from stackconfig.config import ConfigError
+from stackconfig.loader import load_stack_config
 
 __all__ = ["Live", "find_orphans", "main", "read_live", "state_ids"]
 

@@ -17,7 +17,8 @@ from typing import Any
 
 from forecast.stack import run_cost
 from stackconfig import files
-from stackconfig.config import ConfigError, load_stack_config
+from stackconfig.config import ConfigError
+from stackconfig.loader import load_stack_config
 from stackconfig.pricing import stack_price
 
 REPO = Path(__file__).resolve().parents[1]

@@ -4,7 +4,8 @@ checked.
 | module | what |
 |---|---|
 | `stackconfig.files` | the one door to `stacks/Pulumi.<stack>.yaml`: its config map, the stack names |
-| `stackconfig.config` | the models (`StackConfig`, its sections), `load_stack_config`, problems, fixes |
+| `stackconfig.config` | the models (`StackConfig`, its sections), the keys, `ConfigProblem`, `ConfigError` |
+| `stackconfig.loader` | `load_stack_config`: a config parsed into the models, each problem with its fix |
 | `stackconfig.rules` | rules across fields: topology, capacity, placement, training, budget |
 | `stackconfig.pricing` | what a stack costs per hour at the price snapshot, in the providers' terms |
 | `stackconfig.model` | `training.model`: the model the forecast reads |

@@ -68,6 +68,6 @@ def without_secrets(raw: Mapping[str, Any]) -> dict[str, Any]:
 
 def load(stack: str, stacks_dir: Path = STACKS_DIR, warn: Callable[[str], None] | None = None) -> StackConfig:
     """The stack file's config, parsed and checked (ConfigError lists every problem)."""
-    from stackconfig.config import load_stack_config  # the models build only for callers that parse
+    from stackconfig.loader import load_stack_config  # the models build only for callers that parse
 
     return load_stack_config(without_secrets(read_config(stack, stacks_dir)), warn=warn)

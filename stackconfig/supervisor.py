@@ -123,7 +123,7 @@ class RecoveryConfig(_Section):
     # 10: PyTorch's default NCCL process-group timeout (torch.distributed.init_process_group), after which
     # its watchdog aborts a collective still pending; supervisor/recover.py stall_threshold_s. Not the
     # alert: trainstack:alerts.stalled_after_min (15) tells a person, this one makes the supervisor act
-    # (diagnose, then restart). Formerly `stalled_after_min` here too, still read (stackconfig/config.py).
+    # (diagnose, then restart). Formerly `stalled_after_min` here too, still read (stackconfig/loader.py).
     hang_after_min: float = Field(10.0, gt=0)
     unreachable_rounds: int = Field(2, ge=1, le=100)
     max_recoveries: int = Field(3, ge=0, le=50)

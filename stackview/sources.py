@@ -20,6 +20,7 @@ from components.delivery import known_hosts_file
 from components.render import job_files
 from providers.delivery.ssh import DeliveryError, Ssh, SshTarget
 from providers.errors import TrainstackError
+from stackconfig.config import TrainingConfig
 from train.node import exitrecord
 
 if TYPE_CHECKING:
@@ -178,7 +179,7 @@ def _node_state(
     stack: str, outputs: Mapping[str, Any], node: NodeOutput, run: Callable[[SshTarget, str], str]
 ) -> dict[str, Any]:
     """One node's aggregator state file (its job's first node)."""
-    workdir = str(outputs.get("workdir") or "/workspace/trainstack")
+    workdir = _workdir(outputs)
     who = f"node {node.rank} ({node.pod_id})"
     target = node_target(stack, node)
     path = f"{workdir}/{job_files(is_pool(outputs), node.rank)[2]}"
@@ -213,19 +214,14 @@ def training_log_tails(
     (`<workdir>/logs/start-node-<rank>.<pod id>.log`, on the node or its volume), read over SSH for the nodes
     whose agent did not answer. A node SSH cannot reach, or without that log yet, is left out (the caller
     then reads RunPod's container log)."""
-    workdir = str(outputs.get("workdir") or "/workspace/trainstack")
-    run = run or _over_ssh(timeout_s)
-    out: dict[str, list[str]] = {}
-    for node, target in _targets(stack, outputs, pod_ids):
-        pod_id = node.pod_id
-        log = shlex.quote(f"{workdir}/logs/start-node-{node.rank}.{pod_id}.log")
-        try:
-            text = run(target, f"if [ -e {log} ]; then tail -n {int(lines)} {log}; fi")
-        except DeliveryError:
-            continue
-        if text.strip():
-            out[pod_id] = text.rstrip("\n").splitlines()[-lines:]
-    return out
+    workdir = _workdir(outputs)
+
+    def tail(node: NodeOutput) -> str:
+        log = shlex.quote(f"{workdir}/logs/start-node-{node.rank}.{node.pod_id}.log")
+        return f"if [ -e {log} ]; then tail -n {int(lines)} {log}; fi"
+
+    read = _read_on_nodes(stack, outputs, pod_ids, tail, run or _over_ssh(timeout_s))
+    return {pod_id: text.rstrip("\n").splitlines()[-lines:] for pod_id, text in read if text.strip()}
 
 
 def exit_records(
@@ -238,17 +234,15 @@ def exit_records(
     """The exit record of each listed node whose start script has ended (train/node/exitrecord.py, written by
     its EXIT trap at `<workdir>/metrics/exit-node-<pod index>.<pod id>.json`), read over SSH. A node without
     one (still running, or SSH cannot reach it) is left out; a record that does not parse is left out too."""
-    workdir = str(outputs.get("workdir") or "/workspace/trainstack")
-    run = run or _over_ssh(timeout_s)
-    out: dict[str, exitrecord.ExitRecord] = {}
-    for node, target in _targets(stack, outputs, pod_ids):
-        pod_id = node.pod_id
+    workdir = _workdir(outputs)
+
+    def cat(node: NodeOutput) -> str:
         # The pod index is the job's; a pool pod's job has rank 0 on every pod: match by pod id.
-        pattern = f"{shlex.quote(workdir + '/metrics/exit-node-')}*.{shlex.quote(pod_id)}.json"
-        try:
-            text = run(target, f'for f in {pattern}; do [ -e "$f" ] && head -c 65536 "$f"; done; true')
-        except DeliveryError:
-            continue
+        pattern = f"{shlex.quote(workdir + '/metrics/exit-node-')}*.{shlex.quote(node.pod_id)}.json"
+        return f'for f in {pattern}; do [ -e "$f" ] && head -c 65536 "$f"; done; true'
+
+    out: dict[str, exitrecord.ExitRecord] = {}
+    for pod_id, text in _read_on_nodes(stack, outputs, pod_ids, cat, run or _over_ssh(timeout_s)):
         record = exitrecord.parse(text.strip()) if text.strip() else None
         if record is not None:
             out[pod_id] = record
@@ -301,6 +295,26 @@ def _targets(
     for node in stack_nodes(stack, outputs):
         if node.pod_id in pod_ids:
             yield node, node_target(stack, node)
+
+
+def _read_on_nodes(
+    stack: str,
+    outputs: Mapping[str, Any],
+    pod_ids: Sequence[str],
+    command: Callable[[NodeOutput], str],
+    run: Callable[[SshTarget, str], str],
+) -> Iterator[tuple[str, str]]:
+    """(pod id, what `command(node)` printed) of each listed node over SSH; a node SSH cannot reach: none."""
+    for node, target in _targets(stack, outputs, pod_ids):
+        try:
+            yield node.pod_id, run(target, command(node))
+        except DeliveryError:
+            continue
+
+
+def _workdir(outputs: Mapping[str, Any]) -> str:
+    """The nodes' workdir: the stack's output, else the default written on the model (`training.workdir`)."""
+    return str(outputs.get("workdir") or TrainingConfig.model_fields["workdir"].default)
 
 
 def _over_ssh(timeout_s: float) -> Callable[[SshTarget, str], str]:

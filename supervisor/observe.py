@@ -16,7 +16,8 @@ from typing import Any
 from common import pulumi
 from common.outputs import NodeOutput
 from components.render import stack_run_ids
-from stackconfig.config import StackConfig, load_stack_config
+from stackconfig.config import StackConfig
+from stackconfig.loader import load_stack_config
 from stackview import snapshot, sources
 from supervisor import faults
 from supervisor.model import ExitFacts, Observation, RunState

@@ -112,3 +112,50 @@ def test_scripts_python_modules_stay_thin() -> None:
     assert modules, "scripts/ has no Python module: the glob is wrong"
     long = {p.name: n for p in modules if (n := len(p.read_text().splitlines())) > 60}
     assert not long, f"move these modules' logic into a package (bench/, ops/, ...): {long}"
+
+
+SHELL_LIMIT = 150  # lines of shell in scripts/, bootstrap apart (issue #46): the workflow is Python
+
+
+def shell_lines(directory: Path) -> dict[str, int]:
+    """Each shell file of `directory` but `bootstrap` -> its lines. A file that is neither shell (a bash
+    shebang, or sourced: `# shellcheck shell=bash`) nor a Python module fails, so none escapes the count."""
+    counted = {}
+    for path in sorted(p for p in directory.iterdir() if p.is_file() and p.suffix != ".py"):
+        if path.name == "bootstrap":
+            continue
+        lines = path.read_text().splitlines()
+        first = lines[0] if lines else ""
+        assert first == "#!/usr/bin/env bash" or first.startswith("# shellcheck shell="), (
+            f"{path} is neither shell nor a Python module: it has no place in scripts/"
+        )
+        counted[path.name] = len(lines)
+    return counted
+
+
+def _over(directory: Path) -> str:
+    counted = shell_lines(directory)
+    total = sum(counted.values())
+    largest = sorted(counted.items(), key=lambda kv: -kv[1])[:5]
+    return (
+        "" if total <= SHELL_LIMIT else f"{total} lines of shell (largest: {largest}); move logic into Python"
+    )
+
+
+def test_the_shell_in_scripts_stays_under_its_limit() -> None:
+    counted = shell_lines(REPO / "scripts")
+    assert {"up", "check", "env.sh", "bootstrap-torch"} <= counted.keys()  # the count sees them
+    assert _over(REPO / "scripts") == ""
+
+
+def test_the_shell_limit_can_fail(tmp_path: Path) -> None:
+    (tmp_path / "bootstrap").write_text("#!/usr/bin/env bash\n" + ":\n" * 500)  # not counted, however long
+    (tmp_path / "up").write_text((REPO / "scripts" / "up").read_text())  # 2 lines
+    (tmp_path / "env.sh").write_text("# shellcheck shell=bash\n:\n")  # sourced: counted too
+    (tmp_path / "cli.py").write_text("# not shell\n" * 200)
+    assert _over(tmp_path) == ""
+    (tmp_path / "long").write_text("#!/usr/bin/env bash\n" + ":\n" * SHELL_LIMIT)
+    assert _over(tmp_path).startswith(f"{SHELL_LIMIT + 1 + 2 + 2} lines of shell")
+    (tmp_path / "notes.txt").write_text("a note\n")
+    with pytest.raises(AssertionError, match="neither shell nor a Python module"):
+        shell_lines(tmp_path)

@@ -12,9 +12,10 @@ import pytest
 import yaml
 
 from components.guards import plaintext_problems, run_cost_problems, stack_name_problems
-from stackconfig.config import ConfigError, load_stack_config
+from stackconfig.config import ConfigError
 from stackconfig.credentials import SHAPES, credential_kind, find_credentials, mask
 from stackconfig.image_ref import image_reference_problem
+from stackconfig.loader import load_stack_config
 
 # Canary credentials in each documented shape (not real: made-up characters in the issuers' formats).
 CANARIES = {

@@ -14,7 +14,7 @@ import boto3
 import pytest
 
 from harness.local import LocalRunPod
-from stackconfig.config import load_stack_config
+from stackconfig.loader import load_stack_config
 from supervisor.act import Recoverer
 from supervisor.decide import Policy, decide
 from supervisor.faults import fleet_of, pod_statuses

@@ -20,7 +20,8 @@ import boto3
 import pytest
 
 from harness.local import LocalRunPod
-from stackconfig.config import StackConfig, load_stack_config
+from stackconfig.config import StackConfig
+from stackconfig.loader import load_stack_config
 from supervisor.act import CLUSTER_TYPE, Actuator, Recoverer, recover_with
 from supervisor.decide import Policy, decide
 from supervisor.faults import Attempt, fleet_of, pod_statuses

@@ -17,7 +17,7 @@ from facts.pods import OWNER_ENV
 from ops import orphans
 from ops.orphans import find_orphans, state_ids
 from ops.ownership import Live, is_ours
-from stackconfig.config import load_stack_config
+from stackconfig.loader import load_stack_config
 
 MARK = owner_mark("trainstack", "dev")
 # dev as the tests declare it: 2 pods, no cluster, no volume, one secret.

@@ -8,7 +8,7 @@ import pytest
 
 from forecast.stack import stack_forecast
 from policy.rules.forecast import COMPONENT, MODEL_FITS, MODEL_MAY_NOT_FIT, RUN_COST, RUN_HOURS
-from stackconfig.config import load_stack_config
+from stackconfig.loader import load_stack_config
 from tests.components.conftest import stack_config
 from tests.policy.factories import POD, check_stack, pod, stack_resource
 

@@ -10,7 +10,7 @@ from forecast.compare import stack_output
 from report.forecast import forecast_json, forecast_table
 from report.groups import group_changes, index_range
 from report.parse import PropertyChange, ResourceChange
-from stackconfig.config import load_stack_config
+from stackconfig.loader import load_stack_config
 from tests.components.conftest import stack_config
 
 

@@ -180,7 +180,7 @@ def test_headline_run_cost_follows_the_forecast_a_tokens_x10_change_shows_x10() 
     import yaml
 
     from forecast.stack import stack_forecast
-    from stackconfig.config import load_stack_config
+    from stackconfig.loader import load_stack_config
 
     raw = yaml.safe_load((Path(__file__).resolve().parents[2] / "stacks/Pulumi.prod.yaml").read_text())[
         "config"

@@ -12,7 +12,8 @@ from common.cachedir import cache_dir
 from components.alerts import stack_alert_rules
 from forecast.stack import stack_forecast
 from stackconfig.alerts import AlertsConfig, alert_rules, prometheus_rules
-from stackconfig.config import ConfigError, load_stack_config
+from stackconfig.config import ConfigError
+from stackconfig.loader import load_stack_config
 from train.monitor.rules import AlertRules
 
 REPO = Path(__file__).resolve().parents[2]

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from stackconfig.config import ConfigError, load_stack_config, secret_config_key
+from stackconfig.config import ConfigError, secret_config_key
+from stackconfig.loader import load_stack_config
 from stackconfig.pricing import cost_per_hour, gpu_hour_price
 from stackconfig.rules import unverified_spend_limit_notice
 from tests.components.conftest import stack_config

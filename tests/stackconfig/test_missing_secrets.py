@@ -12,7 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from stackconfig import files
-from stackconfig.config import ConfigError, load_stack_config
+from stackconfig.config import ConfigError
+from stackconfig.loader import load_stack_config
 
 S3 = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
 

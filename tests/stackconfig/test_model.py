@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from facts.gpus import GPUS
-from stackconfig.config import ConfigError, load_stack_config
+from stackconfig.config import ConfigError
+from stackconfig.loader import load_stack_config
 from stackconfig.model import model_problems
 
 MODEL: dict[str, Any] = {

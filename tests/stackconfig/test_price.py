@@ -16,7 +16,8 @@ from providers.runpod.cluster import InstantClusterProvider
 from providers.runpod.inputs import NetworkVolumeInputs
 from providers.runpod.pod import PodProvider
 from providers.runpod.volume import NetworkVolumeProvider
-from stackconfig.config import StackConfig, load_stack_config
+from stackconfig.config import StackConfig
+from stackconfig.loader import load_stack_config
 from stackconfig.pricing import stack_price
 
 REPO = Path(__file__).resolve().parents[2]

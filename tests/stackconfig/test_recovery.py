@@ -8,7 +8,8 @@ import pytest
 
 from components.cluster import _container_fields, _pod_inputs
 from providers.runpod.pod import PodProvider
-from stackconfig.config import ConfigError, load_stack_config
+from stackconfig.config import ConfigError
+from stackconfig.loader import load_stack_config
 from stackconfig.supervisor import data_center_order
 
 

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from stackconfig.config import ConfigError, load_stack_config
+from stackconfig.config import ConfigError
+from stackconfig.loader import load_stack_config
 from stackconfig.slurm import is_runpod_pytorch_image
 from tests.stackconfig.test_config import BASE
 

@@ -11,7 +11,8 @@ from components.alerts import stack_alert_rules
 from components.cluster import H100Cluster, H100ClusterArgs
 from components.render import render_start_script, stack_run_ids
 from forecast.stack import stack_forecast
-from stackconfig.config import ConfigError, load_stack_config
+from stackconfig.config import ConfigError
+from stackconfig.loader import load_stack_config
 from stackconfig.supervisor import RunConfig, SupervisorConfig, cap_notice, run_cost_cap
 from tests.components.conftest import fake_nodes, stack_config
 from tests.components.test_cluster import BUCKET, CLUSTER, POD, SECRET, SECRET_VALUES, VOLUME, FakeProviders
@@ -181,7 +182,8 @@ def test_ended_trials_are_a_pools_pod_indices_each_once() -> None:
     """trainstack:run.ended_trials (the supervisor's, issue #42): accepted as a YAML list on a pool; refused
     on a cluster, out of range or twice, naming the key and the fix."""
     from stackconfig import files
-    from stackconfig.config import ConfigError, load_stack_config
+    from stackconfig.config import ConfigError
+    from stackconfig.loader import load_stack_config
 
     values = files.read_config("search")
     ok = load_stack_config({**values, "trainstack:run": {"max_cost_usd": 1500, "ended_trials": [3, 1]}})

@@ -1,6 +1,6 @@
 """Measure a running process's CPU share and memory from /proc (the metrics agent's cost budget).
 
-    python3 scripts/agent_cost.py PID SECONDS [INTERVAL_S]
+    python3 bench/gpu/agent_cost.py PID SECONDS [INTERVAL_S]
 
 Prints one line: mean CPU % of one core over the window, and the largest resident set seen (MiB).
 Standard library only, so it runs on the GPU machine and on CPU nodes alike.

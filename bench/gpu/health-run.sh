@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # GPU health validation runner; bench/gpu_validate.py renders the start script beside it.
-# Usage: gpu-health-run.sh OUT_DIR        (on the GPU machine: bash, python3 with torch, nvidia-ml-py and
+# Usage: bench/gpu/health-run.sh OUT_DIR        (on the GPU machine: bash, python3 with torch, nvidia-ml-py and
 # prometheus-client). Records NVML readings, runs the rendered start script (health gate, straggler test,
 # all-reduce sweep, burn-in of TRAINSTACK_BURN_IN_S, training beside the metrics agent), scrapes the agent
 # during the run and measures a second agent's cost over the burn-in.
@@ -8,7 +8,7 @@ set -uo pipefail
 # Copied alone to the GPU machine (bench/gpu_validate.py), so no help.sh beside it: the same check inline.
 case ${1:-} in -h | --help) sed -n '2,/^[^#]/{/^#/!d;/^# shellcheck/d;s/^# \{0,1\}//;p}' "$0" && exit 0 ;; esac
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-final=${1:?usage: gpu-health-run.sh OUT_DIR}
+final=${1:?usage: bench/gpu/health-run.sh OUT_DIR}
 # Everything is written to a staging folder and the main files copied out at the end (the lender returns at
 # most 8 files); start.log goes to OUT_DIR directly, so a run cut short still shows how far it got.
 out=/tmp/trainstack-health-stage

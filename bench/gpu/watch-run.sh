@@ -2,11 +2,11 @@
 # The watch loop on a real GPU: the metrics agent on real NVML, train/train.py on the GPU, and
 # the aggregator over them posting to a local Slack-compatible receiver; training is stopped (SIGSTOP) to
 # force the stall alert, then resumed. Usage on the GPU machine, from the repo root:
-#   bash scripts/gpu-watch-run.sh OUT_DIR
+#   bash bench/gpu/watch-run.sh OUT_DIR
 set -uo pipefail
 # Copied alone to the GPU machine (bench/gpu_validate.py), so no help.sh beside it: the same check inline.
 case ${1:-} in -h | --help) sed -n '2,/^[^#]/{/^#/!d;/^# shellcheck/d;s/^# \{0,1\}//;p}' "$0" && exit 0 ;; esac
-out=${1:?usage: gpu-watch-run.sh OUT_DIR}
+out=${1:?usage: bench/gpu/watch-run.sh OUT_DIR}
 mkdir -p "$out"
 work=$(mktemp -d)
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 PYTHONUNBUFFERED=1 PYTHONPATH=$PWD

@@ -1,6 +1,6 @@
 """Scrape a Prometheus endpoint every few seconds while a process lives; keep the scrapes that matter.
 
-    python3 scripts/scrape_metrics.py URL PID OUT_DIR [INTERVAL_S]
+    python3 bench/gpu/scrape_metrics.py URL PID OUT_DIR [INTERVAL_S]
 
 Writes OUT_DIR/scrape-last.txt (the newest scrape), OUT_DIR/scrape-training.txt (the newest one that shows
 training progress) and OUT_DIR/scrapes.log (one line per attempt: time, bytes or the error).

@@ -46,11 +46,12 @@ GPT_1NODE = (
 
 
 def variant(stack: str, nodes: int, gpus: int, command: str | None) -> StackConfig:
-    """The stack's parsed config with `nodes` x `gpus` (cluster topology for 2+ nodes) and `command`."""
+    """The stack's parsed config with `nodes` x `gpus` (cluster topology for 2+ nodes), `command`, no secrets."""
     config = files.load(stack)
     topology = "cluster" if nodes > 1 else "pods"
     cluster = config.cluster.model_copy(update={"nodes": nodes, "gpus_per_node": gpus, "topology": topology})
-    training = config.training
+    # The GPU machine gets no RunPod secrets (the stack's AWS keys are for the bucket it cannot reach either).
+    training = config.training.model_copy(update={"secrets": ()})
     if command:
         training = training.model_copy(update={"command": tuple(shlex.split(command))})
     return config.model_copy(update={"cluster": cluster, "training": training})

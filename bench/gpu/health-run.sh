@@ -15,6 +15,8 @@ out=/tmp/trainstack-health-stage
 rm -rf "$out" && mkdir -p "$out" "$final"
 # NVLink multicast stays off on shared hosts (the GPU lender's rule; harmless elsewhere).
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+# The GPU machine has no S3 endpoint: bucket transfers are logged, checkpoints stay local (start script hook).
+export TRAINSTACK_DRY_RUN=1
 export TRAINSTACK_WORKDIR="$here/work" TRAINSTACK_CHECKPOINT_DIR=/tmp/trainstack-health-ckpt
 export TRAINSTACK_HOSTS_FILE=/tmp/trainstack-health-hosts TRAINSTACK_MIN_FREE_DISK_GB=1
 export TRAINSTACK_STEPS=${TRAINSTACK_STEPS:-15000} TRAINSTACK_CHECKPOINT_EVERY=2000 TRAINSTACK_LOG_EVERY=500

@@ -17,6 +17,8 @@ mode=${2:-resume}
 mkdir -p "$out"
 # NVLink multicast stays off on shared hosts (the GPU lender's rule; harmless elsewhere).
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+# The GPU machine has no S3 endpoint: bucket transfers are logged, checkpoints stay local (start script hook).
+export TRAINSTACK_DRY_RUN=1
 export TRAINSTACK_WORKDIR="$here/work" TRAINSTACK_MIN_FREE_DISK_GB=1 PYTHONUNBUFFERED=1
 export TRAINSTACK_FABRIC_IFNAME=${TRAINSTACK_FABRIC_IFNAME:-lo}
 term_after=${TRAINSTACK_TERM_AFTER:-20}

@@ -9,6 +9,8 @@ out=${1:?usage: run.sh OUT_DIR}
 mkdir -p "$out"
 # NVLink multicast stays off on shared hosts (the GPU lender's rule; harmless elsewhere).
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+# The GPU machine has no S3 endpoint: bucket transfers are logged, checkpoints stay local (start script hook).
+export TRAINSTACK_DRY_RUN=1
 export TRAINSTACK_WORKDIR="$here/work" TRAINSTACK_CHECKPOINT_DIR=/tmp/trainstack-gpu-ckpt
 export TRAINSTACK_HOSTS_FILE=/tmp/trainstack-gpu-hosts TRAINSTACK_MIN_FREE_DISK_GB=1
 export TRAINSTACK_STEPS=${TRAINSTACK_STEPS:-20000} TRAINSTACK_CHECKPOINT_EVERY=${TRAINSTACK_CHECKPOINT_EVERY:-500}

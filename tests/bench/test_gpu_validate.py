@@ -21,7 +21,13 @@ def test_one_node_render_writes_the_start_script_the_runners_and_train(tmp_path:
     assert {"start-node-0.sh", "run.sh", "run-2node.sh"} <= written
     assert (out / "run.sh").stat().st_mode & 0o111
     assert (out / "work" / "train").is_dir()
-    assert "127.0.0.1" in (out / "start-node-0.sh").read_text()
+    script = (out / "start-node-0.sh").read_text()
+    assert "127.0.0.1" in script
+    # The GPU machine has neither the stack's secrets nor an S3 endpoint: the script asks for no secret and
+    # the runners log the bucket transfers (a run of 2026-12-03 stopped at "secret AWS_ACCESS_KEY_ID is not
+    # filled in" when dev's stack had gained a bucket and its keys).
+    assert "SECRET_NAMES=()" in script
+    assert all("export TRAINSTACK_DRY_RUN=1" in (out / r).read_text() for r in ("run.sh", "run-2node.sh"))
 
 
 def test_x2_plan_renders_both_jobs_and_the_host_runner(tmp_path: Path) -> None:

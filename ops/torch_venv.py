@@ -72,11 +72,24 @@ def satisfied(venv: Path, group: NodeGroup) -> bool:
     (a local build such as +cu132 counts)."""
     if not os.access(venv / "bin" / "torchrun", os.X_OK) or _marker(venv, REQ_MARKER) != group.key:
         return False
-    probe = 'import torch; print(torch.__version__.split("+")[0])'
-    done = subprocess.run(
-        [str(venv / "bin" / "python"), "-c", probe], capture_output=True, text=True, check=False
-    )
-    return done.returncode == 0 and done.stdout.strip() == group.torch
+    return installed_torch(venv) == group.torch
+
+
+def installed_torch(venv: Path) -> str | None:
+    """The torch version installed in `venv`, from its distribution's metadata (the `Version:` line that pip
+    and uv write), without its local build (+cu132); None when there is none. Read, not imported: importing
+    torch costs 2-3 CPU-seconds, and every `scripts/up` on the local RunPod asks."""
+    for meta in sorted(venv.glob("lib/python*/site-packages/torch-*.dist-info/METADATA")):
+        try:
+            lines = meta.read_text(errors="replace").splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            if line.startswith("Version:"):
+                return line.removeprefix("Version:").strip().split("+")[0]
+            if not line:
+                break  # the headers end at the first blank line
+    return None
 
 
 def _bytecode(venv: Path, group: NodeGroup) -> None:

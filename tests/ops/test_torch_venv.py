@@ -61,3 +61,32 @@ def test_main_says_the_refusal_in_one_line(tmp_path: Path, monkeypatch: pytest.M
     assert capsys.readouterr().err == (
         "bootstrap-torch: uv is missing; run scripts/bootstrap --with-torch (it installs uv)\n"
     )
+
+
+def _venv(tmp: Path, metadata: str, key: str = "k1") -> Path:
+    venv = tmp / "venv"
+    dist = venv / "lib" / "python3.11" / "site-packages" / "torch-2.15.0.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text(metadata)
+    (venv / "bin").mkdir()
+    (venv / "bin" / "torchrun").write_text("#!/bin/sh\n")
+    (venv / "bin" / "torchrun").chmod(0o755)
+    (venv / torch_venv.REQ_MARKER).write_text(key + "\n")
+    return venv
+
+
+def test_the_installed_torch_is_read_from_its_metadata_not_imported(tmp_path: Path) -> None:
+    """No `import torch` (2-3 CPU-s) to tell whether the venv is ready: its distribution's Version line, the
+    local build dropped; a Version in the description after the headers does not count."""
+    venv = _venv(tmp_path, "Metadata-Version: 2.4\nName: torch\nVersion: 2.15.0+cu132\n\nVersion: 9.9.9\n")
+    assert torch_venv.installed_torch(venv) == "2.15.0"
+    group = torch_venv.NodeGroup(requirements="torch==2.15.0\n", key="k1", torch="2.15.0")
+    assert torch_venv.satisfied(venv, group)
+    assert not torch_venv.satisfied(venv, torch_venv.NodeGroup("torch==2.16.0\n", "k1", "2.16.0"))
+    # a venv brought to another lock is not ready, whatever its torch
+    assert not torch_venv.satisfied(
+        venv, torch_venv.NodeGroup("torch==2.15.0\n", "k2", "2.15.0")
+    )  # another lock
+    headerless = _venv(tmp_path / "b", "Name: torch\n\nVersion: 2.15.0\n")
+    assert torch_venv.installed_torch(headerless) is None
+    assert torch_venv.installed_torch(tmp_path / "nothing") is None

@@ -84,9 +84,7 @@ def test_the_installed_torch_is_read_from_its_metadata_not_imported(tmp_path: Pa
     assert torch_venv.satisfied(venv, group)
     assert not torch_venv.satisfied(venv, torch_venv.NodeGroup("torch==2.16.0\n", "k1", "2.16.0"))
     # a venv brought to another lock is not ready, whatever its torch
-    assert not torch_venv.satisfied(
-        venv, torch_venv.NodeGroup("torch==2.15.0\n", "k2", "2.15.0")
-    )  # another lock
+    assert not torch_venv.satisfied(venv, torch_venv.NodeGroup("torch==2.15.0\n", "k2", "2.15.0"))
     headerless = _venv(tmp_path / "b", "Name: torch\n\nVersion: 2.15.0\n")
     assert torch_venv.installed_torch(headerless) is None
     assert torch_venv.installed_torch(tmp_path / "nothing") is None

@@ -12,21 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from common.cachedir import cache_dir
 from tests.polling import scaled
+from tests.torchvenv import VENV, needs
 from train.node.progress import parse_line
 from train.shards import write_synthetic
 
 REPO = Path(__file__).resolve().parents[2]
-# scripts/bootstrap-torch installs the venv; TRAINSTACK_TORCH_VENV points at another one.
-VENV = Path(os.environ.get("TRAINSTACK_TORCH_VENV", str(cache_dir() / "torch-venv")))
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        not (VENV / "bin" / "torchrun").exists(),
-        reason=f"no torch venv at {VENV}; run scripts/bootstrap-torch",
-    ),
-]
+pytestmark = [pytest.mark.slow, needs("torchrun")]
 
 
 def _job(tmp: Path, *args: str) -> subprocess.Popen[str]:

@@ -45,15 +45,21 @@ def test_a_refused_node_never_trains_however_often_torchrun_restarts_it(tmp_path
     assert not (tmp_path / "trained").exists()
 
 
+def _opened(tmp: Path) -> launch.Gate:
+    """A gate as a restarted worker group finds it: the preflight passed and the start script said go."""
+    gate = launch.Gate(tmp / "gate")
+    gate.root.mkdir()
+    gate.mark(gate.passed)
+    gate.mark(gate.go)
+    return gate
+
+
 def test_after_the_preflight_and_go_the_command_runs_in_this_process_as_python_would(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A restart of the group (torchrun --max-restarts) finds `passed` and `go`: training at once, with the
     script's own folder first on sys.path and its arguments in sys.argv; its exit status is the worker's."""
-    gate = launch.Gate(tmp_path / "gate")
-    gate.root.mkdir()
-    gate.mark(gate.passed)
-    gate.mark(gate.go)
+    gate = _opened(tmp_path)
     job = tmp_path / "job"
     job.mkdir()
     (job / "helper.py").write_text("VALUE = 'beside the script'\n")
@@ -72,10 +78,7 @@ def test_after_the_preflight_and_go_the_command_runs_in_this_process_as_python_w
 
 
 def test_a_module_command_runs_as_main(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    gate = launch.Gate(tmp_path / "gate")
-    gate.root.mkdir()
-    gate.mark(gate.passed)
-    gate.mark(gate.go)
+    gate = _opened(tmp_path)
     pkg = tmp_path / "jobpkg"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")

@@ -11,18 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from common.cachedir import cache_dir
 from tests.polling import scaled
+from tests.torchvenv import VENV, needs
 
 REPO = Path(__file__).resolve().parents[2]
-VENV = Path(os.environ.get("TRAINSTACK_TORCH_VENV", str(cache_dir() / "torch-venv")))
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        not (VENV / "bin" / "torchrun").exists(),
-        reason=f"no torch venv at {VENV}; run scripts/bootstrap-torch",
-    ),
-]
+pytestmark = [pytest.mark.slow, needs("torchrun")]
 
 
 def _launch(tmp: Path, *preflight: str) -> subprocess.Popen[str]:

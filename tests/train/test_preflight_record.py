@@ -9,16 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from common.cachedir import cache_dir
+from tests.torchvenv import VENV, needs
 
 REPO = Path(__file__).resolve().parents[2]
-VENV = Path(os.environ.get("TRAINSTACK_TORCH_VENV", str(cache_dir() / "torch-venv")))
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        not (VENV / "bin" / "python").exists(), reason=f"no torch venv at {VENV}; run scripts/bootstrap-torch"
-    ),
-]
+pytestmark = [pytest.mark.slow, needs("python")]
 
 # Two checks one after another on a lead rank, then one on a rank that writes nothing: each section carries
 # the time since the previous check ended (the first: since the checks began).

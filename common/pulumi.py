@@ -116,6 +116,8 @@ def run(
         events = Path(tmp) / "events.jsonl"
         if on_event is not None:
             args = [*args, "--event-log", str(events)]
+            # `--event-log` is one of Pulumi's debug flags: the CLI knows it only with this set.
+            env = {**(os.environ if env is None else env), "PULUMI_DEBUG_COMMANDS": "true"}
         argv = command(args, stack=stack, cwd=cwd, interactive=interactive, binary=binary)
         # OSError (no pulumi on PATH, no such folder) and TimeoutExpired reach the caller, which names them.
         if streamed:

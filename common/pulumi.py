@@ -13,7 +13,9 @@ import json
 import os
 import shlex
 import subprocess
-from collections.abc import Mapping, Sequence
+import tempfile
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -26,7 +28,12 @@ DEMO_PASSPHRASE = "trainstack-local-demo"  # noqa: S105
 
 
 class PulumiError(TrainstackError):
-    """A `pulumi` command failed; the message names the command and Pulumi's last line."""
+    """A `pulumi` command failed; the message names the command and Pulumi's last line. `output`: what the
+    command printed, for a caller that reads more of it (a lock's holder, Pulumi's own error lines)."""
+
+    def __init__(self, message: str, output: str = "") -> None:
+        super().__init__(message)
+        self.output = output
 
 
 def default_backend(repo: Path = REPO) -> str:
@@ -69,16 +76,19 @@ def command(
     interactive: bool = False,
     binary: str = "pulumi",
 ) -> list[str]:
-    """The argv of one `pulumi` command: `--stack`, `--cwd` and `--non-interactive` added as asked.
-    `binary`: another program in Pulumi's place (a test's recorded CLI)."""
-    argv = [binary, *args]
+    """The argv of one `pulumi` command: `--stack`, `--cwd` and `--non-interactive` added as asked, before a
+    `--` that ends the flags (`config set KEY -- VALUE`). `binary`: another program in Pulumi's place (a
+    test's recorded CLI)."""
+    flags: list[str] = []
     if stack is not None:
-        argv += ["--stack", stack]
+        flags += ["--stack", stack]
     if cwd is not None:
-        argv += ["--cwd", str(cwd)]
+        flags += ["--cwd", str(cwd)]
     if not interactive:
-        argv.append("--non-interactive")
-    return argv
+        flags.append("--non-interactive")
+    args = list(args)
+    end = args.index("--") if "--" in args else len(args)
+    return [binary, *args[:end], *flags, *args[end:]]
 
 
 def run(
@@ -93,24 +103,106 @@ def run(
     timeout: float | None = None,
     interactive: bool = False,
     binary: str = "pulumi",
+    on_output: Callable[[str], None] | None = None,
+    on_event: Callable[[dict[str, Any]], None] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run `pulumi ARGS` (text mode). `check`: raise PulumiError naming the command when it fails.
-    `capture=False` leaves stdout and stderr to the terminal (Pulumi's own progress and prompts)."""
-    argv = command(args, stack=stack, cwd=cwd, interactive=interactive, binary=binary)
-    # OSError (no pulumi on PATH, no such folder) and TimeoutExpired reach the caller, which names them.
-    done = subprocess.run(
-        argv,
-        env=dict(env) if env is not None else None,
-        capture_output=capture,
-        input=stdin,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    `capture=False` leaves stdout and stderr to the terminal (Pulumi's own progress and prompts).
+    `on_output`: each line as Pulumi prints it (stdout and stderr in one stream, kept in `stdout` too);
+    `on_event`: each engine event of `--event-log` (a JSON object: `resOutputsEvent`, `summaryEvent`, ...)
+    while the command runs. Either streams the command, so `stdin` and `timeout` do not apply to it."""
+    streamed = on_output is not None or on_event is not None
+    with tempfile.TemporaryDirectory(prefix="trainstack-pulumi-") as tmp:
+        events = Path(tmp) / "events.jsonl"
+        if on_event is not None:
+            args = [*args, "--event-log", str(events)]
+            # `--event-log` is one of Pulumi's debug flags: the CLI knows it only with this set.
+            env = {**(os.environ if env is None else env), "PULUMI_DEBUG_COMMANDS": "true"}
+        argv = command(args, stack=stack, cwd=cwd, interactive=interactive, binary=binary)
+        # OSError (no pulumi on PATH, no such folder) and TimeoutExpired reach the caller, which names them.
+        if streamed:
+            done = _streamed(argv, env, on_output, on_event, events)
+        else:
+            done = subprocess.run(
+                argv,
+                env=dict(env) if env is not None else None,
+                capture_output=capture,
+                input=stdin,
+                text=True,
+                timeout=timeout,
+                check=False,
+            )
     if check and done.returncode != 0:
-        last = ((done.stderr or "").strip().splitlines() or ["no output"])[-1]
-        raise PulumiError(f"`pulumi {' '.join(args[:2])}` failed ({done.returncode}): {last}")
+        said = (done.stderr or "").strip() or (done.stdout or "").strip()
+        last = (said.splitlines() or ["no output"])[-1]
+        raise PulumiError(
+            f"`pulumi {' '.join(args[:2])}` failed ({done.returncode}): {last}",
+            output=f"{done.stdout or ''}{done.stderr or ''}",
+        )
     return done
+
+
+def _streamed(
+    argv: list[str],
+    env: Mapping[str, str] | None,
+    on_output: Callable[[str], None] | None,
+    on_event: Callable[[dict[str, Any]], None] | None,
+    events: Path,
+) -> subprocess.CompletedProcess[str]:
+    """`argv` with its output handed over line by line and its event log read as Pulumi writes it."""
+    ended = threading.Event()
+    reader = None
+    if on_event is not None:
+        reader = threading.Thread(target=_follow, args=(events, on_event, ended), daemon=True)
+        reader.start()
+    lines: list[str] = []
+    try:
+        with subprocess.Popen(
+            argv,
+            env=dict(env) if env is not None else None,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        ) as proc:
+            for line in proc.stdout or ():
+                lines.append(line)
+                if on_output is not None:
+                    on_output(line)
+            code = proc.wait()
+    finally:
+        ended.set()
+        if reader is not None:
+            reader.join()
+    return subprocess.CompletedProcess(argv, code, "".join(lines), "")
+
+
+def _follow(path: Path, on_event: Callable[[dict[str, Any]], None], ended: threading.Event) -> None:
+    """Hand each whole JSON line of the event log `path` to `on_event` as it is written, until `ended` is set
+    and the file is read to its end (a line that is not a JSON object is skipped)."""
+    pending = ""
+    handle = None
+    try:
+        while True:
+            last = ended.is_set()  # read once more after the command ended: its last events
+            if handle is None and path.exists():
+                handle = path.open(encoding="utf-8")
+            chunk = handle.read() if handle is not None else ""
+            *whole, pending = (pending + chunk).split("\n")
+            for text in whole:
+                try:
+                    event = json.loads(text)
+                except ValueError:
+                    continue
+                if isinstance(event, dict):
+                    on_event(event)
+            if last:
+                return
+            if not chunk:
+                ended.wait(0.05)
+    finally:
+        if handle is not None:
+            handle.close()
 
 
 def replace_process(args: Sequence[str], env: Mapping[str, str]) -> NoReturn:

@@ -41,8 +41,9 @@ class TypedResource(Resource):
     a `pulumi.Output[...]` attribute, and, where they have them, the secret outputs.
 
     The attributes are the one list: from them the class takes `output_names` (declared as None inputs, so
-    Pulumi returns them) and gives its provider `output_keys`, the outputs that are not inputs (the
-    provider's `args_model` fields) or check()'s `computed_keys`, which diff ignores."""
+    Pulumi returns them) and gives its provider `declared_outputs` (all of them) and `output_keys`, the
+    outputs that are not inputs (the provider's `args_model` fields) or check()'s `computed_keys`, which diff
+    ignores and which create/read/update return through `CheckedProvider.outputs`."""
 
     provider_factory: ClassVar[Callable[[], ResourceProvider]]
     output_names: ClassVar[tuple[str, ...]] = ()
@@ -55,6 +56,7 @@ class TypedResource(Resource):
         provider = vars(cls).get("provider_factory")
         if isinstance(provider, type) and issubclass(provider, CheckedProvider):
             inputs = {*provider.args_model.model_fields, *provider.computed_keys}
+            provider.declared_outputs = frozenset(cls.output_names)
             provider.output_keys = frozenset(cls.output_names) - inputs
 
     def __init__(self, name: str, inputs: ResourceInputs, opts: pulumi.ResourceOptions | None = None) -> None:
@@ -84,11 +86,27 @@ class CheckedProvider(ResourceProvider):
     args_model: ClassVar[type[InputModel]]
     replace_keys: ClassVar[frozenset[str]] = frozenset()  # changing these forces a replacement
     output_keys: ClassVar[frozenset[str]] = frozenset()  # computed by create/read; ignored by diff
+    declared_outputs: ClassVar[frozenset[str]] = frozenset()  # its resource's `pulumi.Output` attributes
     computed_keys: ClassVar[frozenset[str]] = frozenset()  # added by check (e.g. COST_KEYS); not inputs
     delete_before_replace: ClassVar[bool] = False
 
     def ignored_keys(self) -> frozenset[str]:
         return frozenset({*self.output_keys, *self.computed_keys, PROVIDER_KEY})
+
+    def outputs(self, carried: Mapping[str, Any], **computed: Any) -> dict[str, Any]:
+        """The outs create, read and update return: the inputs `carried` over and the `computed` outputs,
+        which must be the resource's declared outputs: every one of `output_keys`, and besides them only
+        declared outputs that are also inputs (a data center RunPod chose, the endpoint used). A provider
+        that returns a key its resource does not declare, or misses one it declares, is a bug: TypeError
+        naming the keys, at the first create or read that returns them."""
+        undeclared = sorted(set(computed) - self.declared_outputs)
+        missing = sorted(self.output_keys - set(computed))
+        if undeclared or missing:
+            raise TypeError(
+                f"{type(self).__name__} returns outputs its resource does not declare ({undeclared}) or "
+                f"misses ones it declares ({missing}): declare each once as a `pulumi.Output` attribute"
+            )
+        return {**carried, **computed}
 
     def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
         model, values, failures = validate_inputs(self.args_model, news, self.ignored_keys())

@@ -4,7 +4,8 @@ Both sides are the stack output `forecast` (forecast.model.Forecast.to_output): 
 after from the preview, so a change that doubles `tokens` reads as the run going from $X to $2X. The memory
 row shows the verdict on the forecast's uncertainty band ("may not fit: X-Y GB"), and a last line the
 cheapest feasible GPU type, node count and sharding of the preview (forecast.compare), with its saving.
-A forecast recorded before the band or the comparison existed shows without them.
+A forecast recorded before the band or the comparison existed shows without them. Both sides arrive parsed
+(report/parse.py, into common/outputs.py's ForecastOutput), so every figure here is a typed field.
 """
 
 from __future__ import annotations
@@ -12,54 +13,44 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from common.outputs import ForecastOutput
 from policy.stock import describe, group
 
-Figure = Callable[[Mapping[str, Any]], float | None]
+Figure = Callable[[ForecastOutput], float | None]
 
 
 def _num(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def _memory(fc: Mapping[str, Any]) -> float | None:
-    mem = fc.get("memory_gb_per_gpu")
-    return _num(mem.get("total")) if isinstance(mem, Mapping) else None
-
-
-def _field(key: str) -> Figure:
-    return lambda fc: _num(fc.get(key))
-
-
 # (label, figure, format of one value)
 _ROWS: tuple[tuple[str, Figure, str], ...] = (
-    ("memory per GPU, GB", _memory, "{:,.1f}"),
-    ("training FLOPs", _field("flops"), "{:.3g}"),
-    ("hours", _field("hours"), "{:,.1f}"),
-    ("restarts (max_run_hours)", _field("restarts"), "{:.0f}"),
-    ("run cost, on-demand", _field("run_cost_usd"), "${:,.2f}"),
-    ("run cost, at the spot bid", _field("spot_run_cost_usd"), "${:,.2f}"),
+    ("memory per GPU, GB", lambda fc: fc.memory.total, "{:,.1f}"),
+    ("training FLOPs", lambda fc: fc.flops, "{:.3g}"),
+    ("hours", lambda fc: fc.hours, "{:,.1f}"),
+    ("restarts (max_run_hours)", lambda fc: fc.restarts, "{:.0f}"),
+    ("run cost, on-demand", lambda fc: fc.run_cost_usd, "${:,.2f}"),
+    ("run cost, at the spot bid", lambda fc: fc.spot_run_cost_usd, "${:,.2f}"),
 )
 
 
-def _fits(fc: Mapping[str, Any] | None) -> str:
+def _fits(fc: ForecastOutput | None) -> str:
     if fc is None:
         return "n/a"
-    mem = fc.get("memory_gb_per_gpu")
-    mem = mem if isinstance(mem, Mapping) else {}
-    gpu, low, high = (_num(mem.get(k)) for k in ("gpu", "total_low", "total_high"))
-    of = f" of {gpu:g} GB" if gpu is not None else ""
+    mem = fc.memory
+    of = f" of {mem.gpu:g} GB"
+    low, high = mem.total_low, mem.total_high
     band = f" ({low:,.1f}-{high:,.1f} GB)" if low is not None and high is not None else ""
-    verdict = fc.get("verdict")
-    if verdict == "may not fit":
+    if fc.verdict == "may not fit":
         return f"**may not fit**{band}{of}"
-    if verdict == "does not fit" or not fc.get("fits"):
+    if fc.verdict == "does not fit" or not fc.fits:
         return f"**no**{band}{of}"
     return f"yes{band}{of}"
 
 
-def cheapest_line(fc: Mapping[str, Any] | None) -> str | None:
+def cheapest_line(fc: ForecastOutput | None) -> str | None:
     """`cheapest feasible: 8 x 8 B200, zero1 $3,112.54 (-$1,134.62)`; None without a comparison."""
-    summary = fc.get("compare") if fc is not None else None
+    summary = fc.compare if fc is not None else None
     if not isinstance(summary, Mapping):
         return None
     best = summary.get("cheapest_feasible")
@@ -101,7 +92,7 @@ def _delta(fmt: str, before: float | None, after: float | None) -> tuple[str, st
     return text, f"{diff / before * 100:+.1f}%"
 
 
-def forecast_table(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> list[str]:
+def forecast_table(before: ForecastOutput | None, after: ForecastOutput | None) -> list[str]:
     """Markdown lines of the section; empty when neither side has a forecast (no training.model)."""
     if before is None and after is None:
         return []
@@ -125,8 +116,11 @@ def forecast_table(before: Mapping[str, Any] | None, after: Mapping[str, Any] | 
     return rows
 
 
-def forecast_json(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Both sides as the stack output holds them, and the run cost's delta."""
-    cost = [_field("run_cost_usd")(fc) if fc is not None else None for fc in (before, after)]
-    delta = None if cost[0] is None or cost[1] is None else round(cost[1] - cost[0], 2)
-    return {"before": before, "after": after, "delta_run_cost_usd": delta}
+def forecast_json(before: ForecastOutput | None, after: ForecastOutput | None) -> dict[str, Any]:
+    """Both sides as their record writes them (ForecastOutput.to_output), and the run cost's delta."""
+    delta = None if before is None or after is None else round(after.run_cost_usd - before.run_cost_usd, 2)
+    return {
+        "before": None if before is None else before.to_output(),
+        "after": None if after is None else after.to_output(),
+        "delta_run_cost_usd": delta,
+    }

@@ -14,6 +14,7 @@ from typing import Any
 
 from common import contract
 from common.contract import COST_KEYS
+from common.outputs import ContractError, ForecastOutput
 from facts import secrets
 
 # Pulumi's marker key for a secret value: a well-known constant of the state format, not a credential.
@@ -91,9 +92,7 @@ class Preview:
     diagnostics: tuple[str, ...]  # warnings and errors, "<severity>: <message>"
     config_run_hours: float | None  # `<project>:training.max_run_hours` from the stack config
     failed: bool  # the engine said the preview failed (policy or otherwise)
-    forecast: Mapping[str, Any] | None = (
-        None  # the stack output `forecast` after the change (docs/FORECAST.md)
-    )
+    forecast: ForecastOutput | None = None  # the stack output `forecast` after the change (docs/FORECAST.md)
     alerts: Mapping[str, Any] | None = None  # the stack output `alerts` after the change (docs/MONITORING.md)
 
 
@@ -302,7 +301,7 @@ def parse_events(lines: Iterable[str]) -> Preview:
     violations: list[PolicyViolation] = []
     diagnostics: list[str] = []
     config: Mapping[str, Any] = {}
-    forecast: Mapping[str, Any] | None = None
+    forecast: Mapping[str, Any] | None = None  # as the events carry it: parsed once, below
     alerts: Mapping[str, Any] | None = None
     failed, summarised = False, False
     for number, line in enumerate(lines, 1):
@@ -341,7 +340,7 @@ def parse_events(lines: Iterable[str]) -> Preview:
         diagnostics=_dedupe(diagnostics),
         config_run_hours=_config_run_hours(config),
         failed=failed,
-        forecast=forecast,
+        forecast=forecast_output(forecast, "the preview's stack output"),
         alerts=alerts,
     )
 
@@ -386,9 +385,20 @@ def parse_export(document: Mapping[str, Any]) -> tuple[ResourceCost, ...]:
     return tuple(sorted(costs, key=lambda c: c.urn))
 
 
-def export_forecast(document: Mapping[str, Any]) -> Mapping[str, Any] | None:
+def export_forecast(document: Mapping[str, Any]) -> ForecastOutput | None:
     """The stack output `forecast` in `pulumi stack export` (the before side); None when it has none."""
-    return export_output(document, "forecast")
+    return forecast_output(export_output(document, "forecast"), "the stack's state (pulumi stack export)")
+
+
+def forecast_output(raw: Mapping[str, Any] | None, where: str) -> ForecastOutput | None:
+    """The stack output `forecast` parsed once, into common/outputs.py's record (None: the stack has no
+    training.model); PreviewParseError naming `where` and the field when it does not parse."""
+    if raw is None:
+        return None
+    try:
+        return ForecastOutput.from_output(raw)
+    except ContractError as exc:
+        raise PreviewParseError(f"{where}: {exc}") from None
 
 
 def export_output(document: Mapping[str, Any], key: str) -> Mapping[str, Any] | None:

@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from common import contract
+from common.outputs import ForecastOutput
 from facts.money import burn_per_hour
 from report.alerts import alerts_json, alerts_table
 from report.escape import code, text
@@ -47,7 +48,7 @@ class StackReport:
     before: tuple[ResourceCost, ...]
     before_totals: CostTotals
     after_totals: CostTotals
-    before_forecast: Mapping[str, Any] | None = None  # the stack output `forecast` in the state
+    before_forecast: ForecastOutput | None = None  # the stack output `forecast` in the state
     before_alerts: Mapping[str, Any] | None = None  # the stack output `alerts` in the state
 
     @property
@@ -56,7 +57,7 @@ class StackReport:
 
 
 def totals(
-    costs: Sequence[ResourceCost], config_run_hours: float | None, forecast: Mapping[str, Any] | None = None
+    costs: Sequence[ResourceCost], config_run_hours: float | None, forecast: ForecastOutput | None = None
 ) -> CostTotals:
     """Sum a side's costs. The hourly price is compute plus storage/730 (`facts.money.burn_per_hour`, the
     rule stackconfig/pricing.py and the stack output `cost_per_hour` use). One run is the stack's one run cost
@@ -90,25 +91,21 @@ def totals(
     )
 
 
-def _forecast_hours(forecast: Mapping[str, Any] | None) -> float | None:
+def _forecast_hours(forecast: ForecastOutput | None) -> float | None:
     """The forecast's hours to the precision of its run cost (the output rounds `hours` to 0.01 h, which
     at prod's $255/h is $1.28): run_cost_usd / usd_per_hour, else `hours`; None without a forecast."""
-    if not isinstance(forecast, Mapping):
+    if forecast is None:
         return None
-    nums = [forecast.get(k) for k in ("run_cost_usd", "usd_per_hour", "hours")]
-    run, hourly, hours = (
-        float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None for v in nums
-    )
-    if run is not None and hourly:
-        return run / hourly
-    return hours
+    if forecast.usd_per_hour:
+        return forecast.run_cost_usd / forecast.usd_per_hour
+    return forecast.hours
 
 
 def build(
     stack: str,
     preview: Preview,
     before: Sequence[ResourceCost],
-    before_forecast: Mapping[str, Any] | None = None,
+    before_forecast: ForecastOutput | None = None,
     before_alerts: Mapping[str, Any] | None = None,
 ) -> StackReport:
     """The report; a resource in the state that the preview has no step for is unchanged, so its cost

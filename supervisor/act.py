@@ -1,9 +1,10 @@
 """The supervisor's one place of effects: every Pulumi update, SSH command, webhook message and
 recovery record a round makes goes through here; `decide` and `recover.assess` only decide.
 
-Pulumi runs through the Automation API on the stack's own workspace and backend (`pulumi_up`: the policy
-pack, one retry after a stale lock this machine's killed process left, Pulumi's own error lines in the
-failure). Pulumi's stack lock keeps a `scripts/up` and the supervisor apart. Nothing here deletes outside
+Pulumi runs through the project's one CLI runner (common/pulumi.py) on the stack's own workspace and backend
+(`PulumiStack`; `pulumi_up`: the policy pack, one retry after a stale lock this machine's killed process
+left, Pulumi's own error lines in the failure). Pulumi's stack lock keeps a `scripts/up` and the supervisor
+apart. Nothing here deletes outside
 Pulumi, and nothing deletes the volume, the bucket or a checkpoint.
 
     release     `trainstack:run.phase` set to `releasing` (on a protected stack: the compute's `protect` is
@@ -36,13 +37,14 @@ import re
 import shlex
 import socket
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from common import contract
+from common import contract, pulumi
 from common.outputs import NodeOutput
 from providers.delivery.ssh import DeliveryError, Ssh, SshTarget, UnreachableError
 from stackview.sources import WatchError, billed_ids, node_target, stack_nodes
@@ -87,11 +89,73 @@ class RecoveryError(RuntimeError):
     """A Pulumi update of a recovery failed; the attempt is recorded `failed` and the next round decides."""
 
 
-def select_stack(stack: str, workspace: Path) -> Any:
-    """The Automation API's stack on its own workspace and backend (the one `scripts/up` uses)."""
-    from pulumi import automation as auto
+@dataclass(frozen=True)
+class PulumiStack:
+    """One stack on its own workspace and backend (the one `scripts/up` uses), each verb a `pulumi` command
+    through the project's one runner (common/pulumi.py), in this process's environment (the supervisor's
+    command line sets Pulumi's). Every failure is a PulumiError naming the command and Pulumi's last line."""
 
-    return auto.select_stack(stack_name=stack, work_dir=str(workspace))
+    name: str
+    workspace: Path
+
+    def set_config(self, key: str, value: str) -> None:
+        """`pulumi config set --path KEY VALUE` (plain text; a path's `[i]` makes a list, `2` an integer)."""
+        pulumi.run(
+            ["config", "set", "--path", key, "--plaintext", "--", value],
+            stack=self.name,
+            cwd=self.workspace,
+            check=True,
+        )
+
+    def config(self) -> dict[str, Any]:
+        """The stack's config, secrets dropped (common/pulumi.py's one reader)."""
+        return pulumi.config(self.name, self.workspace)
+
+    def resources(self) -> list[Mapping[str, Any]]:
+        """The resources of `pulumi stack export`'s deployment."""
+        state = pulumi.run_json(["stack", "export"], stack=self.name, cwd=self.workspace)
+        deployment = state.get("deployment") if isinstance(state, dict) else None
+        found = deployment.get("resources") if isinstance(deployment, dict) else None
+        return list(found or [])
+
+    def cancel(self) -> None:
+        pulumi.run(["cancel", "--yes"], stack=self.name, cwd=self.workspace, check=True)
+
+    def up(
+        self,
+        *,
+        on_output: Callable[[str], None],
+        on_event: Callable[[Mapping[str, Any]], None] | None = None,
+        refresh: bool = False,
+        replace: Sequence[str] = (),
+        policy_packs: Sequence[str] = (),
+        policy_pack_configs: Sequence[str] = (),
+    ) -> dict[str, int]:
+        """`pulumi up --yes --skip-preview` with its output and engine events handed over as they come;
+        returns the summary's resource changes (`{"same": 3, "replace": 1}`). PulumiError when it fails, with
+        everything Pulumi printed in `output`."""
+        changes: dict[str, int] = {}
+
+        def event(raw: dict[str, Any]) -> None:
+            summary = raw.get("summaryEvent")
+            if isinstance(summary, dict):
+                changes.update(summary.get("resourceChanges") or {})
+            if on_event is not None:
+                on_event(raw)
+
+        args = ["up", "--yes", "--skip-preview", "--color", "never", *(["--refresh"] if refresh else [])]
+        args += [flag for urn in replace for flag in ("--replace", urn)]
+        args += [flag for path in policy_packs for flag in ("--policy-pack", path)]
+        args += [flag for path in policy_pack_configs for flag in ("--policy-pack-config", path)]
+        done = pulumi.run(args, stack=self.name, cwd=self.workspace, on_output=on_output, on_event=event)
+        if done.returncode != 0:
+            raise pulumi.PulumiError(f"`pulumi up` failed ({done.returncode})", output=done.stdout)
+        return changes
+
+
+def select_stack(stack: str, workspace: Path) -> PulumiStack:
+    """The stack on its own workspace and backend."""
+    return PulumiStack(stack, workspace)
 
 
 def policy_options(stack: str, pack: Path | None = REPO / "policy") -> dict[str, Any]:
@@ -109,12 +173,11 @@ def pulumi_up(
     fail: type[RuntimeError],
     prefix: str,
     **kwargs: Any,
-) -> Any:
+) -> dict[str, int]:
     """`pulumi up` (kwargs: policy packs, refresh, replace, on_event), its output logged line by line; once
     more after clearing a lock that a killed process of this machine left (a supervisor killed mid-update
     leaves the file backend's lock behind, and no later round could finish). A failure raises `fail` with
     Pulumi's own error lines."""
-    from pulumi import automation as auto
 
     def line(text: str) -> None:
         if text.strip():
@@ -123,20 +186,21 @@ def pulumi_up(
     log(f"{prefix}: pulumi up ({what})")
     try:
         try:
-            result = stack.up(on_output=line, color="never", **kwargs)
-        except auto.errors.CommandError as exc:
-            holder = stale_lock_holder(str(exc))
+            changes = stack.up(on_output=line, **kwargs)
+        except pulumi.PulumiError as exc:
+            holder = stale_lock_holder(f"{exc}\n{exc.output}")
             if holder is None:
                 raise
             log(f"{prefix}: the stack's lock was left by {holder}, which no longer runs: pulumi cancel")
             stack.cancel()
-            result = stack.up(on_output=line, color="never", **kwargs)
-    except auto.errors.CommandError as exc:
-        lines = [text.strip() for text in str(exc).splitlines() if text.strip()]
+            changes = stack.up(on_output=line, **kwargs)
+    except pulumi.PulumiError as exc:
+        lines = [text.strip() for text in f"{exc}\n{exc.output}".splitlines() if text.strip()]
         said = [text for text in lines if "error" in text.lower()][-3:] or lines[-3:]
         raise fail(f"pulumi up ({what}) failed: {' | '.join(said)}") from None
-    log(f"{prefix}: {what} applied ({dict(result.summary.resource_changes or {})})")
-    return result
+    applied: dict[str, int] = dict(changes or {})
+    log(f"{prefix}: {what} applied ({applied})")
+    return applied
 
 
 def over_ssh(target: SshTarget, command: str, connect_s: float, step_s: float) -> str:
@@ -202,12 +266,14 @@ class Actuator:
 
     def release(self) -> str:
         """Phase `releasing` (protected stacks), then `released`, each applied by a Pulumi update."""
-        from pulumi import automation as auto
+        with _failing_as(ReleaseError, "release"):
+            return self._release()
 
+    def _release(self) -> str:
         stack = select_stack(self.stack, self.workspace)
         phases: Sequence[str] = ("releasing", "released") if self.protect else ("released",)
         for phase in phases:
-            stack.set_config(PHASE_KEY, auto.ConfigValue(phase), path=True)
+            stack.set_config(PHASE_KEY, phase)
             # `releasing` changes nothing at RunPod (only protect in the state): the policy pack judges the
             # `released` plan, so a run over its cap is never kept up by the cost policies themselves.
             policy = self._policy() if phase == "released" else {}
@@ -218,14 +284,16 @@ class Actuator:
         """A pool's ended trials: their pod indices added to `trainstack:run.ended_trials` (on a protected
         stack, first to `releasing_trials`, which lifts their protection alone), each step a Pulumi update
         with the policy pack. Idempotent: the list only grows; a trial already there is not added again."""
-        from pulumi import automation as auto
+        with _failing_as(ReleaseError, "end trials"):
+            return self._end_trials(trials)
 
+    def _end_trials(self, trials: Sequence[int]) -> str:
         stack = select_stack(self.stack, self.workspace)
         steps = (RELEASING_TRIALS_KEY, ENDED_TRIALS_KEY) if self.protect else (ENDED_TRIALS_KEY,)
         for key in steps:
             wanted = sorted(set(_run_list(stack, key)) | set(trials))
             for i, trial in enumerate(wanted):
-                stack.set_config(f"{key}[{i}]", auto.ConfigValue(str(int(trial))), path=True)
+                stack.set_config(f"{key}[{i}]", str(int(trial)))
             pulumi_up(stack, f"{key}={wanted}", self.log, ReleaseError, "end trials", **self._policy())
         return f"end trials: the pod(s) of trial(s) {', '.join(map(str, sorted(trials)))} released"
 
@@ -235,7 +303,7 @@ class Actuator:
 
 @dataclass
 class Recoverer:
-    """One recovery for one stack; `select` opens the Automation API stack (tests pass a recording fake)."""
+    """One recovery for one stack; `select` opens the stack (`PulumiStack`; tests pass a recording fake)."""
 
     stack: str
     workspace: Path
@@ -263,19 +331,13 @@ class Recoverer:
         options = {**kwargs, **(self.up_options or {})}
         pulumi_up(stack, what, self.log, RecoveryError, "recover", on_event=self._event, **options)
 
-    def _event(self, event: Any) -> None:
+    def _event(self, event: Mapping[str, Any]) -> None:
         """Note when the engine reports the old cluster or pod deleted: RunPod stops billing it there."""
-        done = getattr(event, "res_outputs_event", None)
-        meta = getattr(done, "metadata", None)
-        if meta is None or meta.type not in (CLUSTER_TYPE, POD_TYPE):
-            return
-        if str(getattr(meta.op, "value", meta.op)) in ("delete", "delete-replaced"):
+        if deleted_compute(event):
             self.released_at = self.clock()
 
     def _phase(self, stack: Any, phase: str) -> None:
-        from pulumi import automation as auto
-
-        stack.set_config(PHASE_KEY, auto.ConfigValue(phase), path=True)
+        stack.set_config(PHASE_KEY, phase)
         self._up(stack, f"{PHASE_KEY}={phase}")
 
     def diagnose(self, outputs: Mapping[str, Any], now: float) -> str:
@@ -310,10 +372,8 @@ class Recoverer:
     def _avoid(self, stack: Any, avoided: Sequence[str]) -> None:
         """The data centers that failed twice go last in the new pods' candidates (components/cluster.py reads
         trainstack:recovery.avoid_data_centers; placed pods are not replaced for the order)."""
-        from pulumi import automation as auto
-
         for i, dc in enumerate(avoided):
-            stack.set_config(f"{AVOID_KEY}[{i}]", auto.ConfigValue(dc), path=True)
+            stack.set_config(f"{AVOID_KEY}[{i}]", dc)
         self.log(f"recover: {AVOID_KEY} = {list(avoided)} (tried last)")
 
     def carry_out(
@@ -337,7 +397,8 @@ class Recoverer:
         self._record(attempt)  # before any Pulumi call: a kill from here on leaves `begun`
         stack = self._stack()
         try:
-            done = self._apply(stack, plan, replaced)
+            with _failing_as(RecoveryError, "recover"):
+                done = self._apply(stack, plan, replaced)
         except Exception:
             self._record(replace(attempt, outcome="failed"))
             raise
@@ -350,7 +411,7 @@ class Recoverer:
             if self.protect:
                 self._phase(stack, "active")
             return "recover: converged (pulumi up --refresh); phase active"
-        resources = stack.export_stack().deployment.get("resources") or []
+        resources = stack.resources()
         urns = replace_urns(resources, plan, self.topology, replaced)
         if not urns:  # replaced already (a plan made from outputs read before): converge, replace nothing
             self._up(stack, "refresh: nothing left to replace", refresh=True)
@@ -464,13 +525,36 @@ def _diagnose_ssh(target: SshTarget, command: str) -> str:
 def _run_list(stack: Any, key: str) -> list[int]:
     """The pod indices the stack's config holds under `key` (a `trainstack:run` list; none: empty)."""
     section, _, name = key.partition(".")
-    value = stack.get_all_config().get(section)
-    try:
-        run = json.loads(value.value) if value is not None else {}
-    except ValueError:
-        return []
+    run = stack.config().get(section)
+    if isinstance(run, str):  # a value Pulumi kept as text, not as an object
+        try:
+            run = json.loads(run)
+        except ValueError:
+            return []
     found = run.get(name) if isinstance(run, dict) else None
-    return [int(i) for i in found if isinstance(i, int)] if isinstance(found, list) else []
+    if not isinstance(found, list):
+        return []
+    return [int(i) for i in found if isinstance(i, int) and not isinstance(i, bool)]
+
+
+def deleted_compute(event: Mapping[str, Any]) -> bool:
+    """Whether an engine event (`pulumi up --event-log`) reports a cluster or pod deleted: its outputs
+    event with op `delete` or `delete-replaced`. Pure."""
+    done = event.get("resOutputsEvent")
+    meta = done.get("metadata") if isinstance(done, Mapping) else None
+    if not isinstance(meta, Mapping) or meta.get("type") not in (CLUSTER_TYPE, POD_TYPE):
+        return False
+    return meta.get("op") in ("delete", "delete-replaced")
+
+
+@contextmanager
+def _failing_as(fail: type[RuntimeError], prefix: str) -> Iterator[None]:
+    """A Pulumi command that failed outside `pulumi up` (config set, stack export, cancel) raised as `fail`,
+    its message naming the command and Pulumi's last line: the round records it and the next one retries."""
+    try:
+        yield
+    except pulumi.PulumiError as exc:
+        raise fail(f"{prefix}: {exc}") from None
 
 
 _LOCK_RE = re.compile(

@@ -4,8 +4,8 @@
 An AST scan of every module we ship (not tests/): it fails on a list or call that starts a `pulumi` command
 (`["pulumi", ...]`), on a `"config", "--json"` pair, on a stack file's path built by hand
 (`f"Pulumi.{stack}.yaml"`, `"Pulumi.*.yaml"`), on the local workspaces' folder or its variable spelled
-outside the workspace rule, and on the Automation API outside the one module that acts through it. Each
-check is proven able to fail on a sample of the code it forbids."""
+outside the workspace rule, and on the Automation API anywhere (the supervisor acts through the runner too:
+one door, not two). Each check is proven able to fail on a sample of the code it forbids."""
 
 from __future__ import annotations
 
@@ -22,9 +22,6 @@ SKIPPED_DIRS = {".venv", ".git", ".state", "tests", "out", "node_modules", "__py
 PULUMI_DOOR = "common/pulumi.py"
 STACK_FILE_DOOR = "stackconfig/files.py"
 WORKSPACE_DOOR = "ops/workspace.py"
-# The supervisor's actuator updates stacks through the Automation API (a Pulumi of its own in-process, with
-# event streams a CLI run does not give); no other module may.
-AUTOMATION_USERS = {"supervisor/act.py"}
 
 
 def shipped() -> Iterator[Path]:
@@ -136,8 +133,7 @@ def _violations() -> dict[str, list[str]]:
             found += builds_stack_paths(tree)
         if name != WORKSPACE_DOOR:
             found += spells_workspaces(tree)
-        if name not in AUTOMATION_USERS:
-            found += uses_automation(tree)
+        found += uses_automation(tree)
         if found:
             seen[name] = found
     return seen

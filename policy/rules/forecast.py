@@ -6,9 +6,11 @@ refuses a stack whose band's lower end is over the GPU (it cannot fit); `model-m
 band existed has only `total`, which then stands for both ends.
 
 They read the `forecast` output of the stack's H100Cluster component (forecast.model.Forecast.to_output,
-computed from the stack config, so known at preview); the figures and the fixes are the forecast's own, so
-the message here and `scripts/forecast` agree. A stack with no `training.model` has no forecast: the
-mandatory policies pass and the advisory one says so.
+computed from the stack config, so known at preview), parsed once by `forecasts` into common/outputs.py's
+`ForecastOutput`; the figures and the fixes are the forecast's own, so the message here and
+`scripts/forecast` agree. A forecast that does not parse (a figure missing, not a finite number, or not
+known) fails closed: each mandatory policy refuses it with the parser's message, which names the field. A
+stack with no `training.model` has no forecast: the mandatory policies pass and the advisory one says so.
 """
 
 from __future__ import annotations
@@ -20,14 +22,13 @@ from pulumi_policy import EnforcementLevel, ReportViolation, StackValidationArgs
 from pydantic import Field
 
 from common import contract
-from common.outputs import MEMORY_PARTS
+from common.outputs import MEMORY_PARTS, ContractError, ForecastOutput
 from policy.rules.common import (
     UNFILLED,
     PolicyConfig,
     Resource,
     config_schema,
     load_config,
-    number,
     read,
     run_cap,
     usd,
@@ -36,27 +37,45 @@ from policy.rules.common import (
 COMPONENT: Final = contract.COMPONENT_TYPE
 _MEMORY_PARTS: Final = MEMORY_PARTS
 
+# A component's forecast: parsed, malformed (the parser's error, naming the field), or None (no model).
+Parsed = ForecastOutput | ContractError | None
 
-def forecasts(resources: Sequence[Resource]) -> list[tuple[Resource, Mapping[str, Any] | None]]:
-    """Each H100Cluster with its forecast (None: no model section, or not known yet)."""
-    found: list[tuple[Resource, Mapping[str, Any] | None]] = []
+
+def _plain(value: Any) -> Any:
+    """The forecast as plain maps and lists, a value not known yet as policy.rules.common's UNKNOWN (which
+    the parser then names as not a number), so nothing reaches the parser through an unknown-checking
+    proxy."""
+    if isinstance(value, Mapping):
+        return {key: _plain(read(value, key)) for key in list(value)}
+    if isinstance(value, list | tuple):
+        return [_plain(item) for item in value]
+    return value
+
+
+def forecasts(resources: Sequence[Resource]) -> list[tuple[Resource, Parsed]]:
+    """Each H100Cluster with its forecast parsed once (None: no model section, or not known yet)."""
+    found: list[tuple[Resource, Parsed]] = []
     for res in resources:
         if res.resource_type != COMPONENT:
             continue
         value = read(res.props, "forecast")
-        found.append((res, value if isinstance(value, Mapping) else None))
+        if not isinstance(value, Mapping):
+            found.append((res, None))
+            continue
+        try:
+            found.append((res, ForecastOutput.from_output(_plain(value))))
+        except ContractError as exc:
+            found.append((res, exc))
     return found
 
 
-def _gb(value: Any) -> str:
-    figure = number(value)
-    return "?" if figure is None else f"{figure:.1f} GB"
-
-
-def memory_breakdown(fc: Mapping[str, Any]) -> str:
+def memory_breakdown(fc: ForecastOutput) -> str:
     """`weights 14.0 GB + gradients 14.0 GB + ...`, the parts of the per-GPU total."""
-    mem = read(fc, "memory_gb_per_gpu")
-    return " + ".join(f"{part.replace('_', ' ')} {_gb(read(mem, part))}" for part in _MEMORY_PARTS)
+    parts = fc.memory.parts
+    return " + ".join(
+        f"{part.replace('_', ' ')} {f'{parts[part]:.1f} GB' if part in parts else '?'}"
+        for part in _MEMORY_PARTS
+    )
 
 
 class MemoryConfig(PolicyConfig):
@@ -69,18 +88,16 @@ class MayNotFitConfig(MemoryConfig):
     """The advisory policy's own model (the same keys), so a message about its config names its policy."""
 
 
-def band(fc: Mapping[str, Any]) -> tuple[float, float, float, float] | None:
+def band(fc: ForecastOutput) -> tuple[float, float, float, float]:
     """(total, low, high, gpu) GB per GPU; low and high are `total` for a forecast without the band."""
-    mem = read(fc, "memory_gb_per_gpu")
-    total, gpu = number(read(mem, "total")), number(read(mem, "gpu"))
-    if total is None or gpu is None:
-        return None
-    low, high = number(read(mem, "total_low")), number(read(mem, "total_high"))
-    return total, total if low is None else low, total if high is None else high, gpu
+    mem = fc.memory
+    low = mem.total if mem.total_low is None else mem.total_low
+    high = mem.total if mem.total_high is None else mem.total_high
+    return mem.total, low, high, mem.gpu
 
 
-def _fixes(fc: Mapping[str, Any]) -> str:
-    fixes = [str(f) for f in read(fc, "fixes") or [] if isinstance(f, str)]
+def _fixes(fc: ForecastOutput) -> str:
+    fixes = list(fc.fixes)
     cheapest = f" Cheapest fix: {fixes[0]}." if fixes else ""
     others = f" Also: {'; '.join(fixes[1:])}." if len(fixes) > 1 else ""
     return cheapest + others
@@ -92,19 +109,18 @@ def check_model_fits(args: StackValidationArgs, report: ReportViolation) -> None
     if cfg is None:
         return
     for res, fc in forecasts(args.resources):
+        if isinstance(fc, ContractError):  # a model is declared but its forecast does not parse
+            _refuse_malformed(res, fc, report)
+            continue
         if fc is None:
             continue
-        figures = band(fc)
-        if figures is None:  # a model is declared but its memory figures are not finite numbers
-            _refuse_unknown(res, "memory per GPU", report)
-            continue
-        total, low, high, gpu = figures
+        total, low, high, gpu = band(fc)
         if low <= gpu - cfg.min_headroom_gb:
             continue
         kept = f" with {cfg.min_headroom_gb:g} GB kept free" if cfg.min_headroom_gb else ""
         report(
             f"stack '{res.name}': the model needs {total:.1f} GB per GPU ({low:.1f}-{high:.1f} GB with the "
-            f"forecast's measured errors; {memory_breakdown(fc)}) but each {read(fc, 'gpu')} has {gpu:g} GB: "
+            f"forecast's measured errors; {memory_breakdown(fc)}) but each {fc.gpu} has {gpu:g} GB: "
             f"even the lower end is {low - gpu + cfg.min_headroom_gb:.1f} GB over{kept}.{_fixes(fc)} Change "
             "training.model in stacks/Pulumi.<stack>.yaml; try it first with "
             "`scripts/forecast <stack> --set key=value`.",
@@ -118,17 +134,16 @@ def check_model_may_not_fit(args: StackValidationArgs, report: ReportViolation) 
     if cfg is None:
         return
     for res, fc in forecasts(args.resources):
-        figures = None if fc is None else band(fc)
-        if fc is None or figures is None:
+        if not isinstance(fc, ForecastOutput):  # none, or malformed: the mandatory policies refuse that
             continue
-        total, low, high, gpu = figures
+        total, low, high, gpu = band(fc)
         room = gpu - cfg.min_headroom_gb
         if high <= room or low > room:
             continue
         kept = f" with {cfg.min_headroom_gb:g} GB kept free" if cfg.min_headroom_gb else ""
         report(
             f"stack '{res.name}': may not fit: {low:.1f}-{high:.1f} GB per GPU of {gpu:g} on each "
-            f"{read(fc, 'gpu')}{kept} (forecast {total:.1f} GB; the band holds every run measured, "
+            f"{fc.gpu}{kept} (forecast {total:.1f} GB; the band holds every run measured, "
             "docs/FORECAST.md). An out-of-memory error costs a cluster's boot, burn-in and first steps."
             f"{_fixes(fc)} "
             "Check with `scripts/forecast <stack> --set key=value`.",
@@ -136,11 +151,12 @@ def check_model_may_not_fit(args: StackValidationArgs, report: ReportViolation) 
         )
 
 
-def _refuse_unknown(res: Resource, what: str, report: ReportViolation) -> None:
-    """A model is declared but its forecast figure is missing or not a finite number: fail closed."""
+def _refuse_malformed(res: Resource, error: ContractError, report: ReportViolation) -> None:
+    """A model is declared but its forecast does not parse (a figure missing, not a finite number, or not
+    known): fail closed, naming the field."""
     report(
-        f"stack '{res.name}': the forecast's {what} is not known, so it cannot be checked; refused rather "
-        "than let it through. Check training.model with `scripts/forecast <stack>`.",
+        f"stack '{res.name}': the forecast cannot be read ({error}), so it cannot be checked; refused "
+        "rather than let it through. Check training.model with `scripts/forecast <stack>`.",
         None,
     )
 
@@ -168,21 +184,17 @@ def check_forecast_run_cost(args: StackValidationArgs, report: ReportViolation) 
     )
     cap = held.usd
     for res, fc in forecasts(args.resources):
-        if fc is None:
+        if isinstance(fc, ContractError):
+            _refuse_malformed(res, fc, report)
             continue
-        cost, hours, per_hour = (number(read(fc, k)) for k in ("run_cost_usd", "hours", "usd_per_hour"))
-        if cost is None:
-            _refuse_unknown(res, "run cost", report)
+        if fc is None or fc.run_cost_usd <= cap:
             continue
-        if cost <= cap:
-            continue
-        spot = number(read(fc, "spot_run_cost_usd"))
+        cost, spot = fc.run_cost_usd, fc.spot_run_cost_usd
         spot_note = f" (at the spot bid: {usd(round(spot, 2))})" if spot is not None else ""
-        flops, mfu = number(read(fc, "flops")) or 0, number(read(fc, "mfu")) or 0
         report(
             f"stack '{res.name}': the forecast run costs {usd(round(cost, 2))}{spot_note}, "
-            f"{hours or 0:.1f} h x {usd(per_hour or 0)}/h on-demand for {flops:.3g} FLOPs at MFU "
-            f"{mfu:.2f}: {usd(round(cost - cap, 2))} over the "
+            f"{fc.hours:.1f} h x {usd(fc.usd_per_hour)}/h on-demand for {fc.flops:.3g} FLOPs at MFU "
+            f"{fc.mfu:.2f}: {usd(round(cost - cap, 2))} over the "
             f"budget of {usd(cap)}{held.why}. Train on fewer tokens, use LoRA, or raise "
             f"{held.key} if the budget allows it.",
             None,
@@ -209,10 +221,9 @@ def check_run_hours(args: StackValidationArgs, report: ReportViolation) -> None:
                 None,
             )
             continue
-        hours, limit = number(read(fc, "hours")), number(read(fc, "max_run_hours"))
-        restarts = number(read(fc, "restarts"))
-        if hours is None or limit is None or restarts is None or restarts <= cfg.max_restarts:
-            continue
+        if isinstance(fc, ContractError) or fc.restarts <= cfg.max_restarts:
+            continue  # malformed: the mandatory policies refuse it
+        hours, limit, restarts = fc.hours, fc.max_run_hours, fc.restarts
         report(
             f"stack '{res.name}': the run needs {hours:.1f} h but training.max_run_hours is {limit:g}, "
             f"so the watchdog stops it {restarts:.0f} time(s) and someone must resume it from its "

@@ -182,9 +182,8 @@ class NodeFilesProvider(CheckedProvider):
         if isinstance(known_hosts, str) and isinstance(pod_id, str) and pod_id:
             forget_host_key(Path(known_hosts), pod_id)
 
-    @staticmethod
-    def _outs(props: Mapping[str, Any], args: NodeFilesSpec) -> dict[str, Any]:
-        return {**props, "digest": digest(args), "delivered_at": time.time()}
+    def _outs(self, props: Mapping[str, Any], args: NodeFilesSpec) -> dict[str, Any]:
+        return self.outputs(props, digest=digest(args), delivered_at=time.time())
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -259,15 +259,15 @@ class InstantClusterProvider(RunPodProvider):
     def _outs(self, props: Mapping[str, Any], cluster: ApiCluster, pods: list[ApiPod]) -> dict[str, Any]:
         nodes = nodes_of(pods)
         status = "RUNNING" if make_probe(len(pods))(pods)[0] and pods else "DEGRADED"
-        return {
-            **self.carried(props),
-            "cluster_id": cluster.id,
-            "nodes": nodes,
-            "status": status,
-            "network_cidr": cluster.network.cidr if cluster.network else None,
-            "primary_ssh": _primary_ssh(cluster, nodes),
-            "data_center_id": cluster.data_center_id or props.get("data_center_id"),
-        }
+        return self.outputs(
+            self.carried(props),
+            cluster_id=cluster.id,
+            nodes=nodes,
+            status=status,
+            network_cidr=cluster.network.cidr if cluster.network else None,
+            primary_ssh=_primary_ssh(cluster, nodes),
+            data_center_id=cluster.data_center_id or props.get("data_center_id"),
+        )
 
 
 class InstantCluster(TypedResource, module=contract.CLUSTER.module, name=contract.CLUSTER.name):

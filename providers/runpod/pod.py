@@ -371,18 +371,18 @@ class PodProvider(RunPodProvider):
     def _outs(self, props: Mapping[str, Any], pod: ApiPod, obtained: Any, boots: int = 0) -> dict[str, Any]:
         ssh = pod.ssh_endpoint()
         net = pod.global_networking
-        return {
-            **self.carried(props),
-            "pod_id": pod.id,
-            "status": pod.status,
-            "capacity_obtained": obtained,
-            "data_center_id": pod.data_center_id,
-            "ssh_host": ssh[0] if ssh else None,
-            "ssh_port": ssh[1] if ssh else None,
-            "private_ip": net.ip if net else None,
-            "internal_dns": net.internal_dns if net else None,
-            "boots": boots,
-        }
+        return self.outputs(
+            self.carried(props),
+            pod_id=pod.id,
+            status=pod.status,
+            capacity_obtained=obtained,
+            data_center_id=pod.data_center_id,
+            ssh_host=ssh[0] if ssh else None,
+            ssh_port=ssh[1] if ssh else None,
+            private_ip=net.ip if net else None,
+            internal_dns=net.internal_dns if net else None,
+            boots=boots,
+        )
 
 
 class Pod(TypedResource, module=contract.POD.module, name=contract.POD.name):

@@ -59,7 +59,7 @@ class RegistryAuthProvider(RunPodProvider):
 
     def _outs(self, props: Mapping[str, Any], registry_id: str, password_hash: Any) -> dict[str, Any]:
         kept = {k: v for k, v in self.carried(props).items() if k != "password"}  # never the plain value
-        return {**kept, "registry_id": registry_id, "password_hash": password_hash}
+        return self.outputs(kept, registry_id=registry_id, password_hash=password_hash)
 
 
 class RegistryAuth(TypedResource, module=contract.REGISTRY.module, name=contract.REGISTRY.name):

@@ -114,12 +114,9 @@ class SecretProvider(RunPodProvider):
 
     def _outs(self, props: Mapping[str, Any], secret_id: str, value_hash: Any) -> dict[str, Any]:
         kept = {k: v for k, v in self.carried(props).items() if k != "value"}  # never the plain value
-        return {
-            **kept,
-            "secret_id": secret_id,
-            "reference": reference(str(props["name"])),
-            "value_hash": value_hash,
-        }
+        return self.outputs(
+            kept, secret_id=secret_id, reference=reference(str(props["name"])), value_hash=value_hash
+        )
 
 
 class Secret(TypedResource, module=contract.SECRET.module, name=contract.SECRET.name):

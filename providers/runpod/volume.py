@@ -137,7 +137,7 @@ class NetworkVolumeProvider(RunPodProvider):
         return super().diff(id_, olds, news)
 
     def _outs(self, props: Mapping[str, Any], volume: ApiVolume) -> dict[str, Any]:
-        return {**self.carried(props), "volume_id": volume.id}
+        return self.outputs(self.carried(props), volume_id=volume.id)
 
 
 class NetworkVolume(TypedResource, module=contract.VOLUME.module, name=contract.VOLUME.name):

@@ -176,7 +176,7 @@ class CheckpointBucketProvider(CheckedProvider):
         kept = {k: v for k, v in props.items() if k != PROVIDER_KEY and k not in self.output_keys}
         endpoint = s3c.endpoint_for(args) or f"https://s3.{args.region}.amazonaws.com"
         # `endpoint_url` in outputs is the endpoint actually used (docs/ARCHITECTURE.md).
-        return {**kept, "arn": f"arn:aws:s3:::{args.bucket_name}", "endpoint_url": endpoint}
+        return self.outputs(kept, arn=f"arn:aws:s3:::{args.bucket_name}", endpoint_url=endpoint)
 
 
 class CheckpointBucket(TypedResource, module=contract.BUCKET.module, name=contract.BUCKET.name):

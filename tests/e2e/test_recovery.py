@@ -1,8 +1,9 @@
 """Recovery through Pulumi for real (issue #29): the `search` pool on the local RunPod, one pod stopped out of
-band; the supervisor's observation (RunPod's pod listing), its pure decision and its actuator (the Automation
-API on the stack's own workspace) replace only that pod, in one update; 0 orphans, 0 duplicates, the other
-pods untouched, and a second round finds nothing to do. Control plane only (no emulated hosts): the
-fault-storm with training across the resume is not this test (docs/RECOVERY.md, "Not yet")."""
+band; the supervisor's observation (RunPod's pod listing), its pure decision and its actuator (the Pulumi
+CLI through common/pulumi.py, on the stack's own workspace) replace only that pod, in one update; 0
+orphans, 0 duplicates, the other pods untouched, and a second round finds nothing to do. Control plane only
+(no emulated hosts): the fault-storm with training across the resume is not this test (docs/RECOVERY.md,
+"Not yet")."""
 
 from __future__ import annotations
 
@@ -62,7 +63,7 @@ def test_a_lost_pool_pod_is_recreated_alone_through_pulumi(
     tmp_path: Path, local_runpod: LocalRunPod, moto_s3: str, report: Report, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     run = open_stack("search", tmp_path, local_runpod, moto_s3)
-    for key, value in run.cli.env().items():  # the Automation API runs pulumi with this process's env
+    for key, value in run.cli.env().items():  # the supervisor runs pulumi with this process's env
         monkeypatch.setenv(key, value)
     run.up()
     before = _pods(run)

@@ -102,8 +102,9 @@ def _live_clusters(audit: list[dict[str, Any]]) -> int:
 
 
 class KilledAfterUnprotect:
-    """The Automation API stack of a round killed (SIGKILL: nothing after it runs) as its replace began,
-    right after phase `recovering` was applied: the first `up` with `replace=` never returns."""
+    """The stack (supervisor/act.py's PulumiStack) of a round killed (SIGKILL: nothing after it runs) as
+    its replace began, right after phase `recovering` was applied: the first `up` with `replace=` never
+    returns."""
 
     def __init__(self, stack: Any) -> None:
         self._stack = stack
@@ -124,7 +125,7 @@ def env(
     runpod.admin.reset()
     runpod.admin.limits(ratePerMinute=100000)
     run = open_stack(STACK, tmp_path, runpod, moto_s3)
-    for key, value in run.cli.env().items():  # the Automation API runs pulumi with this process's env
+    for key, value in run.cli.env().items():  # the supervisor runs pulumi with this process's env
         monkeypatch.setenv(key, value)
     run.cli.run("config", "set", "--stack", STACK, "trainstack:protect", "true")  # as prod ships
     _set(run, "trainstack:cluster.nodes", "2")
@@ -292,6 +293,6 @@ def test_a_protected_cluster_is_replaced_through_pulumi_and_protected_again(
 
 
 def _select(stack: str, workspace: Path) -> Any:
-    from pulumi import automation as auto
+    from supervisor.act import select_stack
 
-    return auto.select_stack(stack_name=stack, work_dir=str(workspace))
+    return select_stack(stack, workspace)

@@ -403,7 +403,7 @@ def _requests(env: HostsEnv) -> int:
 
 
 def _updating(root: int) -> bool:
-    """A `pulumi up` runs under the supervisor (the Automation API's child)."""
+    """A `pulumi up` runs under the supervisor (the supervisor's child)."""
     for pid in descendants(root):
         try:
             argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")

@@ -147,7 +147,8 @@ def test_shipped_stacks_pass_their_own_policy_config(stack: str) -> None:
         assert check_stack(policy, resources, settings[policy.name]).messages == [], policy.name
 
 
-# Issue #34, class 2: a declared model whose forecast figures are missing or not finite fails closed.
+# Issue #34, class 2: a declared model whose forecast figures are missing or not finite fails closed, each
+# mandatory policy naming the field (ForecastOutput's message); the advisory ones leave it to them.
 def _broken(path: tuple[str, ...], value: Any) -> dict[str, Any]:
     fc = forecast_of()
     target = fc
@@ -162,19 +163,33 @@ def _broken(path: tuple[str, ...], value: Any) -> dict[str, Any]:
 
 _DROP = object()
 UNKNOWN_FORECASTS = [
-    (RUN_COST, ("run_cost_usd",), _DROP, "run cost is not known"),
-    (RUN_COST, ("run_cost_usd",), float("nan"), "run cost is not known"),
-    (RUN_COST, ("run_cost_usd",), float("inf"), "run cost is not known"),
-    (RUN_COST, ("run_cost_usd",), "cheap", "run cost is not known"),
-    (MODEL_FITS, ("memory_gb_per_gpu", "total"), float("nan"), "memory per GPU is not known"),
-    (MODEL_FITS, ("memory_gb_per_gpu", "gpu"), _DROP, "memory per GPU is not known"),
+    (("run_cost_usd",), _DROP, "forecast has no `run_cost_usd`"),
+    (("run_cost_usd",), float("nan"), "forecast.run_cost_usd is not a finite number (got nan)"),
+    (("run_cost_usd",), float("inf"), "forecast.run_cost_usd is not a finite number (got inf)"),
+    (("run_cost_usd",), "cheap", "forecast.run_cost_usd is not a finite number (got 'cheap')"),
+    (("memory_gb_per_gpu", "total"), float("nan"), "forecast.memory_gb_per_gpu.total is not a finite number"),
+    (("memory_gb_per_gpu", "gpu"), _DROP, "forecast.memory_gb_per_gpu has no `gpu`"),
+    (("restarts",), 1.5, "forecast.restarts is not a whole number (got 1.5)"),
+    (("fits",), "yes", "forecast.fits is not true or false (got 'yes')"),
 ]
 
 
-@pytest.mark.parametrize(("policy", "path", "value", "words"), UNKNOWN_FORECASTS)
+@pytest.mark.parametrize(("path", "value", "words"), UNKNOWN_FORECASTS)
 def test_a_forecast_figure_that_cannot_be_read_fails_closed(
-    policy: Any, path: tuple[str, ...], value: Any, words: str
+    path: tuple[str, ...], value: Any, words: str
 ) -> None:
     resources = [component(_broken(path, value)), stack_resource(POD, "dev-pod-0", pod())]
-    reports = check_stack(policy, resources, {})
-    assert any(words in m for m in reports.messages), reports.messages
+    for policy in (MODEL_FITS, RUN_COST):
+        (message,) = check_stack(policy, resources, {}).messages
+        assert words in message and "refused rather than let it through" in message, message
+    for policy in (MODEL_MAY_NOT_FIT, RUN_HOURS):
+        assert check_stack(policy, resources, {}).messages == [], policy.name
+
+
+def test_a_forecast_figure_not_known_yet_fails_closed_naming_it() -> None:
+    """An unresolved value inside the forecast (the engine's sentinel) is not a number: refused, named."""
+    from pulumi_policy.proxy import UNKNOWN_NUMBER_VALUE as SENTINEL
+
+    resources = [component(_broken(("hours",), SENTINEL))]
+    (message,) = check_stack(RUN_COST, resources, {}).messages
+    assert "forecast.hours is not a finite number (got UNKNOWN)" in message

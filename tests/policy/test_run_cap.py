@@ -11,12 +11,30 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from common.outputs import ForecastMemory, ForecastOutput
 from policy.rules.budget import RUN_COST as RUN_COST_LIMIT
 from policy.rules.forecast import COMPONENT
 from policy.rules.forecast import RUN_COST as RUN_COST_BUDGET
 from tests.policy.factories import CLUSTER, check_stack, cluster, stack_resource
 
-FORECAST = {"run_cost_usd": 6000.0, "hours": 23.5, "usd_per_hour": 255.36, "flops": 1e21, "mfu": 0.4}
+# A whole forecast record (the component's output, built by its own type), run cost $6,000.
+FORECAST = ForecastOutput(
+    gpu="H100_SXM",
+    gpus_per_job=64,
+    jobs=1,
+    memory=ForecastMemory(parts={}, total=60.0, total_low=55.0, total_high=65.0, gpu=80.0, headroom=20.0),
+    fits=True,
+    verdict="fits",
+    fixes=(),
+    flops=1e21,
+    mfu=0.4,
+    hours=23.5,
+    max_run_hours=48.0,
+    restarts=0,
+    usd_per_hour=255.36,
+    run_cost_usd=6000.0,
+    spot_run_cost_usd=None,
+).to_output()
 STACK_KEY = "trainstack:run.max_cost_usd"
 
 

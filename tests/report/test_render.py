@@ -190,13 +190,17 @@ def test_headline_run_cost_follows_the_forecast_a_tokens_x10_change_shows_x10() 
     model["tokens"] = float(model["tokens"]) * 10
     after_fc = stack_forecast(load_stack_config(raw))
     assert before_fc is not None and after_fc is not None
+    from common.outputs import ForecastOutput
     from facts.money import SNAPSHOT
 
     disks, volume = SNAPSHOT.container_disk_monthly(8 * 100), SNAPSHOT.volume_monthly(2000)
     resources = (cost("prod-cluster", 255.36, disks, 24), cost("prod-volume", 0.0, volume))
     # no resource changes (the model is not a resource input): each carries over from the state
-    preview = Preview((), (), (), (), 24, False, forecast=after_fc.to_output())
-    report = build("prod", preview, resources, before_forecast=before_fc.to_output())
+    after_out = ForecastOutput.from_output(after_fc.to_output())
+    preview = Preview((), (), (), (), 24, False, forecast=after_out)
+    report = build(
+        "prod", preview, resources, before_forecast=ForecastOutput.from_output(before_fc.to_output())
+    )
     b, a = report.before_totals, report.after_totals
     assert (b.run_basis, a.run_basis) == ("forecast", "forecast")
     assert a.per_hour == b.per_hour

@@ -1,8 +1,8 @@
-"""Carrying a recovery out (supervisor/act.py) against a moto bucket and a recording stand-in for the
-Automation API stack: what is replaced (only the faulty loose pod; the whole cluster), the order of the
-updates on a protected stack, the attempt record written before the first update and rewritten after, a
-failed update recorded as failed, a round killed mid-way finished by the next one without a second replace,
-and nothing in the bucket deleted."""
+"""Carrying a recovery out (supervisor/act.py) against a moto bucket and a recording stand-in for its
+PulumiStack: what is replaced (only the faulty loose pod; the whole cluster), the order of the updates on a
+protected stack, the attempt record written before the first update and rewritten after, a failed update
+recorded as failed, a round killed mid-way finished by the next one without a second replace, and nothing
+in the bucket deleted."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from typing import Any
 
 import boto3
 import pytest
-from pulumi import automation as auto
 
+from common.pulumi import PulumiError
 from supervisor.act import (
     CLUSTER_TYPE,
     FILES_TYPE,
@@ -51,11 +51,11 @@ class FakeStack:
         self.calls: list[tuple[str, Any]] = []
         self.fail_on, self.kill_on = fail_on, kill_on
 
-    def export_stack(self) -> Any:
-        return SimpleNamespace(deployment={"resources": RESOURCES})
+    def resources(self) -> list[Any]:
+        return RESOURCES
 
-    def set_config(self, key: str, value: auto.ConfigValue, path: bool = False) -> None:
-        self.calls.append(("set", (key, value.value, path)))
+    def set_config(self, key: str, value: str) -> None:
+        self.calls.append(("set", (key, value, True)))
 
     def up(self, **kwargs: Any) -> Any:
         n = sum(1 for c in self.calls if c[0] == "up")
@@ -63,8 +63,8 @@ class FakeStack:
         if n == self.kill_on:
             raise KeyboardInterrupt  # the supervisor killed mid-update
         if n == self.fail_on:
-            raise auto.errors.CommandError(SimpleNamespace(stdout="", stderr="error: boom", code=1))  # type: ignore[arg-type]
-        return SimpleNamespace(summary=SimpleNamespace(resource_changes={"replace": 1}))
+            raise PulumiError("`pulumi up` failed (255)", output="Updating (prod)\nerror: boom\n")
+        return {"replace": 1}
 
 
 @pytest.fixture
@@ -191,8 +191,8 @@ def test_a_replace_records_the_billed_ids_it_removes_and_the_next_round_bills_th
 
     class Deleting(FakeStack):  # the engine reports the old cluster deleted, as `pulumi up --replace` does
         def up(self, **kwargs: Any) -> Any:
-            meta = SimpleNamespace(type=CLUSTER_TYPE, op=auto.events.OpType.DELETE_REPLACED)
-            kwargs["on_event"](SimpleNamespace(res_outputs_event=SimpleNamespace(metadata=meta)))
+            meta = {"type": CLUSTER_TYPE, "op": "delete-replaced", "urn": RESOURCES[0]["urn"]}
+            kwargs["on_event"]({"sequence": 7, "resOutputsEvent": {"metadata": meta}})
             return super().up(**kwargs)
 
     rec = recoverer(s3, bucket, Deleting())

@@ -304,28 +304,24 @@ def test_end_trials_merges_the_stacks_own_list_and_sets_each_index_by_path(
     """Actuator.end_trials reads run.ended_trials from the stack's config (what another round may have
     written) and sets the union index by index (`--path`: Pulumi stores integers), then updates."""
 
-    from pulumi import automation as auto
-
     from supervisor import act
 
     class Stack:
         def __init__(self) -> None:
-            self.config = {"trainstack:run": auto.ConfigValue(json.dumps({"ended_trials": [2]}))}
             self.set: list[tuple[str, str]] = []
 
-        def get_all_config(self) -> dict[str, Any]:
-            return self.config
+        def config(self) -> dict[str, Any]:  # as `pulumi config --json` gives a path-set section: an object
+            return {"trainstack:run": {"ended_trials": [2]}}
 
-        def set_config(self, key: str, value: Any, path: bool = False) -> None:
-            assert path
-            self.set.append((key, value.value))
+        def set_config(self, key: str, value: str) -> None:
+            self.set.append((key, value))
 
     stack = Stack()
     lines: list[str] = []
     actor = Actuator("search", Path("."), protect=True, policy_pack=None, log=lines.append)
     ups: list[str] = []
     monkeypatch.setattr(act, "pulumi_up", lambda _stack, what, *_a, **_kw: ups.append(what))
-    monkeypatch.setattr(auto, "select_stack", lambda **_kw: stack)
+    monkeypatch.setattr(act, "select_stack", lambda *_a: stack)
     assert "trial(s) 0" in actor.end_trials((0,))
     assert stack.set == [
         ("trainstack:run.releasing_trials[0]", "0"),  # a protected stack lifts the protection first

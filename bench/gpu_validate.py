@@ -46,7 +46,7 @@ GPT_1NODE = (
 
 
 def variant(stack: str, nodes: int, gpus: int, command: str | None) -> StackConfig:
-    """The stack's parsed config with `nodes` x `gpus` (cluster topology for 2+ nodes), `command`, no secrets."""
+    """The stack's parsed config: `nodes` x `gpus` (cluster topology for 2+ nodes), `command`, no secrets."""
     config = files.load(stack)
     topology = "cluster" if nodes > 1 else "pods"
     cluster = config.cluster.model_copy(update={"nodes": nodes, "gpus_per_node": gpus, "topology": topology})

@@ -98,8 +98,9 @@ class Scenario:
     """The storm's story: a fresh start, healthy rounds, the three faults each with its recovery, and the
     rounds until the run is released. Every wait is on an event with a deadline.
 
-    The victims: the host kill takes the last node, the hang the third, the XID the second; on a cluster of
-    fewer nodes each is the last one, never node 0 (its log, progress and aggregator are what is read)."""
+    The victims: node 3's host is killed, node 2's worker stopped, node 1's GPU given the XID; on a smaller
+    cluster a victim past its last node is the last node, never node 0 (whose log, progress and aggregator are
+    what is read): on 2 nodes, every fault strikes node 1."""
 
     def __init__(
         self, storm: Storm, result: Result, steps_per_round: int, ends_at: float | None = None

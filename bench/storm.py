@@ -322,7 +322,8 @@ def run(
     node_env: dict[str, str] | None = None,
 ) -> Result:
     """The whole scenario; everything it made is removed at the end, on failure too. `nodes` is 4 for the
-    benchmark's figures, 2 in tests/hosts/test_storm.py; `node_env` is laid over harness/storm.py's NODE_ENV."""
+    benchmark's figures, 2 in tests/hosts/test_storm.py; `node_env` is laid over harness/storm.py's
+    NODE_ENV."""
     why = missing()
     if why is not None:
         raise StormFailed(f"the storm cannot run here: {why}")

@@ -60,8 +60,10 @@ class Demo:
         (tmp / "backend").mkdir()
         self.ws = tmp / "ws"
         self.left_up: set[str] = set()  # stacks a case left up and converged for the next case to take
+        self._endpoints: dict[str, str] | None = None  # `scripts/local-runpod env` since the last script
 
     def run(self, *argv: str, timeout: float = 600) -> str:
+        self._endpoints = None  # any script may start, stop or restart the servers: read them again after it
         done = run_killing_tree([str(REPO / argv[0]), *argv[1:]], timeout, env=self.env, cwd=REPO)
         assert done.returncode == 0, (
             f"{' '.join(argv)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}"
@@ -69,9 +71,13 @@ class Demo:
         return done.stdout + done.stderr
 
     def endpoints(self) -> dict[str, str]:
-        lines = self.run("scripts/local-runpod", "env").splitlines()
-        pairs = (line.removeprefix("export ").split("=", 1) for line in lines if line.startswith("export "))
-        return dict(pairs)  # type: ignore[arg-type]
+        """The servers' endpoints, as `scripts/local-runpod env` prints them; read once after each script
+        (each read is a Python process, and most of the cases' reads came between the same two scripts)."""
+        if self._endpoints is None:
+            lines = self.run("scripts/local-runpod", "env").splitlines()
+            exports = (line.removeprefix("export ") for line in lines if line.startswith("export "))
+            self._endpoints = dict(line.split("=", 1) for line in exports)
+        return dict(self._endpoints)
 
     def pulumi(self, stack: str, *args: str) -> str:
         argv = ["bash", "-c", '. scripts/env.sh && exec pulumi "$@"', "pulumi", *args]

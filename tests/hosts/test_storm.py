@@ -1,9 +1,18 @@
-"""The fault storm end to end (issue #29), as root on the local RunPod with emulated hosts: a 4-node Instant
+"""The fault storm end to end (issue #29), as root on the local RunPod with emulated hosts: a 2-node Instant
 Cluster trains; one node's host is killed, one rank SIGSTOPped, an XID recorded on a node; the supervisor's
 rounds (driven here, the test being the clock) recover each with no human action, the run reaches its last
 step with the loss continuing across every resume, the hang's diagnostics name the stopped rank, the ledger
 agrees with the emulator's bill within 1 % and the cluster is released at the end. The scenario is
-bench/storm.py (`python -m bench.storm` prints the same figures for docs/PERFORMANCE.md)."""
+bench/storm.py on harness/storm.py (`python -m bench.storm` prints the same figures for docs/PERFORMANCE.md,
+on 4 nodes).
+
+Two nodes, not the benchmark's four: each fault strikes node 1 and node 0 is its healthy peer (whose log,
+progress and aggregator the scenario reads), which shows each decision, resume and ledger figure as four
+do; a node boot is its torch imports, so half the nodes is about half the nodes' CPU. The job keeps its
+1,500 steps: the job trains on while a round runs, so on a loaded machine the XID's recovery (after the
+backoff, a few rounds past the hang's) came near step 1,200 of the 4-node run, and a shorter job would end
+before it.
+"""
 
 from __future__ import annotations
 
@@ -29,7 +38,7 @@ def test_a_node_lost_a_hang_and_an_xid_are_recovered_unattended(tmp_path: Path) 
     why = storm.missing()
     if why is not None:
         pytest.skip(why)
-    result = storm.run(tmp_path, faults=True, healthy_rounds=4)
+    result = storm.run(tmp_path, faults=True, healthy_rounds=4, nodes=2)
     print(result.ledger["table"])
     for r in result.recoveries:
         print(f"{r.fault}: resumed from step {r.resumed_from} after {r.minutes:.1f} min: {r.decision}")

@@ -269,6 +269,10 @@ def slurm_queue(stack: str, outputs: Mapping[str, Any], timeout_s: float = 10.0)
     return _on_controller(stack, outputs, command, _over_ssh(timeout_s)).splitlines()
 
 
+# The line slurm_jobs adds after scontrol's answer: an empty queue read, not a controller that did not answer.
+SLURM_READ = "#trainstack: scontrol answered"
+
+
 def slurm_jobs(
     stack: str,
     outputs: Mapping[str, Any],
@@ -276,8 +280,13 @@ def slurm_jobs(
     run: Callable[[SshTarget, str], str] | None = None,
 ) -> str:
     """`scontrol show job -o` on the controller (node 0) of a `scheduler: slurm` stack: every job Slurm still
-    holds, one a line (supervisor/slurm.py parses it). Empty when node 0 cannot be reached."""
-    command = "scontrol show job -o 2>/dev/null | head -c 65536; true"
+    holds, one a line (supervisor/slurm.py parses it), then `SLURM_READ` when scontrol answered (an empty
+    queue reads "No jobs in the system" and the mark; no mark: Slurm was not read). Empty when node 0
+    cannot be reached."""
+    command = (
+        "out=$(scontrol show job -o 2>/dev/null) && { printf '%s\\n' \"$out\" | head -c 65536; "
+        f"printf '\\n%s\\n' '{SLURM_READ}'; }}; true"
+    )
     return _on_controller(stack, outputs, command, run or _over_ssh(timeout_s))
 
 

@@ -16,11 +16,12 @@ from typing import Any
 from common import pulumi
 from common.outputs import NodeOutput
 from components.render import stack_run_ids
+from components.slurm import slurm_job_name
 from stackconfig.config import StackConfig, load_stack_config
 from stackview import snapshot, sources
 from supervisor import faults
 from supervisor.model import ExitFacts, Observation, RunState
-from supervisor.slurm import slurm_exits
+from supervisor.slurm import parse_scontrol, queue_reading, slurm_exits
 from supervisor.store import read_attempts, verify_run
 
 SECRET_CONFIG_PREFIX = "trainstack:secrets."  # noqa: S105 (a key prefix; these values are never read)
@@ -135,8 +136,12 @@ def observe(
             problems.append(f"pod status: not read ({type(exc).__name__})")
     created = [s[2] for s in statuses.values() if s[2] is not None]
     exits = _exits(stack, config, outputs, snap, runs, pod_ids, has_key, answered, src, problems)
+    slurm_queue: str | None = None
     if config.cluster.scheduler == "slurm" and has_key and answered:
-        exits += slurm_exits(stack, src.slurm(stack, outputs), pod_ids, exits)
+        scontrol = src.slurm(stack, outputs)
+        if sources.SLURM_READ in scontrol:  # without the mark Slurm was not read: no word on the queue
+            slurm_queue = queue_reading(parse_scontrol(scontrol))
+        exits += slurm_exits(slurm_job_name(stack), scontrol, pod_ids, exits)
     fleet, runs = _fleet(config, snap, nodes, runs, attempts, statuses, problems)
     agg_round = (state or {}).get("time")
     return Observation(
@@ -163,6 +168,7 @@ def observe(
         exits=exits,
         ssh_key=has_key or not nodes,
         created_at=min(created) if created else None,
+        slurm_queue=slurm_queue,
     )
 
 

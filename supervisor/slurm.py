@@ -115,7 +115,20 @@ def _expand(nodelist: str) -> Iterable[str]:
 
 def queue_idle(jobs: Sequence[SlurmJob]) -> bool:
     """An empty queue with no job pending or running: Slurm has nothing for the cluster to do."""
-    return not any(j.outcome in ("queued", "running", "unknown") for j in jobs)
+    return queue_reading(jobs) == "empty"
+
+
+Queue = Literal["empty", "queued", "running", "unknown"]
+QUEUE_READINGS: tuple[Queue, ...] = ("empty", "queued", "running", "unknown")
+
+
+def queue_reading(jobs: Sequence[SlurmJob]) -> Queue:
+    """The whole queue in one word, for the decision (supervisor/decide.py): `unknown` when any job is in a
+    state this table does not know (never read as empty, so never idle), else `running` when a job runs,
+    `queued` when one waits (Slurm's wait: not idle), `empty` when every job Slurm still holds has ended."""
+    outcomes = {j.outcome for j in jobs}
+    busiest: tuple[Queue, ...] = ("unknown", "running", "queued")
+    return next((word for word in busiest if word in outcomes), "empty")
 
 
 def latest(jobs: Sequence[SlurmJob], name: str) -> SlurmJob | None:
@@ -154,7 +167,9 @@ def exit_facts(job: SlurmJob, pods: Sequence[str], recorded: Iterable[ExitFacts]
 def slurm_exits(
     job_name: str, scontrol: str, pods: Sequence[str], recorded: Sequence[ExitFacts]
 ) -> tuple[ExitFacts, ...]:
-    """What observe adds for a `scheduler: slurm` stack: the newest job of the stack's name, from `scontrol
-    show job -o` on the controller, as exit facts of the nodes that left none (`exit_facts`)."""
+    """What observe adds for a `scheduler: slurm` stack: the newest job of the configured job's name
+    (components/slurm.py `slurm_job_name`), from `scontrol show job -o` on the controller, as exit facts of
+    the nodes that left none (`exit_facts`). Jobs of other names (an earlier job of the stack, a job
+    someone submitted by hand) are not this run's end."""
     job = latest(parse_scontrol(scontrol), job_name)
     return exit_facts(job, pods, recorded) if job is not None else ()

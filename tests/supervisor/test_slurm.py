@@ -5,7 +5,16 @@ from __future__ import annotations
 import pytest
 
 from supervisor.model import ExitFacts
-from supervisor.slurm import OUTCOMES, SlurmJob, exit_facts, latest, outcome, parse_scontrol, queue_idle
+from supervisor.slurm import (
+    OUTCOMES,
+    SlurmJob,
+    exit_facts,
+    latest,
+    outcome,
+    parse_scontrol,
+    queue_idle,
+    queue_reading,
+)
 
 # Every state of Slurm 22.05's job_state_codes (src/common/slurm_protocol_defs.c) and its flag states that
 # scontrol prints as the state, with the outcome the supervisor must read.
@@ -106,3 +115,21 @@ def test_an_ended_job_speaks_for_nodes_without_their_own_exit_record() -> None:
 @pytest.mark.parametrize("state", ["PENDING", "RUNNING", "REQUEUED", "COMPLETING", "SOMETHING_NEW"])
 def test_a_job_that_has_not_ended_says_nothing_about_nodes(state: str) -> None:
     assert exit_facts(SlurmJob("7", "local-cpu", state), ["podA", "podB"], []) == ()
+
+
+@pytest.mark.parametrize(
+    ("states", "reading"),
+    [
+        ((), "empty"),
+        (("COMPLETED", "FAILED", "CANCELLED", "NODE_FAIL"), "empty"),  # Slurm keeps ended jobs (MinJobAge)
+        (("COMPLETED", "PENDING"), "queued"),
+        (("PENDING", "RUNNING"), "running"),
+        (("RUNNING", "SOMETHING_NEW"), "unknown"),  # an unknown state outranks everything: never idle
+        (("COMPLETED", "SOMETHING_NEW"), "unknown"),
+        (("REQUEUED",), "queued"),  # a requeued job after NODE_FAIL waits again
+    ],
+)
+def test_the_queue_in_one_word(states: tuple[str, ...], reading: str) -> None:
+    jobs = [SlurmJob(str(i), "local-cpu", s) for i, s in enumerate(states, 1)]
+    assert queue_reading(jobs) == reading
+    assert queue_idle(jobs) == (reading == "empty")

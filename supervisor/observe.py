@@ -125,7 +125,8 @@ def observe(
         run_pods = [n.pod_id for n in nodes]
         boots = [n.boot for n in nodes]  # a pod started again after release_mode stop
         ranks = [n.rank for n in nodes]  # a pool's index: gaps where one ended
-        ids = stack_run_ids(stack, config.cluster.topology, run_pods, boots, ranks)
+        job = slurm_job_name(stack, config)  # a cluster's job: the stack's name, or the Slurm job's
+        ids = stack_run_ids(job, config.cluster.topology, run_pods, boots, ranks)
         runs = tuple(verify_run(src.s3, config.bucket.name, run_id) for run_id in ids)
     pod_ids = tuple(n.pod_id for n in nodes)
     statuses: Mapping[str, faults.PodStatus] = {}
@@ -141,7 +142,7 @@ def observe(
         scontrol = src.slurm(stack, outputs)
         if sources.SLURM_READ in scontrol:  # without the mark Slurm was not read: no word on the queue
             slurm_queue = queue_reading(parse_scontrol(scontrol))
-        exits += slurm_exits(slurm_job_name(stack), scontrol, pod_ids, exits)
+        exits += slurm_exits(slurm_job_name(stack, config), scontrol, pod_ids, exits)
     fleet, runs = _fleet(config, snap, nodes, runs, attempts, statuses, problems)
     agg_round = (state or {}).get("time")
     return Observation(

@@ -2,7 +2,9 @@
 whose hosts run Slurm itself; `sinfo` on the controller shows both nodes; delivery submits the training job
 with `sbatch`; Slurm runs it on both nodes through `srun` (the usual start script on each: preflight, resume,
 training, checkpoint sync); its state in Slurm ends COMPLETED, its checkpoints are in the bucket, and one
-supervisor round releases the cluster. Then a node lost mid-job: Slurm ends the job NODE_FAIL, the supervisor
+supervisor round releases the cluster, after a second job: a new `trainstack:cluster.slurm.job` and
+`pulumi up` submit it on the same cluster (its id unchanged), it runs to COMPLETED and the first job's record
+stays readable. Then a node lost mid-job: Slurm ends the job NODE_FAIL, the supervisor
 replaces the cluster, and the new cluster's job resumes from the bucket and completes. (`sacct` needs
 slurmdbd, which the local RunPod does not run: Slurm's state is read with `scontrol show job`, which keeps
 finished jobs for MinJobAge, and from the controller's job completion log.)"""
@@ -18,7 +20,15 @@ import pytest
 from emulator.slurm import slurm_unavailable
 from harness.webhook import Receiver
 from tests.hosts.conftest import HOSTS_NET, HostsEnv
-from tests.hosts.test_local_cluster import BUCKET, STACK, STEPS, Cluster, every_log_says, first_step
+from tests.hosts.test_local_cluster import (
+    BUCKET,
+    PREFIX,
+    STACK,
+    STEPS,
+    Cluster,
+    every_log_says,
+    first_step,
+)
 from tests.hosts.test_supervise_hosts import supervise
 from tests.polling import poll
 
@@ -32,14 +42,15 @@ pytestmark = [
 ACTIVE = ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED")
 
 
-def _ended(cluster: Cluster, controller: dict[str, str]) -> dict[str, str] | None:
-    state = _job_state(cluster, controller)
+def _ended(cluster: Cluster, controller: dict[str, str], name: str = STACK) -> dict[str, str] | None:
+    state = _job_state(cluster, controller, name)
     return state if state is not None and state["JobState"] not in ACTIVE else None
 
 
-def _job_state(cluster: Cluster, controller: dict[str, str]) -> dict[str, str] | None:
-    """`scontrol show job` of the stack's job on the controller, as key -> value; None before it exists."""
-    out = cluster.ssh(controller, f"scontrol show job -o $(squeue -h -t all -n {STACK} -o %i | head -n 1)")
+def _job_state(cluster: Cluster, controller: dict[str, str], name: str = STACK) -> dict[str, str] | None:
+    """`scontrol show job` of the job of this name on the controller, as key -> value; None before it
+    exists."""
+    out = cluster.ssh(controller, f"scontrol show job -o $(squeue -h -t all -n {name} -o %i | head -n 1)")
     fields = dict(re.findall(r"(\w+)=(\S*)", out.stdout)) if out.returncode == 0 else {}
     return fields or None
 
@@ -80,6 +91,7 @@ def test_a_slurm_stack_runs_its_job_through_sbatch_and_is_released(
         assert "Slurm job" in cluster.log(1, nodes[1]["pod_id"])
         assert max(cluster.bucket_steps()) == STEPS, cluster.bucket_steps()
         print(f"slurm job: {done['JobId']} {done['JobState']} on {done['NodeList']}, bucket {BUCKET}")
+        _a_second_job_is_a_config_change(cluster, controller, done)
         # The supervisor reads the finished run (its state verified against the bucket) and releases.
         round_ = supervise(cluster, tmp_path, receiver, "--once", "--json")
         assert round_.returncode == 0, round_.stderr[-4000:]
@@ -91,6 +103,39 @@ def test_a_slurm_stack_runs_its_job_through_sbatch_and_is_released(
         if cluster.s3.list_buckets()["Buckets"]:
             cluster.empty_bucket()
         cluster.cli.run("destroy", "--yes", "--stack", STACK, check=False)
+
+
+SECOND = "second"
+
+
+def _a_second_job_is_a_config_change(
+    cluster: Cluster, controller: dict[str, str], first: dict[str, str]
+) -> None:
+    """A new job name in config and `pulumi up`: the same cluster, a new Slurm job that runs to COMPLETED
+    under its own name, checkpoints and run; the first job's record stays. The second job starts from the
+    first one's checkpoint ten steps before its end (copied under its own prefix, as a team would start a
+    fine-tune), so it trains a few steps only."""
+    before = cluster.outputs()
+    start = max(s for s in cluster.bucket_steps() if s < STEPS)
+    source = f"{PREFIX}step-{start}.pt"
+    target = f"trainstack/{SECOND}/step-{start}.pt"
+    cluster.s3.copy_object(Bucket=BUCKET, Key=target, CopySource={"Bucket": BUCKET, "Key": source})
+    cluster.config("trainstack:cluster.slurm.job", SECOND, path=True)
+    cluster.up()
+    after = cluster.outputs()
+    assert after["cluster_id"] == before["cluster_id"], (before, after)
+    assert after["nodes"] == before["nodes"], (before, after)
+    second = poll(
+        lambda: _ended(cluster, controller, SECOND), "the second job to end", 180, 1.0, cluster.logs
+    )
+    assert second["JobState"] == "COMPLETED" and second["JobId"] != first["JobId"], (second, cluster.logs())
+    kept = _job_state(cluster, controller, STACK)  # the first job's record, read as before
+    assert kept is not None and (kept["JobId"], kept["JobState"]) == (first["JobId"], "COMPLETED"), kept
+    listed = cluster.s3.list_objects_v2(Bucket=BUCKET, Prefix=f"trainstack/{SECOND}/")
+    keys = [o["Key"] for o in listed.get("Contents", [])]
+    assert f"trainstack/{SECOND}/step-{STEPS}.pt" in keys, keys
+    assert max(cluster.bucket_steps()) == STEPS  # the first job's checkpoints, where they were
+    print(f"second job: {second['JobId']} {second['JobState']} from step {start}, same cluster")
 
 
 def _jobcomp(env: HostsEnv, controller: str) -> str:

@@ -21,7 +21,7 @@ from stackconfig.config import StackConfig, load_stack_config
 from stackview import snapshot, sources
 from supervisor import faults
 from supervisor.model import ExitFacts, Observation, RunState
-from supervisor.slurm import parse_scontrol, queue_reading, slurm_exits
+from supervisor.slurm import SlurmJob, Source, queue_reading, read_jobs, slurm_exits
 from supervisor.store import read_attempts, verify_run
 
 SECRET_CONFIG_PREFIX = "trainstack:secrets."  # noqa: S105 (a key prefix; these values are never read)
@@ -139,10 +139,13 @@ def observe(
     exits = _exits(stack, config, outputs, snap, runs, pod_ids, has_key, answered, src, problems)
     slurm_queue: str | None = None
     if config.cluster.scheduler == "slurm" and has_key and answered:
-        scontrol = src.slurm(stack, outputs)
-        if sources.SLURM_READ in scontrol:  # without the mark Slurm was not read: no word on the queue
-            slurm_queue = queue_reading(parse_scontrol(scontrol))
-        exits += slurm_exits(slurm_job_name(stack, config), scontrol, pod_ids, exits)
+        read = _slurm_jobs(src.slurm(stack, outputs))
+        if read is not None:  # neither sacct nor scontrol answered: no word on the queue
+            jobs, source = read
+            slurm_queue = queue_reading(jobs)
+            exits += slurm_exits(slurm_job_name(stack, config), jobs, pod_ids, exits)
+            if source == "scontrol":
+                problems.append("slurm: sacct did not answer (no slurmdbd?): jobs read with scontrol")
     fleet, runs = _fleet(config, snap, nodes, runs, attempts, statuses, problems)
     agg_round = (state or {}).get("time")
     return Observation(
@@ -171,6 +174,14 @@ def observe(
         created_at=min(created) if created else None,
         slurm_queue=slurm_queue,
     )
+
+
+def _slurm_jobs(text: str) -> tuple[tuple[SlurmJob, ...], Source] | None:
+    """slurm_jobs' answer (stackview/sources.py) split at its marks: sacct's part where sacct answered,
+    scontrol's where it did (supervisor/slurm.py `read_jobs` prefers sacct)."""
+    sacct, _, rest = text.partition(sources.SACCT_READ) if sources.SACCT_READ in text else (None, "", text)
+    scontrol = rest if sources.SLURM_READ in rest else None
+    return read_jobs(sacct, scontrol)
 
 
 def _exits(

@@ -113,13 +113,15 @@ def _a_second_job_is_a_config_change(
 ) -> None:
     """A new job name in config and `pulumi up`: the same cluster, a new Slurm job that runs to COMPLETED
     under its own name, checkpoints and run; the first job's record stays. The second job starts from the
-    first one's checkpoint ten steps before its end (copied under its own prefix, as a team would start a
-    fine-tune), so it trains a few steps only."""
+    first one's last checkpoint in the bucket before its end (copied under its own prefix, as a team would
+    start a fine-tune), so it trains a few steps only."""
     before = cluster.outputs()
-    start = max(s for s in cluster.bucket_steps() if s < STEPS)
-    source = f"{PREFIX}step-{start}.pt"
-    target = f"trainstack/{SECOND}/step-{start}.pt"
-    cluster.s3.copy_object(Bucket=BUCKET, Key=target, CopySource={"Bucket": BUCKET, "Key": source})
+    listed = cluster.s3.list_objects_v2(Bucket=BUCKET, Prefix=PREFIX).get("Contents", [])
+    saved = {int(m.group(1)): o["Key"] for o in listed if (m := re.search(r"step-(\d+)\.pt$", o["Key"]))}
+    start = max(s for s in saved if s < STEPS)
+    body = cluster.s3.get_object(Bucket=BUCKET, Key=saved[start])["Body"].read()
+    target = f"trainstack/{SECOND}/{saved[start][len(PREFIX) :]}"
+    cluster.s3.put_object(Bucket=BUCKET, Key=target, Body=body)
     cluster.config("trainstack:cluster.slurm.job", SECOND, path=True)
     cluster.up()
     after = cluster.outputs()
@@ -131,9 +133,9 @@ def _a_second_job_is_a_config_change(
     assert second["JobState"] == "COMPLETED" and second["JobId"] != first["JobId"], (second, cluster.logs())
     kept = _job_state(cluster, controller, STACK)  # the first job's record, read as before
     assert kept is not None and (kept["JobId"], kept["JobState"]) == (first["JobId"], "COMPLETED"), kept
-    listed = cluster.s3.list_objects_v2(Bucket=BUCKET, Prefix=f"trainstack/{SECOND}/")
-    keys = [o["Key"] for o in listed.get("Contents", [])]
-    assert f"trainstack/{SECOND}/step-{STEPS}.pt" in keys, keys
+    listed = cluster.s3.list_objects_v2(Bucket=BUCKET, Prefix=f"trainstack/{SECOND}/").get("Contents", [])
+    steps = sorted(int(m.group(1)) for o in listed if (m := re.search(r"step-(\d+)\.pt$", o["Key"])))
+    assert steps[-1] == STEPS and steps[0] == start, steps  # resumed from the copy, trained to the end
     assert max(cluster.bucket_steps()) == STEPS  # the first job's checkpoints, where they were
     print(f"second job: {second['JobId']} {second['JobState']} from step {start}, same cluster")
 

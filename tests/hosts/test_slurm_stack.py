@@ -5,9 +5,10 @@ training, checkpoint sync); its state in Slurm ends COMPLETED, its checkpoints a
 supervisor round releases the cluster, after a second job: a new `trainstack:cluster.slurm.job` and
 `pulumi up` submit it on the same cluster (its id unchanged), it runs to COMPLETED and the first job's record
 stays readable. Then a node lost mid-job: Slurm ends the job NODE_FAIL, the supervisor
-replaces the cluster, and the new cluster's job resumes from the bucket and completes. (`sacct` needs
-slurmdbd, which the local RunPod does not run: Slurm's state is read with `scontrol show job`, which keeps
-finished jobs for MinJobAge, and from the controller's job completion log.)"""
+replaces the cluster, and the new cluster's job resumes from the bucket and completes. `sacct` answers
+where MariaDB and slurmdbd are installed (scripts/bootstrap; the controller's host runs them); Slurm's state
+is read with `scontrol show job` too, which keeps finished jobs for MinJobAge, and from the controller's job
+completion log."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from emulator.slurm import slurm_unavailable
+from emulator.slurm import accounting_unavailable, slurm_unavailable
 from harness.webhook import Receiver
 from tests.hosts.conftest import HOSTS_NET, HostsEnv
 from tests.hosts.test_local_cluster import (
@@ -86,6 +87,17 @@ def test_a_slurm_stack_runs_its_job_through_sbatch_and_is_released(
             cluster.logs,
         )
         assert done["JobState"] == "COMPLETED" and done["ExitCode"] == "0:0", (done, cluster.logs())
+        if (why := accounting_unavailable()) is None:  # slurmdbd has the job's record: sacct shows it
+            sacct = f"sacct -X -n -P -j {done['JobId']} -o JobName,State,ExitCode"
+            accounted = poll(
+                lambda: "COMPLETED" in (out := cluster.ssh(controller, sacct).stdout) and out,
+                "sacct showing the job COMPLETED",
+                60,
+                1.0,
+            )
+            assert accounted.split() == [f"{STACK}|COMPLETED|0:0"], accounted
+        else:
+            print(f"no sacct: {why}")
         # Each node ran the usual start script under Slurm, in its usual log.
         every_log_says(cluster, nodes, "start script ends with status 0", "each node's start script", 30)
         assert "Slurm job" in cluster.log(1, nodes[1]["pod_id"])

@@ -43,6 +43,14 @@ pytestmark = [
 ACTIVE = ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED")
 
 
+@pytest.fixture(scope="module")
+def node_env_overrides() -> dict[str, str]:
+    """The bucket sync timer at 10 s, not the conftest's 5 s (each sync is a Python process importing boto3):
+    the lost node still finds checkpoints in the bucket mid-run (the ~20 s of training syncs once or twice),
+    and every start script syncs at its end. It pays for this file's second job (issue #48)."""
+    return {"TRAINSTACK_CHECKPOINT_INTERVAL_S": "10"}
+
+
 def _ended(cluster: Cluster, controller: dict[str, str], name: str = STACK) -> dict[str, str] | None:
     state = _job_state(cluster, controller, name)
     return state if state is not None and state["JobState"] not in ACTIVE else None

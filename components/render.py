@@ -11,7 +11,7 @@ from pathlib import Path
 
 from common.stackname import stack_name_problem
 from components.alerts import stack_alert_rules
-from components.slurm import render_slurm_files
+from components.slurm import render_slurm_files, slurm_job_name
 from facts.gpus import GPUS
 from forecast.stack import stack_forecast
 from stackconfig.alerts import prometheus_rules
@@ -254,7 +254,8 @@ def _job(stack: str, config: StackConfig, nodes: Sequence[Node], rank: int) -> _
     if node is None:
         raise ValueError(f"no node with rank {rank} among ranks {[n.rank for n in nodes]}")
     if config.cluster.topology == "cluster":
-        return _Job(stack, rank, len(nodes), nodes[0].ip, True, rank, nodes[0].pod_id, nodes[0].boot)
+        name = slurm_job_name(stack, config)  # the stack's name unless a Slurm stack names its job
+        return _Job(name, rank, len(nodes), nodes[0].ip, True, rank, nodes[0].pod_id, nodes[0].boot)
     # A pod of the pool is a single-node job of its own, so it is its own primary.
     return _Job(f"{stack}-pod-{rank}", 0, 1, "127.0.0.1", False, rank, node.pod_id, node.boot)
 

@@ -45,9 +45,12 @@ def node_files(scripts: Mapping[str, str]) -> dict[str, str]:
     return {name: scripts[name] for name in FILES if name in scripts}
 
 
-def slurm_job_name(stack: str) -> str:
-    """The Slurm job's name: the stack's job (a cluster stack runs one)."""
-    return stack
+def slurm_job_name(stack: str, config: StackConfig) -> str:
+    """The cluster's job and its identity: `trainstack:cluster.slurm.job` on a Slurm stack, else the stack's
+    name. It is the Slurm job's name (what the submitter, the supervisor and `squeue -n` look for), the job's
+    checkpoint folder and bucket prefix and its run id's first part (components/render.py): a new name is a
+    new job on the same cluster, and the earlier job's records stay under its own name."""
+    return (config.cluster.slurm.job if is_slurm(config) else None) or stack
 
 
 def time_limit_min(config: StackConfig, stop_grace_s: int) -> int:
@@ -71,7 +74,7 @@ def render_sbatch(stack: str, config: StackConfig, stop_grace_s: int) -> str:
     workdir = config.training.workdir
     lines = [
         "#!/usr/bin/env bash",
-        f"#SBATCH --job-name={slurm_job_name(stack)}",
+        f"#SBATCH --job-name={slurm_job_name(stack, config)}",
         f"#SBATCH --nodes={config.cluster.nodes}",
         "#SBATCH --ntasks-per-node=1",
         "#SBATCH --exclusive",
@@ -119,7 +122,7 @@ exec bash "start-node-$rank.sh"
 
 
 def render_submit(stack: str, config: StackConfig) -> str:
-    job = shlex.quote(slurm_job_name(stack))
+    job = shlex.quote(slurm_job_name(stack, config))
     nodes = config.cluster.nodes
     return f"""#!/usr/bin/env bash
 # {SUBMIT}: started by delivery on every node of trainstack stack '{stack}' (components/slurm.py). The
@@ -143,7 +146,8 @@ while true; do
   fi
   sleep 2
 done
-# One job of this name at a time: a re-delivery (any changed file) must not queue the run twice.
+# One job of this name at a time: a re-delivery (any changed file) must not queue the run twice. A new name
+# (trainstack:cluster.slurm.job) is a new job: it is queued behind any other the cluster runs.
 states=PENDING,RUNNING,CONFIGURING,COMPLETING,REQUEUED,SUSPENDED,COMPLETED
 existing=$(squeue -h -t "$states" -n {job} -o '%i %T' 2>/dev/null | head -n 1)
 if [[ -n "$existing" ]]; then

@@ -37,6 +37,7 @@ from stackconfig.image_ref import image_reference_problem
 from stackconfig.model import ModelConfig
 from stackconfig.numbers import Number, in_range  # Number: never a boolean; numeric text is read
 from stackconfig.rules import RUNPOD_DEFAULT_SPEND_LIMIT
+from stackconfig.slurm import SlurmConfig
 from stackconfig.supervisor import RecoveryConfig, RunConfig, SupervisorConfig
 
 NAMESPACE = "trainstack"
@@ -109,6 +110,7 @@ class ClusterConfig(_Model):
     registry_auth: RegistryAuthConfig | None = None  # pods only: Instant Clusters take no credential
     # Who runs the training: the start scripts, or Slurm on a `type: SLURM` cluster (docs/SLURM.md)
     scheduler: Literal["scripts", "slurm"] = "scripts"
+    slurm: SlurmConfig = SlurmConfig()  # the Slurm job's identity (stackconfig/slurm.py)
 
     @field_validator("gpu_type")
     @classmethod

@@ -2,10 +2,40 @@
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, ConfigDict, field_validator
 
 if TYPE_CHECKING:
     from stackconfig.config import StackConfig
+
+# A Slurm job's name becomes its `--job-name`, its checkpoint folder and bucket prefix and the first part of
+# its run id (`<job>.<pod id>`): the stack name's alphabet (common/stackname.py), shorter.
+_JOB_RE = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
+JOB_RULE = (
+    "use lowercase letters, digits and '-', starting with a letter or digit, at most 64 characters "
+    "(it names the Slurm job, its checkpoints in the bucket and its run id), e.g. pretrain-2"
+)
+
+
+class SlurmConfig(BaseModel):
+    """`trainstack:cluster.slurm`: what a `scheduler: slurm` stack asks of Slurm (docs/SLURM.md)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # The training job's identity on the cluster: its Slurm job name, checkpoint prefix and run id. Default:
+    # the stack's name. A new name is a new job on the same cluster: `up` delivers its files and the
+    # controller `sbatch`es it; the cluster stays, and the earlier job's records stay where they are.
+    job: str | None = None
+
+    @field_validator("job")
+    @classmethod
+    def _job(cls, v: str | None) -> str | None:
+        if v is not None and not _JOB_RE.fullmatch(v):
+            raise ValueError(f"{v[:70]!a} is not a job name; {JOB_RULE}")
+        return v
+
 
 # RunPod preinstalls and configures Slurm and munge only on its official PyTorch images; on any other image
 # the Slurm processes do not start (docs.runpod.io/instant-clusters/slurm-clusters).
@@ -24,6 +54,14 @@ def slurm_problems(config: StackConfig) -> list[tuple[str, str]]:
     """(key path, message with the fix) for each Slurm rule the config breaks; none for the start scripts."""
     c = config.cluster
     if c.scheduler != "slurm":
+        if c.slurm.job is not None:
+            return [
+                (
+                    "cluster.slurm.job",
+                    f"names a Slurm job ({c.slurm.job!r}) but the scheduler is {c.scheduler!r}; set "
+                    "trainstack:cluster.scheduler to 'slurm', or drop cluster.slurm",
+                )
+            ]
         return []
     out: list[tuple[str, str]] = []
     if c.topology != "cluster":

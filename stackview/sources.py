@@ -263,15 +263,30 @@ def slurm_queue(stack: str, outputs: Mapping[str, Any], timeout_s: float = 10.0)
     return _on_controller(stack, outputs, command, _over_ssh(timeout_s)).splitlines()
 
 
+# The lines slurm_jobs adds after sacct's and scontrol's answers: an empty queue read, not a command that
+# failed (no slurmdbd for sacct, slurmctld down) or a controller that did not answer.
+SACCT_READ = "#trainstack: sacct answered"
+SLURM_READ = "#trainstack: scontrol answered"
+SACCT_COMMAND = "sacct -X -n -P -a -S now-7days -o JobIDRaw,JobName,State,ExitCode,NodeList"
+
+
 def slurm_jobs(
     stack: str,
     outputs: Mapping[str, Any],
     timeout_s: float = 10.0,
     run: Callable[[SshTarget, str], str] | None = None,
 ) -> str:
-    """`scontrol show job -o` on the controller (node 0) of a `scheduler: slurm` stack: every job Slurm still
-    holds, one a line (supervisor/slurm.py parses it). Empty when node 0 cannot be reached."""
-    command = "scontrol show job -o 2>/dev/null | head -c 65536; true"
+    """The controller's (node 0's) jobs of a `scheduler: slurm` stack, in one SSH command: `sacct` (the
+    last week's job allocations, where the cluster runs slurmdbd) then `SACCT_READ`, and `scontrol show job
+    -o` (every job slurmctld still holds) then `SLURM_READ`, each mark only when its command answered (an
+    empty queue reads "No jobs in the system" and the mark). supervisor/slurm.py parses both. Empty when
+    node 0 cannot be reached."""
+    command = " ".join(
+        f"out=$({cmd} 2>/dev/null) && "
+        f"{{ printf '%s\\n' \"$out\" | head -c 65536; printf '\\n%s\\n' '{mark}'; }};"
+        for cmd, mark in ((SACCT_COMMAND, SACCT_READ), ("scontrol show job -o", SLURM_READ))
+    )
+    command += " true"
     return _on_controller(stack, outputs, command, run or _over_ssh(timeout_s))
 
 

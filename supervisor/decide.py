@@ -16,8 +16,11 @@ to say decides. Every state a run can be in (supervisor/lifecycle.py) has one of
     unverified       a run state says finished but does not verify (forged or torn): one alert, no release
     job_ended        every job has ended (failed, or finished with others failed) and nothing recovers it:
                      sync and release. A pool with a job still running is that job's
+    slurm_queue_empty  a `scheduler: slurm` stack whose Slurm queue holds no job running or pending
+                     (every job it keeps has ended): idle's warning and grace, from the first empty reading
     idle             GPUs idle with no new step, or a stale aggregator, for idle_for_min: one warning, then
-                     after idle_grace_min a last sync and release
+                     after idle_grace_min a last sync and release. Never on a Slurm stack whose queue holds a
+                     job pending or in a state trainstack does not know (Slurm's wait)
     unreachable      no SSH to the nodes (no key, or the network) while RunPod or billing answer: one alert;
                      never a replace (lost is RunPod's word); billing, RunPod and the bucket still decide
     blind            neither node 0 nor billing answer for blind_for_min: one alert, never an action
@@ -31,6 +34,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
+from time import gmtime, strftime
 
 from stackconfig.supervisor import RecoveryConfig, SupervisorConfig
 from supervisor.model import Decision, ExitFacts, Kind, Observation, RoundRecord, newest_first
@@ -134,9 +138,15 @@ def releasing(obs: Observation, _history: Sequence[RoundRecord], _policy: Policy
     return None
 
 
+# A Slurm stack's queue readings that hold the cluster: a job runs, waits, or is in a state not known.
+SLURM_BUSY = frozenset({"queued", "running", "unknown"})
+
+
 def finished(obs: Observation, _history: Sequence[RoundRecord], _policy: Policy) -> Decision | None:
     runs = obs.runs
     if obs.nodes == 0 or not runs or not all(r.status == "finished" and r.verified for r in runs):
+        return None
+    if obs.slurm_queue in SLURM_BUSY:  # the run is done, but Slurm still holds a job for the cluster
         return None
     steps = ", ".join(f"{r.run_id} at step {r.last_step}" for r in runs)
     return Decision(
@@ -402,8 +412,8 @@ def job_ended(obs: Observation, _history: Sequence[RoundRecord], _policy: Policy
 
 def _idle_now(obs: Observation, history: Sequence[RoundRecord], policy: Policy) -> tuple[str, float] | None:
     """Why this round looks idle and since when (the supervisor's clock), or None."""
-    if obs.nodes == 0 or obs.node0_reachable is not True:
-        return None
+    if obs.nodes == 0 or obs.node0_reachable is not True or obs.slurm_queue in ("queued", "unknown"):
+        return None  # a Slurm job waiting (or in a state not known) is Slurm's wait, never idle
     # A step to compare across rounds, and GPUs that are not busy: low, or unknown (no NVML on the node).
     # GPUs reading busy are never idle, even at a stalled step (a run this supervisor cannot judge).
     why = None
@@ -442,6 +452,39 @@ def idle(obs: Observation, history: Sequence[RoundRecord], policy: Policy) -> De
     if now is None:
         return None
     why, start = now
+    return _idle_release(obs, history, policy, why, start, f"with no new step (step {obs.step})")
+
+
+def queue_empty_since(obs: Observation, history: Sequence[RoundRecord]) -> float | None:
+    """When a Slurm stack's queue was first read empty in the rounds up to this one (None: not empty now).
+    A round that did not read it (no SSH) ends the run of rounds: the count starts again."""
+    if obs.nodes == 0 or obs.node0_reachable is not True or obs.slurm_queue != "empty":
+        return None
+    start = obs.at
+    for past in earlier(obs, history):
+        if past.nodes == 0 or past.slurm_queue != "empty":
+            break
+        start = past.at
+    return start
+
+
+def slurm_queue_empty(obs: Observation, history: Sequence[RoundRecord], policy: Policy) -> Decision | None:
+    """A `scheduler: slurm` stack whose queue holds nothing running or pending (supervisor/slurm.py
+    `queue_reading`): Slurm has nothing for the cluster to do. Idle's thresholds, on the queue's own clock."""
+    start = queue_empty_since(obs, history)
+    busy = obs.gpu_util_max is not None and pct(obs.gpu_util_max) >= Decimal(repr(policy.idle_util_pct))
+    if start is None or busy:  # GPUs busy outside Slurm are never called idle (the generic rule's word)
+        return None
+    since = strftime("%Y-%m-%d %H:%M UTC", gmtime(start))
+    why = f"slurm queue empty: no job running or pending since {since}"
+    return _idle_release(obs, history, policy, why, start, "with nothing for Slurm to run")
+
+
+def _idle_release(
+    obs: Observation, history: Sequence[RoundRecord], policy: Policy, why: str, start: float, detail: str
+) -> Decision:
+    """Idle since `start`: nothing before idle_for_min, then one warning, then after idle_grace_min a last
+    sync and release (`detail`: what the warning says is missing)."""
     lasted = obs.at - start
     if lasted < policy.idle_for_min * 60:
         return Decision(
@@ -450,7 +493,7 @@ def idle(obs: Observation, history: Sequence[RoundRecord], policy: Policy) -> De
     warned = _notified(history, "idle", since=start, before=obs.at)
     if warned is None:
         text = (
-            f"{why} for {_min(lasted)} with no new step (step {obs.step}): compute is released in "
+            f"{why} for {_min(lasted)} {detail}: compute is released in "
             f"{policy.idle_grace_min:g} min unless training resumes"
         )
         return Decision("idle", text, ("notify",), text, state="idle")
@@ -515,6 +558,7 @@ RULES: tuple[Rule, ...] = (
     trial_ended,
     unverified,
     job_ended,
+    slurm_queue_empty,
     idle,
     unreachable,
     blind,
@@ -534,6 +578,14 @@ def decide(
             "none", f"no compute up (phase {obs.phase}): nothing bills but storage", state="no_compute"
         )
     spent = "unknown" if obs.spent_usd is None else f"${obs.spent_usd:,.2f}"
+    if obs.slurm_queue in ("queued", "unknown"):
+        what = "a job waiting" if obs.slurm_queue == "queued" else "a job in a state trainstack does not know"
+        return Decision(
+            "none",
+            f"slurm queue holds {what}: Slurm's, neither idle nor finished "
+            f"(spent {spent}; the cap bounds it)",
+            state="queued",
+        )
     if obs.step is None:
         since = compute_since(obs, history)
         return Decision(

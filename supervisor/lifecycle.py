@@ -7,6 +7,8 @@ supervisor/decide.py that owns it, its deadline and what it may bill before that
                      |                  \\-GPUs idle, no step-> idle -grace-> released
                      \\-exit record, boot_timeout-> failed -> released
 
+A `scheduler: slurm` stack whose queue holds a job waiting (or one in a state trainstack does not know) is
+`queued`: Slurm's wait, never idle; an empty queue is `idle` (decide.py's `slurm_queue_empty`).
 A pool's trial that ends while others run is `trial_ended`: its pod alone is released.
 `unreachable` (no SSH: no key, or the network) and `unverified` (a finished state that does not verify) can
 happen in any state with compute; `over_budget` releases from any of them. The deadlines are in minutes from
@@ -61,11 +63,17 @@ STATES: dict[str, StateSpec] = {
         "finished", "release and a summary", _one_round, "one round after the verified run state"
     ),
     "idle": StateSpec(
-        "idle",
+        "idle / slurm_queue_empty",
         "one warning at idle_for_min, release idle_grace_min later",
         # Two thresholds, each met at the first round at or past it: a round late by seconds slips one.
         lambda p: p.idle_for_min + p.idle_grace_min + 2 * p.interval_min,
         "idle_for_min + idle_grace_min + two rounds",
+    ),
+    "queued": StateSpec(
+        "over_budget / never_started",
+        "a Slurm job waits in the queue, or is in a state not known: Slurm's, neither idle nor finished",
+        lambda _p: None,
+        "the cap (run.max_cost_usd); never_started's boot_timeout_min while no step ever came",
     ),
     "recovering": StateSpec(
         "recovery",

@@ -145,6 +145,9 @@ class Observation:
     ssh_key: bool = True  # the supervisor has an SSH key (without one, no node can answer: not a lost node)
     created_at: float | None = None  # RunPod's creation time of the oldest live pod (bounds the spend)
     notices: tuple[str, ...] = ()  # the one-time messages already sent for this run (Decision.once)
+    # A `scheduler: slurm` stack's queue on its controller (supervisor/slurm.py `queue_reading`): empty,
+    # queued, running or unknown; None: not a Slurm stack, or the controller's Slurm was not read this round.
+    slurm_queue: str | None = None
 
     @property
     def blind(self) -> bool:

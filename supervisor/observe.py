@@ -16,12 +16,13 @@ from typing import Any
 from common import pulumi
 from common.outputs import NodeOutput
 from components.render import stack_run_ids
+from components.slurm import slurm_job_name
 from stackconfig.config import StackConfig
 from stackconfig.loader import load_stack_config
 from stackview import snapshot, sources
 from supervisor import faults
 from supervisor.model import ExitFacts, Observation, RunState
-from supervisor.slurm import slurm_exits
+from supervisor.slurm import SlurmJob, Source, queue_reading, read_jobs, slurm_exits
 from supervisor.store import read_attempts, verify_run
 
 SECRET_CONFIG_PREFIX = "trainstack:secrets."  # noqa: S105 (a key prefix; these values are never read)
@@ -125,7 +126,8 @@ def observe(
         run_pods = [n.pod_id for n in nodes]
         boots = [n.boot for n in nodes]  # a pod started again after release_mode stop
         ranks = [n.rank for n in nodes]  # a pool's index: gaps where one ended
-        ids = stack_run_ids(stack, config.cluster.topology, run_pods, boots, ranks)
+        job = slurm_job_name(stack, config)  # a cluster's job: the stack's name, or the Slurm job's
+        ids = stack_run_ids(job, config.cluster.topology, run_pods, boots, ranks)
         runs = tuple(verify_run(src.s3, config.bucket.name, run_id) for run_id in ids)
     pod_ids = tuple(n.pod_id for n in nodes)
     statuses: Mapping[str, faults.PodStatus] = {}
@@ -136,8 +138,15 @@ def observe(
             problems.append(f"pod status: not read ({type(exc).__name__})")
     created = [s[2] for s in statuses.values() if s[2] is not None]
     exits = _exits(stack, config, outputs, snap, runs, pod_ids, has_key, answered, src, problems)
+    slurm_queue: str | None = None
     if config.cluster.scheduler == "slurm" and has_key and answered:
-        exits += slurm_exits(stack, src.slurm(stack, outputs), pod_ids, exits)
+        read = _slurm_jobs(src.slurm(stack, outputs))
+        if read is not None:  # neither sacct nor scontrol answered: no word on the queue
+            jobs, source = read
+            slurm_queue = queue_reading(jobs)
+            exits += slurm_exits(slurm_job_name(stack, config), jobs, pod_ids, exits)
+            if source == "scontrol":
+                problems.append("slurm: sacct did not answer (no slurmdbd?): jobs read with scontrol")
     fleet, runs = _fleet(config, snap, nodes, runs, attempts, statuses, problems)
     agg_round = (state or {}).get("time")
     return Observation(
@@ -164,7 +173,16 @@ def observe(
         exits=exits,
         ssh_key=has_key or not nodes,
         created_at=min(created) if created else None,
+        slurm_queue=slurm_queue,
     )
+
+
+def _slurm_jobs(text: str) -> tuple[tuple[SlurmJob, ...], Source] | None:
+    """slurm_jobs' answer (stackview/sources.py) split at its marks: sacct's part where sacct answered,
+    scontrol's where it did (supervisor/slurm.py `read_jobs` prefers sacct)."""
+    sacct, _, rest = text.partition(sources.SACCT_READ) if sources.SACCT_READ in text else (None, "", text)
+    scontrol = rest if sources.SLURM_READ in rest else None
+    return read_jobs(sacct, scontrol)
 
 
 def _exits(

@@ -1,8 +1,9 @@
 """Slurm's own job states as the supervisor's evidence, pure: on a `scheduler: slurm` stack they say whether
 the job finished, failed or lost a node, beside the nodes' exit records and the supervisor's own rules.
 
-Slurm's states (`scontrol show job`, `sacct`; slurm.schedmd.com/job_state_codes.html) map onto the outcomes
-the decision already owns (docs/SUPERVISOR.md):
+Where the jobs come from: `sacct` when the cluster runs slurmdbd and it answers, else `scontrol show job`
+(`read_jobs`). Slurm's states (slurm.schedmd.com/job_state_codes.html) map onto the outcomes the decision
+already owns (docs/SUPERVISOR.md):
 
     queued    PENDING, CONFIGURING, REQUEUED, REQUEUE_FED, REQUEUE_HOLD, RESV_DEL_HOLD, SUSPENDED, STOPPED,
               RESIZING, SIGNALING, SPECIAL_EXIT   (still Slurm's: nothing to decide)
@@ -108,6 +109,39 @@ def parse_scontrol(text: str) -> tuple[SlurmJob, ...]:
     return tuple(jobs)
 
 
+# `sacct -X -n -P -o` these fields: one line a job allocation, `|` between fields (parse_sacct).
+SACCT_FIELDS = ("JobIDRaw", "JobName", "State", "ExitCode", "NodeList")
+
+
+def parse_sacct(text: str) -> tuple[SlurmJob, ...]:
+    """`sacct -X -n -P -o JobIDRaw,JobName,State,ExitCode,NodeList` -> jobs (a state such as "CANCELLED by
+    0" is read by `outcome`); lines of any other shape are skipped."""
+    jobs = []
+    for line in text.splitlines():
+        parts = line.split("|")
+        if len(parts) != len(SACCT_FIELDS) or not parts[0].isdigit() or not parts[2]:
+            continue
+        job_id, name, state, exit_code, nodelist = parts
+        jobs.append(SlurmJob(job_id, name, state, exit_code or "0:0", tuple(_expand(nodelist))))
+    return tuple(jobs)
+
+
+Source = Literal["sacct", "scontrol"]
+
+
+def read_jobs(sacct: str | None, scontrol: str | None) -> tuple[tuple[SlurmJob, ...], Source] | None:
+    """The jobs a round decides from and where they come from; None when neither answered (no word on the
+    queue). `sacct` when it answered (None: it did not, e.g. no slurmdbd): slurmdbd keeps every job, past
+    scontrol's MinJobAge too; a job only scontrol holds yet is added (slurmdbd hears of a job a moment after
+    slurmctld does, and an empty sacct must not read as an empty queue then). Else `scontrol show job`'s."""
+    if sacct is None:
+        return None if scontrol is None else (parse_scontrol(scontrol), "scontrol")
+    accounted = parse_sacct(sacct)
+    known = {j.job_id for j in accounted}
+    live = parse_scontrol(scontrol) if scontrol is not None else ()
+    return accounted + tuple(j for j in live if j.job_id not in known), "sacct"
+
+
 def _expand(nodelist: str) -> Iterable[str]:
     """A plain comma list (pod ids need no ranges); `(null)` is no node."""
     return [n for n in nodelist.split(",") if n and n != "(null)"]
@@ -115,7 +149,20 @@ def _expand(nodelist: str) -> Iterable[str]:
 
 def queue_idle(jobs: Sequence[SlurmJob]) -> bool:
     """An empty queue with no job pending or running: Slurm has nothing for the cluster to do."""
-    return not any(j.outcome in ("queued", "running", "unknown") for j in jobs)
+    return queue_reading(jobs) == "empty"
+
+
+Queue = Literal["empty", "queued", "running", "unknown"]
+QUEUE_READINGS: tuple[Queue, ...] = ("empty", "queued", "running", "unknown")
+
+
+def queue_reading(jobs: Sequence[SlurmJob]) -> Queue:
+    """The whole queue in one word, for the decision (supervisor/decide.py): `unknown` when any job is in a
+    state this table does not know (never read as empty, so never idle), else `running` when a job runs,
+    `queued` when one waits (Slurm's wait: not idle), `empty` when every job Slurm still holds has ended."""
+    outcomes = {j.outcome for j in jobs}
+    busiest: tuple[Queue, ...] = ("unknown", "running", "queued")
+    return next((word for word in busiest if word in outcomes), "empty")
 
 
 def latest(jobs: Sequence[SlurmJob], name: str) -> SlurmJob | None:
@@ -152,9 +199,11 @@ def exit_facts(job: SlurmJob, pods: Sequence[str], recorded: Iterable[ExitFacts]
 
 
 def slurm_exits(
-    job_name: str, scontrol: str, pods: Sequence[str], recorded: Sequence[ExitFacts]
+    job_name: str, jobs: Sequence[SlurmJob], pods: Sequence[str], recorded: Sequence[ExitFacts]
 ) -> tuple[ExitFacts, ...]:
-    """What observe adds for a `scheduler: slurm` stack: the newest job of the stack's name, from `scontrol
-    show job -o` on the controller, as exit facts of the nodes that left none (`exit_facts`)."""
-    job = latest(parse_scontrol(scontrol), job_name)
+    """What observe adds for a `scheduler: slurm` stack: the newest job of the configured job's name
+    (components/slurm.py `slurm_job_name`) among the controller's jobs (`read_jobs`), as exit facts of the
+    nodes that left none (`exit_facts`). Jobs of other names (an earlier job of the stack, a job someone
+    submitted by hand) are not this run's end."""
+    job = latest(jobs, job_name)
     return exit_facts(job, pods, recorded) if job is not None else ()

@@ -13,6 +13,7 @@ from components import slurm
 from components.delivery import node_files
 from components.render import Artifacts, render_artifacts
 from stackconfig.config import StackConfig
+from stackconfig.slurm import SlurmConfig
 from tests.components.conftest import fake_nodes, stack_config
 
 STACK = "local-cpu"
@@ -110,3 +111,26 @@ def test_slurm_scripts_pass_bash_n_and_shellcheck(name: str, tmp_path: Path) -> 
         pytest.fail("shellcheck is not installed: apt-get install -y shellcheck (scripts/bootstrap does)")
     result = subprocess.run(["shellcheck", "--shell=bash", str(path)], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout
+
+
+def test_the_job_named_in_config_is_the_slurm_job_its_checkpoints_and_its_run() -> None:
+    """trainstack:cluster.slurm.job names the job everywhere it has an identity; the default is the stack."""
+    assert slurm.slurm_job_name(STACK, _config()) == STACK
+    config = _config(slurm=SlurmConfig(job="second"))
+    assert slurm.slurm_job_name(STACK, config) == "second"
+    scripts = _render(config).start_scripts
+    assert "#SBATCH --job-name=second" in scripts[slurm.SBATCH].splitlines()
+    assert 'squeue -h -t "$states" -n second' in scripts[slurm.SUBMIT]
+    start = scripts["start-node-0.sh"]
+    bucket = config.bucket
+    assert bucket is not None
+    for line in (
+        "TRAINSTACK_JOB=${TRAINSTACK_JOB:-second}",
+        f"TRAINSTACK_CHECKPOINT_PREFIX=${{TRAINSTACK_CHECKPOINT_PREFIX:-{bucket.prefix}/second}}",
+        "TRAINSTACK_RUN_ID=${TRAINSTACK_RUN_ID:-second.pod000}",
+    ):
+        assert line in start.splitlines(), line
+    # the stack's own job (no name) keeps the names it always had
+    assert "TRAINSTACK_RUN_ID=${TRAINSTACK_RUN_ID:-local-cpu.pod000}" in (
+        _render(_config()).start_scripts["start-node-0.sh"].splitlines()
+    )

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from emulator import hostnet
-from emulator.slurm import slurm_unavailable
+from emulator.slurm import accounting_unavailable, slurm_unavailable
 from harness.local import FAST_ARGS, LocalRunPod, start_local_runpod
 from tests.emulator.conftest import cluster_body
 from tests.polling import poll
@@ -74,6 +74,9 @@ def _idle(key: Path, controller: dict[str, Any], names: set[str]) -> dict[str, s
     return states if set(states) == names and set(states.values()) == {"idle"} else None
 
 
+SACCT = "sacct -X -n -P -o JobName,State"
+
+
 def _daemon_logs(root: Path) -> str:
     return "\n".join(f"== {p}\n{p.read_text(errors='replace')[-3000:]}" for p in root.rglob("slurm*.log"))
 
@@ -104,6 +107,20 @@ def test_a_slurm_cluster_runs_slurm_on_every_member_and_runs_a_job(
     assert job.returncode == 0, job.stderr + _daemon_logs(tmp_path)
     ran = sorted(line.split(": ", 1)[1].split()[0] for line in job.stdout.splitlines())
     assert ran == sorted(names)
+    if accounting_unavailable() is None:
+        # slurmdbd on the controller (MariaDB on its loopback) has the job: sacct answers as on a cluster
+        # that keeps accounting.
+        accounted = poll(
+            lambda: "hostname|COMPLETED" in (out := _ssh(key, controller, SACCT).stdout) and out,
+            "sacct on the controller showing the step's job COMPLETED",
+            60,
+            0.5,
+            log=lambda: (
+                _ssh(key, controller, f"{SACCT}; cat /etc/slurm/slurmdbd.conf >/dev/null").stderr
+                + _daemon_logs(tmp_path)
+            ),
+        )
+        assert "hostname|COMPLETED" in accounted
 
 
 def test_a_training_cluster_runs_no_slurm(key: Path, server: LocalRunPod) -> None:

@@ -72,3 +72,22 @@ def test_an_unknown_scheduler_is_refused_with_the_choices() -> None:
 )
 def test_official_image_recognition(image: str, official: bool) -> None:
     assert is_runpod_pytorch_image(image) is official
+
+
+def test_the_job_is_named_in_config_and_refused_with_the_rule() -> None:
+    assert load_stack_config(_slurm()).cluster.slurm.job is None  # the stack's name
+    assert load_stack_config(_slurm(slurm={"job": "pretrain-2"})).cluster.slurm.job == "pretrain-2"
+    for bad in ("Pretrain", "run 2", "../x", "a" * 65, "-x"):
+        problems = _problems(_slurm(slurm={"job": bad}))
+        assert set(problems) == {"trainstack:cluster.slurm.job"}, (bad, problems)
+        assert "lowercase letters, digits and '-'" in problems["trainstack:cluster.slurm.job"]
+    unknown = _problems(_slurm(slurm={"name": "x"}))
+    assert "trainstack:cluster.slurm.name" in unknown
+
+
+def test_a_job_name_without_slurm_names_the_key_and_the_fix() -> None:
+    raw = copy.deepcopy(BASE)
+    raw["trainstack:cluster"]["slurm"] = {"job": "pretrain-2"}
+    problems = _problems(raw)
+    assert "trainstack:cluster.slurm.job" in problems
+    assert "set trainstack:cluster.scheduler to 'slurm'" in problems["trainstack:cluster.slurm.job"]

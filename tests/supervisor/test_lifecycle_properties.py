@@ -11,7 +11,10 @@ scripts/supervise calls it, with the history it would read, and its actions are 
     supervisor/lifecycle.py gives that state;
 (b) while a job steps with busy GPUs, nothing is released or replaced (the cap aside);
 (c) recoveries per run never exceed max_recoveries;
-(d) the spend never passes the cap by more than one interval at the stack's price.
+(d) the spend never passes the cap by more than one interval at the stack's price;
+(f) on a `scheduler: slurm` stack no queue reading falls through (every round's state has its owner), and a
+    job waiting in the queue, or in a state trainstack does not know, is never idle nor finished;
+(g) (a) holds on Slurm stacks too: an empty queue is released within idle's deadline.
 
 Each invariant's counter-example found on the code before this issue is a named test at the end.
 """
@@ -78,6 +81,9 @@ class World:
     attempts: list[Attempt] = field(default_factory=list)
     history: list[RoundRecord] = field(default_factory=list)
     lines: list[tuple[RoundRecord, float | None]] = field(default_factory=list)
+    # A `scheduler: slurm` cluster: per round, what the queue reads over the job's own (None: the job's own;
+    # "queued": another job waits; "unknown": a state trainstack does not know). None: not a Slurm stack.
+    slurm: list[str | None] | None = None
 
     @property
     def pods(self) -> tuple[str, ...]:
@@ -102,6 +108,23 @@ def _progress(job: Job, r: int) -> tuple[str, float | None, float | None]:
     if s == "fails_in_training" and since >= job.at_round:
         return "failed_training", float(100 * job.at_round), 0.0
     return "training", float(100 * since), 0.9
+
+
+# What Slurm's queue reads while the cluster's one job is in each of _progress's states.
+SLURM_QUEUE = {
+    "booting": "queued",  # pending, configuring
+    "training": "running",
+    "stopped": "empty",  # scancel'd, or its script stopped: Slurm keeps it ended
+    "finished": "empty",
+    "failed": "empty",
+    "failed_training": "empty",
+}
+
+
+def _slurm_queue(world: World, r: int, what: str) -> str | None:
+    if world.slurm is None:
+        return None
+    return world.slurm[r] or SLURM_QUEUE[what]
 
 
 def observe(world: World, r: int, at: float) -> Observation:
@@ -187,6 +210,7 @@ def _observe_all(world: World, r: int, at: float) -> Observation:
         exits=tuple(exits),
         ssh_key=world.has_key,
         created_at=world.up_at if runpod else None,
+        slurm_queue=_slurm_queue(world, r, states[0][0]) if ssh else None,
     )
 
 
@@ -261,6 +285,21 @@ def worlds(draw: st.DrawFn, recovery: bool = False) -> World:
     return World(topology, jobs, ssh, runpod, bucket, jitter, skew, draw(st.booleans()), recovery, cap)
 
 
+@st.composite
+def slurm_worlds(draw: st.DrawFn, noise: bool = True) -> World:
+    """A Slurm cluster (one job); with `noise`, rounds where another job waits or a state is not known."""
+    world = draw(worlds())
+    world.topology, world.jobs = "cluster", world.jobs[:1]
+    rounds = len(world.ssh)
+    readings = st.sampled_from([None, None, None, "queued", "unknown"])
+    world.slurm = (
+        draw(st.lists(readings, min_size=rounds, max_size=rounds))
+        if noise and draw(st.booleans())
+        else [None] * rounds
+    )
+    return world
+
+
 def _policy(world: World) -> Policy:
     rc = RecoveryConfig(enabled=world.recovery)
     return Policy(interval_min=INTERVAL, cap_usd=world.cap, recovery=rc)
@@ -310,6 +349,10 @@ SETTINGS = settings(
 @given(worlds())
 def test_a_released_within_the_deadline_of_its_state(world: World) -> None:
     """(a), with SSH and RunPod up (what the deadline promises; unreachable's bound is the cap)."""
+    _released_within_the_deadline_of_its_state(world)
+
+
+def _released_within_the_deadline_of_its_state(world: World) -> None:
     world.ssh = [True] * len(world.ssh)
     world.runpod = [True] * len(world.runpod)
     world.bucket = [True] * len(world.bucket)
@@ -429,3 +472,27 @@ def test_docs_show_every_state_with_its_owner_rule() -> None:
         assert state in rows, f"docs/SUPERVISOR.md has no row for the state {state}"
         for owner in spec.owner.replace("/", ",").split(","):
             assert owner.strip() in rows[state], (state, owner, rows[state])
+
+
+@SETTINGS
+@given(slurm_worlds(), st.booleans())
+def test_f_no_slurm_reading_falls_through_and_a_waiting_job_is_never_idle(
+    world: World, recovery: bool
+) -> None:
+    world.recovery = recovery
+    for obs, decision in play(world, _policy(world), len(world.ssh)):
+        assert decision.state in STATES, decision  # every reading has its owner and deadline
+        if obs.nodes == 0:
+            break
+        if obs.slurm_queue in ("queued", "unknown"):
+            assert decision.kind not in ("idle", "finished"), (obs.slurm_queue, decision)
+            assert decision.state not in ("idle", "finished"), (obs.slurm_queue, decision)
+        r = round((obs.at - T0) / (INTERVAL * MIN))
+        if _progress(world.jobs[0], r)[0] == "training" and obs.spent_usd is not None and world.cap == 0:
+            assert "release" not in decision.actions, decision
+
+
+@SETTINGS
+@given(slurm_worlds(noise=False))
+def test_g_a_slurm_cluster_is_released_within_the_deadline_of_its_state(world: World) -> None:
+    _released_within_the_deadline_of_its_state(world)

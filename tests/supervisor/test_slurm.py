@@ -5,7 +5,18 @@ from __future__ import annotations
 import pytest
 
 from supervisor.model import ExitFacts
-from supervisor.slurm import OUTCOMES, SlurmJob, exit_facts, latest, outcome, parse_scontrol, queue_idle
+from supervisor.slurm import (
+    OUTCOMES,
+    SlurmJob,
+    exit_facts,
+    latest,
+    outcome,
+    parse_sacct,
+    parse_scontrol,
+    queue_idle,
+    queue_reading,
+    read_jobs,
+)
 
 # Every state of Slurm 22.05's job_state_codes (src/common/slurm_protocol_defs.c) and its flag states that
 # scontrol prints as the state, with the outcome the supervisor must read.
@@ -106,3 +117,65 @@ def test_an_ended_job_speaks_for_nodes_without_their_own_exit_record() -> None:
 @pytest.mark.parametrize("state", ["PENDING", "RUNNING", "REQUEUED", "COMPLETING", "SOMETHING_NEW"])
 def test_a_job_that_has_not_ended_says_nothing_about_nodes(state: str) -> None:
     assert exit_facts(SlurmJob("7", "local-cpu", state), ["podA", "podB"], []) == ()
+
+
+@pytest.mark.parametrize(
+    ("states", "reading"),
+    [
+        ((), "empty"),
+        (("COMPLETED", "FAILED", "CANCELLED", "NODE_FAIL"), "empty"),  # Slurm keeps ended jobs (MinJobAge)
+        (("COMPLETED", "PENDING"), "queued"),
+        (("PENDING", "RUNNING"), "running"),
+        (("RUNNING", "SOMETHING_NEW"), "unknown"),  # an unknown state outranks everything: never idle
+        (("COMPLETED", "SOMETHING_NEW"), "unknown"),
+        (("REQUEUED",), "queued"),  # a requeued job after NODE_FAIL waits again
+    ],
+)
+def test_the_queue_in_one_word(states: tuple[str, ...], reading: str) -> None:
+    jobs = [SlurmJob(str(i), "local-cpu", s) for i, s in enumerate(states, 1)]
+    assert queue_reading(jobs) == reading
+    assert queue_idle(jobs) == (reading == "empty")
+
+
+SACCT = "12|second|COMPLETED|0:0|podA,podB\n11|local-cpu|CANCELLED by 0|0:15|podA,podB\nnot|a|job\n"
+LIVE = "JobId=13 JobName=third JobState=PENDING Reason=Resources ExitCode=0:0 NodeList=(null)\n"
+
+
+@pytest.mark.parametrize(
+    ("sacct", "scontrol", "source", "jobs"),
+    [
+        # sacct answered: its jobs, and a job only slurmctld holds yet (slurmdbd hears of it later)
+        (SACCT, LIVE, "sacct", [("12", "COMPLETED"), ("11", "CANCELLED by 0"), ("13", "PENDING")]),
+        # where both hold a job, sacct's record is read
+        (
+            SACCT,
+            "JobId=12 JobName=second JobState=COMPLETING\n",
+            "sacct",
+            [("12", "COMPLETED"), ("11", "CANCELLED by 0")],
+        ),
+        (SACCT, None, "sacct", [("12", "COMPLETED"), ("11", "CANCELLED by 0")]),
+        ("", "No jobs in the system\n", "sacct", []),  # both answered, nothing: an empty queue
+        # sacct did not answer (no slurmdbd): scontrol's
+        (None, LIVE, "scontrol", [("13", "PENDING")]),
+        (None, "No jobs in the system\n", "scontrol", []),
+        (None, None, None, None),  # neither answered: no word on the queue
+    ],
+)
+def test_sacct_is_preferred_when_it_answers_and_scontrol_is_the_fallback(
+    sacct: str | None, scontrol: str | None, source: str | None, jobs: list[tuple[str, str]] | None
+) -> None:
+    read = read_jobs(sacct, scontrol)
+    if source is None:
+        assert read is None
+        return
+    assert read is not None
+    assert read[1] == source and [(j.job_id, j.state) for j in read[0]] == jobs
+
+
+def test_sacct_lines_are_parsed_into_jobs() -> None:
+    jobs = parse_sacct(SACCT)
+    assert [(j.job_id, j.name, j.outcome, j.exit_code, j.nodes) for j in jobs] == [
+        ("12", "second", "finished", "0:0", ("podA", "podB")),
+        ("11", "local-cpu", "stopped", "0:15", ("podA", "podB")),
+    ]
+    assert parse_sacct("") == () and parse_sacct("sacct: error: accounting storage is disabled") == ()

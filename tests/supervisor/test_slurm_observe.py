@@ -7,6 +7,7 @@ from typing import Any
 
 from stackconfig.config import StackConfig
 from stackconfig.files import load
+from stackview.sources import SACCT_READ, SLURM_READ
 from supervisor.observe import Sources, observe
 
 OUTPUTS: dict[str, Any] = {
@@ -27,10 +28,10 @@ def _config(scheduler: str) -> StackConfig:
     return config.model_copy(update={"cluster": config.cluster.model_copy(update={"scheduler": scheduler})})
 
 
-def _sources(asked: list[str]) -> Sources:
+def _sources(asked: list[str], answer: str = NODE_FAIL + SLURM_READ) -> Sources:
     def slurm(stack: str, _outputs: Any) -> str:
         asked.append(stack)
-        return NODE_FAIL
+        return answer
 
     return Sources(
         aggregator=lambda _s, _o: {"time": 1.0, "nodes": []},
@@ -56,3 +57,35 @@ def test_a_stack_without_slurm_never_asks_the_controller() -> None:
     asked: list[str] = []
     obs = observe("local-cpu", _config("scripts"), OUTPUTS, 1_800_000_000.0, _sources(asked))
     assert asked == [] and obs.exits == ()
+
+
+def test_the_queue_is_read_only_when_scontrol_answered() -> None:
+    """ "No jobs in the system" with the mark is an empty queue; no mark (slurmctld down, the ssh cut) is no
+    reading at all, never an empty queue."""
+    config = _config("slurm")
+    read = {
+        answer: observe("local-cpu", config, OUTPUTS, 1_800_000_000.0, _sources([], answer)).slurm_queue
+        for answer in (
+            f"No jobs in the system\n{SLURM_READ}\n",
+            f"{NODE_FAIL}{SLURM_READ}\n",
+            "JobId=5 JobName=x JobState=PENDING Reason=Resources\n" + SLURM_READ,
+            "",
+            NODE_FAIL,
+        )
+    }
+    assert list(read.values()) == ["empty", "empty", "queued", None, None]
+    assert observe("local-cpu", _config("scripts"), OUTPUTS, 1.0, _sources([])).slurm_queue is None
+
+
+def test_sacct_is_read_first_where_the_cluster_runs_slurmdbd() -> None:
+    """sacct's record of the configured job ends the run; a controller without slurmdbd is read with scontrol
+    (and says so in the round's problems)."""
+    config = _config("slurm")
+    sacct = f"4|local-cpu|NODE_FAIL|0:0|podA,podB\n{SACCT_READ}\n"
+    running = "JobId=4 JobName=local-cpu JobState=RUNNING Reason=None NodeList=podA,podB\n"
+    obs = observe("local-cpu", config, OUTPUTS, 1.0, _sources([], sacct + running + SLURM_READ))
+    assert {e.reason for e in obs.exits} == {"Slurm job 4 NODE_FAIL"} and obs.slurm_queue == "empty"
+    assert not any(p.startswith("slurm:") for p in obs.problems)
+    fallback = observe("local-cpu", config, OUTPUTS, 1.0, _sources([], running + SLURM_READ))
+    assert fallback.exits == () and fallback.slurm_queue == "running"
+    assert "slurm: sacct did not answer (no slurmdbd?): jobs read with scontrol" in fallback.problems

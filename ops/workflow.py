@@ -130,15 +130,25 @@ def up(stack: str, yes: bool, pulumi_args: Sequence[str]) -> int:
         return BUSY
 
 
+def bootstrap_options(stack: str, local: bool, root: bool, stacks_dir: Path = files.STACKS_DIR) -> list[str]:
+    """What `scripts/up STACK` asks of scripts/bootstrap. As root the local RunPod's pods are emulated hosts
+    that train: their "image" is the torch venv of uv.lock's node group (--with-torch), and the hosts of a
+    `cluster.scheduler: slurm` stack run Slurm, munge, MariaDB and slurmdbd (--with-slurm, Debian's
+    packages). The test-only tools are left to scripts/test: a first up does not wait for them."""
+    extra = ["--no-test-tools"]
+    if local and root:
+        extra.append("--with-torch")
+        cluster = files.read_config(stack, stacks_dir).get("trainstack:cluster")
+        if isinstance(cluster, dict) and cluster.get("scheduler") == "slurm":
+            extra.append("--with-slurm")
+    return extra
+
+
 def _up(prog: str, stack: str, yes: bool, pulumi_args: Sequence[str]) -> int:
     local = targets_local(os.environ)
-    # As root the local RunPod's pods are emulated hosts that train: their "image" is the torch venv of
-    # uv.lock's node group, installed before anything is rented. The test-only tools are left
-    # to scripts/test: a first up does not wait for them.
-    extra = ["--no-test-tools"]
-    if local and os.geteuid() == 0:
+    extra = bootstrap_options(stack, local, os.geteuid() == 0)
+    if "--with-torch" in extra:
         say(prog, "the demo's nodes train: making sure their torch venv (uv.lock's node group) is installed")
-        extra.append("--with-torch")
     bootstrap(prog, *extra)
     os.environ.update(pulumi.environment())
     from policy import config_file

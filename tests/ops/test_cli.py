@@ -129,3 +129,19 @@ def test_docs_cli_lists_every_command_and_each_exit_code() -> None:
 
     for code in (OK, FAILED, BAD_USE, BUSY, ORPHANS_LEFT, NOT_CHECKED, 130):
         assert f"\n| {code} |" in codes
+
+
+def test_up_asks_bootstrap_for_slurm_only_for_a_local_slurm_stack_as_root(tmp_path: Path) -> None:
+    """A first `scripts/up dev` installs no database server; a `scheduler: slurm` stack's does (its emulated
+    hosts run Slurm, munge, MariaDB and slurmdbd); the real RunPod and a non-root user get neither."""
+    from ops.workflow import bootstrap_options
+
+    assert bootstrap_options("dev", local=True, root=True) == ["--no-test-tools", "--with-torch"]
+    assert bootstrap_options("dev", local=True, root=False) == ["--no-test-tools"]
+    (tmp_path / "Pulumi.hpc.yaml").write_text("config:\n  trainstack:cluster:\n    scheduler: slurm\n")
+    assert bootstrap_options("hpc", local=True, root=True, stacks_dir=tmp_path) == [
+        "--no-test-tools",
+        "--with-torch",
+        "--with-slurm",
+    ]
+    assert bootstrap_options("hpc", local=False, root=True, stacks_dir=tmp_path) == ["--no-test-tools"]

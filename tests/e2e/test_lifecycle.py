@@ -29,7 +29,7 @@ def test_stack_lifecycle(
     cluster_cfg = run.config()["trainstack:cluster"]
     nodes = int(cluster_cfg.get("nodes", 1))
 
-    first_up = run.up()
+    first_up = run.up(preview=True)  # the spend-limit warning is said in the preview
     # Only prod relies on a raised account spend limit, which RunPod's API cannot confirm (issue 24.11).
     assert ("declares $300/h" in first_up.stdout and "UNVERIFIED" in first_up.stdout) == (stack == "prod")
     hostfile = (run.out_dir / stack / "hostfile").read_text().splitlines()

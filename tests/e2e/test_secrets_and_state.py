@@ -47,7 +47,12 @@ def test_planted_secrets_appear_nowhere(
     run = open_stack("prod", tmp_path, keyed_runpod, moto_s3, **PLANTED_ENV_AWS)
     for name, value in PLANTED.items():
         run.cli.run("config", "set", "--secret", "--stack", "prod", f"trainstack:secrets.{name}", value)
-    outputs = [run.preview(), run.up(), run.refresh(), run.up("--expect-no-changes")]
+    outputs = [
+        run.preview(),
+        run.up(preview=True),
+        run.refresh(),
+        run.up("--expect-no-changes", preview=True),
+    ]
     bad_key = open_stack("dev", tmp_path / "bad", keyed_runpod, moto_s3, RUNPOD_API_KEY=PLANTED_KEY[::-1])
     refused = bad_key.up(check=False)
     assert refused.returncode != 0 and "API key" in refused.stdout + refused.stderr

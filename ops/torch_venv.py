@@ -173,6 +173,9 @@ def _ensure(
         offline = {**env, "UV_PYTHON_DOWNLOADS": "never"}
         _run("uv pip install of the node group", [*install, "-r", str(req)], offline)
         (venv / REQ_MARKER).write_text(group.key + "\n")
+        # uv compiled what it installed (--compile-bytecode): a compileall walk of its ~6,000 files after it
+        # found nothing to do and cost ~5 CPU-s (issue #47).
+        (venv / BYTECODE_MARKER).write_text(group.key + "\n")
     _link(link, venv)
     _bytecode(venv, group)
     say(f"torch {group.torch} ready in {link}")

@@ -27,6 +27,7 @@ from emulator import hostnet
 from harness.local import FAST_ARGS
 from harness.pulumi_cli import REPO, run_killing_tree
 from tests.e2e.reliability import Report
+from tests.e2e.test_demo_trains import _READ_BUCKET, trains
 
 # serial: a restart gives the local RunPod and moto back the ports they had "when free"; in the parallel lane
 # another worker's server can take a port in the gap (CI saw the port move and "address already in use").
@@ -43,6 +44,7 @@ class Demo:
     """scripts/up and scripts/local-runpod with their state in `tmp`."""
 
     def __init__(self, tmp: Path, hosts: str = "off") -> None:
+        self.tmp = tmp
         keep = {k: v for k, v in os.environ.items() if not k.startswith(("RUNPOD_", "AWS_", "PULUMI_"))}
         self.env = keep | {
             "TRAINSTACK_STATE_DIR": str(tmp / "local-runpod"),
@@ -54,13 +56,38 @@ class Demo:
             # Control-plane only unless a test asks for hosts (the demo's default as root).
             "LOCAL_RUNPOD_ARGS": " ".join((*FAST_ARGS, "--hosts", hosts)),
         }
-        if hosts == "on":
-            self.env["LOCAL_RUNPOD_ARGS"] += " " + " ".join(_IDLE_NODES)
-            self.env["TRAINSTACK_STEPS"] = "20"  # the demo's job (scripts/local-runpod's DEMO_NODE_ENV): 2 s
+        if hosts == "idle":  # the demo's hosts, running what the case needs of them (_IDLE_NODES)
+            self.idle()
         (tmp / "backend").mkdir()
         self.ws = tmp / "ws"
         self.left_up: set[str] = set()  # stacks a case left up and converged for the next case to take
         self._endpoints: dict[str, str] | None = None  # `scripts/local-runpod env` since the last script
+
+    def idle(self) -> None:
+        """Hosts that a later `scripts/local-runpod start` makes run _IDLE_NODES and a 20-step job."""
+        self.env["LOCAL_RUNPOD_ARGS"] = " ".join((*FAST_ARGS, "--hosts", "on", *_IDLE_NODES))
+        self.env["TRAINSTACK_STEPS"] = "20"  # the demo's job (scripts/local-runpod's DEMO_NODE_ENV): 2 s
+
+    def watch(self, stack: str) -> dict[str, Any]:
+        """`scripts/watch STACK --once --json` (tests/e2e/test_demo_trains.py's `trains` asks it)."""
+        done = run_killing_tree(
+            [str(REPO / "scripts/watch"), stack, "--once", "--json"], 120, env=self.env, cwd=REPO
+        )
+        assert done.returncode in (0, 1), done.stderr  # 1: an alert is critical, still a snapshot
+        return dict(json.loads(done.stdout))
+
+    def bucket(self, bucket: str, prefix: str) -> tuple[list[str], str]:
+        """The checkpoint keys under `prefix` and the bucket policy, read by a child process: the demo's moto
+        listens on the hosts' bridge, which this test process's socket guard does not allow."""
+        done = run_killing_tree(
+            [str(REPO / ".venv/bin/python"), "-c", _READ_BUCKET, bucket, prefix],
+            120,
+            env=self.env | self.endpoints(),
+            cwd=REPO,
+        )
+        assert done.returncode == 0, done.stderr
+        answer = json.loads(done.stdout)
+        return list(answer["keys"]), str(answer["policy"])
 
     def run(self, *argv: str, timeout: float = 600) -> str:
         self._endpoints = None  # any script may start, stop or restart the servers: read them again after it
@@ -226,10 +253,17 @@ def test_with_hosts_a_restart_loses_the_running_cluster_and_up_makes_a_new_one(
     """The issue's own steps as root, where the demo's pods are emulated hosts: those went with the stopped
     server, so the restarted one reads the cluster and the secrets (values only in its memory) as lost. The
     second `up` refreshes and creates them again; prod's protect does not stand in the way (a create, not a
-    replace), and every node is a live host again."""
+    replace), and every node is a live host again.
+
+    Its first boot is also prod's demo as a user runs it (issue #33; it was an 8-node boot of its own in
+    tests/e2e/test_demo_trains.py until issue #47): the demo's own node settings, steps advancing in
+    scripts/watch, a checkpoint in prod's bucket under trainstack/prod/. After the restart the hosts run
+    only what this case asks of them (_IDLE_NODES), and scripts/down takes prod down at the end."""
     demo.run("scripts/up", "prod")
+    trains(demo, demo.tmp, "prod", "trainstack-prod-checkpoints", "trainstack/prod/")
     api = demo.endpoints()["RUNPOD_API_URL"]
     first = httpx.get(f"{api}/_admin/live", timeout=10).json()["clusters"]
+    demo.idle()  # the restarted local RunPod's hosts: to exist, be lost and be made again, not to train
     _restart(demo)
     audit = httpx.get(f"{api}/_admin/audit", timeout=10).json()["entries"]
     lost = [e["event"] for e in audit if e["event"].endswith(".lost")]
@@ -250,5 +284,5 @@ def test_with_hosts_a_restart_loses_the_running_cluster_and_up_makes_a_new_one(
         runs=2,
     )
     demo.pulumi("prod", "preview", "--expect-no-changes")
-    demo.pulumi("prod", "state", "unprotect", "--all", "--yes")
-    demo.pulumi("prod", "destroy", "--yes", "--skip-preview")
+    # The way back: scripts/down takes the stack down, its bucket with the demo's checkpoints included.
+    assert "scripts/down: 'prod' is down" in demo.run("scripts/down", "prod")

@@ -82,8 +82,8 @@ class Cluster:
         assert "aws:SecureTransport" in self.s3.get_bucket_policy(Bucket=BUCKET)["Policy"]
 
     def up(self, *extra: str, preview: bool = False) -> str:
-        """`pulumi up --yes` with the policy pack, without the preview pass unless asked (tests/e2e/stacks.py's
-        StackRun.up says why): what these tests read is what the update did."""
+        """`pulumi up --yes` with the policy pack, without the preview pass unless asked
+        (tests/e2e/stacks.py's StackRun.up says why): what these tests read is what the update did."""
         policy = [
             "--policy-pack",
             str(REPO / "policy"),

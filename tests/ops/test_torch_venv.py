@@ -88,3 +88,44 @@ def test_the_installed_torch_is_read_from_its_metadata_not_imported(tmp_path: Pa
     headerless = _venv(tmp_path / "b", "Name: torch\n\nVersion: 2.15.0\n")
     assert torch_venv.installed_torch(headerless) is None
     assert torch_venv.installed_torch(tmp_path / "nothing") is None
+
+
+def test_a_fresh_install_is_not_compiled_twice(tmp_path: Path) -> None:
+    """uv's `--compile-bytecode` compiles what it installs; the venv's compileall walk (its own ~5 CPU-s over
+    torch's ~6,000 files, issue #47) is then left out, and a venv from before that marker still gets it."""
+    calls = tmp_path / "calls"
+    uv = tmp_path / "uv"
+    uv.write_text(
+        f"""#!/bin/sh
+echo "uv $*" >>{calls}
+if [ "$1" = venv ]; then
+  venv=$(eval echo \\${{$#}})
+  mkdir -p "$venv/bin"
+  printf '#!/bin/sh\\necho "python $*" >>{calls}\\n' >"$venv/bin/python"
+  chmod +x "$venv/bin/python"
+else
+  python=$(echo "$*" | sed 's/.*--python \\([^ ]*\\).*/\\1/')
+  venv=$(dirname "$(dirname "$python")")
+  printf '#!/bin/sh\\n' >"$venv/bin/torchrun" && chmod +x "$venv/bin/torchrun"
+  mkdir -p "$venv/lib/python3.11/site-packages/torch-2.15.0.dist-info"
+  printf 'Name: torch\\nVersion: 2.15.0\\n' >"$venv/lib/python3.11/site-packages/torch-2.15.0.dist-info/METADATA"
+fi
+"""
+    )
+    uv.chmod(0o755)
+    group = torch_venv.node_group(EXPORT)
+    req = tmp_path / "req.txt"
+    req.write_text(EXPORT)
+    link = tmp_path / "cache" / torch_venv.LINK
+    link.parent.mkdir()
+    said: list[str] = []
+    assert torch_venv._ensure({}, str(uv), link, group, req, said.append) == link
+    made = calls.read_text()
+    assert "uv pip install --compile-bytecode" in made and "compileall" not in made, made
+    assert torch_venv.satisfied(link, group) and said == [f"torch 2.15.0 ready in {link}"]
+    # A venv installed before the marker existed (no marker): compiled once, then never again.
+    (link / torch_venv.BYTECODE_MARKER).unlink()
+    torch_venv._ensure({}, str(uv), link, group, req, said.append)
+    assert calls.read_text().count("-m compileall") == 1
+    torch_venv._ensure({}, str(uv), link, group, req, said.append)
+    assert calls.read_text().count("-m compileall") == 1

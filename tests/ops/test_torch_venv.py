@@ -107,8 +107,8 @@ else
   python=$(echo "$*" | sed 's/.*--python \\([^ ]*\\).*/\\1/')
   venv=$(dirname "$(dirname "$python")")
   printf '#!/bin/sh\\n' >"$venv/bin/torchrun" && chmod +x "$venv/bin/torchrun"
-  mkdir -p "$venv/lib/python3.11/site-packages/torch-2.15.0.dist-info"
-  printf 'Name: torch\\nVersion: 2.15.0\\n' >"$venv/lib/python3.11/site-packages/torch-2.15.0.dist-info/METADATA"
+  meta="$venv/lib/python3.11/site-packages/torch-2.15.0.dist-info"
+  mkdir -p "$meta" && printf 'Name: torch\\nVersion: 2.15.0\\n' >"$meta/METADATA"
 fi
 """
     )

@@ -130,3 +130,16 @@ def test_the_heaviest_files_are_collected_first_and_stay_whole(tmp_path: Path) -
         "test_a_unit.py::test_one",
         "test_a_unit.py::test_two",
     ], run.stdout + run.stderr
+
+
+def test_the_lanes_let_pytest_keep_its_rewritten_test_modules(tmp_path: Path) -> None:
+    """PYTHONDONTWRITEBYTECODE (set on CI machines) made every pytest process rewrite the asserts of every
+    test module again (issue #47); the lanes run without it, so a later process reads pytest's cached
+    rewrite from __pycache__, and the rest of the environment is passed as it was."""
+    env = lanes.lane_environment({"PYTHONDONTWRITEBYTECODE": "1", "PATH": os.environ["PATH"], "X": "y"})
+    assert env == {"PATH": os.environ["PATH"], "X": "y"}
+    (tmp_path / "test_one.py").write_text("def test_one():\n    assert 1 + 1 == 2\n")
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_one.py"]
+    done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert list((tmp_path / "__pycache__").glob("test_one.*-pytest-*.pyc")), done.stdout

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import re
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -47,6 +49,11 @@ if [[ -n "$gate" ]]; then
   while [[ ! -e "$gate/go" ]]; do sleep 0.05; done
 fi
 env | grep -E '^(TRAINSTACK_|NCCL_|GLOO_|MASTER_|NODE_RANK=|NUM_NODES=)' | sort >"$FAKE_DIR/train.env"
+if [[ -n "${FAKE_TRAIN_UNTIL:-}" ]]; then
+  # Training that ends when the test says so, then takes FAKE_TRAIN_AFTER_S more.
+  while [[ ! -e "$FAKE_TRAIN_UNTIL" ]]; do sleep 0.05; done
+  sleep "${FAKE_TRAIN_AFTER_S:-0}"
+fi
 if [[ -n "${FAKE_TRAIN_SLEEP:-}" ]]; then
   sleep "$FAKE_TRAIN_SLEEP" >/dev/null 2>&1 &
   if [[ -n "${FAKE_TRAIN_IGNORES_TERM:-}" ]]; then
@@ -333,6 +340,43 @@ def test_every_node_uploads_its_own_checkpoints(prod3: Node) -> None:
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=10)
     assert proc.returncode == 143 and "dry run: bucket newest" in out, out
+
+
+def test_the_sync_timer_runs_a_sync_only_for_a_checkpoint_it_has_not_synced(prod3: Node) -> None:
+    """Issue #47: a sync is a Python process importing boto3 and a bucket listing, and most timer ticks
+    found nothing new. The timer (every 0.02 s here) syncs once for what the directory holds, then again
+    only once a new checkpoint appears; a second of training with nothing new after that adds no sync
+    (without the skip it added ~50), and the final sync after training runs as always."""
+    (prod3.dir / "ckpt" / "step-1.pt").write_bytes(b"1")
+    stop = prod3.dir / "training-may-end"
+    proc = prod3.start(
+        TRAINSTACK_CHECKPOINT_INTERVAL_S="0.02", FAKE_TRAIN_UNTIL=str(stop), FAKE_TRAIN_AFTER_S="1"
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    reader = threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout or []], daemon=True)
+    reader.start()
+    seen: list[str] = []
+
+    def next_sync() -> None:
+        end = time.monotonic() + scaled(10.0)
+        while True:
+            line = lines.get(timeout=max(0.0, end - time.monotonic()))
+            seen.append(line)
+            if "dry run: bucket sync" in line:
+                return
+
+    try:
+        next_sync()  # the first tick: step-1.pt
+        (prod3.dir / "ckpt" / "step-2.pt").write_bytes(b"2")
+        next_sync()  # a new name: synced
+        stop.touch()
+        proc.wait(timeout=30)
+        reader.join(timeout=30)  # the script's output is read to its end
+    finally:
+        proc.kill()
+    text = "".join(seen) + "".join(iter(lambda: "" if lines.empty() else lines.get(), ""))
+    assert proc.returncode == 0, text
+    assert text.count("dry run: bucket sync") == 3, text  # step-1, step-2, and the final sync
 
 
 def test_training_failure_is_the_exit_status(prod3: Node) -> None:

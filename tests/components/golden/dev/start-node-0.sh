@@ -347,10 +347,28 @@ nap() {
   wait "$SLEEP_PID"
 }
 
+# The checkpoints in the node's directory, one name a line: what a sync would look at.
+checkpoint_names() {
+  local f
+  for f in "$TRAINSTACK_CHECKPOINT_DIR"/step-*.pt; do
+    if [[ -e "$f" ]]; then printf '%s\n' "${f##*/}"; fi
+  done
+}
+
+# A sync only when the directory holds a checkpoint name the last sync that succeeded did not see: an
+# unchanged directory has nothing the bucket lacks (sync uploads what it lacks), and each sync is a Python
+# process with boto3 and a bucket listing. The final sync after training always runs.
 sync_timer() {
   trap on_background_term TERM
+  local synced=$'\n(none yet)' names
   while nap "$TRAINSTACK_CHECKPOINT_INTERVAL_S"; do
-    bucket sync || log "checkpoint sync failed; retrying in ${TRAINSTACK_CHECKPOINT_INTERVAL_S}s"
+    names=$(checkpoint_names)
+    if [[ "$names" == "$synced" ]]; then continue; fi
+    if bucket sync; then
+      synced=$names
+    else
+      log "checkpoint sync failed; retrying in ${TRAINSTACK_CHECKPOINT_INTERVAL_S}s"
+    fi
   done
 }
 

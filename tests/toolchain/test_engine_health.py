@@ -8,6 +8,8 @@ once it stops, the host exits by itself. A test that times out kills the CLI's w
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -118,8 +120,13 @@ def langhost(tmp_path_factory: pytest.TempPathFactory) -> Path:
         pytest.fail("Go is needed to build tools/pulumi/langhost (scripts/bootstrap needs it too)")
     binary = tmp_path_factory.mktemp("langhost") / "pulumi-language-python"
     env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-mod=readonly"}
+    # scripts/bootstrap's own flags: its build left every package compiled in Go's build cache, so this
+    # build only links. With other flags (other build tags) it compiled gRPC and the Pulumi SDK again: 120
+    # CPU-s on a machine whose Go cache held only bootstrap's build (issue #47).
+    flags = re.search(r"^go_flags=\((.*)\)$", (REPO / "scripts/bootstrap").read_text(), re.M)
+    assert flags is not None, "scripts/bootstrap sets go_flags=(...) for its builds"
     subprocess.run(
-        ["go", "build", "-trimpath", "-o", str(binary), "./langhost"],
+        ["go", "build", *shlex.split(flags.group(1)), "-o", str(binary), "./langhost"],
         cwd=REPO / "tools/pulumi", env=env, check=True, timeout=900,
     )  # fmt: skip
     return binary

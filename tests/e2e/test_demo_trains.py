@@ -93,24 +93,31 @@ class Demo:
         return done
 
     def watch(self, stack: str) -> dict[str, Any]:
-        done = self.run("scripts/watch", stack, "--once", "--json", timeout=120, ok=False)
-        assert done.returncode in (0, 1), done.stderr  # 1: an alert is critical, still a snapshot
-        return dict(json.loads(done.stdout))
+        return watch_snapshot(self.env, stack)
 
     def bucket(self, bucket: str, prefix: str) -> tuple[list[str], str]:
-        """The checkpoint keys under `prefix` and the bucket policy, read by a child process: the demo's moto
-        listens on the hosts' bridge, an address this test process's socket guard does not allow."""
         lines = self.run("scripts/local-runpod", "env").stdout.splitlines()
         env = dict(line.removeprefix("export ").split("=", 1) for line in lines if line.startswith("export "))
-        done = run_killing_tree(
-            [str(REPO / ".venv/bin/python"), "-c", _READ_BUCKET, bucket, prefix],
-            120,
-            env=self.env | env,
-            cwd=REPO,
-        )
-        assert done.returncode == 0, done.stderr
-        answer = json.loads(done.stdout)
-        return list(answer["keys"]), str(answer["policy"])
+        return read_bucket(self.env | env, bucket, prefix)
+
+
+def watch_snapshot(env: dict[str, str], stack: str) -> dict[str, Any]:
+    """`scripts/watch STACK --once --json` with the demo's environment."""
+    done = run_killing_tree([str(REPO / "scripts/watch"), stack, "--once", "--json"], 120, env=env, cwd=REPO)
+    assert done.returncode in (0, 1), done.stderr  # 1: an alert is critical, still a snapshot
+    return dict(json.loads(done.stdout))
+
+
+def read_bucket(env: dict[str, str], bucket: str, prefix: str) -> tuple[list[str], str]:
+    """The checkpoint keys under `prefix` and the bucket policy, read by a child process (`env` holds the
+    servers' endpoints): the demo's moto listens on the hosts' bridge, an address this test process's socket
+    guard does not allow."""
+    done = run_killing_tree(
+        [str(REPO / ".venv/bin/python"), "-c", _READ_BUCKET, bucket, prefix], 120, env=env, cwd=REPO
+    )
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    return list(answer["keys"]), str(answer["policy"])
 
 
 _READ_BUCKET = """

@@ -27,7 +27,7 @@ from emulator import hostnet
 from harness.local import FAST_ARGS
 from harness.pulumi_cli import REPO, run_killing_tree
 from tests.e2e.reliability import Report
-from tests.e2e.test_demo_trains import _READ_BUCKET, trains
+from tests.e2e.test_demo_trains import read_bucket, trains, watch_snapshot
 
 # serial: a restart gives the local RunPod and moto back the ports they had "when free"; in the parallel lane
 # another worker's server can take a port in the gap (CI saw the port move and "address already in use").
@@ -56,8 +56,6 @@ class Demo:
             # Control-plane only unless a test asks for hosts (the demo's default as root).
             "LOCAL_RUNPOD_ARGS": " ".join((*FAST_ARGS, "--hosts", hosts)),
         }
-        if hosts == "idle":  # the demo's hosts, running what the case needs of them (_IDLE_NODES)
-            self.idle()
         (tmp / "backend").mkdir()
         self.ws = tmp / "ws"
         self.left_up: set[str] = set()  # stacks a case left up and converged for the next case to take
@@ -69,25 +67,10 @@ class Demo:
         self.env["TRAINSTACK_STEPS"] = "20"  # the demo's job (scripts/local-runpod's DEMO_NODE_ENV): 2 s
 
     def watch(self, stack: str) -> dict[str, Any]:
-        """`scripts/watch STACK --once --json` (tests/e2e/test_demo_trains.py's `trains` asks it)."""
-        done = run_killing_tree(
-            [str(REPO / "scripts/watch"), stack, "--once", "--json"], 120, env=self.env, cwd=REPO
-        )
-        assert done.returncode in (0, 1), done.stderr  # 1: an alert is critical, still a snapshot
-        return dict(json.loads(done.stdout))
+        return watch_snapshot(self.env, stack)  # tests/e2e/test_demo_trains.py's `trains` asks it
 
     def bucket(self, bucket: str, prefix: str) -> tuple[list[str], str]:
-        """The checkpoint keys under `prefix` and the bucket policy, read by a child process: the demo's moto
-        listens on the hosts' bridge, which this test process's socket guard does not allow."""
-        done = run_killing_tree(
-            [str(REPO / ".venv/bin/python"), "-c", _READ_BUCKET, bucket, prefix],
-            120,
-            env=self.env | self.endpoints(),
-            cwd=REPO,
-        )
-        assert done.returncode == 0, done.stderr
-        answer = json.loads(done.stdout)
-        return list(answer["keys"]), str(answer["policy"])
+        return read_bucket(self.env | self.endpoints(), bucket, prefix)
 
     def run(self, *argv: str, timeout: float = 600) -> str:
         self._endpoints = None  # any script may start, stop or restart the servers: read them again after it

@@ -15,6 +15,7 @@ from components import slurm
 from components.render import Artifacts, Node, job_files
 from providers import settings
 from providers.delivery.node_files import NodeFiles, NodeFilesInputs
+from providers.settings import known_hosts_file
 from stackconfig.config import StackConfig
 
 REPO = Path(__file__).resolve().parent.parent
@@ -44,10 +45,6 @@ def node_files(artifacts: Artifacts, rank: int, train: dict[str, str]) -> dict[s
     if (rank == 0 or pool) and artifacts.alerts_json:
         own["alerts.json"] = artifacts.alerts_json
     return own | slurm.node_files(artifacts.start_scripts) | train
-
-
-def known_hosts_file(stack: str) -> str:
-    return str(settings.current().known_hosts_dir / stack)
 
 
 def control_plane_only_reason(api_url: str | None = None) -> str | None:

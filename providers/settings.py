@@ -163,6 +163,12 @@ def current() -> Settings:
         return _current[0]
 
 
+def known_hosts_file(stack: str) -> str:
+    """The known_hosts file delivery pins a stack's node host keys in, and every later SSH reads (here, not in
+    components/delivery.py, so scripts/watch and the supervisor read it without importing pulumi)."""
+    return str(current().known_hosts_dir / stack)
+
+
 def reset() -> None:
     """Forget the settings read so far (tests that change the environment)."""
     with _lock:

@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 from common import pulumi
 from common.outputs import BilledIds, ContractError, NodeOutput, forecast_of, nodes_of
-from components.delivery import known_hosts_file
 from components.render import job_files
 from providers.delivery.ssh import DeliveryError, Ssh, SshTarget
 from providers.errors import TrainstackError
+from providers.settings import known_hosts_file
 from stackconfig.config import TrainingConfig
 from train.node import exitrecord
 

@@ -26,6 +26,12 @@ class StackRun:
     cli: Pulumi
     runpod: LocalRunPod
     out_dir: Path
+    # The policy pack in every up and preview: only where a test reads what the pack says (issue #47: a
+    # pack process per pass, ~0.45 CPU-s). Elsewhere the engine runs the program and providers alone; the
+    # rules are tested as functions (tests/policy) and through the real CLI in tests/policy/test_pack_cli.py,
+    # test_forecast_policies, test_bad_input, test_capacity_fallback, test_read_only_preview,
+    # test_secrets_and_state, test_lifecycle, scripts/up's tests and the supervisor's own ups.
+    policy: bool = False
 
     def policy_args(self) -> list[str]:
         return [
@@ -38,18 +44,22 @@ class StackRun:
     def up(
         self, *extra: str, check: bool = True, preview: bool | None = None
     ) -> subprocess.CompletedProcess[str]:
-        """`pulumi up --yes` with the stack's policy pack. Without the preview pass unless `preview` (issue
-        #47: it runs the program, the dynamic provider and the policy pack once more, ~2.5 CPU-s an up):
-        the update pass runs the same program and policies, so an up that must succeed shows the same.
-        An up expected to fail (`check=False`) keeps it by default: a refusal there comes before anything
-        is created. `preview=True` where a test reads what only the preview says (its warnings)."""
+        """`pulumi up --yes`, with the stack's policy pack when `policy` is set. Without the preview pass
+        unless `preview` (issue #47: it runs the program, the dynamic provider and the policy pack once
+        more, ~2.5 CPU-s an up): the update pass runs the same program and policies, so an up that must
+        succeed shows the same. An up expected to fail (`check=False`) keeps it by default: a refusal
+        there comes before anything is created. `preview=True` where a test reads what only the preview
+        says (its warnings)."""
         keep = (not check) if preview is None else preview
         skip = [] if keep or "--skip-preview" in extra else ["--skip-preview"]
-        argv = ["up", "--yes", *skip, "--stack", self.stack, *self.policy_args(), *extra]
+        argv = ["up", "--yes", *skip, "--stack", self.stack, *self._pack(), *extra]
         return self.cli.run(*argv, check=check)
 
     def preview(self, *extra: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        return self.cli.run("preview", "--stack", self.stack, *self.policy_args(), *extra, check=check)
+        return self.cli.run("preview", "--stack", self.stack, *self._pack(), *extra, check=check)
+
+    def _pack(self) -> list[str]:
+        return self.policy_args() if self.policy else []
 
     def refresh(self, *extra: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         return self.cli.run("refresh", "--yes", "--stack", self.stack, *extra, check=check)
@@ -66,8 +76,11 @@ class StackRun:
         return dict((yaml.safe_load(stack_file.read_text()) or {}).get("config") or {})
 
 
-def open_stack(stack: str, tmp: Path, runpod: LocalRunPod, s3_endpoint: str, **extra_env: str) -> StackRun:
-    """Prepare the workspace, init the stack, set demo secrets and give the account the declared limit."""
+def open_stack(
+    stack: str, tmp: Path, runpod: LocalRunPod, s3_endpoint: str, *, policy: bool = False, **extra_env: str
+) -> StackRun:
+    """Prepare the workspace, init the stack, set demo secrets and give the account the declared limit.
+    `policy`: its ups and previews run the stack's policy pack (StackRun.policy)."""
     workspace = prepare(stack, root=tmp / "ws")
     out_dir = tmp / "out"
     env = runpod.env() | {
@@ -79,7 +92,11 @@ def open_stack(stack: str, tmp: Path, runpod: LocalRunPod, s3_endpoint: str, **e
         "TRAINSTACK_POLL_INTERVAL_S": "0.2",
     }
     run = StackRun(
-        stack, Pulumi(project=workspace, state=tmp / "state", extra_env=env | extra_env), runpod, out_dir
+        stack,
+        Pulumi(project=workspace, state=tmp / "state", extra_env=env | extra_env),
+        runpod,
+        out_dir,
+        policy,
     )
     run.cli.stack_init(stack)
     config = run.config()

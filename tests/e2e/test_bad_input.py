@@ -54,7 +54,7 @@ def _only(cases: list[Any], ids: list[str] | dict[str, str]) -> list[Any]:
 @pytest.fixture(scope="module")
 def dev(tmp_path_factory: pytest.TempPathFactory, runpod: LocalRunPod, moto_s3: str) -> Iterator[StackRun]:
     runpod.admin.reset()
-    yield open_stack("dev", tmp_path_factory.mktemp("bad-input"), runpod, moto_s3)
+    yield open_stack("dev", tmp_path_factory.mktemp("bad-input"), runpod, moto_s3, policy=True)
     runpod.admin.reset()
 
 

@@ -56,7 +56,7 @@ def test_up_lands_in_the_second_data_center_when_the_first_has_no_stock(
     runpod.admin.reset()
     runpod.admin.limits(ratePerMinute=100000)
     runpod.admin.capacity(stock={f"{H100}@EU-RO-1": 0})
-    run = open_stack("prod", tmp_path, runpod, moto_s3)
+    run = open_stack("prod", tmp_path, runpod, moto_s3, policy=True)
     _data_centers(run, "EU-RO-1", "US-TX-3")
 
     before = _stock_reads(runpod)
@@ -83,7 +83,7 @@ def test_a_cluster_without_a_volume_falls_back_on_no_instances_at_create(
 ) -> None:
     runpod.admin.reset()
     runpod.admin.limits(ratePerMinute=100000)
-    run = open_stack("prod", tmp_path, runpod, moto_s3)
+    run = open_stack("prod", tmp_path, runpod, moto_s3, policy=True)
     _data_centers(run, "EU-RO-1", "US-TX-3")
     _set(run, "trainstack:cluster.volume_gb", "0")
     runpod.admin.capacity(exhaustNext=1)  # the catalog shows stock; the first create is refused anyway

@@ -24,7 +24,7 @@ SHIPPED: dict[str, Any] = yaml.safe_load((REPO / "stacks/Pulumi.dev.yaml").read_
 @pytest.fixture(scope="module")
 def dev(tmp_path_factory: pytest.TempPathFactory, runpod: LocalRunPod, moto_s3: str) -> Iterator[StackRun]:
     runpod.admin.reset()
-    yield open_stack("dev", tmp_path_factory.mktemp("forecast"), runpod, moto_s3)
+    yield open_stack("dev", tmp_path_factory.mktemp("forecast"), runpod, moto_s3, policy=True)
     runpod.admin.reset()
 
 
@@ -182,7 +182,7 @@ OVER_THE_MONEY = [
 def prod(tmp_path_factory: pytest.TempPathFactory, runpod: LocalRunPod, moto_s3: str) -> Iterator[StackRun]:
     runpod.admin.reset()
     runpod.admin.limits(ratePerMinute=100000)
-    yield open_stack("prod", tmp_path_factory.mktemp("forecast-prod"), runpod, moto_s3)
+    yield open_stack("prod", tmp_path_factory.mktemp("forecast-prod"), runpod, moto_s3, policy=True)
     runpod.admin.reset()
 
 

@@ -25,7 +25,7 @@ def _live(runpod: LocalRunPod) -> dict[str, list[object]]:
 def test_stack_lifecycle(
     stack: str, tmp_path: Path, runpod: LocalRunPod, moto_s3: str, report: Report
 ) -> None:
-    run = open_stack(stack, tmp_path, runpod, moto_s3)
+    run = open_stack(stack, tmp_path, runpod, moto_s3, policy=True)
     cluster_cfg = run.config()["trainstack:cluster"]
     nodes = int(cluster_cfg.get("nodes", 1))
 

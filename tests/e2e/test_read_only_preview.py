@@ -26,10 +26,12 @@ def test_preview_on_a_read_only_key_passes_and_up_on_it_creates_nothing(
 ) -> None:
     # prod too: an Instant Cluster and its data-center candidates, read the same way
     (tmp_path / "prod").mkdir()
-    prod = open_stack("prod", tmp_path / "prod", runpod, moto_s3, RUNPOD_API_KEY=DEFAULT_READ_ONLY_KEY)
+    prod = open_stack(
+        "prod", tmp_path / "prod", runpod, moto_s3, policy=True, RUNPOD_API_KEY=DEFAULT_READ_ONLY_KEY
+    )
     prod.cli.extra_env["TRAINSTACK_READ_ONLY"] = "1"
     assert '"cost_per_hour"' in prod.preview("--json").stdout
-    run = open_stack("dev", tmp_path, runpod, moto_s3, RUNPOD_API_KEY=DEFAULT_READ_ONLY_KEY)
+    run = open_stack("dev", tmp_path, runpod, moto_s3, policy=True, RUNPOD_API_KEY=DEFAULT_READ_ONLY_KEY)
     run.cli.extra_env["TRAINSTACK_READ_ONLY"] = "1"
     preview = run.preview("--json")
     assert '"cost_per_hour"' in preview.stdout  # priced from the catalog, read with the read-only key

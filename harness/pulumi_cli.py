@@ -104,8 +104,10 @@ class Pulumi:
             )
         return proc
 
-    def stack_init(self, stack: str) -> None:
-        self.run("stack", "init", stack)
+    def stack_init(self, stack: str, secrets_provider: str | None = None) -> None:
+        """`pulumi stack init`; `secrets_provider` (a URL, harness/kms.py) instead of the passphrase."""
+        extra = ["--secrets-provider", secrets_provider] if secrets_provider else []
+        self.run("stack", "init", stack, *extra)
 
     def export(self) -> dict[str, Any]:
         return json.loads(self.run("stack", "export").stdout)  # type: ignore[no-any-return]

@@ -10,6 +10,7 @@ from typing import Any
 
 import yaml
 
+from harness import kms
 from harness.local import LocalRunPod
 from harness.pulumi_cli import REPO, Pulumi
 from ops.workspace import prepare
@@ -77,10 +78,19 @@ class StackRun:
 
 
 def open_stack(
-    stack: str, tmp: Path, runpod: LocalRunPod, s3_endpoint: str, *, policy: bool = False, **extra_env: str
+    stack: str,
+    tmp: Path,
+    runpod: LocalRunPod,
+    s3_endpoint: str,
+    *,
+    policy: bool = False,
+    passphrase: bool = False,
+    **extra_env: str,
 ) -> StackRun:
     """Prepare the workspace, init the stack, set demo secrets and give the account the declared limit.
-    `policy`: its ups and previews run the stack's policy pack (StackRun.policy)."""
+    `policy`: its ups and previews run the stack's policy pack (StackRun.policy). Its secrets are encrypted
+    with a KMS key in the moto at `s3_endpoint` (harness/kms.py says why), or with the passphrase, as
+    scripts/up's demo stacks are, where `passphrase` is set."""
     workspace = prepare(stack, root=tmp / "ws")
     out_dir = tmp / "out"
     env = runpod.env() | {
@@ -98,7 +108,7 @@ def open_stack(
         out_dir,
         policy,
     )
-    run.cli.stack_init(stack)
+    run.cli.stack_init(stack, None if passphrase else kms.secrets_provider(s3_endpoint))
     config = run.config()
     # One `config set-all` for every value (issue #47: a CLI process each was ~0.4 CPU-s).
     values: list[str] = []

@@ -44,7 +44,7 @@ def _hits(text: str) -> list[str]:
 def test_planted_secrets_appear_nowhere(
     tmp_path: Path, keyed_runpod: LocalRunPod, moto_s3: str, report: Report
 ) -> None:
-    run = open_stack("prod", tmp_path, keyed_runpod, moto_s3, policy=True, **PLANTED_ENV_AWS)
+    run = open_stack("prod", tmp_path, keyed_runpod, moto_s3, policy=True, passphrase=True, **PLANTED_ENV_AWS)
     for name, value in PLANTED.items():
         run.cli.run("config", "set", "--secret", "--stack", "prod", f"trainstack:secrets.{name}", value)
     outputs = [
@@ -54,7 +54,13 @@ def test_planted_secrets_appear_nowhere(
         run.up("--expect-no-changes", preview=True),
     ]
     bad_key = open_stack(
-        "dev", tmp_path / "bad", keyed_runpod, moto_s3, policy=True, RUNPOD_API_KEY=PLANTED_KEY[::-1]
+        "dev",
+        tmp_path / "bad",
+        keyed_runpod,
+        moto_s3,
+        policy=True,
+        passphrase=True,
+        RUNPOD_API_KEY=PLANTED_KEY[::-1],
     )
     refused = bad_key.up(check=False)
     assert refused.returncode != 0 and "API key" in refused.stdout + refused.stderr
@@ -110,7 +116,9 @@ def test_shared_s3_state_locks_out_a_second_up(
     runpod = frozen_runpod
     runpod.admin.reset()
     runpod.admin.limits(ratePerMinute=100000)
-    run = open_stack("dev", tmp_path, runpod, moto_s3, policy=True, PULUMI_BACKEND_URL=s3_backend)
+    run = open_stack(
+        "dev", tmp_path, runpod, moto_s3, policy=True, passphrase=True, PULUMI_BACKEND_URL=s3_backend
+    )
     s3 = boto3.client("s3", endpoint_url=moto_s3, region_name="us-east-1")
     first = subprocess.Popen(
         ["pulumi", "up", "--yes", "--skip-preview", "--non-interactive", "--stack", "dev"],

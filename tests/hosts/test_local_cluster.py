@@ -14,6 +14,7 @@ import boto3
 import pytest
 
 from emulator import hostnet
+from harness import kms
 from harness.pulumi_cli import REPO, Pulumi
 from ops.workspace import prepare
 from tests.hosts.conftest import HOSTS_NET, HostsEnv
@@ -56,7 +57,8 @@ class Cluster:
             "TRAINSTACK_KNOWN_HOSTS_DIR": str(tmp / "known_hosts"),
         }
         self.cli = Pulumi(project=workspace, state=tmp / "state", extra_env=extra)
-        self.cli.stack_init(STACK)
+        # Secrets under a KMS key in the cluster's moto, not the passphrase (harness/kms.py says why).
+        self.cli.stack_init(STACK, kms.secrets_provider(env.s3_endpoint, str(env.ca_bundle)))
         env.runpod.admin.limits(spendLimit=SPEND_LIMIT)  # the raised limit the stack declares
         # Two `config set-all`s, not four `config set`s (issue #47: ~0.4 CPU-s a CLI process); the secrets'
         # keys are flat names, so they go without --path.

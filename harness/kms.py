@@ -1,0 +1,58 @@
+"""The tests' stacks encrypt their secrets with a KMS key in the suite's own moto, not with a passphrase.
+
+Pulumi's passphrase secrets manager derives its key with PBKDF2-SHA256 at 1,000,000 rounds
+(sdk/go/common/resource/config/crypt.go, `symmetricCrypter`), once in every CLI process that reads or writes a
+secret: `up`, `preview`, `refresh`, `destroy`, `stack output --show-secrets`, `config set --secret`. That is
+~0.19 CPU-s a process on the suite's machines, the largest part of a short CLI command (`pulumi config set
+--secret`: 0.32 CPU-s with the passphrase, 0.14 with this key; issue #47). A stack made with
+`--secrets-provider awskms://...` instead asks KMS once per process to decrypt its data key: one request to
+moto, which serves KMS on the same port as S3.
+
+This is the provider a team on AWS would pick, and a real one: the CLI encrypts and decrypts with it exactly
+as with the passphrase (Pulumi's "cloud" secrets manager). The passphrase stays where it is what is tested:
+scripts/up's local demo (tests/e2e/test_demo_trains.py, test_restart.py, test_up_output.py) and
+tests/e2e/test_secrets_and_state.py, which scans the state and the logs for every secret.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from urllib.parse import urlencode
+
+ALIAS = "alias/trainstack-tests"
+REGION = "us-east-1"
+_made: dict[str, str] = {}
+_lock = threading.Lock()
+
+
+def secrets_provider(endpoint: str, ca_bundle: str | None = None) -> str:
+    """The `--secrets-provider` URL of the tests' key in the moto at `endpoint`, made there on first use.
+
+    The CLI reads the AWS credentials from its environment (the tests' `testing` pair) and, for a moto over
+    HTTPS, its certificate from AWS_CA_BUNDLE, as the S3 clients do."""
+    with _lock:
+        if endpoint not in _made:
+            _made[endpoint] = _make_key(endpoint, ca_bundle)
+        query = urlencode({"region": REGION, "endpoint": endpoint})
+        return f"awskms://{ALIAS}?{query}"
+
+
+def _make_key(endpoint: str, ca_bundle: str | None) -> str:
+    import boto3
+
+    kms = boto3.client(
+        "kms",
+        endpoint_url=endpoint,
+        region_name=REGION,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",  # noqa: S106 (moto's documented test credentials)
+        verify=ca_bundle if ca_bundle else None,
+    )
+    aliases = {a["AliasName"] for a in kms.list_aliases()["Aliases"]}
+    if ALIAS not in aliases:  # another process of the suite made it in this moto already
+        key = kms.create_key(Description="trainstack tests: stack secrets")["KeyMetadata"]["KeyId"]
+        # Made meanwhile by another worker: theirs serves as well.
+        with contextlib.suppress(kms.exceptions.AlreadyExistsException):
+            kms.create_alias(AliasName=ALIAS, TargetKeyId=key)
+    return ALIAS

@@ -9,11 +9,11 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from common.cachedir import cache_dir
+from emulator.keys import DEFAULT_API_KEY as DEFAULT_API_KEY  # re-exported: the name callers know
 from emulator.keys import Access
 from facts.limits import RATE_PER_MINUTE
 from facts.money import DEFAULT_SPEND_LIMIT_PER_HOUR
 
-DEFAULT_API_KEY = "local-runpod-key"
 DEFAULT_READ_ONLY_KEY = "local-runpod-read-only-key"
 DEFAULT_SPEND_LIMIT = DEFAULT_SPEND_LIMIT_PER_HOUR
 DEFAULT_RATE_PER_MINUTE = RATE_PER_MINUTE

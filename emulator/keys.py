@@ -21,6 +21,9 @@ import hmac
 from dataclasses import dataclass
 from typing import Literal
 
+# The local RunPod's full-access key when none is given (emulator/config.py re-exports it).
+DEFAULT_API_KEY = "local-runpod-key"
+
 Access = Literal["none", "read", "read_write"]
 Kind = Literal["all", "restricted", "read_only"]
 READS = frozenset({"GET", "HEAD"})

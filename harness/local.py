@@ -13,12 +13,13 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
-
-from emulator.config import DEFAULT_API_KEY
+from emulator.keys import DEFAULT_API_KEY
 from harness.deadlines import scaled
+
+if TYPE_CHECKING:  # httpx is imported where a request is made: `scripts/local-runpod env` makes none (#47)
+    import httpx
 
 # Fast enough that a pod is ready within ~1.5 s of wall time, slow enough to see every phase.
 FAST_ARGS = (
@@ -177,12 +178,16 @@ class LocalRunPod:
     admin: Admin = field(init=False)
 
     def __post_init__(self) -> None:
+        import httpx
+
         self.admin = Admin(httpx.Client(base_url=self.base_url, timeout=10))
 
     def env(self) -> dict[str, str]:
         return {"RUNPOD_API_URL": self.base_url, "RUNPOD_API_KEY": self.api_key}
 
     def client(self, **kwargs: Any) -> httpx.Client:
+        import httpx
+
         headers = {"Authorization": f"Bearer {self.api_key}"}
         return httpx.Client(base_url=self.base_url, headers=headers, timeout=10, **kwargs)
 
@@ -218,6 +223,7 @@ def start_local_runpod(
         lambda: marker.exists() and json.loads(marker.read_text()), "local RunPod", timeout_s, process
     )
     server = LocalRunPod(info["baseUrl"], api_key, state_dir, process)
+    import httpx
 
     def healthy() -> bool:
         try:
@@ -284,6 +290,7 @@ def _start_moto_once(
             preexec_fn=_CHILD_SETUP,
         )
     url = f"{'https' if tls else 'http'}://{host}:{port}"
+    import httpx
 
     def healthy() -> bool:
         try:

@@ -12,6 +12,7 @@ changed, 3 busy or not up here).
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -36,6 +37,12 @@ class Passthrough:
     name: str
     help: str
     run: Main
+
+
+def lazy(module: str, function: str) -> Callable[[Sequence[str]], int]:
+    """`module.function` as a command, imported only when the command runs (issue #47: the light commands,
+    `scripts/local-runpod env`, watch and supervise, run many times a session and load nothing else's)."""
+    return lambda argv: int(getattr(importlib.import_module(module), function)(argv))
 
 
 def wants_help(argv: Sequence[str]) -> bool:
@@ -221,6 +228,9 @@ def local_runpod(verb: str) -> int:
 
 def main(argv: Sequence[str] | None = None, passthrough: Sequence[Passthrough] = ()) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    # pydantic scans every installed package's entry points for plugins on its first model (~30 ms in each
+    # Python process a command starts); trainstack uses none.
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     by_name = {c.name: c for c in (*CORE, *passthrough)}
     try:
         if args and args[0] in by_name:

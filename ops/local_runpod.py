@@ -32,12 +32,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
-
 from common import process
 from common.cachedir import cache_dir
 from common.errors import TrainstackError
-from emulator.config import DEFAULT_API_KEY
+from emulator.keys import DEFAULT_API_KEY
 from harness.local import REPO, _wait, emulator_command, free_port, moto_command
 
 NAMES = ("emulator", "moto")
@@ -173,6 +171,8 @@ class Servers:
 
     def hosts_ip(self) -> str:
         """The bridge address nodes reach when the emulator runs hosts; '' when control-plane only."""
+        import httpx  # here: `scripts/local-runpod env` and `status` make no request (issue #47)
+
         health = httpx.get(f"{self._emulator_url()}/_admin/health", timeout=10).json()
         return str((health.get("hosts") or {}).get("hostIp") or "")
 
@@ -273,6 +273,8 @@ def _exists(pid: int) -> bool:
 
 
 def _answers(url: str, verify: ssl.SSLContext | bool = True) -> bool:
+    import httpx
+
     try:
         httpx.get(url, timeout=2, verify=verify)
     except httpx.TransportError:

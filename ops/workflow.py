@@ -21,7 +21,7 @@ from typing import IO
 from common import pulumi
 from common.pulumi import REPO, PulumiError
 from common.stackname import stack_name_problem
-from ops import backend_repair, local_account, local_demo, orphans, pending_deletes, plan_cost, stale_lock
+from ops import backend_repair, pending_deletes, stale_lock
 from ops.local_runpod import LocalRunPodError, Servers
 from ops.stacklock import StackLocked, held
 from ops.workspace import local_root, prepare, targets_local, workspace_for
@@ -145,6 +145,9 @@ def bootstrap_options(stack: str, local: bool, root: bool, stacks_dir: Path = fi
 
 
 def _up(prog: str, stack: str, yes: bool, pulumi_args: Sequence[str]) -> int:
+    # Imported here: the light commands (`scripts/local-runpod env`, watch, supervise) never load it (#47).
+    from ops import local_account, local_demo, plan_cost
+
     local = targets_local(os.environ)
     extra = bootstrap_options(stack, local, os.geteuid() == 0)
     if "--with-torch" in extra:
@@ -240,6 +243,9 @@ def down(stack: str, pulumi_args: Sequence[str]) -> int:
 
 
 def _down(prog: str, stack: str, pulumi_args: Sequence[str]) -> int:
+    # Imported here: the light commands (`scripts/local-runpod env`, watch, supervise) never load it (#47).
+    from ops import local_account, orphans
+
     bootstrap(prog, "--no-test-tools")
     os.environ.update(pulumi.environment())
     if not targets_local(os.environ):
@@ -286,6 +292,9 @@ def _unguard_local_copy(stack: str, workspace: Path) -> None:
     """The demo's checkpoints live in moto, nothing real: record trainstack:bucket.force_destroy on the
     bucket (a targeted up) so the destroy may delete a bucket that holds them, then unprotect the local copy
     (after that up, which puts a protected stack's protect back). A real bucket is never forced here."""
+    # Imported here: the light commands (`scripts/local-runpod env`, watch, supervise) never load it (#47).
+    from ops import local_demo
+
     state = pulumi.run(["stack", "export"], stack=stack, cwd=workspace)
     resources = (json.loads(state.stdout or "{}").get("deployment") or {}).get("resources") or []
     bucket = next((r["urn"] for r in resources if str(r.get("type", "")).endswith("s3:CheckpointBucket")), "")
@@ -329,6 +338,9 @@ def recover(stack: str, yes: bool, delete_orphans: bool, cwd: Path | None) -> in
 
 
 def _recover(prog: str, stack: str, yes: bool, delete_orphans: bool, workspace: Path) -> int:
+    # Imported here: the light commands (`scripts/local-runpod env`, watch, supervise) never load it (#47).
+    from ops import orphans
+
     # Holding the per-stack lock proves no scripts/up of it runs here; the lock file says if a pulumi did.
     code, line = stale_lock.lock_state(os.environ.get("PULUMI_BACKEND_URL", ""), stack)
     say(prog, line)

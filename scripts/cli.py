@@ -6,12 +6,10 @@ import os
 import sys
 from collections.abc import Sequence
 
-from bench import cli as bench_cli
 from common import pulumi
 from ops import cli, workflow
 from ops.workflow import BAD_USE, say
 from ops.workspace import targets_local
-from report import team_budget
 
 
 def _report(argv: Sequence[str]) -> int:
@@ -40,15 +38,17 @@ def _supervise(argv: Sequence[str]) -> int:
     return cli.stack_command("scripts/supervise", main, required=False)(argv)
 
 
+BUDGET, BENCH, EMULATOR = (
+    cli.lazy("report.team_budget", "main"),
+    *(cli.lazy("bench.cli", f) for f in ("bench", "emulator")),
+)
 COMMANDS = (
     cli.Passthrough("watch", "a live stack's nodes, steps and money", _watch),
     cli.Passthrough("supervise", "release a run's compute when it finished, failed or idles", _supervise),
     cli.Passthrough("preview-report", "preview stacks and print the Markdown report", _report),
-    cli.Passthrough("team-budget", "a pull request's team budget check", lambda a: team_budget.main(a)),
-    cli.Passthrough(
-        "bench", "benchmark against the local RunPod; writes docs/PERFORMANCE.md", bench_cli.bench
-    ),
-    cli.Passthrough("bench-emulator", "the local RunPod's RSS and requests/s (JSON)", bench_cli.emulator),
+    cli.Passthrough("team-budget", "a pull request's team budget check", BUDGET),
+    cli.Passthrough("bench", "benchmark against the local RunPod; writes docs/PERFORMANCE.md", BENCH),
+    cli.Passthrough("bench-emulator", "the local RunPod's RSS and requests/s (JSON)", EMULATOR),
 )
 
 

@@ -78,7 +78,11 @@ class Bridge:
             if addr.network.overlaps(net):
                 if iface == self.name and str(addr) == cidr:
                     return
-                raise HostNetError(f"subnet {net} is already on {iface} ({addr}); another emulator's hosts?")
+                raise HostNetError(
+                    f"subnet {net} is already on {iface} ({addr}); another emulator's hosts? If no local "
+                    f"RunPod or test run uses {iface} (a killed run leaves its bridge), delete it: "
+                    f"ip link del {iface}"
+                )
         ip("addr", "add", cidr, "dev", self.name)
 
     def remove_address(self, cidr: str) -> None:

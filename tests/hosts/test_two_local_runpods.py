@@ -110,6 +110,7 @@ def test_a_pod_whose_subnet_is_taken_is_error_at_once(two: tuple[LocalRunPod, Lo
             str(e["detail"]) for e in server.admin.audit() if e["event"] == "pod.error"
         )
         assert f"subnet 10.{64 + slot}.1.0/24 is already on {holder.name}" in reasons
+        assert f"delete it: ip link del {holder.name}" in reasons  # the way out, if it is a killed run's
     finally:
         holder.remove()
 

@@ -22,7 +22,7 @@ from urllib.parse import urlencode
 
 ALIAS = "alias/trainstack-tests"
 REGION = "us-east-1"
-_made: dict[str, str] = {}
+_made: set[str] = set()  # the moto endpoints the key was made in, by this process
 _lock = threading.Lock()
 
 
@@ -33,12 +33,13 @@ def secrets_provider(endpoint: str, ca_bundle: str | None = None) -> str:
     HTTPS, its certificate from AWS_CA_BUNDLE, as the S3 clients do."""
     with _lock:
         if endpoint not in _made:
-            _made[endpoint] = _make_key(endpoint, ca_bundle)
+            _make_key(endpoint, ca_bundle)
+            _made.add(endpoint)
         query = urlencode({"region": REGION, "endpoint": endpoint})
         return f"awskms://{ALIAS}?{query}"
 
 
-def _make_key(endpoint: str, ca_bundle: str | None) -> str:
+def _make_key(endpoint: str, ca_bundle: str | None) -> None:
     import boto3
 
     kms = boto3.client(
@@ -47,7 +48,7 @@ def _make_key(endpoint: str, ca_bundle: str | None) -> str:
         region_name=REGION,
         aws_access_key_id="testing",
         aws_secret_access_key="testing",  # noqa: S106 (moto's documented test credentials)
-        verify=ca_bundle if ca_bundle else None,
+        verify=ca_bundle or None,
     )
     aliases = {a["AliasName"] for a in kms.list_aliases()["Aliases"]}
     if ALIAS not in aliases:  # another process of the suite made it in this moto already
@@ -55,4 +56,3 @@ def _make_key(endpoint: str, ca_bundle: str | None) -> str:
         # Made meanwhile by another worker: theirs serves as well.
         with contextlib.suppress(kms.exceptions.AlreadyExistsException):
             kms.create_alias(AliasName=ALIAS, TargetKeyId=key)
-    return ALIAS

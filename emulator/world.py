@@ -212,6 +212,16 @@ class World:
     # -- pod lifecycle, derived from the clock ---------------------------------------------------
 
     def status(self, pod: PodRecord) -> str:
+        """What the API shows. With emulated hosts a pod is RUNNING once its host is up, not when the clock
+        says its container should be: a host made by the next sync, or one that cannot be made (ERROR), is
+        never read as RUNNING first (RunPod, too, shows RUNNING for a container that runs)."""
+        scheduled = self.scheduled_status(pod)
+        if scheduled == "RUNNING" and self.hosts.enabled and self.hosts.endpoint(pod.id) is None:
+            return "STARTING"
+        return scheduled
+
+    def scheduled_status(self, pod: PodRecord) -> str:
+        """The status the clock alone gives: PROVISIONING, STARTING, then RUNNING (or the halted one)."""
         if pod.halted:
             return pod.halted
         elapsed = self.now() - pod.boot_at
@@ -242,10 +252,11 @@ class World:
     # -- emulated hosts --------------------------------------------------------------------------
 
     def sync_hosts(self) -> None:
-        """Tell the host backend which pods are RUNNING now; called on every change and by a ticker."""
+        """Tell the host backend which pods the clock has RUNNING (each then reads RUNNING once its host is
+        up); called on every change and by a ticker."""
         if not self.hosts.enabled:
             return
-        specs = [self.host_spec(p) for p in self.pods.values() if self.status(p) == "RUNNING"]
+        specs = [self.host_spec(p) for p in self.pods.values() if self.scheduled_status(p) == "RUNNING"]
         wanted = [s for s in specs if s is not None]
         self.hosts.sync(wanted, set(self.volumes), list(self.ssh_keys))
         # A pod whose host could not be made fails now, visibly, instead of reading RUNNING with no runtime

@@ -96,6 +96,8 @@ def test_a_pod_that_gets_no_host_is_error_at_once(tmp_path: Path) -> None:
     world.hosts = hosts
     pod = create_pod(world, pod_body(globalNetworking=True))
     world.clock.advance(15)  # provisioning + starting: RUNNING by the clock alone
+    # Until a sync has tried to make its host, the pod is not read as RUNNING (the race a slow machine lost).
+    assert pod_view(world, world.pods[pod.id])["status"] == "STARTING"
     world.sync_hosts()
     view = pod_view(world, world.pods[pod.id])
     assert hosts.asked == [pod.id]
@@ -105,3 +107,34 @@ def test_a_pod_that_gets_no_host_is_error_at_once(tmp_path: Path) -> None:
     assert "already on tsbr0" in errors[0]["detail"]["reason"]
     world.sync_hosts()  # an ERROR pod is not asked for again
     assert hosts.asked == [pod.id]
+
+
+class HostsOnSync(NoHostsFit):
+    """Hosts that are made, but only by a sync: what the ticker does a moment after the clock's RUNNING."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.made: set[str] = set()
+
+    def sync(self, wanted: Sequence[HostSpec], volumes: Collection[str], keys: Sequence[str]) -> None:
+        super().sync(wanted, volumes, keys)
+        self.made = {s.pod_id for s in wanted}
+
+    def endpoint(self, pod_id: str) -> tuple[str, int] | None:
+        return ("10.0.0.2", 22) if pod_id in self.made else None
+
+    def failure(self, pod_id: str) -> str | None:
+        return None
+
+
+def test_a_pod_reads_running_once_its_host_is_up_not_when_the_clock_says(tmp_path: Path) -> None:
+    _, world = create_app(Settings(state_dir=tmp_path, time_scale=0, hosts="off"))
+    hosts = HostsOnSync()
+    world.hosts = hosts
+    pod = create_pod(world, pod_body(globalNetworking=True))
+    assert pod.id not in hosts.asked and pod_view(world, world.pods[pod.id])["status"] == "PROVISIONING"
+    world.clock.advance(15)
+    assert pod_view(world, world.pods[pod.id])["status"] == "STARTING"  # the clock's RUNNING, no host yet
+    world.sync_hosts()
+    assert hosts.asked[-1] == pod.id
+    assert pod_view(world, world.pods[pod.id])["status"] == "RUNNING"

@@ -35,7 +35,7 @@ from supervisor.act import Actuator, RecoveryError, ReleaseError, recover_with, 
 from supervisor.decide import Policy, decide
 from supervisor.localstore import LOCAL_BUCKET, DirObjects
 from supervisor.model import Decision, Observation, Plan, RoundRecord
-from supervisor.observe import Sources, StackUnreadable, observe, read_stack, stack_config
+from supervisor.observe import Sources, StackUnreadable, observe, read_config, read_stack, stack_config
 from supervisor.report import ledger_note
 
 EXIT_FAILED = 1
@@ -236,8 +236,7 @@ def _print(record: RoundRecord, as_json: bool) -> None:
 
 
 def show_log(stack: str, workspace: Path) -> int:
-    _outputs, raw = read_stack(workspace, stack)
-    config = stack_config(raw)
+    config = stack_config(read_config(workspace, stack))
     if config.bucket is None:
         print(f"scripts/supervise: stack '{stack}' has no bucket, so no audit lines", file=sys.stderr)
         return EXIT_UNREADABLE
@@ -277,7 +276,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             _print(record, args.json)
             if args.once:
                 return EXIT_FAILED if any(e != LEASE_LOST for e in record.errors) else 0
-            interval = stack_config(read_stack(args.cwd, args.stack)[1]).supervisor.interval_min
+            interval = stack_config(read_config(args.cwd, args.stack)).supervisor.interval_min
             time.sleep(interval * 60)
     except StackUnreadable as exc:
         print(f"scripts/supervise: not acting on '{args.stack}': {exc}", file=sys.stderr)

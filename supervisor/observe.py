@@ -271,11 +271,20 @@ def read_stack(workspace: Path, stack: str) -> tuple[dict[str, Any], dict[str, A
     """(outputs, raw config) of the stack, or StackUnreadable naming what could not be read."""
     try:
         outputs = sources.stack_outputs(workspace, stack, require_nodes=False)
-        raw = pulumi.config_entries(stack, workspace, timeout=60)
     except sources.WatchError as exc:
         raise StackUnreadable(str(exc)) from None
+    except OSError as exc:  # no pulumi on PATH, or no such workspace
+        raise StackUnreadable(f"cannot run pulumi in {workspace} ({exc}); . scripts/env.sh first") from None
+    return outputs, read_config(workspace, stack)
+
+
+def read_config(workspace: Path, stack: str) -> dict[str, Any]:
+    """The stack's raw config alone (one `pulumi config --json`), for readers that need no outputs (the
+    ledger, the report, the audit log, the loop's interval), or StackUnreadable naming what could not be
+    read."""
+    try:
+        return pulumi.config_entries(stack, workspace, timeout=60)
     except pulumi.PulumiError as exc:
         raise StackUnreadable(f"cannot read the config of stack '{stack}' in {workspace}: {exc}") from None
     except OSError as exc:  # no pulumi on PATH, or no such workspace
         raise StackUnreadable(f"cannot run pulumi in {workspace} ({exc}); . scripts/env.sh first") from None
-    return outputs, raw

@@ -14,7 +14,7 @@ from typing import Any
 from supervisor import store
 from supervisor.ledger import build, inputs_from_rounds, plot_png, table, watch_line
 from supervisor.model import Decision, Observation, RoundRecord
-from supervisor.observe import read_stack, stack_config
+from supervisor.observe import read_config, stack_config
 from supervisor.store import read_attempts
 
 EXIT_UNREADABLE = 2
@@ -25,9 +25,9 @@ def show_report(
     workspace: Path,
     png: Path | None = None,
     s3: object = None,
-    read: Callable[[Path, str], tuple[dict[str, Any], dict[str, Any]]] = read_stack,
+    read: Callable[[Path, str], dict[str, Any]] = read_config,
 ) -> int:
-    _outputs, raw = read(workspace, stack)
+    raw = read(workspace, stack)
     config = stack_config(raw)
     if config.bucket is None:
         print(
@@ -71,12 +71,11 @@ def ledger_line(
     stack: str,
     workspace: Path,
     s3: Any = None,
-    read: Callable[[Path, str], tuple[dict[str, Any], dict[str, Any]]] = read_stack,
+    read: Callable[[Path, str], dict[str, Any]] = read_config,
 ) -> str | None:
     """scripts/watch's ledger line of the run so far, from the stack's bucket (its audit lines and recovery
     records); None when the stack has no bucket or no round has run yet."""
-    _outputs, raw = read(workspace, stack)
-    config = stack_config(raw)
+    config = stack_config(read(workspace, stack))  # its config alone: the outputs are not needed
     if config.bucket is None:
         return None
     if s3 is None:

@@ -136,7 +136,7 @@ def test_report_reads_the_bucket_and_prints_the_table(
         },
     }
     png = tmp_path / "t.png"
-    assert show_report("search", tmp_path, png, s3=s3, read=lambda _w, _s: ({}, raw)) == 0
+    assert show_report("search", tmp_path, png, s3=s3, read=lambda _w, _s: raw) == 0
     out = capsys.readouterr().out
     assert "goodput ledger of search (5 rounds, 1 recoveries)" in out and "recovery stalled" in out
     assert "productive" in out and "RunPod billing $" in out and png.is_file()

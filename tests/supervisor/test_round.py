@@ -216,7 +216,7 @@ def test_the_ledger_line_of_scripts_watch_comes_from_the_rounds_in_the_bucket(s3
     from supervisor.report import ledger_line
 
     raw = config_of(bucket)
-    read = lambda _w, _s: (OUTPUTS, raw)  # noqa: E731
+    read = lambda _w, _s: raw  # noqa: E731
     assert ledger_line("dev", Path("."), s3=s3, read=read) is None  # no round yet: nothing to show
     t0 = 1_800_000_000.0
     for i, (step, spent) in enumerate([(None, 0.0), (100, 2.66), (200, 5.32)]):

@@ -22,7 +22,7 @@ protocol with the workers, all files written by the node's local rank 0:
 
 A restart of the worker group (torchrun --max-restarts, after training began) finds `passed` and `go` and
 goes straight to training, as a second training launch did before. torch is imported here only when the
-preflight runs, in the worker: it exists on the nodes, not in the project's venv.
+preflight runs, in the worker (`import_torch`): it exists on the nodes, not in the project's venv.
 """
 
 from __future__ import annotations
@@ -108,9 +108,29 @@ def run_training(command: Sequence[str]) -> None:
     runpy.run_path(str(script), run_name="__main__")
 
 
+def import_torch() -> None:
+    """`import torch` with the cyclic garbage collector paused, then its objects frozen out of later passes.
+    The import makes some hundred thousand objects, none of them garbage, and the collector's passes over
+    them while they are made are a fifth of its CPU; frozen, no later pass walks them again (DDP's import of
+    torch._dynamo in the training command included), and a forked child (the preflight) leaves their pages
+    shared. Measured on the local RunPod's CPU nodes, paired runs, CPU-s: `import torch, torch.distributed`
+    2.78 -> 2.11; with `torch._dynamo` after it, 4.80 -> 3.68, in every worker of every boot."""
+    import gc
+
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        import torch
+        import torch.distributed  # noqa: F401
+    finally:
+        gc.freeze()
+        if was_enabled:
+            gc.enable()
+
+
 def _preflight_in_child(gate: Gate, argv: list[str], lead: bool) -> int:
     """Fork, run the preflight in the child on the store's prefixed view, return its exit status."""
-    import torch  # noqa: F401  # imported before the fork: the child inherits it, the training command reuses it
+    import_torch()  # before the fork: the child inherits it, the training command reuses it
 
     sys.stdout.flush()
     sys.stderr.flush()

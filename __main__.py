@@ -11,27 +11,31 @@ os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
 import pulumi
 
+from common.imports import collector_paused
 from providers.preload import request_preload
 
 # Start the dynamic-provider process now, on the other core, instead of after the imports below and the
 # component code have run (providers/preload.py explains; ~0.3 s of every preview and up).
 request_preload()
 
-from common.outputs import BilledIds  # noqa: E402
-from components.cluster import (  # noqa: E402 - after the early provider start, on purpose
-    H100Cluster,
-    H100ClusterArgs,
-    read_registry_password,
-    read_secret_values,
-    read_stack_config,
-    write_artifacts,
-)
-from components.guards import check_before_registering, forecast_problems, run_cost_problems  # noqa: E402
-from stackconfig.alerts import webhook_notice  # noqa: E402
-from stackconfig.config import ConfigError  # noqa: E402
-from stackconfig.model import parameter_notice  # noqa: E402
-from stackconfig.rules import unverified_spend_limit_notice  # noqa: E402
-from stackconfig.supervisor import cap_notice  # noqa: E402
+# The program's own imports with the garbage collector paused (common/imports.py: 0.61 -> 0.41 CPU-s in
+# every preview, up, refresh and destroy).
+with collector_paused():
+    from common.outputs import BilledIds
+    from components.cluster import (  # after the early provider start, on purpose
+        H100Cluster,
+        H100ClusterArgs,
+        read_registry_password,
+        read_secret_values,
+        read_stack_config,
+        write_artifacts,
+    )
+    from components.guards import check_before_registering, forecast_problems, run_cost_problems
+    from stackconfig.alerts import webhook_notice
+    from stackconfig.config import ConfigError
+    from stackconfig.model import parameter_notice
+    from stackconfig.rules import unverified_spend_limit_notice
+    from stackconfig.supervisor import cap_notice
 
 REPO = Path(__file__).resolve().parent
 OUT_DIR = Path(os.environ.get("TRAINSTACK_OUT_DIR", REPO / "out"))

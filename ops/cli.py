@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from common import pulumi
+from common.imports import collector_paused
 from common.stackname import stack_name_problem
 from ops import workflow
 from ops.local_runpod import LocalRunPodError, Servers
@@ -42,7 +43,13 @@ class Passthrough:
 def lazy(module: str, function: str) -> Callable[[Sequence[str]], int]:
     """`module.function` as a command, imported only when the command runs (issue #47: the light commands,
     `scripts/local-runpod env`, watch and supervise, run many times a session and load nothing else's)."""
-    return lambda argv: int(getattr(importlib.import_module(module), function)(argv))
+
+    def run(argv: Sequence[str]) -> int:
+        with collector_paused():  # common/imports.py
+            command = getattr(importlib.import_module(module), function)
+        return int(command(argv))
+
+    return run
 
 
 def wants_help(argv: Sequence[str]) -> bool:

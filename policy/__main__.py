@@ -14,10 +14,13 @@ if _ROOT not in sys.path:
 
 def main() -> None:
     """Start the policy server; `PolicyPack` blocks until the engine is done with it."""
-    from pulumi_policy import EnforcementLevel, PolicyPack
+    from common.imports import collector_paused
 
-    from policy.config_file import refuse_at_start
-    from policy.rules import ALL_POLICIES
+    with collector_paused():  # the SDK's, gRPC's and the rules' imports (common/imports.py)
+        from pulumi_policy import EnforcementLevel, PolicyPack
+
+        from policy.config_file import refuse_at_start
+        from policy.rules import ALL_POLICIES
 
     # The engine reads --policy-pack-config only after this pack starts; a bad file is refused here first,
     # with the checker's message (file, key path, fix), whichever way pulumi was run.

@@ -63,12 +63,14 @@ def test_all_slots_held_says_what_to_do(tmp_path: Path) -> None:
         claim(directory=tmp_path)
 
 
-class NoHostsFit:
-    """Hosts that can be made for no pod: what a subnet held by another emulator's bridge used to cause."""
+class SyncedHosts:
+    """A host backend that makes a host only in a sync, as the real one does, for every pod (`fits`) or for
+    none: what a subnet held by another emulator's bridge used to cause."""
 
     enabled = True
 
-    def __init__(self) -> None:
+    def __init__(self, fits: bool) -> None:
+        self.fits = fits
         self.asked: list[str] = []
 
     def describe(self) -> dict[str, Any]:
@@ -78,9 +80,11 @@ class NoHostsFit:
         self.asked += [s.pod_id for s in wanted]
 
     def endpoint(self, pod_id: str) -> tuple[str, int] | None:
-        return None
+        return ("10.0.0.2", 22) if self.fits and pod_id in self.asked else None
 
     def failure(self, pod_id: str) -> str | None:
+        if self.fits or pod_id not in self.asked:
+            return None
         return "subnet 100.65.0.0/16 is already on tsbr0 (100.65.0.1/16); another emulator's hosts?"
 
     def signal(self, pod_id: str, sig: int) -> None:
@@ -92,7 +96,7 @@ class NoHostsFit:
 
 def test_a_pod_that_gets_no_host_is_error_at_once(tmp_path: Path) -> None:
     _, world = create_app(Settings(state_dir=tmp_path, time_scale=0, hosts="off"))
-    hosts = NoHostsFit()
+    hosts = SyncedHosts(fits=False)
     world.hosts = hosts
     pod = create_pod(world, pod_body(globalNetworking=True))
     world.clock.advance(15)  # provisioning + starting: RUNNING by the clock alone
@@ -109,27 +113,9 @@ def test_a_pod_that_gets_no_host_is_error_at_once(tmp_path: Path) -> None:
     assert hosts.asked == [pod.id]
 
 
-class HostsOnSync(NoHostsFit):
-    """Hosts that are made, but only by a sync: what the ticker does a moment after the clock's RUNNING."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.made: set[str] = set()
-
-    def sync(self, wanted: Sequence[HostSpec], volumes: Collection[str], keys: Sequence[str]) -> None:
-        super().sync(wanted, volumes, keys)
-        self.made = {s.pod_id for s in wanted}
-
-    def endpoint(self, pod_id: str) -> tuple[str, int] | None:
-        return ("10.0.0.2", 22) if pod_id in self.made else None
-
-    def failure(self, pod_id: str) -> str | None:
-        return None
-
-
 def test_a_pod_reads_running_once_its_host_is_up_not_when_the_clock_says(tmp_path: Path) -> None:
     _, world = create_app(Settings(state_dir=tmp_path, time_scale=0, hosts="off"))
-    hosts = HostsOnSync()
+    hosts = SyncedHosts(fits=True)
     world.hosts = hosts
     pod = create_pod(world, pod_body(globalNetworking=True))
     assert pod.id not in hosts.asked and pod_view(world, world.pods[pod.id])["status"] == "PROVISIONING"

@@ -9,8 +9,9 @@ hosts therefore claims a slot N (0-63) and keeps to its addresses:
 - loose pods' global-networking range 100.(65+N).0.0/16 (slot 0 is RunPod's own 100.65.0.0/16).
 
 A claim is a file `netslot-N` holding the server's pid in /run/trainstack (`TRAINSTACK_NETSLOT_DIR`),
-created exclusively; a file whose pid is gone is a stale claim and is taken over. Without hosts no address
-is ever configured, and every server uses slot 0.
+created exclusively; a file whose pid is gone is a stale claim, taken over by the server whose state used
+that slot, or by any once no slot is free. Without hosts no address is ever configured, and every server
+uses slot 0.
 """
 
 from __future__ import annotations
@@ -79,9 +80,9 @@ class SlotClaim:
                 self.path.unlink()
 
 
-def _take(path: Path, pid: int) -> bool:
-    """Create the claim file, or take it over from a process that is gone."""
-    for _ in range(2):
+def _take(path: Path, pid: int, stale_too: bool = True) -> bool:
+    """Create the claim file, or (`stale_too`) take it over from a process that is gone."""
+    for _ in range(2 if stale_too else 1):
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         except FileExistsError:
@@ -89,7 +90,7 @@ def _take(path: Path, pid: int) -> bool:
                 holder = int(path.read_text().strip() or 0)
             except (FileNotFoundError, ValueError):
                 holder = 0
-            if holder and process.alive(holder):
+            if not stale_too or (holder and process.alive(holder)):
                 return False
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()  # stale: its server was killed
@@ -101,17 +102,22 @@ def _take(path: Path, pid: int) -> bool:
 
 
 def claim(preferred: int | None = None, directory: Path | None = None, pid: int | None = None) -> SlotClaim:
-    """Claim a free slot, `preferred` first (the one this server's state used last time)."""
+    """Claim a free slot, `preferred` first (the one this server's state used last time, its own stale claim
+    included). A stale claim of another slot, a killed server's, is taken over only when no slot is free: that
+    server's state asks for it first when it starts again, and gets its addresses back even while other
+    servers start meanwhile."""
     directory = directory or claims_dir()
     directory.mkdir(parents=True, exist_ok=True)
-    order = list(range(SLOTS))
+    me = pid or os.getpid()
     if preferred is not None and 0 <= preferred < SLOTS:
-        order.remove(preferred)
-        order.insert(0, preferred)
-    for index in order:
-        path = directory / f"netslot-{index}"
-        if _take(path, pid or os.getpid()):
-            return SlotClaim(NetSlot(index), path)
+        path = directory / f"netslot-{preferred}"
+        if _take(path, me):
+            return SlotClaim(NetSlot(preferred), path)
+    for stale_too in (False, True):
+        for index in range(SLOTS):
+            path = directory / f"netslot-{index}"
+            if _take(path, me, stale_too):
+                return SlotClaim(NetSlot(index), path)
     raise RuntimeError(
         f"all {SLOTS} local RunPod address slots in {directory} are held by running servers; "
         "stop some (scripts/local-runpod stop) or remove stale netslot-* files there"

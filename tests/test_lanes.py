@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -143,3 +144,66 @@ def test_the_lanes_let_pytest_keep_its_rewritten_test_modules(tmp_path: Path) ->
     done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     assert list((tmp_path / "__pycache__").glob("test_one.*-pytest-*.pyc")), done.stdout
+
+
+# A stand-in for .venv/bin/pytest: the lane it runs (`-m serial` or not) says it started, then waits for the
+# other lane's word, so it ends only if both lanes run at once; its exit code is $CODE_<lane>.
+FAKE_PYTEST = """#!/usr/bin/env bash
+if [[ " $* " == *" -m serial "* ]]; then me=serial other=parallel; else me=parallel other=serial; fi
+touch "$LANES_DIR/$me"
+for _ in $(seq 400); do
+  code="CODE_$me"
+  if [[ -e "$LANES_DIR/$other" ]]; then echo "$me lane: saw the $other lane"; exit "${!code}"; fi
+  sleep 0.05
+done
+echo "$me lane: ran alone"; exit 9
+"""
+
+
+@pytest.mark.parametrize(("serial_code", "result"), [(0, 0), (1, 1)])
+def test_the_serial_lane_runs_beside_the_parallel_one_and_its_output_follows(
+    serial_code: int, result: int, tmp_path: Path, capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    fake = tmp_path / ".venv/bin/pytest"
+    fake.parent.mkdir(parents=True)
+    fake.write_text(FAKE_PYTEST)
+    fake.chmod(0o755)
+    monkeypatch.setattr(lanes, "REPO", tmp_path)
+    env = {"PATH": os.environ["PATH"], "LANES_DIR": str(tmp_path), "CODE_parallel": "0"}
+    codes = lanes.side_by_side(["-n", "2", *lanes.PARALLEL], list(lanes.SERIAL), env | {
+        "CODE_serial": str(serial_code)})  # fmt: skip
+    assert codes == [0, serial_code] and lanes.finish(codes) == result
+    out = capfd.readouterr().out
+    # The parallel lane's output as it comes, then the serial lane's, whole, from its log.
+    assert out.index("parallel lane: saw the serial lane") < out.index("serial lane: saw the parallel lane")
+    assert f"== tests: serial lane (beside the parallel lane): exit {serial_code}" in out
+    (log,) = (tmp_path / ".state/test-lanes").glob("serial-*.log")
+    assert log.read_text() == "serial lane: saw the parallel lane\n"
+
+
+def test_an_interrupted_parallel_lane_ends_the_serial_lane(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = tmp_path / ".venv/bin/pytest"
+    fake.parent.mkdir(parents=True)
+    fake.write_text(FAKE_PYTEST)
+    fake.chmod(0o755)
+    monkeypatch.setattr(lanes, "REPO", tmp_path)
+    started: list[subprocess.Popen[bytes]] = []
+    real_popen = subprocess.Popen
+
+    def popen(*args: Any, **kwargs: Any) -> subprocess.Popen[bytes]:
+        started.append(real_popen(*args, **kwargs))
+        return started[-1]
+
+    def interrupted(*args: object, **kwargs: object) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(subprocess, "Popen", popen)
+    monkeypatch.setattr(lanes, "lane", interrupted)
+    env = {"PATH": os.environ["PATH"], "LANES_DIR": str(tmp_path), "CODE_serial": "0"}
+    with pytest.raises(KeyboardInterrupt):
+        lanes.side_by_side(["-n", "2", *lanes.PARALLEL], list(lanes.SERIAL), env)
+    (serial,) = started
+    assert serial.returncode == -15  # terminated, not left to wait out its 20 s for the other lane

@@ -12,8 +12,10 @@ the secrets read as lost after the restart; the second up makes them anew.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import random
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,9 +31,14 @@ from harness.pulumi_cli import REPO, run_killing_tree
 from tests.e2e.reliability import Report
 from tests.e2e.test_demo_trains import read_bucket, trains, watch_snapshot
 
-# serial: a restart gives the local RunPod and moto back the ports they had "when free"; in the parallel lane
-# another worker's server can take a port in the gap (CI saw the port move and "address already in use").
+# serial: 8-host clusters that train, and restarts of the servers. A restart gives the local RunPod and moto
+# back the ports they had "when free"; beside the parallel lane another process can take a port the kernel
+# hands out (a server's, a client's) in the gap (CI saw the port move and "address already in use"), so the
+# servers here start on ports below the kernel's ephemeral range (`last_ports`), which nothing else asks for.
 pytestmark = [pytest.mark.e2e, pytest.mark.serial]
+# Below the kernel's ephemeral range (net.ipv4.ip_local_port_range, 32768-60999 by default): no bind to
+# port 0 and no outgoing connection is ever given one of these.
+_QUIET_PORTS = range(20000, 32000)
 _ID_KEYS = ("pod_id", "cluster_id", "volume_id", "secret_id")
 # What the hosts case asks of its nodes is to exist, be lost and be made again, not to train: their start
 # scripts (settings overridable from the environment, components/render.py) run no metrics agent, log their
@@ -60,6 +67,16 @@ class Demo:
         self.ws = tmp / "ws"
         self.left_up: set[str] = set()  # stacks a case left up and converged for the next case to take
         self._endpoints: dict[str, str] | None = None  # `scripts/local-runpod env` since the last script
+
+    def last_ports(self) -> None:
+        """Seed the state's last ports (ops/local_runpod.py: a server takes its last port when free) with
+        free ones that no other process is given meanwhile; moto's only without hosts, where it listens on
+        loopback (with hosts, on the bridge's address, not known before the start)."""
+        state = Path(self.env["TRAINSTACK_STATE_DIR"])
+        state.mkdir(parents=True, exist_ok=True)
+        servers = ("emulator",) if "--hosts on" in self.env["LOCAL_RUNPOD_ARGS"] else ("emulator", "moto")
+        for name, port in zip(servers, _free_quiet_ports(len(servers)), strict=True):
+            (state / f"{name}.last").write_text(f"127.0.0.1:{port}\n")
 
     def idle(self) -> None:
         """Hosts that a later `scripts/local-runpod start` makes run _IDLE_NODES and a 20-step job."""
@@ -123,6 +140,19 @@ class Demo:
         return sorted(b["Name"] for b in s3.list_buckets().get("Buckets", []))
 
 
+def _free_quiet_ports(count: int) -> list[int]:
+    """`count` ports of _QUIET_PORTS that are free now, picked at random (two checkouts' suites apart)."""
+    found: list[int] = []
+    for port in random.sample(_QUIET_PORTS, 200):
+        with socket.socket() as s, contextlib.suppress(OSError):
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind(("127.0.0.1", port))
+            found.append(port)
+        if len(found) == count:
+            return found
+    raise AssertionError(f"no {count} free ports in {_QUIET_PORTS}")
+
+
 def _hosts_missing() -> str | None:
     if os.geteuid() != 0:
         return "needs root: emulated hosts are network namespaces"
@@ -137,6 +167,7 @@ def _stop(d: Demo) -> None:
 def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Demo]:
     """The control-plane local RunPod and moto the module's cases share; each case restarts them itself."""
     d = Demo(tmp_path_factory.mktemp("restart"))
+    d.last_ports()
     yield d
     for stack in sorted(d.left_up):  # a case that failed before its scripts/down
         run_killing_tree([str(REPO / "scripts/down"), stack], 600, env=d.env, cwd=REPO)
@@ -152,6 +183,7 @@ def demo(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Demo]:
     if why := _hosts_missing():
         pytest.skip(why)
     d = Demo(tmp_path, hosts)
+    d.last_ports()
     yield d
     _stop(d)
 
@@ -176,6 +208,9 @@ def test_up_stop_start_up_converges_with_no_orphans(stack: str, demo: Demo, repo
     assert demo.orphans(stack) == []
     before = _restart(demo)
     after = demo.endpoints()
+    # On the seeded ports (Demo.last_ports), which nothing beside this test is handed in the restart's gap.
+    urls = (before["RUNPOD_API_URL"], before["AWS_ENDPOINT_URL_S3"])
+    assert all(int(url.rsplit(":", 1)[1].strip("/")) in _QUIET_PORTS for url in urls), urls
     # Stable endpoints per checkout: both servers came back on their ports.
     assert (after["RUNPOD_API_URL"], after["AWS_ENDPOINT_URL_S3"]) == (
         before["RUNPOD_API_URL"],

@@ -18,8 +18,8 @@ import pytest
 from harness.pulumi_cli import REPO, run_killing_tree
 from tests.e2e.test_restart import Demo
 
-# serial: scripts/up holds the per-stack lock of the demo backend (ops/stacklock.py), which another test's
-# scripts/up of the same stack in the parallel lane (tests/e2e/test_demo_trains.py) would hold too.
+# serial: two local RunPods and two ups of prod each, which the serial lane runs beside the parallel lane's
+# workers (its backend, state and lock are the case's own: Demo, ops/stacklock.py's lock per backend).
 pytestmark = [pytest.mark.e2e, pytest.mark.serial]
 
 # Measured: 27 lines for a no-op scripts/up dev as root (before #33's one cap, 30: 2 of them the deprecated

@@ -53,7 +53,13 @@ def test_a_claim_whose_server_is_gone_is_taken_over(tmp_path: Path) -> None:
         [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
     )
     (tmp_path / "netslot-0").write_text(gone.stdout)  # a server that was killed left its claim behind
-    assert claim(directory=tmp_path).slot.index == 0
+    (tmp_path / "netslot-2").write_text(gone.stdout)
+    # Another server leaves them to their own states while any slot is free (those ask for theirs first).
+    assert claim(directory=tmp_path).slot.index == 1
+    assert claim(preferred=2, directory=tmp_path).slot.index == 2  # its own state's slot: taken over
+    for _ in range(3, SLOTS):
+        claim(directory=tmp_path)
+    assert claim(directory=tmp_path).slot.index == 0  # none free: the stale claim is taken over
 
 
 def test_all_slots_held_says_what_to_do(tmp_path: Path) -> None:

@@ -186,7 +186,7 @@ def pod_status(env: HostsEnv, pod_id: str) -> str:
         return str(api.get(f"/v2/pods/{pod_id}").json()["status"])
 
 
-@pytest.mark.serial  # 2-node cluster ups with training: too heavy beside the parallel lane's hosts tests
+@pytest.mark.serial  # 2-node cluster ups with training: one at a time with the serial lane's other clusters
 def test_cluster_stack_stopped_job_released_after_grace_then_resumed_to_the_end_released_and_resumed(
     hosts_env: HostsEnv, tmp_path: Path, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
 ) -> None:

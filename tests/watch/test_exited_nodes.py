@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from rich.console import Console
 
 from providers.delivery.ssh import DeliveryError, SshTarget
 from stackview import sources
+from tests.polling import scaled
 from tests.watch.conftest import REAL_EXIT_RECORDS
 from train.node import exitrecord
 from watch import cli
@@ -55,7 +57,30 @@ def test_exit_records_are_read_per_node_and_junk_is_left_out() -> None:
     )
     got = REAL_EXIT_RECORDS("dev", outputs, ["pod-a", "pod-b", "pod-c"], run=run)
     assert set(got) == {"pod-a"} and got["pod-a"].phase == "preflight"
-    assert "/workspace/trainstack/metrics/exit-node-" in asked[0] and "pod-a.json" in asked[0]
+    [pod_a] = [c for c in asked if "pod-a.json" in c]
+    assert "/workspace/trainstack/metrics/exit-node-" in pod_a and len(asked) == 3
+
+
+def test_the_nodes_are_asked_at_once_and_answers_keep_node_order() -> None:
+    """Eight nodes that each answer only once all eight are asked: one after the other, the first waits
+    for the rest forever (the barrier's deadline only bounds how long the failure takes to say so)."""
+    nodes = [
+        {"rank": r, "ip": f"10.1.0.{r + 2}", "pod_id": f"pod-{r}", "ssh_endpoint": f"h:{2200 + r}"}
+        for r in range(8)
+    ]
+    all_asked = threading.Barrier(len(nodes), timeout=scaled(20))
+
+    def run(target: SshTarget, command: str) -> str:
+        all_asked.wait()
+        if target.alias == "pod-3":
+            raise DeliveryError("ssh: connection refused")
+        return f"{target.alias} log line\n"
+
+    tails = sources.training_log_tails(
+        "prod", dict(OUTPUTS, nodes=nodes), [n["pod_id"] for n in nodes], run=run
+    )
+    assert list(tails) == [f"pod-{r}" for r in range(8) if r != 3]  # node order, the unreachable left out
+    assert tails["pod-5"] == ["pod-5 log line"]
 
 
 def test_a_node_that_died_at_preflight_shows_exited_the_reason_and_the_fatal_line(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from common import pulumi
 from common.outputs import BilledIds, ContractError, NodeOutput, forecast_of, nodes_of
 from components.render import job_files
-from providers.delivery.ssh import DeliveryError, Ssh, SshTarget
+from providers.delivery.ssh import DeliveryError, Ssh, SshTarget, UnreachableError
 from providers.errors import TrainstackError
 from providers.settings import known_hosts_file
 from stackconfig.config import TrainingConfig
@@ -342,6 +343,30 @@ def _read_on_nodes(
 def _workdir(outputs: Mapping[str, Any]) -> str:
     """The nodes' workdir: the stack's output, else the default written on the model (`training.workdir`)."""
     return str(outputs.get("workdir") or TrainingConfig.model_fields["workdir"].default)
+
+
+class ViewSsh:
+    """One view's SSH runner (`run` of aggregator_state, exit_records and training_log_tails): a node that
+    did not answer within its deadline is not asked again in the same view, its first error stands for the
+    later asks. A view asks a node that does not answer up to three times (its aggregator, its exit record,
+    its log), and each ask waited out the whole deadline (issue #47: 30 s a view of one dead pod)."""
+
+    def __init__(self, timeout_s: float = 10.0, run: Callable[[SshTarget, str], str] | None = None) -> None:
+        self._run = run or _over_ssh(timeout_s)
+        self._lock = threading.Lock()
+        self._unreachable: dict[str, UnreachableError] = {}
+
+    def __call__(self, target: SshTarget, command: str) -> str:
+        with self._lock:
+            known = self._unreachable.get(target.alias)
+        if known is not None:
+            raise UnreachableError(f"{known} (not asked again in this view)")
+        try:
+            return self._run(target, command)
+        except UnreachableError as exc:
+            with self._lock:
+                self._unreachable.setdefault(target.alias, exc)
+            raise
 
 
 def _over_ssh(timeout_s: float) -> Callable[[SshTarget, str], str]:

@@ -128,8 +128,9 @@ def collect(
             problems.append(f"ledger: {type(exc).__name__}: {str(exc)[:200]}")
     state: dict[str, Any] | None = None
     node0_answered = False
+    ssh = sources.ViewSsh()  # a node that does not answer is waited for once in this view, not at each read
     try:
-        state = sources.aggregator_state(stack, outputs)
+        state = sources.aggregator_state(stack, outputs, run=ssh)
     except sources.NoStateError as exc:
         node0_answered = True
         problems.append(f"aggregator: {exc}")
@@ -156,7 +157,9 @@ def collect(
     # and RunPod's container log for a node SSH cannot reach either.
     first = view(logs={}, problems=problems).nodes
     # A node the aggregator did not see scraped may have ended: its exit record says how and why.
-    exits = sources.exit_records(stack, outputs, [n.pod_id for n in first if n.reachable is not True])
+    exits = sources.exit_records(
+        stack, outputs, [n.pod_id for n in first if n.reachable is not True], run=ssh
+    )
     if exits and first and first[0].pod_id in exits:
         # node 0's start script ended, so its aggregator will never write: its message is noise here
         problems[:] = [p for p in problems if not p.startswith("aggregator: ")]
@@ -165,7 +168,7 @@ def collect(
     logs: dict[str, list[str]] = {}
     sources_of: dict[str, str] = {}
     if unreachable:
-        logs = sources.training_log_tails(stack, outputs, unreachable)
+        logs = sources.training_log_tails(stack, outputs, unreachable, run=ssh)
         sources_of = dict.fromkeys(logs, "training log")
         rest = [p for p in unreachable if p not in logs]
         if rest:

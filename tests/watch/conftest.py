@@ -11,4 +11,4 @@ REAL_EXIT_RECORDS = sources.exit_records
 
 @pytest.fixture(autouse=True)
 def _no_exit_records_over_ssh(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sources, "exit_records", lambda stack, outputs, pod_ids: {})
+    monkeypatch.setattr(sources, "exit_records", lambda stack, outputs, pod_ids, run: {})

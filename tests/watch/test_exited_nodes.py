@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from providers.delivery.ssh import DeliveryError, SshTarget
+from providers.delivery.ssh import DeliveryError, SshTarget, UnreachableError
 from stackview import sources
 from tests.polling import scaled
 from tests.watch.conftest import REAL_EXIT_RECORDS
@@ -86,14 +86,14 @@ def test_the_nodes_are_asked_at_once_and_answers_keep_node_order() -> None:
 def test_a_node_that_died_at_preflight_shows_exited_the_reason_and_the_fatal_line(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    def no_state(stack: str, outputs: object) -> dict[str, object]:
+    def no_state(stack: str, outputs: object, run: object) -> dict[str, object]:
         raise sources.NoStateError("node 0 (pod-a) answered but has no state: the aggregator writes it ...")
 
     record = exitrecord.parse(RECORD)
     assert record is not None
     monkeypatch.setattr(sources, "aggregator_state", no_state)
     monkeypatch.setattr(sources, "billed_usd", lambda outputs: 1.0)
-    monkeypatch.setattr(sources, "exit_records", lambda stack, outputs, pods: {"pod-a": record})
+    monkeypatch.setattr(sources, "exit_records", lambda stack, outputs, pods, run: {"pod-a": record})
     monkeypatch.setattr(sources, "pod_logs", lambda pods: pytest.fail("RunPod logs read"))
     snap = cli.collect("dev", Path("."), outputs_of=lambda cwd, stack: OUTPUTS)
     node = snap.nodes[0]
@@ -112,7 +112,7 @@ def test_a_node_that_died_at_preflight_shows_exited_the_reason_and_the_fatal_lin
 
 
 def test_a_running_node_without_an_exit_record_is_as_before(monkeypatch: pytest.MonkeyPatch) -> None:
-    def no_state(stack: str, outputs: object) -> dict[str, object]:
+    def no_state(stack: str, outputs: object, run: object) -> dict[str, object]:
         raise sources.NoStateError("node 0 (pod-a) answered but has no state")
 
     monkeypatch.setattr(sources, "aggregator_state", no_state)
@@ -120,3 +120,28 @@ def test_a_running_node_without_an_exit_record_is_as_before(monkeypatch: pytest.
     snap = cli.collect("dev", Path("."), outputs_of=lambda cwd, stack: OUTPUTS)
     assert snap.nodes[0].exited == "" and snap.nodes[0].reachable is None and not snap.critical
     assert snap.problems == ("aggregator: node 0 (pod-a) answered but has no state",)
+
+
+def test_a_view_asks_a_node_that_did_not_answer_once() -> None:
+    """ViewSsh: a node that did not answer (UnreachableError) is not asked again in the same view; one that
+    answered, or whose command failed once connected, is asked each time."""
+    asked: list[str] = []
+
+    def run(target: SshTarget, command: str) -> str:
+        asked.append(target.alias)
+        if target.alias == "pod-b":
+            raise UnreachableError("ssh to root@h:22 failed 3 times in 10 s")
+        if target.alias == "pod-c":
+            raise DeliveryError("ssh on root@h:23 exited 1: cat: permission denied")
+        return "ok"
+
+    view = sources.ViewSsh(run=run)
+    targets = {a: SshTarget("h", 22, "root", a, Path("/dev/null")) for a in ("pod-a", "pod-b", "pod-c")}
+    for _ in range(3):
+        assert view(targets["pod-a"], "cat x") == "ok"
+        with pytest.raises(UnreachableError, match="failed 3 times in 10 s"):
+            view(targets["pod-b"], "cat x")
+        with pytest.raises(DeliveryError, match="permission denied"):
+            view(targets["pod-c"], "cat x")
+    assert asked.count("pod-a") == 3 and asked.count("pod-c") == 3
+    assert asked.count("pod-b") == 1  # its deadline waited out once, not three times

@@ -134,7 +134,7 @@ def test_collect_reads_no_pod_logs_for_a_node_0_that_answered(monkeypatch: pytes
 
     from watch import cli
 
-    def no_state(stack: str, outputs: object) -> dict[str, object]:
+    def no_state(stack: str, outputs: object, run: object) -> dict[str, object]:
         raise sources.NoStateError("node 0 (pod-a) answered but has no state")
 
     def no_logs(pod_ids: object) -> dict[str, list[str]]:
@@ -153,7 +153,7 @@ def test_collect_reads_the_runpod_logs_of_a_node_0_out_of_reach(monkeypatch: pyt
 
     from watch import cli
 
-    def out_of_reach(stack: str, outputs: object) -> dict[str, object]:
+    def out_of_reach(stack: str, outputs: object, run: object) -> dict[str, object]:
         raise sources.WatchError("node 0 (pod-a): ssh failed 3 times in 10 s")
 
     asked: list[list[str]] = []
@@ -165,7 +165,7 @@ def test_collect_reads_the_runpod_logs_of_a_node_0_out_of_reach(monkeypatch: pyt
     monkeypatch.setattr(sources, "aggregator_state", out_of_reach)
     monkeypatch.setattr(sources, "billed_usd", lambda outputs: 1.0)
     monkeypatch.setattr(sources, "pod_logs", logs)
-    monkeypatch.setattr(sources, "training_log_tails", lambda stack, outputs, pods: {})  # SSH fails too
+    monkeypatch.setattr(sources, "training_log_tails", lambda stack, outputs, pods, run: {})  # SSH fails too
     snap = cli.collect("search", Path("."), outputs_of=lambda cwd, stack: OUTPUTS)
     assert asked == [["pod-a"]] and snap.critical
     assert snap.nodes[0].log_tail == ("sshd: no hostkeys available",) and snap.nodes[1].log_tail == ()
@@ -189,12 +189,12 @@ def test_an_unreachable_agent_shows_the_training_log_not_the_containers(
     state = dict(
         STATE, nodes=[{"node": "rank-0", "ok": False, "error": "agent unreachable"}, STATE["nodes"][0]]
     )
-    monkeypatch.setattr(sources, "aggregator_state", lambda stack, outputs: state)
+    monkeypatch.setattr(sources, "aggregator_state", lambda stack, outputs, run: state)
     monkeypatch.setattr(sources, "billed_usd", lambda outputs: 1.0)
     monkeypatch.setattr(sources, "pod_logs", lambda pods: pytest.fail(f"RunPod logs read for {pods}"))
     real = sources.training_log_tails
     monkeypatch.setattr(
-        sources, "training_log_tails", lambda stack, outputs, pods: real(stack, outputs, pods, run=ssh)
+        sources, "training_log_tails", lambda stack, outputs, pods, run: real(stack, outputs, pods, run=ssh)
     )
     outputs = dict(OUTPUTS, workdir="/workspace/trainstack")
     snap = cli.collect("search", Path("."), outputs_of=lambda cwd, stack: outputs)
@@ -433,7 +433,7 @@ def test_the_run_ledger_is_one_line_of_the_table_and_of_the_json(monkeypatch: py
 
     from watch import cli
 
-    monkeypatch.setattr(sources, "aggregator_state", lambda stack, outputs: {"time": 1.0, "nodes": []})
+    monkeypatch.setattr(sources, "aggregator_state", lambda stack, outputs, run: {"time": 1.0, "nodes": []})
     monkeypatch.setattr(sources, "billed_usd", lambda outputs: 1.0)
     line = "ledger: goodput 93.0% of 10.00 GPU-h: productive 9.30 / boot 0.20 / gate+burn-in 0.10 / ..."
     snap = cli.collect(

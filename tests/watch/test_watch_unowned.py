@@ -36,7 +36,7 @@ def project(tmp_path: Path) -> Path:
 
 @pytest.fixture(autouse=True)
 def quiet_sources(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sources, "aggregator_state", lambda stack, outputs: {"time": 1.0, "nodes": []})
+    monkeypatch.setattr(sources, "aggregator_state", lambda stack, outputs, run: {"time": 1.0, "nodes": []})
     monkeypatch.setattr(sources, "billed_usd", lambda outputs: 1.0)
 
 

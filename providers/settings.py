@@ -51,6 +51,7 @@ HOST_KNOBS: Final = (
     Knob("TRAINSTACK_EARLY_PROVIDER", "1", "0 stops the language host starting the provider process early"),
     Knob("TRAINSTACK_ENGINE_CHECK_S", "10", "how often the hosts ask whether the engine is still there"),
     Knob("PULUMI_PARALLEL", "64", "set by scripts/env.sh"),
+    Knob("GOGC", "200", "the Go collector of the CLI and language host; set by scripts/env.sh"),
 )
 
 

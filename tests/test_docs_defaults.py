@@ -223,3 +223,5 @@ def test_host_knob_defaults_are_the_hosts_own() -> None:
 
     given = environment({"HOME": "/nonexistent", "PATH": "/usr/bin"})
     assert given["PULUMI_PARALLEL"] == host["PULUMI_PARALLEL"]
+    assert given["GOGC"] == host["GOGC"]
+    assert environment({"HOME": "/nonexistent", "PATH": "/usr/bin", "GOGC": "50"})["GOGC"] == "50"  # yours

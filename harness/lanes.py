@@ -27,10 +27,11 @@ Set up everything (scripts/bootstrap), then run every check: static checks and t
 including the end-to-end runs of the real Pulumi CLI against the local RunPod. Extra args go to pytest.
 
   (no option)  everything, as CI runs it (.ci/run): scripts/bootstrap, scripts/check, then the suite in two
-               lanes: the parallel lane (every test not marked `serial`, on $TRAINSTACK_TEST_WORKERS
-               pytest-xdist workers, default: one per core), then the serial lane (`serial`: the tests that
-               must not run beside each other, each a cluster of emulated hosts or a restart of the
-               servers), one at a time.
+               lanes side by side: the parallel lane (every test not marked `serial`, on
+               $TRAINSTACK_TEST_WORKERS pytest-xdist workers, default: one per core) and, beside it, the
+               serial lane (`serial`: the tests that must not run beside each other, each a cluster of
+               emulated hosts or a restart of the servers), one at a time; its output is printed when
+               both lanes are done (it is written to .state/test-lanes/ meanwhile).
 
 Extra args go to pytest in every lane it runs (paths, -k, -x; a -m of yours replaces the lane's), e.g.
   scripts/test --fast tests/policy              the unit tests of one package
@@ -43,7 +44,7 @@ fails a test that starts the CLI or a server without the marker that says so."""
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="scripts/test", usage="scripts/test [--fast] [--profile] [--side-by-side] [pytest args...]",
+        prog="scripts/test", usage="scripts/test [--fast] [--profile] [--in-turn] [pytest args...]",
         description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False,
     )  # fmt: skip
     p.add_argument(
@@ -51,10 +52,9 @@ def parser() -> argparse.ArgumentParser:
         "namespaces (no test marked e2e, services, root or slow), in parallel; no static checks",
     )  # fmt: skip
     p.add_argument(
-        "--side-by-side", action="store_true", help="run the serial lane beside the parallel lane, not after "
-        "it (its output printed when both end, written to .state/test-lanes/ meanwhile): about 21 minutes "
-        "for a full run where one after the other takes 31, at ~3.5 %% more CPU; not CI's default while one "
-        "failure it showed is not understood (docs/journal/2026-12-05-perf-suite-cpu-7.md)",
+        "--in-turn", action="store_true", help="run the serial lane after the parallel lane, not beside it: "
+        "about 31 minutes for a full run where side by side takes 21, at ~3.5 %% less CPU "
+        "(docs/journal/2026-12-05-perf-suite-cpu-7.md)",
     )  # fmt: skip
     p.add_argument(
         "--profile", action="store_true", help="also measure the CPU-seconds of each test file, its whole "
@@ -147,10 +147,10 @@ def main(argv: Sequence[str]) -> int:
         if (code := subprocess.run([str(REPO / "scripts/check")], check=False).returncode) != 0:
             return code
         parallel, serial = ["-n", workers, *PARALLEL, *profiling, *args], [*SERIAL, *profiling, *args]
-        if options.side_by_side:
-            codes = side_by_side(parallel, serial, env)
-        else:
+        if options.in_turn:
             codes = [lane("parallel", parallel, env), lane("serial", serial, env)]
+        else:
+            codes = side_by_side(parallel, serial, env)
     if profile:  # a report that fails says so and leaves the exit code to the tests
         selection = ("fast" if options.fast else "full") + (f" {' '.join(args)}" if args else "")
         report = [

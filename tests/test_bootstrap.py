@@ -71,3 +71,26 @@ def test_scripts_up_refuses_before_renting_when_the_torch_venv_cannot_be_install
     assert "nothing was created or rented" in said
     assert "targeting the local RunPod" not in said
     assert not state.exists()  # the local RunPod was never started
+
+
+def test_a_jobs_status_is_read_whole_or_not_at_all(tmp_path: Path) -> None:
+    """scripts/bootstrap's run_job, as it is in the script, with `echo` slowed down: its status file must not
+    exist until its status is in it, or the loop that reads it as soon as it exists takes an empty status
+    for a failure (seen on a loaded machine: "uv sync failed" after a sync that succeeded)."""
+    text = (REPO / "scripts/bootstrap").read_text()
+    start = text.index("run_job() {")
+    run_job = text[start : text.index("\n}\n", start) + 3]
+    script = f"""
+set -euo pipefail
+work={tmp_path}
+jobs_started=()
+echo() {{ sleep 0.5; builtin echo "$@"; }}  # the status is written slowly
+ok() {{ true; }}
+{run_job}
+run_job ok ok
+while [[ ! -f $work/ok.rc ]]; do sleep 0.01; done
+builtin echo "status: [$(cat "$work/ok.rc")]"
+"""
+    done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "status: [0]", done.stdout

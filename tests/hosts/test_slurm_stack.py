@@ -34,6 +34,9 @@ from tests.hosts.test_supervise_hosts import supervise
 from tests.polling import poll
 
 pytestmark = [
+    # serial: a Slurm cluster of emulated hosts that trains, one at a time with the serial lane's other
+    # clusters; there it also balances the two lanes, which run side by side (harness/lanes.py).
+    pytest.mark.serial,
     pytest.mark.e2e,
     pytest.mark.root,
     pytest.mark.allow_hosts(["127.0.0.1", "::1", "localhost", HOSTS_NET]),

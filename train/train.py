@@ -1,4 +1,4 @@
-"""A tiny DDP training job the start scripts launch with torchrun: resumes, checkpoints atomically, stops.
+"""A tiny data-parallel job the start scripts launch with torchrun: resumes, checkpoints atomically, stops.
 
 Environment (set by the start script; defaults let it run by hand under torchrun):
   TRAINSTACK_CHECKPOINT_DIR     where step-<n>.pt checkpoints live (default ./checkpoints)
@@ -15,6 +15,12 @@ Environment (set by the start script; defaults let it run by hand under torchrun
                                 (the contract in train/node/progress.py; the metrics agent tails it)
 
 torch is imported here only: it exists on the nodes, not in the project's venv.
+
+Data parallel by hand (rank 0's weights broadcast once, the gradients averaged with one all_reduce a step,
+plain SGD), not DistributedDataParallel and torch.optim: both import torch._dynamo as they are built,
+2.2-2.7 CPU-s a trainer on a 2-core machine, more than this job's whole run after `import torch`
+(docs/PERFORMANCE.md). It compiles nothing, and SGD without momentum has no state to lose. A real job brings
+its own (train/gpt_train.py).
 """
 
 from __future__ import annotations
@@ -30,12 +36,12 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-from torch.nn.parallel import DistributedDataParallel
 
 _CKPT_RE = re.compile(r"^step-(\d+)\.pt$")
 KEEP_LOCAL = 3  # older checkpoints are already in the bucket (the start script syncs them)
 LOG_EVERY = int(os.environ.get("TRAINSTACK_LOG_EVERY", "50"))  # steps between progress lines
 BATCH = 64  # samples per rank per step (see _batch)
+LR = 0.01  # plain SGD, no momentum (sgd_step)
 _term_requested = False
 
 
@@ -85,6 +91,31 @@ def _should_stop(stop_file: str, device: torch.device) -> bool:
     return bool(flag.item() > 0)
 
 
+def broadcast_weights(params: list[Any]) -> None:
+    """Every rank starts from rank 0's weights (what DistributedDataParallel does as it is built)."""
+    for p in params:
+        dist.broadcast(p.data, src=0)
+
+
+def average_gradients(params: list[Any], world: int) -> None:
+    """One all_reduce of every gradient, flattened, then each divided by the world size."""
+    grads = [p.grad for p in params]
+    flat = torch.cat([g.reshape(-1) for g in grads])
+    dist.all_reduce(flat)
+    flat /= world
+    for g, part in zip(grads, flat.split([g.numel() for g in grads]), strict=True):
+        g.copy_(part.view_as(g))
+
+
+def sgd_step(params: list[Any], lr: float) -> None:
+    """Plain SGD (p -= lr * grad), then the gradients cleared."""
+    with torch.no_grad():
+        for p in params:
+            if p.grad is not None:
+                p.add_(p.grad, alpha=-lr)
+                p.grad = None
+
+
 def _batch(step: int, shard: int, num_shards: int, device: torch.device) -> tuple[Any, Any]:
     """Synthetic regression data; each shard draws from its own seed stream."""
     gen = torch.Generator().manual_seed(step * num_shards + shard)
@@ -116,35 +147,34 @@ def main() -> None:
     signal.signal(signal.SIGTERM, _on_term)
 
     model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1)).to(device)
-    optim = torch.optim.SGD(model.parameters(), lr=0.01)
+    params = list(model.parameters())
     first = 0
     newest = newest_checkpoint(ckpt_dir)
     if newest is not None:
         state = torch.load(newest, map_location=device)
-        model.load_state_dict(state["model"])
-        optim.load_state_dict(state["optim"])
+        model.load_state_dict(state["model"])  # an older checkpoint's "optim" (stateless SGD's) is not needed
         first = int(state["step"])
     if rank == 0:
         origin = f"resumed from {newest.name}" if newest else "fresh start"
         print(f"first step {first} ({origin})", flush=True)
-    ddp = DistributedDataParallel(model, device_ids=[local_rank] if use_cuda else None)
+    world = dist.get_world_size()
+    broadcast_weights(params)
 
     step, tick = first, time.perf_counter()
     started = last_progress = tick
     last_progress_step = first
     saving = 0.0  # seconds spent saving checkpoints: the progress contract's checkpoint_s
-    world = dist.get_world_size()
     while step < steps:
         x, y = _batch(step, shard, num_shards, device)
-        loss = torch.nn.functional.mse_loss(ddp(x), y)
-        optim.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(x), y)
         loss.backward()
-        optim.step()
+        average_gradients(params, world)
+        sgd_step(params, LR)
         step += 1
         stop = _should_stop(stop_file, device)
         if rank == 0 and (step % every == 0 or step == steps or stop):
             began = time.perf_counter()
-            state = {"model": model.state_dict(), "optim": optim.state_dict(), "step": step}
+            state = {"model": model.state_dict(), "step": step, "lr": LR}
             save_checkpoint(ckpt_dir, step, state)
             saving += time.perf_counter() - began
         if progress_file and step % LOG_EVERY == 0:

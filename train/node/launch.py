@@ -111,10 +111,10 @@ def run_training(command: Sequence[str]) -> None:
 def import_torch() -> None:
     """`import torch` with the cyclic garbage collector paused, then its objects frozen out of later passes.
     The import makes some hundred thousand objects, none of them garbage, and the collector's passes over
-    them while they are made are a fifth of its CPU; frozen, no later pass walks them again (DDP's import of
-    torch._dynamo in the training command included), and a forked child (the preflight) leaves their pages
-    shared. Measured on the local RunPod's CPU nodes, paired runs, CPU-s: `import torch, torch.distributed`
-    2.78 -> 2.11; with `torch._dynamo` after it, 4.80 -> 3.68, in every worker of every boot."""
+    them while they are made are a fifth of its CPU; frozen, no later pass walks them again (a training
+    command's later imports included), and a forked child (the preflight) leaves their pages shared.
+    Measured on the local RunPod's CPU nodes, paired runs, CPU-s: `import torch, torch.distributed`
+    2.78 -> 2.11; with `torch._dynamo` after it (which train/train.py no longer imports), 4.80 -> 3.68."""
     import gc
 
     was_enabled = gc.isenabled()

@@ -107,6 +107,16 @@ def average_gradients(params: list[Any], world: int) -> None:
         g.copy_(part.view_as(g))
 
 
+def weights_agree(params: list[Any], device: torch.device) -> bool:
+    """Whether every rank holds the same weights (their sum, compared by MIN and MAX): what the broadcast and
+    the averaged gradients keep, and what a rank that missed either would not."""
+    total = torch.stack([p.detach().double().sum() for p in params]).sum().reshape(1).to(device)
+    low, high = total.clone(), total.clone()
+    dist.all_reduce(low, op=dist.ReduceOp.MIN)
+    dist.all_reduce(high, op=dist.ReduceOp.MAX)
+    return bool(low.item() == high.item())
+
+
 def sgd_step(params: list[Any], lr: float) -> None:
     """Plain SGD (p -= lr * grad), then the gradients cleared."""
     with torch.no_grad():
@@ -116,9 +126,13 @@ def sgd_step(params: list[Any], lr: float) -> None:
                 p.grad = None
 
 
-def _batch(step: int, shard: int, num_shards: int, device: torch.device) -> tuple[Any, Any]:
-    """Synthetic regression data; each shard draws from its own seed stream."""
-    gen = torch.Generator().manual_seed(step * num_shards + shard)
+def _batch(
+    step: int, shard: int, num_shards: int, part: tuple[int, int], device: torch.device
+) -> tuple[Any, Any]:
+    """Synthetic regression data; each shard (a node) draws from its own seed stream, and each of its local
+    ranks (`part`: local rank, local world size) its own batch of it."""
+    local_rank, local_world = part
+    gen = torch.Generator().manual_seed((step * num_shards + shard) * local_world + local_rank)
     x = torch.randn(BATCH, 32, generator=gen)
     y = x.sum(dim=1, keepdim=True)
     return x.to(device), y.to(device)
@@ -128,6 +142,7 @@ def main() -> None:
     use_cuda = os.environ.get("TRAINSTACK_DEVICE", "cuda" if torch.cuda.is_available() else "cpu") == "cuda"
     dist.init_process_group("nccl" if use_cuda else "gloo")
     rank, local_rank = dist.get_rank(), int(os.environ.get("LOCAL_RANK", "0"))
+    part = (local_rank, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
     device = torch.device(f"cuda:{local_rank}" if use_cuda else "cpu")
     if use_cuda:
         torch.cuda.set_device(device)
@@ -165,7 +180,7 @@ def main() -> None:
     last_progress_step = first
     saving = 0.0  # seconds spent saving checkpoints: the progress contract's checkpoint_s
     while step < steps:
-        x, y = _batch(step, shard, num_shards, device)
+        x, y = _batch(step, shard, num_shards, part, device)
         loss = torch.nn.functional.mse_loss(model(x), y)
         loss.backward()
         average_gradients(params, world)
@@ -192,13 +207,15 @@ def main() -> None:
             break
         if pause > 0:
             time.sleep(pause)
+    agree = weights_agree(params, device)  # every rank takes part
     if rank == 0:
         took = time.perf_counter() - started
         peak = (
             f"; peak GPU memory {torch.cuda.max_memory_allocated(device) / 2**20:.1f} MiB" if use_cuda else ""
         )
         print(
-            f"done: steps {first}..{step} in {took:.1f} s ({(step - first) / took:.1f} steps/s){peak}",
+            f"done: steps {first}..{step} in {took:.1f} s ({(step - first) / took:.1f} steps/s){peak}; "
+            + (f"weights agree on {world} ranks" if agree else f"WEIGHTS DIFFER across {world} ranks"),
             flush=True,
         )
     dist.barrier(device_ids=[local_rank] if use_cuda else None)

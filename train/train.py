@@ -215,7 +215,7 @@ def main() -> None:
         )
         print(
             f"done: steps {first}..{step} in {took:.1f} s ({(step - first) / took:.1f} steps/s){peak}; "
-            + (f"weights agree on {world} ranks" if agree else f"WEIGHTS DIFFER across {world} ranks"),
+            + (f"weights agree on {world} rank(s)" if agree else f"WEIGHTS DIFFER across {world} ranks"),
             flush=True,
         )
     dist.barrier(device_ids=[local_rank] if use_cuda else None)

@@ -71,7 +71,7 @@ def test_preflight_then_the_gate_then_training_in_one_launch(tmp_path: Path) -> 
     assert proc.returncode == 0, out
     assert "first step 0 (fresh start)" in out and "done: steps 0..20" in out, out
     # Data parallel (train/train.py, by hand): rank 0's weights broadcast, each step's gradients averaged.
-    assert "weights agree on 2 ranks" in out, out
+    assert "weights agree on 2 rank(s)" in out, out
     assert (tmp_path / "progress.jsonl").read_text().strip()
 
 

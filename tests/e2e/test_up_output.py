@@ -18,9 +18,9 @@ import pytest
 from harness.pulumi_cli import REPO, run_killing_tree
 from tests.e2e.test_restart import Demo
 
-# serial: two local RunPods and two ups of prod each, which the serial lane runs beside the parallel lane's
-# workers (its backend, state and lock are the case's own: Demo, ops/stacklock.py's lock per backend).
-pytestmark = [pytest.mark.e2e, pytest.mark.serial]
+# In the parallel lane: its backend, state and lock are the case's own (Demo, ops/stacklock.py's lock per
+# backend), and its local RunPod is never restarted.
+pytestmark = [pytest.mark.e2e]
 
 # Measured: 27 lines for a no-op scripts/up dev as root (before #33's one cap, 30: 2 of them the deprecated
 # keys of policy/config/dev.json). Below 160 by far, with room for a few more warnings.

@@ -58,10 +58,13 @@ def applicable_policy(policy: str, context: dict[str, str]) -> str:
 
 
 def install() -> None:
-    """Evaluate bucket policy conditions per request in this process's moto (the server's flask app)."""
+    """Evaluate bucket policy conditions per request in this process's moto (the server's flask app), and
+    make its object writes atomic (`atomic_puts`)."""
     import flask
     from moto.iam.access_control import IAMPolicy, PermissionResult
     from moto.s3.models import FakeBucket
+
+    atomic_puts()
 
     def get_permission(self: FakeBucket, action: str, resource: str) -> Any:
         if self.policy is None:
@@ -73,6 +76,28 @@ def install() -> None:
         )
 
     FakeBucket.get_permission = get_permission  # type: ignore[method-assign]
+
+
+def atomic_puts() -> None:
+    """One PutObject at a time in this server, so a conditional write is atomic, as S3's are.
+
+    moto 5.x checks If-None-Match / If-Match and then stores the object as two steps, and its server answers
+    each request on a thread of its own: two writers that both sent `If-None-Match: *` could both be told
+    200 (seen in CI: both of two supervisors took the lease, supervisor/store.py). S3 answers one 200 and
+    the other 412 (or 409 for a write in flight). The lock covers only moto's handling of a request whose
+    body it has already read, so uploads are still received side by side."""
+    import threading
+
+    from moto.s3.responses import S3Response
+
+    lock = threading.Lock()
+    unlocked = S3Response.put_object
+
+    def put_object(self: S3Response) -> Any:
+        with lock:
+            return unlocked(self)
+
+    S3Response.put_object = put_object  # type: ignore[method-assign]
 
 
 def main(argv: list[str]) -> None:

@@ -10,6 +10,9 @@ import json
 import socket
 import ssl
 import subprocess
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -19,7 +22,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from harness.local import start_moto_s3
-from harness.moto_server import applicable_policy
+from harness.moto_server import applicable_policy, atomic_puts
 from providers.s3.client import tls_only_policy
 
 
@@ -99,3 +102,37 @@ def test_the_tls_only_policy_refuses_plain_http_and_lets_https_through(tmp_path:
     finally:
         plain.stop()
         tls.stop()
+
+
+def test_the_server_handles_one_put_object_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """S3's conditional writes are atomic; moto's PutObject checks If-None-Match / If-Match and then stores,
+    each request on a thread of its own (two supervisors both took the lease in CI, supervisor/store.py).
+    harness.moto_server's `atomic_puts` lets one in at a time: a second request arrives while the first is
+    inside, and it must not get in before the first is out."""
+    from moto.s3.responses import S3Response
+
+    inside, second_tried, overlapped = threading.Event(), threading.Event(), threading.Event()
+
+    def fake_put_object(self: object) -> str:
+        if inside.is_set():
+            overlapped.set()
+            return "second"
+        inside.set()
+        second_tried.wait(timeout=5)  # the other thread is waiting on the lock (or got in, without it)
+        time.sleep(0.2)  # room for it to enter, were it let in: not a timing assertion
+        inside.clear()
+        return "first"
+
+    monkeypatch.setattr(S3Response, "put_object", fake_put_object)
+    atomic_puts()
+
+    def second() -> str:
+        inside.wait(timeout=5)
+        second_tried.set()
+        return str(S3Response.put_object(None))  # type: ignore[arg-type]
+
+    with ThreadPoolExecutor(2) as pool:
+        first = pool.submit(lambda: str(S3Response.put_object(None)))  # type: ignore[arg-type]
+        other = pool.submit(second)
+        assert (first.result(timeout=30), other.result(timeout=30)) == ("first", "first")
+    assert not overlapped.is_set()

@@ -54,8 +54,8 @@ def parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     p.add_argument(
         "--in-turn", action="store_true", help="run the serial lane after the parallel lane, not beside it: "
-        "about 31 minutes for a full run where side by side takes 21, at ~3.5 %% less CPU "
-        "(docs/journal/2026-12-05-perf-suite-cpu-7.md)",
+        "about 31 minutes for a full run where side by side took 16, at ~3.5 %% less CPU "
+        "(docs/PERFORMANCE.md has the runs)",
     )  # fmt: skip
     p.add_argument(
         "--profile", action="store_true", help="also measure the CPU-seconds of each test file, its whole "

@@ -84,7 +84,8 @@ def _on_term(signum: int, frame: FrameType | None) -> None:
 
 
 def _should_stop(stop_file: str, device: torch.device) -> bool:
-    """Every rank must stop at the same step or DDP hangs: agree on the flag with an all_reduce."""
+    """Every rank must stop at the same step or the next collective hangs: agree on the flag with an
+    all_reduce."""
     flag = torch.tensor([1.0 if (_term_requested or (stop_file and os.path.exists(stop_file))) else 0.0])
     flag = flag.to(device)
     dist.all_reduce(flag, op=dist.ReduceOp.MAX)

@@ -15,7 +15,8 @@ to say decides. Every state a run can be in (supervisor/lifecycle.py) has one of
                      node, a stall: restart or replace through Pulumi, bounded; or gave up: release
     unverified       a run state says finished but does not verify (forged or torn): one alert, no release
     job_ended        every job has ended (failed, or finished with others failed) and nothing recovers it:
-                     sync and release. A pool with a job still running is that job's
+                     sync and release. A pool with a job still running is that job's; a cluster whose
+                     ended nodes all finished while another runs is finishing (its run state comes next)
     slurm_queue_empty  a `scheduler: slurm` stack whose Slurm queue holds no job running or pending
                      (every job it keeps has ended): idle's warning and grace, from the first empty reading
     idle             GPUs idle with no new step, or a stale aggregator, for idle_for_min: one warning, then
@@ -383,6 +384,18 @@ def unverified(obs: Observation, history: Sequence[RoundRecord], _policy: Policy
     )
 
 
+def _finishing(obs: Observation) -> bool:
+    """A cluster whose ended nodes all finished while others have not ended: the job is finishing, not over.
+    Its rank 0 writes the run state only once every node has marked its final sync, after which each node
+    writes its exit record; so for the seconds between a peer's end and rank 0's write, a round reads an
+    ended node and no finished state (CI saw a round there release a finished run as `job_ended`). The
+    next round reads it `finished`; a rank 0 that never writes it is no longer stepping: `idle`'s, with its
+    deadline, or recovery's if its node is lost."""
+    if obs.topology == "pods" or any(e.status != "finished" for e in obs.ended):
+        return False
+    return bool(obs.pods) and not {e.pod_id for e in obs.ended} >= set(obs.pods)
+
+
 def job_ended(obs: Observation, _history: Sequence[RoundRecord], _policy: Policy) -> Decision | None:
     """Every job has ended and nothing before this rule answered it (no recovery, or it gave up its say):
     nothing useful is left to pay for."""
@@ -395,7 +408,8 @@ def job_ended(obs: Observation, _history: Sequence[RoundRecord], _policy: Policy
     if obs.topology == "pods" and obs.pods:
         if jobs_left(obs, ended_pods(obs)):
             return None
-    elif not failed_runs and not obs.ended:  # a cluster is one job: a failed run state or an exit ends it
+    # A cluster is one job: a failed run state or an exit ends it, unless it is finishing (_finishing).
+    elif not failed_runs and (not obs.ended or _finishing(obs)):
         return None
     why = (
         f"training exited with status {failed_runs[0].exit_status} ({failed_runs[0].run_id})"

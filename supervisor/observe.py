@@ -121,14 +121,13 @@ def observe(
     steps = [n.step for n in snap.nodes if n.step is not None]
     saving = [n.checkpoint_s for n in snap.nodes if n.checkpoint_s is not None]
     checks = [n.health_s for n in snap.nodes if n.health_s is not None]
-    runs: tuple[RunState, ...] = ()
+    ids: tuple[str, ...] = ()
     if src.s3 is not None and config.bucket is not None and nodes:
         run_pods = [n.pod_id for n in nodes]
         boots = [n.boot for n in nodes]  # a pod started again after release_mode stop
         ranks = [n.rank for n in nodes]  # a pool's index: gaps where one ended
         job = slurm_job_name(stack, config)  # a cluster's job: the stack's name, or the Slurm job's
-        ids = stack_run_ids(job, config.cluster.topology, run_pods, boots, ranks)
-        runs = tuple(verify_run(src.s3, config.bucket.name, run_id) for run_id in ids)
+        ids = tuple(stack_run_ids(job, config.cluster.topology, run_pods, boots, ranks))
     pod_ids = tuple(n.pod_id for n in nodes)
     statuses: Mapping[str, faults.PodStatus] = {}
     if nodes:
@@ -137,7 +136,13 @@ def observe(
         except Exception as exc:  # a status is one more source; its failure is a problem line
             problems.append(f"pod status: not read ({type(exc).__name__})")
     created = [s[2] for s in statuses.values() if s[2] is not None]
-    exits = _exits(stack, config, outputs, snap, runs, pod_ids, has_key, answered, src, problems)
+    # The exit records before the run states: a start script writes its run state (rank 0) before its exit
+    # record, so a state read after an exit record is at least as new as that node's end. Read the other
+    # way round, a round that straddles the job's end sees the nodes ended and the state still running.
+    exits = _exits(stack, config, outputs, snap, ids, pod_ids, has_key, answered, src, problems)
+    runs: tuple[RunState, ...] = ()
+    if src.s3 is not None and config.bucket is not None:
+        runs = tuple(verify_run(src.s3, config.bucket.name, run_id) for run_id in ids)
     slurm_queue: str | None = None
     if config.cluster.scheduler == "slurm" and has_key and answered:
         read = _slurm_jobs(src.slurm(stack, outputs))
@@ -190,7 +195,7 @@ def _exits(
     config: StackConfig,
     outputs: Mapping[str, Any],
     snap: snapshot.WatchSnapshot,
-    runs: Sequence[RunState],
+    run_ids: Sequence[str],
     pod_ids: Sequence[str],
     has_key: bool,
     node0_answered: bool,
@@ -218,8 +223,8 @@ def _exits(
         )
 
     if src.s3 is not None and config.bucket is not None:
-        for run in runs:
-            prefix = f"run/{run.run_id}/exit/"
+        for run_id in run_ids:
+            prefix = f"run/{run_id}/exit/"
             try:
                 listed = src.s3.list_objects_v2(Bucket=config.bucket.name, Prefix=prefix).get("Contents", [])
                 for obj in listed[:64]:

@@ -213,3 +213,38 @@ def test_a_stopped_start_script_is_not_a_run_that_ended() -> None:
     stopped = ExitFacts(0, "p0", "stopped", "training", 143, "SIGTERM", at=1.0)
     d = decide(obs(5, exits=(stopped,)), [], POLICY)
     assert d.kind == "none" and d.actions == (), d
+
+
+def _finishing(exits: tuple[ExitFacts, ...], runs: tuple[RunState, ...] = ()) -> Observation:
+    """A 2-node cluster at its last step: rank 0 writes the run state once both nodes marked their final sync,
+    and each node writes its exit record after that (components/templates/start-node.body.bash)."""
+    return obs(
+        60, nodes=2, pods=("p0", "p1"), node_steps=(1500.0, 1500.0), step=1500.0, exits=exits, runs=runs
+    )
+
+
+PEER_DONE = ExitFacts(1, "p1", "finished", "finish", 0, "", at=1.0)
+RANK0_DONE = ExitFacts(0, "p0", "finished", "finish", 0, "", at=2.0)
+
+
+def test_a_cluster_whose_peer_ended_before_rank_0_wrote_the_run_state_is_finishing_not_ended() -> None:
+    """Found by the storm under load (this round): the round fell between node 1's end and rank 0's write of
+    the run state, and job_ended released a run that had finished, as a failed one."""
+    running = RunState("prod.p0", "absent")
+    d = decide(_finishing((PEER_DONE,), (running,)), rounds(60), POLICY)
+    assert d.kind == "none" and "release" not in d.actions, d
+    # The next round: rank 0 wrote the state and ended.
+    done = RunState("prod.p0", "finished", verified=True, last_step=1500)
+    assert decide(_finishing((PEER_DONE, RANK0_DONE), (done,)), rounds(65), POLICY).kind == "finished"
+
+
+def test_a_cluster_whose_nodes_all_ended_without_a_finished_state_is_ended() -> None:
+    """Every node ended and no state says finished (rank 0 could not write it): nobody is left to write it."""
+    d = decide(_finishing((PEER_DONE, RANK0_DONE), (RunState("prod.p0", "absent"),)), rounds(60), POLICY)
+    assert (d.kind, d.actions) == ("job_ended", ("sync", "release", "summary")), d
+
+
+def test_a_cluster_whose_peer_failed_is_ended_while_rank_0_still_runs() -> None:
+    failed = ExitFacts(1, "p1", "failed", "training", 1, "training exited with status 1", at=1.0)
+    d = decide(_finishing((failed,), (RunState("prod.p0", "absent"),)), rounds(60), POLICY)
+    assert d.kind == "job_ended" and "release" in d.actions, d

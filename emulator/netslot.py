@@ -9,9 +9,9 @@ hosts therefore claims a slot N (0-63) and keeps to its addresses:
 - loose pods' global-networking range 100.(65+N).0.0/16 (slot 0 is RunPod's own 100.65.0.0/16).
 
 A claim is a file `netslot-N` holding the server's pid in /run/trainstack (`TRAINSTACK_NETSLOT_DIR`),
-created exclusively; a file whose pid is gone is a stale claim, taken over by the server whose state used
-that slot, or by any once no slot is free. Without hosts no address is ever configured, and every server
-uses slot 0.
+created exclusively; a file whose pid is gone (or 0: given back by a server that stopped) is a stale claim,
+taken over by the server whose state used that slot, or by any once no slot is free. Without hosts no address
+is ever configured, and every server uses slot 0.
 """
 
 from __future__ import annotations
@@ -75,9 +75,14 @@ class SlotClaim:
     path: Path
 
     def release(self) -> None:
+        """Leave the slot to no process (the claim file holds 0), not a free slot: like a killed server's
+        stale claim, it is taken first by the state that used it (its `preferred`), by others only when no
+        untouched slot is free, so a server stopped and started again gets its addresses back even while
+        other servers start meanwhile (seen beside the parallel lane: the demo's server took the slot
+        between a stop and a start)."""
         with contextlib.suppress(FileNotFoundError):
             if self.path.read_text().strip() == str(os.getpid()):
-                self.path.unlink()
+                self.path.write_text("0\n")
 
 
 def _take(path: Path, pid: int, stale_too: bool = True) -> bool:

@@ -64,7 +64,9 @@ def _warn_then_release(
 
     first = sup.run_once()  # minutes into the run: far from the cap
     spent, rate = first.observation.spent_usd, first.observation.usd_per_hour
-    assert (first.decision.kind, first.done) == ("none", ()), first.decision
+    # Nothing to do: `none`, or on a loaded machine the first reading of an idle episode, before the node's
+    # first GPU reading is in (no action: idle_for_min is 600 here; seen once beside two busy loops).
+    assert first.decision.kind in ("none", "idle") and first.done == (), first.decision
     assert spent is not None and 0 <= spent < 0.8 * CAP_USD and rate > 0
 
     # Forward on the emulator's clock to 85 % of the cap: one warning, nothing else.

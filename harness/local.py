@@ -180,7 +180,11 @@ class LocalRunPod:
     def __post_init__(self) -> None:
         import httpx
 
-        self.admin = Admin(httpx.Client(base_url=self.base_url, timeout=10))
+        # A kept-alive connection idle for 2 s is not reused: the server (uvicorn) closes one idle for 5 s,
+        # httpx's default expiry is 5 s too, and a request sent on a connection as the server closed it
+        # was reset (`Connection reset by peer` on GET /_admin/counters in a CI run).
+        limits = httpx.Limits(keepalive_expiry=2.0)
+        self.admin = Admin(httpx.Client(base_url=self.base_url, timeout=10, limits=limits))
 
     def env(self) -> dict[str, str]:
         return {"RUNPOD_API_URL": self.base_url, "RUNPOD_API_KEY": self.api_key}

@@ -36,6 +36,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from train.node.gcpause import collector_paused
+
 STORE_PREFIX = "trainstack-preflight"  # the preflight's keys in torchrun's store: none of training's
 POLL_S = 0.2  # how often a worker looks for `go`: a stat of a file, nothing else
 
@@ -115,17 +117,9 @@ def import_torch() -> None:
     command's later imports included), and a forked child (the preflight) leaves their pages shared.
     Measured on the local RunPod's CPU nodes, paired runs, CPU-s: `import torch, torch.distributed`
     2.78 -> 2.11; with `torch._dynamo` after it (which train/train.py no longer imports), 4.80 -> 3.68."""
-    import gc
-
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with collector_paused():
         import torch
         import torch.distributed  # noqa: F401
-    finally:
-        gc.freeze()
-        if was_enabled:
-            gc.enable()
 
 
 def _preflight_in_child(gate: Gate, argv: list[str], lead: bool) -> int:

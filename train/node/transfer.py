@@ -25,6 +25,8 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from train.node.gcpause import collector_paused
+
 NAME_RE = re.compile(r"^step-(\d+)\.pt$")
 
 
@@ -149,19 +151,11 @@ def _client() -> Any:
     later passes (as train/node/launch.py's import_torch): boto3's import and the S3 model's load make tens
     of thousands of long-lived objects and no garbage, and every sync of every node is a process that does
     this. Paired on the CPU test nodes' venv, `import boto3` and a client: 0.34-0.51 -> 0.26-0.30 CPU-s."""
-    import gc
-
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with collector_paused():
         import boto3  # on the node only when a bucket is configured
 
         # boto3 honours AWS_ENDPOINT_URL_S3 itself; passing it keeps older boto3 on the same endpoint.
         return boto3.client("s3", endpoint_url=os.environ.get("AWS_ENDPOINT_URL_S3") or None)
-    finally:
-        gc.freeze()
-        if was_enabled:
-            gc.enable()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,14 +1,15 @@
-"""A `scheduler: slurm` stack end to end on emulated hosts (2 nodes, the CPU job). `up` makes a SLURM cluster
-whose hosts run Slurm itself; `sinfo` on the controller shows both nodes; delivery submits the training job
-with `sbatch`; Slurm runs it on both nodes through `srun` (the usual start script on each: preflight, resume,
-training, checkpoint sync); its state in Slurm ends COMPLETED, its checkpoints are in the bucket, and one
-supervisor round releases the cluster, after a second job: a new `trainstack:cluster.slurm.job` and
-`pulumi up` submit it on the same cluster (its id unchanged), it runs to COMPLETED and the first job's record
-stays readable. Then a node lost mid-job: Slurm ends the job NODE_FAIL, the supervisor
-replaces the cluster, and the new cluster's job resumes from the bucket and completes. `sacct` answers
-where MariaDB and slurmdbd are installed (scripts/bootstrap; the controller's host runs them); Slurm's state
-is read with `scontrol show job` too, which keeps finished jobs for MinJobAge, and from the controller's job
-completion log."""
+"""A `scheduler: slurm` stack end to end on emulated hosts (2 nodes, the CPU job), in one boot of its cluster
+(issue #47: a second boot for the lost node showed nothing the first could not; ~40 s of the serial lane).
+`up` makes a SLURM cluster whose hosts run Slurm itself; `sinfo` on the controller shows both nodes; delivery
+submits the training job with `sbatch`; Slurm runs it on both nodes through `srun` (the usual start script on
+each: preflight, resume, training, checkpoint sync); its state in Slurm ends COMPLETED and its checkpoints are
+in the bucket. A second job: a new `trainstack:cluster.slurm.job` and `pulumi up` submit it on the same
+cluster (its id unchanged), it runs to COMPLETED and the first job's record stays readable. A third job loses
+a node mid-run: Slurm ends it NODE_FAIL, the supervisor replaces the cluster, the new cluster's job resumes
+from the bucket and completes, and one supervisor round releases the cluster. `sacct` answers where MariaDB
+and slurmdbd are installed (scripts/bootstrap; the controller's host runs them); Slurm's state is read with
+`scontrol show job` too, which keeps finished jobs for MinJobAge, and from the controller's job completion
+log."""
 
 from __future__ import annotations
 
@@ -67,7 +68,7 @@ def _job_state(cluster: Cluster, controller: dict[str, str], name: str = STACK) 
     return fields or None
 
 
-def test_a_slurm_stack_runs_its_job_through_sbatch_and_is_released(
+def test_a_slurm_stack_runs_jobs_through_sbatch_recovers_a_lost_node_and_is_released(
     hosts_env: HostsEnv, tmp_path: Path, receiver: Receiver
 ) -> None:
     if why := slurm_unavailable():
@@ -86,17 +87,7 @@ def test_a_slurm_stack_runs_its_job_through_sbatch_and_is_released(
         )
         # NumNodes reads "2-2" (min-max) while the job is pending, "2" once it holds its allocation
         assert job["JobName"] == STACK and job["NumNodes"] in ("2", "2-2"), job
-        done = poll(
-            lambda: (
-                (s := _job_state(cluster, controller))
-                and s["JobState"] not in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING")
-                and s
-            ),
-            "the Slurm job to end",
-            240,
-            1.0,
-            cluster.logs,
-        )
+        done = poll(lambda: _ended(cluster, controller), "the Slurm job to end", 240, 1.0, cluster.logs)
         assert done["JobState"] == "COMPLETED" and done["ExitCode"] == "0:0", (done, cluster.logs())
         if (why := accounting_unavailable()) is None:  # slurmdbd has the job's record: sacct shows it
             sacct = f"sacct -X -n -P -j {done['JobId']} -o JobName,State,ExitCode"
@@ -115,6 +106,7 @@ def test_a_slurm_stack_runs_its_job_through_sbatch_and_is_released(
         assert max(cluster.bucket_steps()) == STEPS, cluster.bucket_steps()
         print(f"slurm job: {done['JobId']} {done['JobState']} on {done['NodeList']}, bucket {BUCKET}")
         _a_second_job_is_a_config_change(cluster, controller, done)
+        _a_node_lost_mid_job_is_node_fail_then_recovered(cluster, hosts_env, tmp_path, receiver)
         # The supervisor reads the finished run (its state verified against the bucket) and releases.
         round_ = supervise(cluster, tmp_path, receiver, "--once", "--json")
         assert round_.returncode == 0, round_.stderr[-4000:]
@@ -129,6 +121,13 @@ def test_a_slurm_stack_runs_its_job_through_sbatch_and_is_released(
 
 
 SECOND = "second"
+THIRD = "third"
+
+
+def _job_steps(cluster: Cluster, job: str) -> list[int]:
+    """The checkpoint steps of the job of this name in the bucket (its prefix: trainstack/JOB/)."""
+    listed = cluster.s3.list_objects_v2(Bucket=BUCKET, Prefix=f"trainstack/{job}/").get("Contents", [])
+    return sorted(int(m.group(1)) for o in listed if (m := re.search(r"/step-(\d+)\.pt$", o["Key"])))
 
 
 def _a_second_job_is_a_config_change(
@@ -156,8 +155,7 @@ def _a_second_job_is_a_config_change(
     assert second["JobState"] == "COMPLETED" and second["JobId"] != first["JobId"], (second, cluster.logs())
     kept = _job_state(cluster, controller, STACK)  # the first job's record, read as before
     assert kept is not None and (kept["JobId"], kept["JobState"]) == (first["JobId"], "COMPLETED"), kept
-    listed = cluster.s3.list_objects_v2(Bucket=BUCKET, Prefix=f"trainstack/{SECOND}/").get("Contents", [])
-    steps = sorted(int(m.group(1)) for o in listed if (m := re.search(r"step-(\d+)\.pt$", o["Key"])))
+    steps = _job_steps(cluster, SECOND)
     assert steps[-1] == STEPS and steps[0] == start, steps  # resumed from the copy, trained to the end
     assert max(cluster.bucket_steps()) == STEPS  # the first job's checkpoints, where they were
     print(f"second job: {second['JobId']} {second['JobState']} from step {start}, same cluster")
@@ -169,57 +167,55 @@ def _jobcomp(env: HostsEnv, controller: str) -> str:
     return path.read_text(errors="replace") if path.exists() else ""
 
 
-def test_a_node_lost_mid_job_is_node_fail_then_recovered_and_the_job_resumes(
-    hosts_env: HostsEnv, tmp_path: Path, receiver: Receiver
+def _a_node_lost_mid_job_is_node_fail_then_recovered(
+    cluster: Cluster, hosts_env: HostsEnv, tmp_path: Path, receiver: Receiver
 ) -> None:
-    if why := slurm_unavailable():
-        pytest.skip(why)
-    cluster = Cluster(hosts_env, tmp_path, 2)
-    try:
-        cluster.config("trainstack:cluster.scheduler", "slurm", path=True)
-        cluster.up()
-        first = cluster.outputs()["nodes"]
-        controller, last = first[0], first[-1]
-        poll(
-            lambda: [s for s in cluster.bucket_steps() if s > 0],
-            "a checkpoint in the bucket",
-            120,
-            1.0,
-            cluster.logs,
-        )
-        assert max(cluster.bucket_steps()) < STEPS, "training finished before a node could be lost"
-        hosts_env.runpod.admin.out_of_band(last["pod_id"])
-        # Slurm's own word: the node stopped answering, so the job's instance ended NODE_FAIL.
-        comp = poll(
-            lambda: "JobState=NODE_FAIL" in (text := _jobcomp(hosts_env, controller["pod_id"])) and text,
-            "Slurm ending the job NODE_FAIL",
-            90,
-            1.0,
-        )
-        assert f"Name={STACK} JobState=NODE_FAIL" in comp, comp
-        # The supervisor sees the lost node and replaces the cluster through Pulumi (RunPod adds no node).
-        rounds = []
-        for _ in range(3):
-            round_ = supervise(cluster, tmp_path, receiver, "--once", "--json")
-            assert round_.returncode == 0, round_.stderr[-4000:]
-            rounds.append(json.loads(round_.stdout))
-            now = cluster.outputs()["nodes"]
-            if len(now) == 2 and last["pod_id"] not in {n["pod_id"] for n in now}:
-                break
-        assert rounds[0]["decision"] == "node_lost", rounds
-        repaired = cluster.outputs()["nodes"]
-        assert len(repaired) == 2 and last["pod_id"] not in {n["pod_id"] for n in repaired}, rounds
-        # The new cluster's Slurm runs the job again through sbatch; it resumes from the bucket and completes.
-        done = poll(
-            lambda: _ended(cluster, repaired[0]), "the new cluster's job to end", 240, 1.0, cluster.logs
-        )
-        assert done["JobState"] == "COMPLETED", (done, cluster.logs())
-        log0 = cluster.log(0, repaired[0]["pod_id"])
-        resumed = first_step(log0)
-        assert resumed is not None and resumed > 0, log0
-        poll(lambda: STEPS in cluster.bucket_steps(), "the final checkpoint in the bucket", 30)
-        print(f"NODE_FAIL, then {[r['decision'] for r in rounds]}; resumed at step {resumed}")
-    finally:
-        if cluster.s3.list_buckets()["Buckets"]:
-            cluster.empty_bucket()
-        cluster.cli.run("destroy", "--yes", "--stack", STACK, check=False)
+    """A third job, from step 0, loses its last node once it has a checkpoint in the bucket: Slurm ends the
+    job NODE_FAIL; the supervisor sees the lost node and replaces the cluster through Pulumi (RunPod adds no
+    node to a cluster); the new cluster's Slurm runs the job again through sbatch, and it resumes from the
+    bucket and completes."""
+    cluster.config("trainstack:cluster.slurm.job", THIRD, path=True)
+    cluster.up()
+    first = cluster.outputs()["nodes"]
+    controller, last = first[0], first[-1]
+    poll(
+        lambda: [s for s in _job_steps(cluster, THIRD) if s > 0],
+        "a checkpoint of the third job in the bucket",
+        120,
+        1.0,
+        cluster.logs,
+    )
+    assert max(_job_steps(cluster, THIRD)) < STEPS, "training finished before a node could be lost"
+    hosts_env.runpod.admin.out_of_band(last["pod_id"])
+    # Slurm's own word: the node stopped answering, so the job's instance ended NODE_FAIL.
+    comp = poll(
+        lambda: (
+            f"Name={THIRD} JobState=NODE_FAIL" in (text := _jobcomp(hosts_env, controller["pod_id"])) and text
+        ),
+        "Slurm ending the job NODE_FAIL",
+        90,
+        1.0,
+    )
+    assert f"Name={STACK} JobState=COMPLETED" in comp, comp  # the first job's instance, ended as it did
+    # The supervisor sees the lost node and replaces the cluster through Pulumi (RunPod adds no node).
+    rounds = []
+    for _ in range(3):
+        round_ = supervise(cluster, tmp_path, receiver, "--once", "--json")
+        assert round_.returncode == 0, round_.stderr[-4000:]
+        rounds.append(json.loads(round_.stdout))
+        now = cluster.outputs()["nodes"]
+        if len(now) == 2 and last["pod_id"] not in {n["pod_id"] for n in now}:
+            break
+    assert rounds[0]["decision"] == "node_lost", rounds
+    repaired = cluster.outputs()["nodes"]
+    assert len(repaired) == 2 and last["pod_id"] not in {n["pod_id"] for n in repaired}, rounds
+    # The new cluster's Slurm runs the job again through sbatch; it resumes from the bucket and completes.
+    done = poll(
+        lambda: _ended(cluster, repaired[0], THIRD), "the new cluster's job to end", 240, 1.0, cluster.logs
+    )
+    assert done["JobState"] == "COMPLETED", (done, cluster.logs())
+    log0 = cluster.log(0, repaired[0]["pod_id"])
+    resumed = first_step(log0)
+    assert resumed is not None and resumed > 0, log0
+    poll(lambda: STEPS in _job_steps(cluster, THIRD), "the third job's final checkpoint in the bucket", 30)
+    print(f"NODE_FAIL, then {[r['decision'] for r in rounds]}; resumed at step {resumed}")

@@ -28,7 +28,7 @@ including the end-to-end runs of the real Pulumi CLI against the local RunPod. E
 
   (no option)  everything, as CI runs it (.ci/run): scripts/bootstrap, scripts/check, then the suite in two
                lanes side by side: the parallel lane (every test not marked `serial`, on
-               $TRAINSTACK_TEST_WORKERS pytest-xdist workers, default: one per core and two more, as
+               $TRAINSTACK_TEST_WORKERS pytest-xdist workers, default: one per core and one more, as
                its files wait on servers and timers half their time) and, beside it, the
                serial lane (`serial`: the tests that must not run beside each other, each a cluster of
                emulated hosts or a restart of the servers), one at a time; its output is printed when
@@ -126,16 +126,15 @@ def finish(codes: Sequence[int]) -> int:
 
 def parallel_workers(fast: bool, env: Mapping[str, str], cores: int | None = None) -> str:
     """pytest-xdist's -n for the lane that runs in parallel: $TRAINSTACK_TEST_WORKERS when set; else one a
-    core for --fast (unit tests, CPU-bound), and two more than the cores for the full suite, whose e2e and
+    core for --fast (unit tests, CPU-bound), and one more than the cores for the full suite, whose e2e and
     cluster files spend about half their time waiting on servers, timers and emulated hosts (a profiled
-    fresh-clone run on 2 cores, two workers: 1,015 CPU-s in 2,102 s of its files' wall). Three workers
-    beside the serial lane kept 2 cores ~90 % busy (1,645.7 CPU-s in 913 s); the fourth fills the rest
-    (docs/PERFORMANCE.md)."""
+    fresh-clone run on 2 cores: 1,015 CPU-s in 2,102 s of its files' wall, docs/PERFORMANCE.md); a third
+    worker fills that wait."""
     if chosen := env.get("TRAINSTACK_TEST_WORKERS"):
         return chosen
     if fast:
         return "auto"
-    return str((cores or os.cpu_count() or 1) + 2)
+    return str((cores or os.cpu_count() or 1) + 1)
 
 
 def main(argv: Sequence[str]) -> int:

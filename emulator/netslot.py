@@ -8,17 +8,22 @@ hosts therefore claims a slot N (0-63) and keeps to its addresses:
 - Instant Cluster subnets 10.(64+N).x.0/24, one per cluster;
 - loose pods' global-networking range 100.(65+N).0.0/16 (slot 0 is RunPod's own 100.65.0.0/16).
 
-A claim is a file `netslot-N` holding the server's pid in /run/trainstack (`TRAINSTACK_NETSLOT_DIR`),
-created exclusively; a file whose pid is gone (or 0: given back by a server that stopped) is a stale claim,
-taken over by the server whose state used that slot, or by any once no slot is free. Without hosts no address
-is ever configured, and every server uses slot 0.
+A claim is a file `netslot-N` holding the server's pid in /run/trainstack (`TRAINSTACK_NETSLOT_DIR`), made
+under an exclusive lock of that folder's `.lock` (two servers starting at once never take one slot); a file
+whose pid is gone (or 0: given back by a server that stopped) is a stale claim. A server takes the slot its
+state used last if no running server holds it; else an untouched slot; else the stale claim left longest ago
+(the file's mtime), so a server stopped and started again gets its addresses back while others start in its
+gap, also on a machine where every slot has been used once (the claims stay; seen in a CI run whose machine
+had run the suite for hours). Without hosts no address is ever configured, and every server uses slot 0.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import ipaddress
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,55 +80,75 @@ class SlotClaim:
     path: Path
 
     def release(self) -> None:
-        """Leave the slot to no process (the claim file holds 0), not a free slot: like a killed server's
-        stale claim, it is taken first by the state that used it (its `preferred`), by others only when no
-        untouched slot is free, so a server stopped and started again gets its addresses back even while
-        other servers start meanwhile (seen beside the parallel lane: the demo's server took the slot
-        between a stop and a start)."""
+        """Leave the slot to no process (the claim file holds 0, its mtime says when), not a free slot: like a
+        killed server's stale claim, it is taken first by the state that used it (its `preferred`), by
+        others only after every untouched slot and every claim given back before it, so a server stopped and
+        started again gets its addresses back even while other servers start meanwhile (seen beside the
+        parallel lane: the demo's server took the slot between a stop and a start)."""
         with contextlib.suppress(FileNotFoundError):
             if self.path.read_text().strip() == str(os.getpid()):
                 self.path.write_text("0\n")
 
 
-def _take(path: Path, pid: int, stale_too: bool = True) -> bool:
-    """Create the claim file, or (`stale_too`) take it over from a process that is gone."""
-    for _ in range(2 if stale_too else 1):
+def _holder(path: Path) -> int | None:
+    """The pid in a claim file (0: given back), or None without one."""
+    try:
+        return int(path.read_text().strip() or 0)
+    except FileNotFoundError:
+        return None
+    except ValueError:
+        return 0
+
+
+def _take(path: Path, pid: int) -> bool:
+    """Create the claim file, or take it over from a process that is gone (the caller holds the lock)."""
+    holder = _holder(path)
+    if holder is not None and holder and process.alive(holder):
+        return False
+    tmp = path.with_name(f".{path.name}.{pid}")
+    tmp.write_text(f"{pid}\n")
+    tmp.replace(path)
+    return True
+
+
+@contextlib.contextmanager
+def _locked(directory: Path) -> Iterator[None]:
+    with open(directory / ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        except FileExistsError:
-            try:
-                holder = int(path.read_text().strip() or 0)
-            except (FileNotFoundError, ValueError):
-                holder = 0
-            if not stale_too or (holder and process.alive(holder)):
-                return False
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()  # stale: its server was killed
-            continue
-        with os.fdopen(fd, "w") as out:
-            out.write(f"{pid}\n")
-        return True
-    return False
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def claim(preferred: int | None = None, directory: Path | None = None, pid: int | None = None) -> SlotClaim:
-    """Claim a free slot, `preferred` first (the one this server's state used last time, its own stale claim
-    included). A stale claim of another slot, a killed server's, is taken over only when no slot is free: that
-    server's state asks for it first when it starts again, and gets its addresses back even while other
-    servers start meanwhile."""
+    """Claim a slot: `preferred` (the one this server's state used last time, its own stale claim included)
+    unless a running server holds it; else an untouched slot, lowest first; else the stale claim (a killed
+    server's, or one given back) left longest ago. A server whose slot is taken over meanwhile gets another
+    one when it starts again."""
     directory = directory or claims_dir()
     directory.mkdir(parents=True, exist_ok=True)
     me = pid or os.getpid()
-    if preferred is not None and 0 <= preferred < SLOTS:
-        path = directory / f"netslot-{preferred}"
-        if _take(path, me):
-            return SlotClaim(NetSlot(preferred), path)
-    for stale_too in (False, True):
-        for index in range(SLOTS):
-            path = directory / f"netslot-{index}"
-            if _take(path, me, stale_too):
-                return SlotClaim(NetSlot(index), path)
+    paths = [directory / f"netslot-{index}" for index in range(SLOTS)]
+    with _locked(directory):
+        if preferred is not None and 0 <= preferred < SLOTS and _take(paths[preferred], me):
+            return SlotClaim(NetSlot(preferred), paths[preferred])
+        untouched = [i for i, path in enumerate(paths) if not path.exists()]
+        stale = sorted(
+            (i for i, path in enumerate(paths) if i not in untouched),
+            key=lambda i: _mtime(paths[i]),
+        )
+        for index in [*untouched, *stale]:
+            if _take(paths[index], me):
+                return SlotClaim(NetSlot(index), paths[index])
     raise RuntimeError(
         f"all {SLOTS} local RunPod address slots in {directory} are held by running servers; "
         "stop some (scripts/local-runpod stop) or remove stale netslot-* files there"
     )
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except FileNotFoundError:
+        return 0.0

@@ -4,6 +4,7 @@ and a pod whose host cannot be made turns ERROR at once instead of reading RUNNI
 from __future__ import annotations
 
 import ipaddress
+import os
 import subprocess
 import sys
 from collections.abc import Collection, Sequence
@@ -62,6 +63,22 @@ def test_a_claim_whose_server_is_gone_is_taken_over(tmp_path: Path) -> None:
     for _ in range(3, SLOTS):
         claim(directory=tmp_path)
     assert claim(directory=tmp_path).slot.index == 0  # none free: the stale claim is taken over
+
+
+def test_on_a_machine_whose_every_slot_was_used_a_restart_still_gets_its_slot_back(tmp_path: Path) -> None:
+    """Claims stay (a stop gives its slot back as 0), so after hours of suites every slot has a file. A
+    server stopped a moment ago (slot 0) keeps its addresses while another starts in its gap: the newcomer
+    takes the claim given back longest ago (CI: the old rule took the lowest given-back slot, the restarted
+    server's, and it came back on another bridge)."""
+    for index in range(SLOTS):
+        path = tmp_path / f"netslot-{index}"
+        path.write_text("0\n")
+        os.utime(path, (1_000_000 + index, 1_000_000 + index))  # given back in turn, 63 last
+    stopped = tmp_path / "netslot-0"
+    os.utime(stopped, (2_000_000, 2_000_000))  # the server of slot 0 stopped last, a moment ago
+    assert claim(directory=tmp_path).slot.index == 1  # given back longest ago
+    assert claim(preferred=0, directory=tmp_path).slot.index == 0  # the restarted server: its own slot
+    assert claim(directory=tmp_path).slot.index == 2
 
 
 def test_all_slots_held_says_what_to_do(tmp_path: Path) -> None:

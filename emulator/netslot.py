@@ -103,7 +103,7 @@ def _holder(path: Path) -> int | None:
 def _take(path: Path, pid: int) -> bool:
     """Create the claim file, or take it over from a process that is gone (the caller holds the lock)."""
     holder = _holder(path)
-    if holder is not None and holder and process.alive(holder):
+    if holder and process.alive(holder):  # None: no claim; 0: given back
         return False
     tmp = path.with_name(f".{path.name}.{pid}")
     tmp.write_text(f"{pid}\n")

@@ -7,18 +7,23 @@
 2. No SSH key for the supervisor on a healthy pod: every round is `unreachable`, one alert, never a replace
    (RunPod says RUNNING); the pod is still up and training afterwards.
 3. A search (a pool of 2 pods) whose trials differ in length: when the short trial finishes, its pod alone is
-   released (`trial_ended`, `run.ended_trials`) while the long one trains on, never restarted or
-   re-delivered; when that one finishes, the pool is released.
+   released (`trial_ended`, `run.ended_trials`) while the long one, alive mid-run (its worker held while
+   the rounds run), is never restarted or re-delivered; when that one finishes, the pool is released.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from emulator import hostnet
 from harness.pulumi_cli import REPO
 from harness.webhook import Receiver
 from tests.hosts.conftest import HOSTS_NET, HostsEnv
@@ -32,9 +37,12 @@ pytestmark = [
 ]
 
 
-# Pod 0 (and the one-pod scenarios) trains the default 200 steps (~20 s); a pool's pod 1 trains 1,200
-# (~2 min): a search whose trials differ in length (train/train.py TRAINSTACK_TRIAL_STEPS).
-LONG_TRIAL_STEPS = 1200
+# Pod 0 (and the one-pod scenarios) trains the default 200 steps (~20 s); a pool's pod 1 trains 600: a search
+# whose trials differ in length (train/train.py TRAINSTACK_TRIAL_STEPS). The long trial's worker is held
+# (SIGSTOP) while the supervisor's rounds run and let go after them (`_held`), so it cannot end before they do
+# however long they take, and the case waits for no margin (it trained 1,200 steps, ~2 min, so that the two
+# rounds ended first: ~70 s of the parallel lane spent waiting, issue #47).
+LONG_TRIAL_STEPS = 600
 
 
 @pytest.fixture(scope="module")
@@ -67,6 +75,28 @@ def _one_pod(env: HostsEnv, tmp: Path) -> Cluster:
     cluster.config("trainstack:cluster.topology", "pods", path=True)
     cluster.config("trainstack:delivery_enabled", "true")
     return cluster
+
+
+@contextlib.contextmanager
+def _held(env: HostsEnv, pod_id: str) -> Iterator[None]:
+    """The pod's torchrun worker (what trains and paces the steps) stopped with SIGSTOP, continued after: a
+    trial alive and not done for as long as the block takes. Its agent, sshd and aggregator run on."""
+    [namespace] = [h["namespace"] for h in env.runpod.admin.hosts()["hosts"] if h["podId"] == pod_id]
+    workers = []
+    for pid in hostnet.namespace_pids(namespace):
+        with contextlib.suppress(OSError):
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            if b"train.node.launch" in argv and not any(b"torchrun" in a for a in argv):
+                workers.append(pid)
+    assert workers, f"no torchrun worker in {namespace}"
+    for pid in workers:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        for pid in workers:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
 
 
 def _teardown(cluster: Cluster) -> None:
@@ -150,23 +180,29 @@ def test_a_search_releases_each_trials_pod_as_its_trial_ends_and_none_earlier(
             return bool(cluster.s3.list_objects_v2(Bucket=BUCKET, Prefix=state).get("KeyCount"))
 
         poll(short_finished, "the short trial's finished run state", 300, 0.5, cluster.logs)
-        first = supervise(cluster, tmp_path, receiver)
-        assert (first["decision"], first["actions"]) == ("trial_ended", ["notify", "end_trials"]), first
-        assert [p["id"] for p in hosts_env.runpod.admin.live()["pods"]] == [long_["pod_id"]]
-        assert [n["rank"] for n in cluster.outputs()["nodes"]] == [1]  # the long trial keeps its index
-        [told] = [t for t in receiver.texts if "finished at step" in t]
-        assert "alone" in told and long_["pod_id"] in told, told
-        # The long trial was neither restarted nor re-delivered: one start, its steps go on.
-        long_log = lambda: cluster.log(1, long_["pod_id"])  # noqa: E731
-        assert long_log().count("torchrun:") == 1, long_log()[-2000:]
-        # It trains: nothing is done to it (its aggregator's next round is minutes away, so the round may
-        # only count, as `booting` or an `idle` episode's first minutes, never act).
-        second = supervise(cluster, tmp_path, receiver)
-        assert second["actions"] == [], second
-        assert [p["id"] for p in hosts_env.runpod.admin.live()["pods"]] == [long_["pod_id"]]
         state1 = f"run/{STACK}-pod-1.{long_['pod_id']}/state.json"
+
+        def long_finished() -> bool:
+            return bool(cluster.s3.list_objects_v2(Bucket=BUCKET, Prefix=state1).get("KeyCount"))
+
+        with _held(hosts_env, long_["pod_id"]):
+            assert not long_finished()  # the long trial is alive and not done while the rounds run
+            first = supervise(cluster, tmp_path, receiver)
+            assert (first["decision"], first["actions"]) == ("trial_ended", ["notify", "end_trials"]), first
+            assert [p["id"] for p in hosts_env.runpod.admin.live()["pods"]] == [long_["pod_id"]]
+            assert [n["rank"] for n in cluster.outputs()["nodes"]] == [1]  # the long trial keeps its index
+            [told] = [t for t in receiver.texts if "finished at step" in t]
+            assert "alone" in told and long_["pod_id"] in told, told
+            # The long trial was neither restarted nor re-delivered: one start, its steps go on.
+            long_log = lambda: cluster.log(1, long_["pod_id"])  # noqa: E731
+            assert long_log().count("torchrun:") == 1, long_log()[-2000:]
+            # Nothing is done to it (its aggregator's next round is minutes away, so the round may only
+            # count, as `booting` or an `idle` episode's first minutes, never act).
+            second = supervise(cluster, tmp_path, receiver)
+            assert second["actions"] == [], second
+            assert [p["id"] for p in hosts_env.runpod.admin.live()["pods"]] == [long_["pod_id"]]
         poll(
-            lambda: bool(cluster.s3.list_objects_v2(Bucket=BUCKET, Prefix=state1).get("KeyCount")),
+            long_finished,
             "the long trial's finished run state",
             600,
             1.0,

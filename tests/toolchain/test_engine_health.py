@@ -11,6 +11,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -67,11 +68,15 @@ def engine() -> Iterator[FakeEngine]:
     server.stop(0)
 
 
-def _start(argv: list[str], engine: FakeEngine) -> subprocess.Popen[str]:
+def _start(argv: list[str], engine: FakeEngine, sigint_ignored: bool = False) -> subprocess.Popen[str]:
+    """The host as the engine starts it: its engine's address last, in a process group of its own (the
+    engine's RegisterProcessGroup); with `sigint_ignored`, as a job that `nohup cmd &` started is."""
     env = {**os.environ, "TRAINSTACK_ENGINE_CHECK_S": CHECK_S, "PYTHONPATH": str(REPO)}
+    ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint_ignored else None
     proc = subprocess.Popen(
-        [*argv, engine.address], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
+        [*argv, engine.address], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        process_group=0, preexec_fn=ignore,
+    )  # fmt: skip
     assert proc.stdout is not None
     port = proc.stdout.readline().strip()  # a plugin prints its port once it serves
     assert port.isdigit(), f"no port from {argv[0]}: {port!r} {proc.stderr.read() if proc.stderr else ''}"
@@ -135,6 +140,31 @@ def langhost(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_the_language_host_exits_when_the_engine_goes_away(engine: FakeEngine, langhost: Path) -> None:
     proc = _start([str(langhost)], engine)
     _outlives_then_follows(proc, engine, "the engine at " + engine.address + " is gone")
+
+
+@pytest.mark.parametrize("host", ["dynamic-provider host", "language host"])
+def test_a_host_started_with_sigint_ignored_still_stops_on_the_engines_interrupt(
+    host: str, engine: FakeEngine, request: pytest.FixtureRequest
+) -> None:
+    """The engine stops a plugin with SIGINT to its process group and kills it 5 s later (the Go SDK's
+    resource/plugin/plugin.go). Started with SIGINT ignored, which exec keeps, neither host stopped on it:
+    every close waited the 5 s (issue #47: ~230 closes a CI run that was started in the background). The
+    engine answers throughout, so only the interrupt can end the host here."""
+    if host == "language host":
+        argv = [str(request.getfixturevalue("langhost"))]
+    else:
+        argv = [str(REPO / ".venv/bin/python"), str(DYNHOST)]
+    proc = _start(argv, engine, sigint_ignored=True)
+    try:
+        engine.wait_for_checks(2)  # serving, its engine answering
+        os.killpg(proc.pid, signal.SIGINT)  # as the engine's plugin Close does
+        proc.wait(timeout=EXIT_DEADLINE_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+            pytest.fail(f"the {host} started with SIGINT ignored did not stop on SIGINT")
+    assert proc.returncode == 0, proc.stderr.read() if proc.stderr else ""  # stopped, as asked
 
 
 @pytest.mark.parametrize("raw", ["0", "nan", "soon", "7200"])

@@ -28,6 +28,7 @@ import importlib
 import os
 import re
 import runpy
+import signal
 import sys
 import threading
 from collections.abc import Callable
@@ -229,6 +230,12 @@ def _exit_engine_gone(address: str) -> Callable[[], None]:
 
 
 def main() -> None:
+    # The engine stops a plugin with SIGINT to its process group and kills it 5 s later if it is still there
+    # (the Go SDK's sdk/go/common/resource/plugin/plugin.go); `pulumi.dynamic` stops its server on the
+    # KeyboardInterrupt. Started with SIGINT ignored (a job that a shell without job control started in the
+    # background: `nohup cmd &`; exec keeps it), Python never raises it, and every close of this host waited
+    # the 5 s (issue #47). Python's own handler, as when SIGINT was never ignored.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     # pydantic would scan every installed package's entry points for plugins (~30 ms) on its first model.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     # gRPC, protobuf and the SDK modules `pulumi.dynamic` serves with, imported with the cyclic garbage

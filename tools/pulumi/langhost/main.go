@@ -23,6 +23,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -98,15 +99,30 @@ func main() {
 	life, die := context.WithCancel(context.Background())
 	defer die()
 	cancelServe := make(chan bool)
+	// The engine stops a plugin with SIGINT to its process group and kills it 5 s later if it is still there
+	// (the Go SDK's sdk/go/common/resource/plugin/plugin.go). A process started with SIGINT ignored (a job
+	// that a shell without job control started in the background: `nohup cmd &`) keeps it ignored across
+	// exec, and so did this host and the Python it starts: every close of a language host waited the 5 s
+	// (issue #47: ~230 a CI run, started that way). signal.Notify takes SIGINT back from "ignored"; what
+	// this host starts afterwards gets the default action again, as when SIGINT was never ignored.
+	interrupted := make(chan os.Signal, 1)
+	signal.Notify(interrupted, os.Interrupt)
+	go func() {
+		<-interrupted
+		die() // the programs and plugins this host runs end with it (their commands' context)
+	}()
+	go func() {
+		<-life.Done()
+		close(cancelServe)
+	}()
 	if engine != "" {
-		if err := rpcutil.Healthcheck(life, engine, interval, die); err != nil {
+		gone := func() {
+			fmt.Fprintf(os.Stderr, "pulumi-language-python: the engine at %s is gone; exiting\n", engine)
+			die()
+		}
+		if err := rpcutil.Healthcheck(life, engine, interval, gone); err != nil {
 			fatal(fmt.Errorf("could not start the engine health check: %w", err))
 		}
-		go func() {
-			<-life.Done()
-			fmt.Fprintf(os.Stderr, "pulumi-language-python: the engine at %s is gone; exiting\n", engine)
-			close(cancelServe)
-		}()
 	}
 	h := &host{engineAddress: engine, execHelper: filepath.Join(filepath.Dir(self), "pulumi-language-python-exec"), life: life}
 	handle, err := rpcutil.ServeWithOptions(rpcutil.ServeOptions{

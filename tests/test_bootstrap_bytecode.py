@@ -36,11 +36,14 @@ def _checkout(tmp: Path, name: str, uv_cache: Path, own: dict[str, str]) -> Path
     return tmp / name
 
 
-def _bootstrap(checkout: Path, cache: Path, call: str) -> None:
+def _bootstrap(checkout: Path, cache: Path, call: str, no_links: bool = False) -> None:
     text = (REPO / "scripts/bootstrap").read_text()
+    # no_links: the cache on another file system, where `cp -l` fails (EXDEV), as a cp that refuses it
+    refuse = 'cp() { [[ " $* " == *" -al "* || " $* " == *" -l "* ]] && return 1; command cp "$@"; }'
     script = "\n".join(
         [
             "set -euo pipefail",
+            refuse if no_links else "",
             f"cache={cache}",
             f"root={checkout / 'project'}",  # the project's own sources: none here
             _function(text, "compile_bytecode"),
@@ -99,3 +102,18 @@ def test_the_four_stores_used_last_are_kept(tmp_path: Path) -> None:
     _bootstrap(checkout, cache, "compile_bytecode")
     kept = ("lock1", "old1", "old2", "old3")  # the new store and the three used last
     assert sorted(p.name for p in stores.iterdir()) == [f"{n}-{TAG}" for n in kept]
+
+
+def test_without_hard_links_the_kept_bytecode_is_copied_in_not_compiled(tmp_path: Path) -> None:
+    uv_cache = tmp_path / "uv-cache"
+    uv_cache.mkdir()
+    (uv_cache / "shared.py").write_text("VALUE = 1\n")
+    cache = tmp_path / "cache"
+    _bootstrap(_checkout(tmp_path, "first", uv_cache, {}), cache, "compile_bytecode", no_links=True)
+    kept = cache / "venv-bytecode" / f"lock1-{TAG}" / f"pkg/__pycache__/shared.{TAG}.pyc"
+    os.utime(kept, (1e9, 1e9))  # a copy keeps this mtime; a compile would write now
+    second = _checkout(tmp_path, "second", uv_cache, {})
+    _bootstrap(second, cache, "compile_bytecode", no_links=True)
+    pyc = _pyc(second, "shared")
+    assert pyc.stat().st_ino != kept.stat().st_ino and pyc.stat().st_mtime == 1e9
+    assert pyc.read_bytes() == kept.read_bytes()

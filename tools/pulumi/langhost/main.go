@@ -117,7 +117,9 @@ func main() {
 	}()
 	if engine != "" {
 		gone := func() {
-			fmt.Fprintf(os.Stderr, "pulumi-language-python: the engine at %s is gone; exiting\n", engine)
+			if life.Err() == nil { // not a check cut short by the host's own end (an interrupt)
+				fmt.Fprintf(os.Stderr, "pulumi-language-python: the engine at %s is gone; exiting\n", engine)
+			}
 			die()
 		}
 		if err := rpcutil.Healthcheck(life, engine, interval, gone); err != nil {

@@ -31,11 +31,10 @@ with collector_paused():
         write_artifacts,
     )
     from components.guards import check_before_registering, forecast_problems, run_cost_problems
-    from stackconfig.alerts import webhook_notice
     from stackconfig.config import ConfigError
+    from stackconfig.derived import cap_notice, webhook_notice
     from stackconfig.model import parameter_notice
     from stackconfig.rules import unverified_spend_limit_notice
-    from stackconfig.supervisor import cap_notice
 
 REPO = Path(__file__).resolve().parent
 OUT_DIR = Path(os.environ.get("TRAINSTACK_OUT_DIR", REPO / "out"))

@@ -7,8 +7,8 @@ from facts.gpus import gpu_spec
 from forecast.model import Forecast
 from stackconfig.alerts import alert_rules
 from stackconfig.config import StackConfig
+from stackconfig.derived import run_cost_cap
 from stackconfig.pricing import stack_price
-from stackconfig.supervisor import run_cost_cap
 from train.monitor.rules import AlertRules
 
 

@@ -56,8 +56,9 @@ from stackconfig.config import (
     StackConfig,
     secret_config_key,
 )
+from stackconfig.derived import run_cost_cap
 from stackconfig.loader import load_stack_config
-from stackconfig.supervisor import data_center_order, run_cost_cap
+from stackconfig.supervisor import data_center_order
 
 __all__ = ["H100Cluster", "H100ClusterArgs", "read_secret_values", "read_stack_config", "write_artifacts"]
 

@@ -29,7 +29,8 @@ from forecast.stack import run_cost, stack_forecast
 from stackconfig.alerts import WEBHOOK_SECRET
 from stackconfig.config import NAMESPACE, SECRETS_KEY, ConfigError, ConfigProblem, StackConfig
 from stackconfig.credentials import find_credentials
-from stackconfig.supervisor import RUN_CAP_KEY, run_cost_cap
+from stackconfig.derived import run_cost_cap
+from stackconfig.supervisor import RUN_CAP_KEY
 from train.monitor.webhook_url import webhook_url_problem
 
 SECRET_ONLY_KEYS = frozenset({"runpod:apiKey"})  # besides every trainstack:secrets.<NAME>

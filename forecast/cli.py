@@ -32,9 +32,10 @@ from forecast.stack import stack_forecast
 from forecast.table import render, render_compare
 from stackconfig import files
 from stackconfig.config import NAMESPACE, ConfigError, StackConfig
+from stackconfig.derived import run_cost_cap
 from stackconfig.loader import load_stack_config
 from stackconfig.model import ModelConfig, parameter_notice
-from stackconfig.supervisor import RUN_CAP_KEY, run_cost_cap
+from stackconfig.supervisor import RUN_CAP_KEY
 
 EXIT_FITS, EXIT_DOES_NOT_FIT, EXIT_BAD_INPUT, EXIT_OVER_CAP = 0, 1, 2, 3
 RUN_CAP_POLICY = "run-cost-within-budget"

@@ -6,7 +6,8 @@ checked.
 | `stackconfig.files` | the one door to `stacks/Pulumi.<stack>.yaml`: its config map, the stack names |
 | `stackconfig.config` | the models (`StackConfig`, its sections), the keys, `ConfigProblem`, `ConfigError` |
 | `stackconfig.loader` | `load_stack_config`: a config parsed into the models, each problem with its fix |
-| `stackconfig.rules` | rules across fields: topology, capacity, placement, training, budget |
+| `stackconfig.rules` | rules across fields: topology, capacity, placement, training, budget, model, Slurm |
+| `stackconfig.derived` | what follows from the whole config: the cost cap, its and the webhook notices |
 | `stackconfig.pricing` | what a stack costs per hour at the price snapshot, in the providers' terms |
 | `stackconfig.model` | `training.model`: the model the forecast reads |
 | `stackconfig.alerts` | `trainstack:alerts`: the thresholds, the aggregator's rules, Prometheus rules |

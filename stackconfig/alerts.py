@@ -21,16 +21,13 @@ docs/MONITORING.md explains each rule.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from stackconfig.numbers import Number
 from train.monitor.rules import BY_CONFIG_KEY, THRESHOLDS, AlertRules
-
-if TYPE_CHECKING:
-    from stackconfig.config import StackConfig
 
 _DAY_MIN = 1440  # the longest window or grace any alert takes, in minutes
 WEBHOOK_SECRET = "ALERT_WEBHOOK_URL"  # noqa: S105 (a name, not a value) listed in training.secrets; the aggregator reads it from its env
@@ -107,17 +104,6 @@ def alert_rules(
         else:
             values[t.field] = t.rule_default
     return AlertRules(**values)
-
-
-def webhook_notice(config: StackConfig) -> str | None:
-    """A preview warning when alerts are on but no webhook secret is listed: they reach no one's phone."""
-    if not config.alerts.enabled or WEBHOOK_SECRET in config.training.secrets:
-        return None
-    return (
-        f"alerts reach no chat: add {WEBHOOK_SECRET} to trainstack:training.secrets and set it with "
-        f"`pulumi config set --secret trainstack:secrets.{WEBHOOK_SECRET} <incoming webhook URL>`; until "
-        "then alerts are only in scripts/watch (docs/MONITORING.md)"
-    )
 
 
 def _dur(seconds: float) -> str:

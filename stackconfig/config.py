@@ -30,13 +30,13 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
 
 from common.errors import TrainstackError
 from facts.gpus import GPUS
+from facts.money import DEFAULT_SPEND_LIMIT_PER_HOUR
 from facts.s3 import bucket_name_problem
 from stackconfig.alerts import AlertsConfig
 from stackconfig.credentials import credential_kind, mask
 from stackconfig.image_ref import image_reference_problem
 from stackconfig.model import ModelConfig
 from stackconfig.numbers import Number, in_range  # Number: never a boolean; numeric text is read
-from stackconfig.rules import RUNPOD_DEFAULT_SPEND_LIMIT
 from stackconfig.slurm import SlurmConfig
 from stackconfig.supervisor import RecoveryConfig, RunConfig, SupervisorConfig
 
@@ -367,7 +367,7 @@ class StackConfig(_Model):
     supervisor: SupervisorConfig = SupervisorConfig()  # stackconfig/supervisor.py
     run: RunConfig = RunConfig()
     recovery: RecoveryConfig = RecoveryConfig()  # stackconfig/supervisor.py
-    runpod_spend_limit_per_hour: Number = RUNPOD_DEFAULT_SPEND_LIMIT  # raised only by RunPod on request
+    runpod_spend_limit_per_hour: Number = DEFAULT_SPEND_LIMIT_PER_HOUR  # raised only by RunPod on request
     # Copy the artifacts to every node over SSH and start its script: on for every shipped stack, so an `up`
     # trains; false only renders them (out/<stack>/), for a stack that starts its nodes some other way.
     delivery_enabled: bool = True

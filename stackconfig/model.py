@@ -21,16 +21,11 @@ Every default is written once, on the fields below; docs/FORECAST.md explains ea
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
 
-from facts.gpus import GPUS, GpuSpec
 from stackconfig.numbers import Number, in_range, shown
-
-if TYPE_CHECKING:
-    from stackconfig.config import StackConfig
 
 Problem = tuple[str, str]  # (key path without the namespace, message ending with the fix)
 
@@ -186,33 +181,6 @@ class ModelConfig(BaseModel):
     @classmethod
     def _overhead(cls, v: float) -> float:
         return in_range(v, 0, 5, "a fraction of the ideal time; 0.3 is the default")
-
-
-def model_problems(config: StackConfig, gpus: Mapping[str, GpuSpec] = GPUS) -> list[Problem]:
-    """Rules between the model and the rest of the stack: LoRA's fraction, the GPU's precisions (`gpus`:
-    the GPU table)."""
-    model = config.training.model
-    if model is None:
-        return []
-    out: list[Problem] = []
-    if model.method == "lora" and model.trainable_fraction is None:
-        out.append(
-            (
-                "training.model.trainable_fraction",
-                "method lora needs the adapters' share of the parameters; set it, e.g. 0.005 for rank-16 "
-                "adapters on a 7B model",
-            )
-        )
-    gpu = gpus[config.cluster.gpu_type]
-    if gpu.peak_tflops(model.precision) is None:
-        out.append(
-            (
-                "training.model.precision",
-                f"{gpu.label} has no {model.precision} tensor cores ({gpu.perf_source}); use precision "
-                "bf16, or a GPU type with FP8 (H100)",
-            )
-        )
-    return out
 
 
 def parameter_notice(model: ModelConfig) -> str | None:

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
 
-from facts.gpus import GPUS
+from facts.gpus import GPUS, GpuSpec
 from facts.money import DEFAULT_SPEND_LIMIT_PER_HOUR
-from stackconfig.model import model_problems
+from stackconfig.config import StackConfig
 from stackconfig.pricing import cost_per_hour, gpu_hour_price
-from stackconfig.slurm import slurm_problems
-
-if TYPE_CHECKING:
-    from stackconfig.config import StackConfig
+from stackconfig.slurm import SLURM_IMAGE_EXAMPLE, is_runpod_pytorch_image
 
 SPOT_MAX_CHECKPOINT_INTERVAL_MIN = 30  # a spot pod gets a 5 s notice: the timer is what limits lost work
 S3_CREDENTIAL_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
@@ -293,3 +290,63 @@ def _budget_problems(config: StackConfig) -> list[Problem]:
         "set this key to the new limit, or use fewer nodes"
     )
     return [("runpod_spend_limit_per_hour", message)]
+
+
+def model_problems(config: StackConfig, gpus: Mapping[str, GpuSpec] = GPUS) -> list[Problem]:
+    """Rules between the model and the rest of the stack: LoRA's fraction, the GPU's precisions (`gpus`:
+    the GPU table)."""
+    model = config.training.model
+    if model is None:
+        return []
+    out: list[Problem] = []
+    if model.method == "lora" and model.trainable_fraction is None:
+        out.append(
+            (
+                "training.model.trainable_fraction",
+                "method lora needs the adapters' share of the parameters; set it, e.g. 0.005 for rank-16 "
+                "adapters on a 7B model",
+            )
+        )
+    gpu = gpus[config.cluster.gpu_type]
+    if gpu.peak_tflops(model.precision) is None:
+        out.append(
+            (
+                "training.model.precision",
+                f"{gpu.label} has no {model.precision} tensor cores ({gpu.perf_source}); use precision "
+                "bf16, or a GPU type with FP8 (H100)",
+            )
+        )
+    return out
+
+
+def slurm_problems(config: StackConfig) -> list[tuple[str, str]]:
+    """(key path, message with the fix) for each Slurm rule the config breaks; none for the start scripts."""
+    c = config.cluster
+    if c.scheduler != "slurm":
+        if c.slurm.job is not None:
+            return [
+                (
+                    "cluster.slurm.job",
+                    f"names a Slurm job ({c.slurm.job!r}) but the scheduler is {c.scheduler!r}; set "
+                    "trainstack:cluster.scheduler to 'slurm', or drop cluster.slurm",
+                )
+            ]
+        return []
+    out: list[tuple[str, str]] = []
+    if c.topology != "cluster":
+        out.append(
+            (
+                "cluster.scheduler",
+                f"'slurm' needs an Instant Cluster (RunPod's `type: SLURM`), but topology is {c.topology!r}; "
+                "set trainstack:cluster.topology to 'cluster', or drop scheduler to use the start scripts",
+            )
+        )
+    if not is_runpod_pytorch_image(c.image):
+        out.append(
+            (
+                "cluster.image",
+                f"{c.image!r} is not one of RunPod's official PyTorch images, the only ones on which RunPod "
+                f"starts Slurm and munge; use e.g. {SLURM_IMAGE_EXAMPLE!r}, or drop scheduler: slurm",
+            )
+        )
+    return out

@@ -3,12 +3,8 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, field_validator
-
-if TYPE_CHECKING:
-    from stackconfig.config import StackConfig
 
 # A Slurm job's name becomes its `--job-name`, its checkpoint folder and bucket prefix and the first part of
 # its run id (`<job>.<pod id>`): the stack name's alphabet (common/stackname.py), shorter.
@@ -48,36 +44,3 @@ def is_runpod_pytorch_image(image: str) -> bool:
     name = image.removeprefix("docker.io/").removeprefix("registry-1.docker.io/")
     repository = name.split("@", 1)[0].rsplit(":", 1)[0] if "@" in name or ":" in name else name
     return repository == SLURM_IMAGE_REPOSITORY
-
-
-def slurm_problems(config: StackConfig) -> list[tuple[str, str]]:
-    """(key path, message with the fix) for each Slurm rule the config breaks; none for the start scripts."""
-    c = config.cluster
-    if c.scheduler != "slurm":
-        if c.slurm.job is not None:
-            return [
-                (
-                    "cluster.slurm.job",
-                    f"names a Slurm job ({c.slurm.job!r}) but the scheduler is {c.scheduler!r}; set "
-                    "trainstack:cluster.scheduler to 'slurm', or drop cluster.slurm",
-                )
-            ]
-        return []
-    out: list[tuple[str, str]] = []
-    if c.topology != "cluster":
-        out.append(
-            (
-                "cluster.scheduler",
-                f"'slurm' needs an Instant Cluster (RunPod's `type: SLURM`), but topology is {c.topology!r}; "
-                "set trainstack:cluster.topology to 'cluster', or drop scheduler to use the start scripts",
-            )
-        )
-    if not is_runpod_pytorch_image(c.image):
-        out.append(
-            (
-                "cluster.image",
-                f"{c.image!r} is not one of RunPod's official PyTorch images, the only ones on which RunPod "
-                f"starts Slurm and munge; use e.g. {SLURM_IMAGE_EXAMPLE!r}, or drop scheduler: slurm",
-            )
-        )
-    return out

@@ -26,12 +26,9 @@ secrets kept. docs/SUPERVISOR.md explains each decision.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
-
-if TYPE_CHECKING:
-    from stackconfig.config import StackConfig
 
 Phase = Literal["active", "releasing", "released", "recovering"]  # recovering: #29
 RUN_CAP_KEY = "trainstack:run.max_cost_usd"
@@ -79,26 +76,6 @@ class RunConfig(_Section):
     @classmethod
     def _trial_list(cls, v: Any) -> Any:
         return tuple(v) if isinstance(v, list) else v  # YAML and JSON give a list; strict wants the tuple
-
-
-def run_cost_cap(config: StackConfig) -> float:
-    """USD the run may cost (0: no cap): `run.max_cost_usd`, else the deprecated `alerts.budget_usd`."""
-    return config.run.max_cost_usd or config.alerts.budget_usd
-
-
-def cap_notice(config: StackConfig) -> str | None:
-    """A preview warning while the cap is still set under its old name."""
-    if config.alerts.budget_usd and not config.run.max_cost_usd:
-        return (
-            f"trainstack:alerts.budget_usd is deprecated: the run's one cost cap is {RUN_CAP_KEY} (read by "
-            "alerts, the policy pack and the supervisor); move the value there"
-        )
-    if config.alerts.budget_usd and config.run.max_cost_usd != config.alerts.budget_usd:
-        return (
-            f"trainstack:alerts.budget_usd ({config.alerts.budget_usd:g}) is ignored: {RUN_CAP_KEY} "
-            f"({config.run.max_cost_usd:g}) is the run's cost cap; remove the old key"
-        )
-    return None
 
 
 # ---- trainstack:recovery: when the supervisor brings a broken run back ---------------------

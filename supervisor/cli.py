@@ -29,7 +29,7 @@ from typing import Any
 from common.stackname import stack_name_problem
 from ops import backend_repair
 from stackconfig.config import ConfigError, StackConfig
-from stackconfig.supervisor import run_cost_cap
+from stackconfig.derived import run_cost_cap
 from supervisor import store
 from supervisor.act import Actuator, RecoveryError, ReleaseError, recover_with, summary_text
 from supervisor.decide import Policy, decide

@@ -51,15 +51,19 @@ def test_a_broken_contract_is_caught(tmp_path: Path) -> None:
     assert run.returncode == 1 and "BROKEN" in run.stdout
 
 
-def _lint_probe(tmp_path: Path, imports: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def _lint_probe(
+    tmp_path: Path, imports: dict[str, str], modules: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """lint-imports with the repository's own contracts over empty packages of the same names, where
-    `imports` maps a package to the import its __init__.py makes."""
+    `imports` maps a package to the import its __init__.py makes, `modules` a module's path to its text."""
     config = REPO / "pyproject.toml"
     packages = tomllib.loads(config.read_text())["tool"]["importlinter"]["root_packages"]
     probe = tmp_path / "src"
     for package in packages:
         (probe / package).mkdir(parents=True)
         (probe / package / "__init__.py").write_text(imports.get(package, ""))
+    for path, text in (modules or {}).items():
+        (probe / path).write_text(text)
     return subprocess.run(
         [str(Path(sys.executable).parent / "lint-imports"), "--no-cache", "--config", str(config)],
         cwd=probe,
@@ -104,6 +108,18 @@ def test_the_repositorys_own_contracts_catch_a_wrong_import(
     assert run.returncode == 1, run.stdout[-3000:]
     verdicts = [line for line in run.stdout.splitlines() if line.endswith(("KEPT", "BROKEN"))]
     assert [v for v in verdicts if v.endswith("BROKEN")] == [f"{broken} BROKEN"], run.stdout[-3000:]
+
+
+@pytest.mark.parametrize("package", ["stackconfig", "ops"])
+def test_an_import_cycle_in_stackconfig_or_ops_is_caught(tmp_path: Path, package: str) -> None:
+    """Issue #64: a section that imports the whole config back for its type (the seven-file circle that was)
+    breaks the acyclic contract, TYPE_CHECKING or not; the same two modules one way only do not."""
+    one_way = {f"{package}/config.py": f"from {package} import section\n", f"{package}/section.py": ""}
+    assert _lint_probe(tmp_path / "one_way", {}, one_way).returncode == 0
+    back = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from {p}.config import Whole\n"
+    cycle = {**one_way, f"{package}/section.py": back.format(p=package)}
+    run = _lint_probe(tmp_path / "cycle", {}, cycle)
+    assert run.returncode == 1 and f"No cycles are allowed in {package}." in run.stdout, run.stdout[-3000:]
 
 
 def test_scripts_python_modules_stay_thin() -> None:

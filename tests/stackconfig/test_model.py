@@ -11,7 +11,7 @@ import pytest
 from facts.gpus import GPUS
 from stackconfig.config import ConfigError
 from stackconfig.loader import load_stack_config
-from stackconfig.model import model_problems
+from stackconfig.rules import model_problems
 
 MODEL: dict[str, Any] = {
     "parameters": "7e9",  # Pulumi hands YAML numbers over as JSON; strings like this must parse too

@@ -12,8 +12,9 @@ from components.cluster import H100Cluster, H100ClusterArgs
 from components.render import render_start_script, stack_run_ids
 from forecast.stack import stack_forecast
 from stackconfig.config import ConfigError
+from stackconfig.derived import cap_notice, run_cost_cap
 from stackconfig.loader import load_stack_config
-from stackconfig.supervisor import RunConfig, SupervisorConfig, cap_notice, run_cost_cap
+from stackconfig.supervisor import RunConfig, SupervisorConfig
 from tests.components.conftest import fake_nodes, stack_config
 from tests.components.test_cluster import BUCKET, CLUSTER, POD, SECRET, SECRET_VALUES, VOLUME, FakeProviders
 

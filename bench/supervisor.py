@@ -94,7 +94,7 @@ def measure(rounds: int = 5, with_states: bool = True) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="trainstack-bench-supervisor-") as tmp:
         root = Path(tmp)
         runpod = start_local_runpod(root / "runpod", *FAST_ARGS)
-        # HTTPS, as the bucket's TLS-only policy demands of every client (harness/moto_server.py).
+        # HTTPS, as the bucket's TLS-only policy demands of every client (localcloud/moto_server.py).
         cert, key = root / "s3.crt", root / "s3.key"
         subprocess.run(
             [

@@ -1,2 +1,3 @@
-"""What tests, benchmarks and demos share: starting a local RunPod and moto (`harness.local`) and driving
-the real pulumi CLI (`harness.pulumi_cli`). Shipped code never imports tests/, so this lives here."""
+"""What tests and benchmarks share: a local RunPod and moto as a test's own children (`harness.local`, over
+the product's local cloud, localcloud/) and driving the real pulumi CLI (`harness.pulumi_cli`). Shipped code
+never imports tests/, so this lives here; the operator tools (ops/) never import it."""

@@ -1,24 +1,21 @@
-"""Run a local RunPod (and a moto S3) as subprocesses and drive the admin API: for tests and scripts."""
+"""A local RunPod (and a moto S3) as children of a test or a benchmark, and the admin API that drives
+them; the servers and their commands are the product's (localcloud/)."""
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
-import signal
-import socket
 import ssl
 import subprocess
-import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from emulator.keys import DEFAULT_API_KEY
 from harness.deadlines import scaled
+from localcloud.processes import CHILD_SETUP, REPO, emulator_command, free_port, moto_command, wait_until
 
-if TYPE_CHECKING:  # httpx is imported where a request is made: `scripts/local-runpod env` makes none (#47)
+if TYPE_CHECKING:  # httpx is imported where a request is made
     import httpx
 
 # Fast enough that a pod is ready within ~1.5 s of wall time, slow enough to see every phase.
@@ -35,62 +32,9 @@ FAST_ARGS = (
 
 
 def _wait(check: Any, what: str, timeout_s: float, process: subprocess.Popen[bytes] | None = None) -> Any:
-    """Poll `check()` until it returns something truthy, the process dies, or the deadline passes
-    (`timeout_s` stretched by harness/deadlines.py: a readiness deadline only bounds how long a start that
-    failed takes to say so, and a busy CI machine must not turn a slow start into one)."""
-    timeout_s = scaled(timeout_s)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if process is not None and process.poll() is not None:
-            raise RuntimeError(f"{what}: the process exited with {process.returncode}")
-        result = check()
-        if result:
-            return result
-        time.sleep(0.05)
-    raise TimeoutError(f"{what}: not ready after {timeout_s} s")
-
-
-def _die_with_parent() -> None:
-    """Linux only: SIGTERM this child when its parent dies, so a killed pytest leaves no servers behind."""
-    pr_set_pdeathsig = 1
-    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
-
-
-_CHILD_SETUP = _die_with_parent if sys.platform == "linux" else None
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-REPO = Path(__file__).resolve().parent.parent
-
-
-def emulator_command(state_dir: Path, port: int, *args: str) -> list[str]:
-    """`python -m emulator serve` on `port` (0: any) with its state in `state_dir`; `args`: serve flags."""
-    return [
-        sys.executable,
-        "-m",
-        "emulator",
-        "serve",
-        "--port",
-        str(port),
-        "--state-dir",
-        str(state_dir),
-        *args,
-    ]
-
-
-def moto_command(host: str, port: int, tls: tuple[Path, Path] | None, socket_timeout_s: float) -> list[str]:
-    """harness/moto_server.py on `host:port`, over HTTPS with `tls` = (certificate, key)."""
-    tls_args = ["-s", "-c", str(tls[0]), "-k", str(tls[1])] if tls else []
-    return [
-        sys.executable, "-m", "harness.moto_server", str(socket_timeout_s),
-        "-H", host, "-p", str(port), *tls_args,
-    ]  # fmt: skip
+    """localcloud's wait with `timeout_s` stretched by harness/deadlines.py: a busy CI machine must not turn a
+    test's slow start into a failure."""
+    return wait_until(check, what, scaled(timeout_s), process)
 
 
 @dataclass
@@ -221,7 +165,7 @@ def start_local_runpod(
     command = emulator_command(state_dir, 0, *args)
     with (state_dir / "emulator.log").open("ab") as log:  # the child keeps its own copy of the descriptor
         process = subprocess.Popen(
-            command, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, preexec_fn=_CHILD_SETUP
+            command, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, preexec_fn=CHILD_SETUP
         )
     info = _wait(
         lambda: marker.exists() and json.loads(marker.read_text()), "local RunPod", timeout_s, process
@@ -270,7 +214,7 @@ def start_moto_s3(
     """Start moto on a free port of `host` (loopback, or a bridge address of our own for emulated hosts),
     over HTTPS with `tls` = (certificate, key); moto cannot pick its own port, so a port taken meanwhile
     means a new try. `socket_timeout_s`: how long one socket of the server may wait for its peer. The server
-    is harness/moto_server.py: moto with bucket policy conditions evaluated per request (the TLS-only Deny
+    is localcloud/moto_server.py: moto with bucket policy conditions evaluated per request (the TLS-only Deny
     refuses plain HTTP and lets HTTPS through, as on AWS)."""
     for attempt in range(1, attempts + 1):
         try:
@@ -291,7 +235,7 @@ def _start_moto_once(
             cwd=REPO,
             stdout=log,
             stderr=subprocess.STDOUT,
-            preexec_fn=_CHILD_SETUP,
+            preexec_fn=CHILD_SETUP,
         )
     url = f"{'https' if tls else 'http'}://{host}:{port}"
     import httpx

@@ -1,7 +1,7 @@
 """trainstack's one command line: `trainstack COMMAND ...` = `scripts/COMMAND ...` (docs/CLI.md).
 
 The workflow commands (`up`, `down`, `recover`, `local-runpod`) parse their arguments here and run as calls
-(ops/workflow.py, ops/local_runpod.py). A command whose package has its own parser (`forecast`, `reconcile`,
+(ops/workflow.py, localcloud/servers.py). A command whose package has its own parser (`forecast`, `reconcile`,
 and those an entry point above this layer adds: scripts/cli.py) gets its arguments as they are, after the
 steps every command shares: the stack name checked, the Pulumi environment (common/pulumi.py), the target and
 the workspace decided (ops/workspace.py), the local RunPod's address found or started. Every `--help` is its
@@ -22,8 +22,8 @@ from pathlib import Path
 from common import pulumi
 from common.imports import collector_paused
 from common.stackname import stack_name_problem
+from localcloud.servers import LocalRunPodError, Servers
 from ops import workflow
-from ops.local_runpod import LocalRunPodError, Servers
 from ops.workflow import BAD_USE, BUSY, FAILED, OK, Stop, say
 from ops.workspace import targets_local, workspace_for
 
@@ -152,19 +152,12 @@ def _reconcile(argv: Sequence[str]) -> int:
     return main(argv)
 
 
-def _test(argv: Sequence[str]) -> int:
-    from harness.lanes import main
-
-    return main(argv)
-
-
 CORE = (
     Passthrough("pulumi", "the Pulumi CLI scripts/bootstrap built, offline, from the repo", _pulumi),
     Passthrough(
         "forecast", "a stack's memory per GPU, hours, restarts and run cost, from its file", _forecast
     ),
     Passthrough("reconcile", "what the RunPod account bills that no stack's state holds", _reconcile),
-    Passthrough("test", "set up, then the static checks and the suite in its lanes", _test),
 )
 
 
@@ -292,7 +285,7 @@ their $/h (ops/orphans.py): it offers to delete them (--yes keeps them; --delete
 LOCAL_HELP = """\
 Start/stop the local RunPod (emulator) and a moto S3 server on loopback; `start` and `env` print the
 environment to use them: eval "$(scripts/local-runpod start)". `status` exits 3 unless both run; `env` exits
-1 when they do not. ops/local_runpod.py says where their state lives and which variables shape them."""
+1 when they do not. localcloud/servers.py says where their state lives and which variables shape them."""
 
 
 if __name__ == "__main__":

@@ -21,8 +21,8 @@ from typing import IO
 from common import pulumi
 from common.pulumi import REPO, PulumiError
 from common.stackname import stack_name_problem
+from localcloud.servers import LocalRunPodError, Servers
 from ops import backend_repair, pending_deletes, stale_lock
-from ops.local_runpod import LocalRunPodError, Servers
 from ops.stacklock import StackLocked, held
 from ops.workspace import local_root, prepare, targets_local, workspace_for
 from stackconfig import files

@@ -38,11 +38,10 @@ def _supervise(argv: Sequence[str]) -> int:
     return cli.stack_command("scripts/supervise", main, required=False)(argv)
 
 
-BUDGET, BENCH, EMULATOR = (
-    cli.lazy("report.team_budget", "main"),
-    *(cli.lazy("bench.cli", f) for f in ("bench", "emulator")),
-)
+BUDGET, TEST = cli.lazy("report.team_budget", "main"), cli.lazy("harness.lanes", "main")  # ops/ never does
+BENCH, EMULATOR = (cli.lazy("bench.cli", f) for f in ("bench", "emulator"))
 COMMANDS = (
+    cli.Passthrough("test", "set up, then the static checks and the suite in its lanes", TEST),
     cli.Passthrough("watch", "a live stack's nodes, steps and money", _watch),
     cli.Passthrough("supervise", "release a run's compute when it finished, failed or idles", _supervise),
     cli.Passthrough("preview-report", "preview stacks and print the Markdown report", _report),

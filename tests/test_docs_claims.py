@@ -12,7 +12,7 @@ import pytest
 
 from common.pulumi import environment as pulumi_environment
 from facts.money import DEFAULT_SPEND_LIMIT_PER_HOUR
-from ops.local_runpod import demo_node_env
+from localcloud.servers import demo_node_env
 from stackconfig import files
 from stackconfig.pricing import stack_price
 from stackconfig.team import load_team
@@ -119,7 +119,7 @@ def test_the_demos_training_pace_is_what_operating_says() -> None:
     claim = re.search(r"about (\w+) minutes a run, checkpointing every (\d+) steps .* every (\d+) s \(", text)
     assert claim, "docs/OPERATING.md no longer states the demo's pace"
     minutes = {"four": 4, "five": 5, "six": 6}[claim[1]]
-    named = "`demo_node_env` in `ops/local_runpod.py`" in text
+    named = "`demo_node_env` in `localcloud/servers.py`" in text
     assert named, "docs/OPERATING.md no longer names where the demo's settings are"
     home = inspect.getsource(demo_node_env)
 

@@ -80,6 +80,9 @@ def test_the_repositorys_own_contracts_allow_what_the_layers_allow(tmp_path: Pat
         "components": "import forecast\n",
         "forecast": "import stackconfig\n",
         "stackconfig": "import train\n",
+        "ops": "import localcloud\n",  # issue #64: the local cloud is the product's, below ops/ and harness/
+        "harness": "import localcloud\n",
+        "localcloud": "import emulator\n",
     }
     run = _lint_probe(tmp_path, allowed)  # siblings joined by ':', a layer below, the bottom layer
     assert run.returncode == 0 and "0 broken" in run.stdout, run.stdout[-3000:]
@@ -95,6 +98,8 @@ def test_the_repositorys_own_contracts_allow_what_the_layers_allow(tmp_path: Pat
         # issue #42: the supervisor reads a live stack through stackview/, never through watch/
         ({"supervisor": "import watch\n"}, "the layers of docs/ARCHITECTURE.md"),
         ({"stackview": "import ops\n"}, "the layers of docs/ARCHITECTURE.md"),
+        ({"ops": "import harness\n"}, "the layers of docs/ARCHITECTURE.md"),  # issue #64: tools, not tests
+        ({"localcloud": "import harness\n"}, "the layers of docs/ARCHITECTURE.md"),
         ({"ops": "import tests\n"}, "no package imports tests/"),
         ({"policy": "import train\n"}, "policy/ imports only facts/ and common/"),
         ({"forecast": "import providers\n"}, "forecast/ imports only facts/, stackconfig/ and common/"),

@@ -1,7 +1,7 @@
 """The local demo's own configuration trains (issue #33): `scripts/up dev` as root, then `scripts/watch dev
 --once --json` shows training steps advancing and a checkpoint lands in dev's bucket, which keeps its TLS-only
-policy (the demo's moto serves HTTPS; harness/moto_server.py). `prod` the same on 8 emulated hosts is asked by
-`trains` here from tests/e2e/test_restart.py's hosts case, whose first boot it is.
+policy (the demo's moto serves HTTPS; localcloud/moto_server.py). `prod` the same on 8 emulated hosts is asked
+by `trains` here from tests/e2e/test_restart.py's hosts case, whose first boot it is.
 
 Exactly what a user runs: scripts/up, scripts/watch and scripts/local-runpod with their state in a temporary
 directory, the demo's node settings (scripts/local-runpod's DEMO_NODE_ENV: CPU, gloo, train/train.py).

@@ -70,7 +70,7 @@ class Demo:
         self._endpoints: dict[str, str] | None = None  # `scripts/local-runpod env` since the last script
 
     def last_ports(self) -> None:
-        """Seed the state's last ports (ops/local_runpod.py: a server takes its last port when free) with
+        """Seed the state's last ports (localcloud/servers.py: a server takes its last port when free) with
         free ones that no other process is given meanwhile; moto's only without hosts, where it listens on
         loopback (with hosts, on the bridge's address, not known before the start)."""
         state = Path(self.env["TRAINSTACK_STATE_DIR"])

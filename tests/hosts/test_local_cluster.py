@@ -83,7 +83,7 @@ class Cluster:
 
     def tls_only_policy_kept(self) -> None:
         """The bucket keeps the provider's TLS-only policy: the nodes' HTTPS uploads pass it, as on AWS
-        (harness/moto_server.py evaluates its condition; stock moto denied every object request)."""
+        (localcloud/moto_server.py evaluates its condition; stock moto denied every object request)."""
         assert "aws:SecureTransport" in self.s3.get_bucket_policy(Bucket=BUCKET)["Policy"]
 
     def up(self, *extra: str, preview: bool = False) -> str:

@@ -22,7 +22,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from harness.local import start_moto_s3
-from harness.moto_server import applicable_policy, atomic_puts
+from localcloud.moto_server import applicable_policy, atomic_puts
 from providers.s3.client import tls_only_policy
 
 
@@ -107,7 +107,7 @@ def test_the_tls_only_policy_refuses_plain_http_and_lets_https_through(tmp_path:
 def test_the_server_handles_one_put_object_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
     """S3's conditional writes are atomic; moto's PutObject checks If-None-Match / If-Match and then stores,
     each request on a thread of its own (two supervisors both took the lease in CI, supervisor/store.py).
-    harness.moto_server's `atomic_puts` lets one in at a time: a second request arrives while the first is
+    localcloud.moto_server's `atomic_puts` lets one in at a time: a second request arrives while the first is
     inside, and it must not get in before the first is out."""
     from moto.s3.responses import S3Response
 

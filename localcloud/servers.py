@@ -6,19 +6,20 @@ Extra serve flags for the emulator may be passed in LOCAL_RUNPOD_ARGS (e.g. "--o
 As root (with sshd installed) RUNNING pods become emulated hosts (emulator/hosts.py): moto then listens on
 the hosts' bridge (the server's own, 10.250.N.1; emulator/netslot.py) so nodes reach it, and a local SSH key
 (state dir, ssh/id_ed25519) is accepted by every node; `env` exports TRAINSTACK_SSH_KEY.
-LOCAL_RUNPOD_ARGS="--hosts off" keeps it control-plane only. moto serves HTTPS (harness/moto_server.py) with a
-certificate made here for its address (state dir, s3/s3.crt): the checkpoint bucket's TLS-only policy is as
-strict as on AWS, and the nodes and the providers trust it through AWS_CA_BUNDLE.
+LOCAL_RUNPOD_ARGS="--hosts off" keeps it control-plane only. moto serves HTTPS (localcloud/moto_server.py)
+with a certificate made here for its address (state dir, s3/s3.crt): the checkpoint bucket's TLS-only policy
+is as strict as on AWS, and the nodes and the providers trust it through AWS_CA_BUNDLE.
 Stable endpoints per checkout: each server gets the port it had last time when that port is free
 (LOCAL_RUNPOD_PORT forces the emulator's). The emulator keeps its state (SQLite) across restarts; moto keeps
 nothing. `env` exports TRAINSTACK_LOCAL_BOOT, which changes whenever either server was (re)started: `up`
 refreshes a stack when it differs from the one the stack's last `up` saw.
-The servers run through harness/local.py's commands, the same ones the tests start.
+The servers run through localcloud/processes.py's commands, the same ones the tests start (harness/local.py).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import shlex
@@ -28,7 +29,7 @@ import socket
 import ssl
 import subprocess
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,10 +37,13 @@ from common import process
 from common.cachedir import cache_dir
 from common.errors import TrainstackError
 from emulator.keys import DEFAULT_API_KEY
-from harness.local import REPO, _wait, emulator_command, free_port, moto_command
+from localcloud.processes import REPO, emulator_command, free_port, moto_command, wait_until
 
 NAMES = ("emulator", "moto")
-READY_S = 30.0
+# How long a start may take before it is called failed (30 s stretched by the tests' deadline scale, 3, as
+# it was when these servers ran through the harness's wait).
+READY_S = 90.0
+STOP_S = 30.0
 
 
 class LocalRunPodError(TrainstackError):
@@ -119,9 +123,9 @@ class Servers:
         self._file(f"{name}.pid").write_text(f"{process.pid}\n")
         return process
 
-    def _wait(self, check: object, name: str, process: subprocess.Popen[bytes]) -> None:
+    def _wait(self, check: Callable[[], object], name: str, process: subprocess.Popen[bytes]) -> None:
         try:
-            _wait(check, f"local-runpod: the {name}", READY_S, process)
+            wait_until(check, f"local-runpod: the {name}", READY_S, process)
         except (RuntimeError, TimeoutError) as exc:
             raise LocalRunPodError(f"{exc}; see {self._file(f'{name}.log')}") from None
 
@@ -257,9 +261,13 @@ class Servers:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGTERM)
                 with contextlib.suppress(TimeoutError, RuntimeError):
-                    _wait(lambda pid=pid: not _exists(pid), f"{name} stopping", 10.0)
+                    wait_until(functools.partial(_gone, pid), f"{name} stopping", STOP_S)
             self._file(f"{name}.pid").unlink(missing_ok=True)
             self._file(f"{name}.port").unlink(missing_ok=True)
+
+
+def _gone(pid: int) -> bool:
+    return not _exists(pid)
 
 
 def _exists(pid: int) -> bool:

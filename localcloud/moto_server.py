@@ -1,7 +1,8 @@
 """moto's S3 server as the tests and the local demo run it: a socket timeout, and bucket policies whose
 `aws:SecureTransport` condition is evaluated against the request, as AWS does.
 
-    python -m harness.moto_server SOCKET_TIMEOUT_S [moto_server's arguments: -H HOST -p PORT -s -c CRT -k KEY]
+    python -m localcloud.moto_server SOCKET_TIMEOUT_S [moto_server's arguments: -H HOST -p PORT -s -c CRT
+        -k KEY]
 
 Why the policy part: the checkpoint bucket carries a `DenyInsecureTransport` statement (Deny s3:* when
 `aws:SecureTransport` is "false"; providers/s3/client.py). moto 5.x does not evaluate a `Bool` condition
@@ -9,7 +10,7 @@ Why the policy part: the checkpoint bucket carries a `DenyInsecureTransport` sta
 applied that Deny to every object request, over HTTPS too: nothing could write a checkpoint. Here a bucket
 statement with a condition is kept only when its condition holds for the request (`aws:SecureTransport` is
 "true" exactly when the request came over TLS), and moto's own matching does the rest. So the policy stays
-as strict as on AWS: a plain-HTTP request is still refused (tests/harness/test_moto_server.py shows both).
+as strict as on AWS: a plain-HTTP request is still refused (tests/localcloud/test_moto_server.py shows both).
 
 Why the timeout: over TLS werkzeug's server wraps its listening socket, so each TLS handshake runs inside
 accept() on the one thread that accepts: a client that connects and then vanishes (an emulated host whose

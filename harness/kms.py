@@ -18,31 +18,35 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from typing import Any
 from urllib.parse import urlencode
 
 ALIAS = "alias/trainstack-tests"
 REGION = "us-east-1"
-_made: set[str] = set()  # the moto endpoints the key was made in, by this process
+_clients: dict[tuple[str, str | None], Any] = {}  # a KMS client per moto endpoint, made once by this process
 _lock = threading.Lock()
 
 
 def secrets_provider(endpoint: str, ca_bundle: str | None = None) -> str:
-    """The `--secrets-provider` URL of the tests' key in the moto at `endpoint`, made there on first use.
+    """The `--secrets-provider` URL of the tests' key in the moto at `endpoint`, made there when missing.
 
-    The CLI reads the AWS credentials from its environment (the tests' `testing` pair) and, for a moto over
-    HTTPS, its certificate from AWS_CA_BUNDLE, as the S3 clients do."""
+    Asked of moto on every call (one request; the client is kept): a moto restarted on the same endpoint
+    keeps nothing, and a key remembered as made would be one the CLI can no longer find (issue #62). The CLI
+    reads the AWS credentials from its environment (the tests' `testing` pair) and, for a moto over HTTPS,
+    its certificate from AWS_CA_BUNDLE, as the S3 clients do."""
     with _lock:
-        if endpoint not in _made:
-            _make_key(endpoint, ca_bundle)
-            _made.add(endpoint)
+        kms = _clients.get((endpoint, ca_bundle))
+        if kms is None:
+            kms = _clients[(endpoint, ca_bundle)] = _client(endpoint, ca_bundle)
+        _make_key(kms)
         query = urlencode({"region": REGION, "endpoint": endpoint})
         return f"awskms://{ALIAS}?{query}"
 
 
-def _make_key(endpoint: str, ca_bundle: str | None) -> None:
+def _client(endpoint: str, ca_bundle: str | None) -> Any:
     import boto3
 
-    kms = boto3.client(
+    return boto3.client(
         "kms",
         endpoint_url=endpoint,
         region_name=REGION,
@@ -50,9 +54,16 @@ def _make_key(endpoint: str, ca_bundle: str | None) -> None:
         aws_secret_access_key="testing",  # noqa: S106 (moto's documented test credentials)
         verify=ca_bundle or None,
     )
-    aliases = {a["AliasName"] for a in kms.list_aliases()["Aliases"]}
-    if ALIAS not in aliases:  # another process of the suite made it in this moto already
-        key = kms.create_key(Description="trainstack tests: stack secrets")["KeyMetadata"]["KeyId"]
-        # Made meanwhile by another worker: theirs serves as well.
-        with contextlib.suppress(kms.exceptions.AlreadyExistsException):
-            kms.create_alias(AliasName=ALIAS, TargetKeyId=key)
+
+
+def _make_key(kms: Any) -> None:
+    """The alias and its key, unless this moto has them (made by another process of the suite, or before)."""
+    try:
+        kms.describe_key(KeyId=ALIAS)
+        return
+    except kms.exceptions.NotFoundException:
+        pass
+    key = kms.create_key(Description="trainstack tests: stack secrets")["KeyMetadata"]["KeyId"]
+    # Made meanwhile by another worker: theirs serves as well.
+    with contextlib.suppress(kms.exceptions.AlreadyExistsException):
+        kms.create_alias(AliasName=ALIAS, TargetKeyId=key)

@@ -33,7 +33,9 @@ WATCH_TIMEOUT_S = 5.0
 WATCH_DEADLINE_S = 10.0
 
 
-def _client() -> RunPodClient:
+def view_client() -> RunPodClient:
+    """The RunPod client of every read a view makes (billing, logs, the account's unowned resources): the
+    short per-request timeout and retry deadline above."""
     from providers.runpod.client import RunPodClient  # the RunPod records load only when RunPod is asked
 
     return RunPodClient.from_env(timeout_s=WATCH_TIMEOUT_S, deadline_s=WATCH_DEADLINE_S)
@@ -395,7 +397,7 @@ def billed_usd(
     if ids.cluster_id:
         clusters.add(ids.cluster_id)
     total = 0.0
-    with client or _client() as client:
+    with client or view_client() as client:
         if pods:
             body = client.request("GET", "/v2/billing/pods", query={"bucketSize": "day"})
             total += _sum(body, lambda record: record.get("podId") in pods)
@@ -423,7 +425,7 @@ def pod_logs(
 ) -> dict[str, list[str]]:
     """The last log lines of pods SSH never reached (REST v2 `GET /v2/pods/{id}/logs`, an SSE backfill)."""
     out: dict[str, list[str]] = {}
-    with client or _client() as client:
+    with client or view_client() as client:
         for pod_id in pod_ids:
             out[pod_id] = client.pod_log_tail(pod_id, lines)
     return out

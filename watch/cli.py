@@ -51,14 +51,14 @@ RECONCILE_EVERY_MIN = 15.0  # how often the live view looks for unowned billed r
 def account_unowned(cwd: Path, client: Any = None, now: float | None = None) -> tuple[dict[str, Any], ...]:
     """Every billed resource of the account that no stack's state holds: `scripts/reconcile`'s findings,
     read only (ops/reconcile.py). Raises when the account or a state cannot be read. `client`: a RunPod
-    client to read with (None: one from the environment, as the watch's billing does); `now`: the clock the
-    ages are taken on (None: this machine's)."""
+    client to read with (None: `stackview.sources.view_client`, the short deadline of the view's other
+    reads); `now`: the clock the ages are taken on (None: this machine's)."""
     from ops import reconcile  # the account-wide read loads only when asked
-    from providers.runpod.client import RunPodClient
+    from stackview.sources import view_client
 
     with contextlib.ExitStack() as owned:
-        if client is None:
-            client = owned.enter_context(RunPodClient.from_env())
+        if client is None:  # the view's short deadline, as its other reads: never the providers' 180 s
+            client = owned.enter_context(view_client())
         project, at = reconcile.project_name(cwd), time.time() if now is None else now
         found = reconcile.unowned(client, cwd, project=project, now=at)
     return tuple(

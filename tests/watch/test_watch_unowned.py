@@ -129,3 +129,24 @@ def test_the_account_is_read_once_per_period_and_a_failure_stands_until_the_next
 def test_a_negative_reconcile_period_is_bad_use(value: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["dev", "--cwd", ".", "--once", "--reconcile-every", value]) == cli.EXIT_USAGE
     assert "--reconcile-every must be 0 (never) or more minutes" in capsys.readouterr().err
+
+
+def test_the_unowned_check_reads_with_the_views_short_deadline(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue #62: with the local RunPod stopped, `scripts/watch dev --once` was silent for 188 s: this check
+    built its client with the providers' 180 s retry deadline, where every other read of the view gives up
+    in 10 s. The client it builds is asked for its deadline, not timed."""
+    monkeypatch.setenv("RUNPOD_API_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("RUNPOD_API_KEY", "local-runpod-key")
+    seen: list[Any] = []
+
+    def unowned(client: Any, cwd: Path, **_: Any) -> list[reconcile.Finding]:
+        seen.append(client)
+        return []
+
+    monkeypatch.setattr(reconcile, "unowned", unowned)
+    assert cli.account_unowned(project) == ()
+    (client,) = seen
+    assert client.deadline_s == sources.WATCH_DEADLINE_S
+    assert client._http.timeout.read == sources.WATCH_TIMEOUT_S

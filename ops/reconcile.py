@@ -12,8 +12,8 @@ holds is **unowned**, and is reported with its $/h and age: one line each on std
 2. it is in **no** stack's state, every stack's state was read (one unreadable state and nothing is
    deleted: that state might hold it), and the stack its mark names is in the backend (a mark of a stack
    the backend does not know is more likely a wrong `PULUMI_BACKEND_URL` than a loss: reported);
-3. it is **older than the grace period** (`--grace-hours`, 6): a create in flight is billed before its
-   `pulumi up` records it.
+3. it is **older than the grace period** (`--grace-hours`, 6; at least 1, a finite number: `nan`, `inf` or
+   less than 1 is refused with exit 2): a create in flight is billed before its `pulumi up` records it.
 
     scripts/reconcile [--delete] [--grace-hours H] [--project NAME] [--cwd DIR]
 
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import sys
@@ -45,6 +46,7 @@ from ops.ownership import Kind
 
 EXIT_CLEAN, EXIT_UNOWNED, EXIT_NOT_CHECKED = 0, 1, 2
 DEFAULT_GRACE_H = 6.0
+MIN_GRACE_H = 1.0  # a create in flight (a cluster waits for every member) is recorded well within it
 REPO = Path(__file__).resolve().parents[1]
 _STACK = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")  # Pulumi's stack-name characters
 _SECRET_MARK = re.compile(r"^trainstack stack (?P<stack>[A-Za-z0-9_.-]{1,100}): (?P<env>[A-Z][A-Z0-9_]*)$")
@@ -141,10 +143,23 @@ def marked_stack(resource: Billed, project: str) -> str | None:
     return None  # a network volume carries no mark (ops/ownership.py)
 
 
+def grace_problem(hours: float) -> str | None:
+    """None for a grace a round may use; else the one line naming the flag and the fix."""
+    if math.isfinite(hours) and hours >= MIN_GRACE_H:
+        return None
+    return (
+        f"--grace-hours {hours:g}: must be a finite number of hours, at least {MIN_GRACE_H:g} (a create in "
+        f"flight bills before its `pulumi up` records it); pass e.g. --grace-hours {DEFAULT_GRACE_H:g}"
+    )
+
+
 def reconcile(
     billed: Iterable[Billed], states: Mapping[str, set[str]], project: str, now: float, grace_s: float
 ) -> list[Finding]:
-    """The unowned resources, in deletion order, each with its action; pure."""
+    """The unowned resources, in deletion order, each with its action; pure. A grace that is not a finite
+    number of at least MIN_GRACE_H hours is a ValueError: nothing young may ever be called lost."""
+    if grace_problem(grace_s / 3600) is not None or not math.isfinite(now):
+        raise ValueError(f"reconcile: grace {grace_s!r} s or clock {now!r} is not one a round may use")
     owned = set().union(*states.values()) if states else set()
     found: list[Finding] = []
     for r in billed:
@@ -283,6 +298,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--project", help="default: Pulumi.yaml's name")
     p.add_argument("--cwd", type=Path, default=REPO, help="the Pulumi project (its backend holds the states)")
     args = p.parse_args(argv)
+    problem = grace_problem(args.grace_hours)
+    if problem:
+        print(f"scripts/reconcile: {problem}", file=sys.stderr)
+        return EXIT_NOT_CHECKED  # 2: bad use, nothing read or deleted
     project = args.project or project_name(args.cwd)
 
     from providers.errors import TrainstackError

@@ -161,3 +161,27 @@ def test_pulumi_states_reads_every_backend_stack_and_none_when_one_fails(
     monkeypatch.setenv("BREAK_PROD", "1")
     assert reconcile.pulumi_states(tmp_path, said.append, str(fake)) is None
     assert "no such stack" in said[-1]
+
+
+@pytest.mark.parametrize("hours", ["nan", "-1", "inf", "0", "0.5"])
+def test_a_grace_that_would_call_a_create_in_flight_lost_is_refused(
+    hours: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue #62: `--grace-hours nan` or `-1` deleted a pod created seconds ago (a create in flight). Refused
+    with exit 2 before anything is read (no RunPod key needed, no state read)."""
+    assert reconcile.main(["--delete", "--grace-hours", hours, "--project", PROJECT]) == 2
+    err = capsys.readouterr().err
+    assert f"--grace-hours {float(hours):g}: must be a finite number of hours, at least 1" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_a_pod_created_seconds_ago_is_never_deleted() -> None:
+    young = Billed("pod", "p1", "trainstack-dev-pod-1", 3.99, "trainstack/dev", created=1000.0)
+    states = {"dev": set[str]()}
+    [finding] = reconcile.reconcile(
+        [young], states, PROJECT, now=1005.0, grace_s=reconcile.MIN_GRACE_H * 3600
+    )
+    assert finding.action == "report" and "younger than the grace" in finding.reason
+    for grace_s in (float("nan"), -3600.0, float("inf"), 0.0):
+        with pytest.raises(ValueError):
+            reconcile.reconcile([young], states, PROJECT, now=1005.0, grace_s=grace_s)

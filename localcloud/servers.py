@@ -74,15 +74,16 @@ def demo_node_env(env: Mapping[str, str]) -> list[str]:
 
 @dataclass(frozen=True)
 class Servers:
-    """The two servers' state folder and the key the emulator takes."""
+    """The two servers' state folder and the key the emulator takes: always the local RunPod's own
+    (emulator/keys.py), never a RUNPOD_API_KEY of the shell, which may be the team's real key: `start` and
+    `env` print the key they export (issue #62)."""
 
     state: Path
-    key: str
+    key: str = DEFAULT_API_KEY
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Servers:
-        state = Path(env.get("TRAINSTACK_STATE_DIR") or REPO / ".state" / "local-runpod")
-        return cls(state, env.get("RUNPOD_API_KEY") or DEFAULT_API_KEY)
+        return cls(Path(env.get("TRAINSTACK_STATE_DIR") or REPO / ".state" / "local-runpod"))
 
     def _file(self, name: str) -> Path:
         return self.state / name
@@ -140,7 +141,7 @@ class Servers:
             raise LocalRunPodError(f"local-runpod: {exc}") from None
         marker = self.state / "emulator" / "server.json"
         marker.unlink(missing_ok=True)
-        child = {**env, "PYTHONPATH": str(REPO), "RUNPOD_API_KEY": self.key}
+        child = {**_without_shell_keys(env), "PYTHONPATH": str(REPO), "RUNPOD_API_KEY": self.key}
         if shutil.which("ssh-keygen"):
             key = self.state / "ssh" / "id_ed25519"
             if not key.is_file():
@@ -204,7 +205,9 @@ class Servers:
         port = self._last_port("moto", host) or free_port(host)  # the stack's S3 endpoint stays what it was
         cert, key = self._certificate(host)
         process = self._spawn(
-            "moto", moto_command(host, port, (cert, key), 30), {**env, "PYTHONPATH": str(REPO)}
+            "moto",
+            moto_command(host, port, (cert, key), 30),
+            {**_without_shell_keys(env), "PYTHONPATH": str(REPO)},
         )
         self._file("moto.port").write_text(f"{host}:{port}\n")
         self._file("moto.last").write_text(f"{host}:{port}\n")
@@ -268,6 +271,13 @@ class Servers:
 
 def _gone(pid: int) -> bool:
     return not _exists(pid)
+
+
+def _without_shell_keys(env: Mapping[str, str]) -> dict[str, str]:
+    """The shell's environment for a server, less the RunPod address and keys it names (maybe the team's)."""
+    return {
+        k: v for k, v in env.items() if not k.startswith("RUNPOD_API_") and k != "RUNPOD_READ_ONLY_API_KEY"
+    }
 
 
 def _exists(pid: int) -> bool:

@@ -25,7 +25,7 @@ from common.stackname import stack_name_problem
 from localcloud.servers import LocalRunPodError, Servers
 from ops import workflow
 from ops.workflow import BAD_USE, BUSY, FAILED, OK, Stop, say
-from ops.workspace import targets_local, workspace_for
+from ops.workspace import workspace_for
 
 PROG = "trainstack"
 Main = Callable[[Sequence[str]], int]
@@ -64,22 +64,11 @@ def stack_workspace(prog: str, stack: str, *, start: bool, required: bool = True
     if problem:
         say(prog, problem)
         raise Stop(BAD_USE)
+    target = workflow.decided_target(prog)  # before any read: Stop(2) on a shell that names both
     os.environ.update(pulumi.environment())
-    local = targets_local(os.environ)
-    if not local:
-        return workspace_for(stack, local, os.environ)
-    if start:
-        workflow.use_local_runpod(prog)
-    elif not os.environ.get("RUNPOD_API_URL"):
-        servers = Servers.from_env(os.environ)
-        if not servers.running():
-            say(
-                prog,
-                f"stack '{stack}' is not up here (the local RunPod is not running); run scripts/up {stack}",
-            )
-            raise Stop(BUSY)
-        os.environ.update(servers.env())
-    return workspace_for(stack, local, os.environ)
+    if target.local:
+        workflow.local_runpod_env(prog, stack, start=start)
+    return workspace_for(stack, target.local, os.environ)
 
 
 def stack_command(prog: str, main: Main, *, required: bool = True) -> Main:
@@ -105,6 +94,7 @@ def _pulumi(argv: Sequence[str]) -> int:
         say("scripts/pulumi", problem)
     if bad:
         return BAD_USE
+    workflow.decided_target("scripts/pulumi")  # its engine reaches RunPod with this shell's variables
     workflow.bootstrap("scripts/pulumi", "--no-test-tools")
     os.chdir(pulumi.REPO)
     env = pulumi.environment()
@@ -120,21 +110,51 @@ PULUMI_HELP = (
 )
 
 
+# The stack subcommands whose first positional argument is a stack name (`stack rename NEW`: the new one).
+_POSITIONAL_STACK = ("select", "init", "rm", "rename")
+# Pulumi's flags (besides --stack/-s) that take a value, so the next word is not a positional argument;
+# and its one-letter ones that take the rest of their word (-C dir, -m message, -c config, -t target, -p N).
+_VALUE_FLAGS = ("--secrets-provider", "--copy-config-from", "--cwd", "--message", "--config", "--target")
+_VALUE_LETTERS = "Cmctp"
+
+
 def _named_stacks(argv: Sequence[str]) -> list[str]:
-    """The stacks a Pulumi command line names: --stack/-s NAME, --stack=NAME, `stack select|init|rm NAME`."""
+    """The stacks a Pulumi command line names, parsed as Pulumi's flag parser (pflag) reads them:
+    `--stack NAME`, `--stack=NAME`, `-s NAME`, `-sNAME`, `-s=NAME`, `-s` last in a cluster of one-letter
+    flags (`-ys NAME`), and `stack select|init|rm|rename NAME`."""
     names: list[str] = []
-    positional = list(argv[:2]) in (["stack", "select"], ["stack", "init"], ["stack", "rm"])
-    prev = ""
-    for arg in argv[2 if positional else 0 :]:
-        if prev in ("--stack", "-s"):
+    positional = len(argv) > 1 and argv[0] == "stack" and argv[1] in _POSITIONAL_STACK
+    args = list(argv[2 if positional else 0 :])
+    i = 0
+    while i < len(args):
+        arg, following = args[i], args[i + 1] if i + 1 < len(args) else None
+        i += 1
+        if arg == "--":  # the rest are arguments, never flags
+            names += args[i : i + 1] if positional else []
+            break
+        if arg.startswith("--"):
+            flag, eq, value = arg.partition("=")
+            if flag == "--stack":
+                names += [value] if eq else [following] if following is not None else []
+                i += 0 if eq else 1
+            elif flag in _VALUE_FLAGS and not eq:
+                i += 1
+            continue
+        if arg.startswith("-") and len(arg) > 1:
+            for at, letter in enumerate(arg[1:], start=2):
+                rest = arg[at:]
+                if letter == "s":  # the stack: the rest of the word (after an optional '='), or the next
+                    value = rest.removeprefix("=")
+                    names += [value] if value else [following] if following is not None else []
+                    i += 0 if value else 1
+                    break
+                if letter in _VALUE_LETTERS:  # another flag's value: the rest of the word, or the next
+                    i += 0 if rest else 1
+                    break
+            continue
+        if positional:
             names.append(arg)
-        elif prev not in ("--secrets-provider", "--copy-config-from", "-C", "--cwd"):
-            if arg.startswith("--stack="):
-                names.append(arg.removeprefix("--stack="))
-            elif positional and not arg.startswith("-"):
-                names.append(arg)
-                positional = False
-        prev = arg
+            positional = False
     return names
 
 
@@ -148,6 +168,7 @@ def _reconcile(argv: Sequence[str]) -> int:
     from ops.reconcile import main
 
     if not wants_help(argv):
+        workflow.decided_target("scripts/reconcile")  # the account and the states: one decision
         os.environ.update(pulumi.environment())
     return main(argv)
 

@@ -24,7 +24,7 @@ from common.stackname import stack_name_problem
 from localcloud.servers import LocalRunPodError, Servers
 from ops import backend_repair, pending_deletes, stale_lock
 from ops.stacklock import StackLocked, held
-from ops.workspace import local_root, prepare, targets_local, workspace_for
+from ops.workspace import Target, TargetConflict, local_root, prepare, resolve_target, workspace_for
 from stackconfig import files
 
 OK, FAILED, BAD_USE, BUSY = 0, 1, 2, 3
@@ -56,8 +56,30 @@ def checked_stack(prog: str, stack: str) -> None:
         raise Stop(BAD_USE)
 
 
-def _real_url() -> str:
-    return os.environ.get("RUNPOD_API_URL") or "https://api.runpod.io"
+def decided_target(prog: str) -> Target:
+    """This shell's target (ops/workspace.py's one rule), decided before anything is read: Stop(2) with the
+    one line naming the variables and the fix when the shell names the local demo and the real RunPod."""
+    try:
+        return resolve_target(os.environ)
+    except TargetConflict as exc:
+        say(prog, f"refused: {exc}")
+        raise Stop(BAD_USE) from None
+
+
+def local_runpod_env(prog: str, stack: str, *, start: bool) -> None:
+    """Point this process at the local RunPod when the shell names no loopback URL: started when `start`,
+    else read from the running one, else Stop(3). Never left to the providers' default URL (the real
+    RunPod's), which a real RUNPOD_API_KEY in the shell would then reach."""
+    if start:
+        use_local_runpod(prog)
+        return
+    if os.environ.get("RUNPOD_API_URL"):
+        return  # a loopback URL (the target rule said local): the local RunPod already
+    servers = Servers.from_env(os.environ)
+    if not servers.running():
+        say(prog, f"stack '{stack}' is not up here (the local RunPod is not running); run scripts/up {stack}")
+        raise Stop(BUSY)
+    os.environ.update(servers.env())
 
 
 def bootstrap(prog: str, *extra: str) -> None:
@@ -121,9 +143,10 @@ def up(stack: str, yes: bool, pulumi_args: Sequence[str]) -> int:
             say(prog, f"refusing {arg}: the policy pack's budget checks would run only after the pods exist; "
                 "drop the flag (scripts/up previews first and stops before anything is created)")  # fmt: skip
             return BAD_USE
+    target = decided_target(prog)
     try:
         with held(stack, os.environ, write_pid=True):
-            return _up(prog, stack, yes, pulumi_args)
+            return _up(prog, stack, yes, pulumi_args, target)
     except StackLocked as exc:
         say(prog, f"another scripts/up of '{stack}' is running here (pid {exc.pid}); wait for it to finish, "
             "then run this again")  # fmt: skip
@@ -144,11 +167,11 @@ def bootstrap_options(stack: str, local: bool, root: bool, stacks_dir: Path = fi
     return extra
 
 
-def _up(prog: str, stack: str, yes: bool, pulumi_args: Sequence[str]) -> int:
+def _up(prog: str, stack: str, yes: bool, pulumi_args: Sequence[str], target: Target) -> int:
     # Imported here: the light commands (`scripts/local-runpod env`, watch, supervise) never load it (#47).
     from ops import local_account, local_demo, plan_cost
 
-    local = targets_local(os.environ)
+    local = target.local
     extra = bootstrap_options(stack, local, os.geteuid() == 0)
     if "--with-torch" in extra:
         say(prog, "the demo's nodes train: making sure their torch venv (uv.lock's node group) is installed")
@@ -162,7 +185,7 @@ def _up(prog: str, stack: str, yes: bool, pulumi_args: Sequence[str]) -> int:
     if not local:
         say(
             prog,
-            f"targeting the real RunPod ({_real_url()}) and S3",
+            f"targeting the real RunPod ({target.runpod_url}) and S3",
         )
         if plan_cost.main([stack]) != 0:
             return BAD_USE
@@ -234,24 +257,25 @@ def _up(prog: str, stack: str, yes: bool, pulumi_args: Sequence[str]) -> int:
 def down(stack: str, pulumi_args: Sequence[str]) -> int:
     prog = "scripts/down"
     checked_stack(prog, stack)
+    target = decided_target(prog)
     try:  # scripts/up's lock for the stack: never destroy what an up of it is creating
         with held(stack, os.environ, write_pid=False):
-            return _down(prog, stack, pulumi_args)
+            return _down(prog, stack, pulumi_args, target)
     except StackLocked as exc:
         say(prog, f"a scripts/up of '{stack}' is running here (pid {exc.pid}); let it finish first")
         return BUSY
 
 
-def _down(prog: str, stack: str, pulumi_args: Sequence[str]) -> int:
+def _down(prog: str, stack: str, pulumi_args: Sequence[str], target: Target) -> int:
     # Imported here: the light commands (`scripts/local-runpod env`, watch, supervise) never load it (#47).
     from ops import local_account, orphans
 
     bootstrap(prog, "--no-test-tools")
     os.environ.update(pulumi.environment())
-    if not targets_local(os.environ):
+    if not target.local:
         say(
             prog,
-            f"destroying '{stack}' on the real RunPod ({_real_url()}) and S3",
+            f"destroying '{stack}' on the real RunPod ({target.runpod_url}) and S3",
         )
         if pulumi.run(
             ["destroy", *pulumi_args], stack=stack, cwd=REPO, capture=False, interactive=True
@@ -315,22 +339,21 @@ def recover(stack: str, yes: bool, delete_orphans: bool, cwd: Path | None) -> in
     if problem:
         say(prog, problem)
         return BAD_USE
+    target = decided_target(prog)
     os.environ.update(pulumi.environment())
-    workspace = cwd
-    if workspace is None:
-        local = targets_local(os.environ)
-        if local and not os.environ.get("RUNPOD_API_URL"):  # a loopback URL names the local RunPod already
-            servers = Servers.from_env(os.environ)
-            if servers.running():
-                os.environ.update(servers.env())
-            else:
-                say("local-runpod", "not running; run 'scripts/local-runpod start'")
-        workspace = workspace_for(stack, local, os.environ)
+    workspace = cwd if cwd is not None else workspace_for(stack, target.local, os.environ)
+    if target.local and workspace.resolve() == REPO.resolve():
+        say(prog, f"refused: --cwd {workspace} is the repo, the real RunPod's workspace; the local demo's "
+            f"Pulumi would write its salt into the tracked stacks/Pulumi.{stack}.yaml: drop --cwd (the local "
+            f"workspace is {workspace_for(stack, True, os.environ)})")  # fmt: skip
+        return BAD_USE
     if not (workspace / "Pulumi.yaml").is_file():
         say(prog, f"no Pulumi project at {workspace}")
         return BAD_USE
     try:
         with held(stack, os.environ, write_pid=False):
+            if target.local:  # its pods live in the local RunPod: never the providers' default (real) URL
+                local_runpod_env(prog, stack, start=False)
             return _recover(prog, stack, yes, delete_orphans, workspace)
     except StackLocked as exc:
         say(prog, f"a scripts/up of '{stack}' is still running here (pid {exc.pid}); let it finish")

@@ -145,3 +145,35 @@ def test_up_asks_bootstrap_for_slurm_only_for_a_local_slurm_stack_as_root(tmp_pa
         "--with-slurm",
     ]
     assert bootstrap_options("hpc", local=False, root=True, stacks_dir=tmp_path) == ["--no-test-tools"]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["stack", "init", "-sBad_Name"],
+        ["stack", "init", "-s=Bad_Name"],
+        ["stack", "init", "--stack=Bad_Name"],
+        ["stack", "init", "--stack", "Bad_Name"],
+        ["stack", "rename", "Bad_Name"],
+        ["stack", "rename", "-s", "dev", "../up"],
+        ["config", "set", "-ys", "Bad_Name", "k", "v"],
+    ],
+)
+def test_every_spelling_of_a_stack_obeys_the_rule(
+    argv: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue #62: `-sX`, `-s=X` and `stack rename` skipped the stack-name rule (pflag reads all of them)."""
+
+    def ran(*args: object, **_: object) -> None:
+        raise AssertionError(f"pulumi ran: {args}")
+
+    monkeypatch.setattr(cli.workflow, "bootstrap", ran)
+    monkeypatch.setattr(cli.pulumi, "replace_process", ran)
+    assert trainstack(["pulumi", *argv]) == 2
+    assert "not a valid stack name" in capsys.readouterr().err
+
+
+def test_flag_values_are_not_taken_for_stacks() -> None:
+    assert cli._named_stacks(["up", "-C", "dir", "-s", "a", "-m", "Some_Message"]) == ["a"]
+    assert cli._named_stacks(["up", "-tstacks", "--stack", "b"]) == ["b"]
+    assert cli._named_stacks(["stack", "rename", "-s", "dev", "dev-red"]) == ["dev", "dev-red"]

@@ -21,7 +21,9 @@ LOCAL_ENV = {"RUNPOD_API_KEY": "local-runpod-key", "RUNPOD_API_URL": "http://127
 
 def _targets_local(**env: str) -> bool:
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("RUNPOD_", "TRAINSTACK_LOCAL"))}
-    return targets_local({**clean, **env})
+    # A file backend of its own: neither the local demo's (refused with a real target) nor a shared one
+    # (refused with the local one); tests/ops/test_target.py holds those refusals.
+    return targets_local({**clean, "PULUMI_BACKEND_URL": "file:///tmp/a-backend-of-its-own", **env})
 
 
 @pytest.mark.parametrize(

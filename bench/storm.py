@@ -1,7 +1,8 @@
 """The fault storm, as root on the local RunPod with emulated hosts: a 4-node CPU Instant Cluster
 (the local-cpu stack) trains while one node's host is killed (its pod lost), one rank is SIGSTOPped (a hang)
 and an XID is recorded on a node; the supervisor, driven a round at a time (`Round.run_once`, what
-`scripts/supervise --once` runs), recovers each on its own and releases the cluster when the run is done.
+`scripts/supervise --once` runs), recovers the lost node and the XID on its own, the nodes' own watchdog the
+hang (issue #66), and the supervisor releases the cluster when the run is done.
 
 The scenario is the clock, not a person: before every round the emulator's clock moves on by the supervisor's
 interval (5 min), and a round of healthy training waits (with a deadline) until the job has stepped on, so
@@ -55,6 +56,7 @@ class Recovery:
     fault: str  # host_killed, rank_stopped, xid
     fault_at: float  # the emulator's clock
     decision: str = ""
+    detected_at: float | None = None  # the deciding round's start, or when the node's restart was recorded
     resumed_at: float | None = None  # the first step of the recovered job, on the emulator's clock
     resumed_from: int | None = None  # the checkpoint step it resumed from
     loss_before: float | None = None  # the loss logged at that step before the fault
@@ -64,6 +66,13 @@ class Recovery:
     @property
     def minutes(self) -> float | None:
         return None if self.resumed_at is None else (self.resumed_at - self.fault_at) / 60
+
+    @property
+    def split(self) -> tuple[float, float] | None:
+        """(detection, the rest up to the first resumed step) in minutes: where the fault's time went."""
+        if self.resumed_at is None or self.detected_at is None:
+            return None
+        return (self.detected_at - self.fault_at) / 60, (self.resumed_at - self.detected_at) / 60
 
 
 @dataclass
@@ -90,7 +99,7 @@ class Result:
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
-        out["recoveries"] = [asdict(r) | {"minutes": r.minutes} for r in self.recoveries]
+        out["recoveries"] = [asdict(r) | {"minutes": r.minutes, "split": r.split} for r in self.recoveries]
         return out
 
 
@@ -221,6 +230,7 @@ class Scenario:
         rec = Recovery("host_killed", self.admin.now())
         self.storm.kill_host(victim["pod_id"])
         rec.decision = self.clock.ticks_until("node_lost", 3, wait_for_progress=False)
+        rec.detected_at = self.clock.round_at
         self.result.recoveries.append(rec)
         self.resumed(rec)
 
@@ -231,13 +241,21 @@ class Scenario:
         pid = self.storm.stop_worker(victim["pod_id"])
         self.result.stopped_rank, self.result.stopped_pid = int(victim["rank"]), pid
         rec = Recovery("rank_stopped", self.admin.now())
-        # No step any more: rounds with nothing to wait for, until stalled_after_min (20) has passed.
-        rec.decision = self.clock.ticks_until("stalled", 8, wait_for_progress=False)
-        self.result.diagnostics = next(
-            (m for m in reversed(self.storm.receiver.texts) if "diagnostics" in m), ""
+        # The node's own watchdog (train/node/watchdog.py, issue #66) calls the hang by its pace, takes
+        # its diagnostics and ends the node's ranks; torchrun restarts them. No round runs meanwhile: the
+        # emulator's clock moves at wall time, so the fault's minutes are the node's own.
+        before = len(self.storm.node_restarts())
+        restart = wait_for(
+            lambda: next((r for r in self.storm.node_restarts()[before:] if r.get("cause") == "hang"), None),
+            "the node's watchdog restarting the hung ranks",
+            600,
+            self.diagnose,
         )
+        rec.decision = f"node_restart: {restart.get('reason')} (node {restart.get('node')})"
+        rec.detected_at = self.admin.now()  # within the wait's poll of the node's record
         self.result.recoveries.append(rec)
         self.resumed(rec)
+        self.result.diagnostics = self.storm.node_bundle_summary(victim["pod_id"])
 
     def xid(self) -> None:
         self._not_finished("the XID")
@@ -265,6 +283,7 @@ class Scenario:
 
         wait_for(firing, "the XID alert firing", 60, self.diagnose)
         rec.decision = self.clock.ticks_until("node_unhealthy", 8, wait_for_progress=True)
+        rec.detected_at = self.clock.round_at
         self.result.recoveries.append(rec)
         self.resumed(rec)
 
@@ -356,8 +375,11 @@ def run(
 
 
 BEGIN, END = "<!-- STORM-GOODPUT -->", "<!-- /STORM-GOODPUT -->"
-TARGETS = {"storm": 0.90, "no_faults": 0.98}  # issue #29's goodput targets
+TARGETS = {"storm": 0.98, "no_faults": 0.98}  # issue #66's goodput target under the storm (#29: 90 %)
 RECOVERY_TARGET_MIN = 20.0  # each fault to its first resumed step, on the emulator's clock
+# Issue #66's targets: a hang, a node lost; an XID a restart fixes <= 3 min (the storm's XID 79 needs a
+# replace, the node lost's bound applies).
+TARGET_MIN = {"rank_stopped": 4.0, "host_killed": 6.0, "xid": 6.0}
 CATEGORY_ORDER = ("productive", "provisioning", "health", "checkpoint", "lost", "recovery", "idle")
 
 
@@ -400,15 +422,19 @@ def section(runs: dict[str, dict[str, Any]], command: str) -> str:
         lines += [
             "",
             "| fault | decision | resumed from step | fault to first resumed step (emulator's clock) "
-            "| target |",
-            "|---|---|---|---|---|",
+            "| detection / detection to first step | target |",
+            "|---|---|---|---|---|---|",
         ]
         for rec in storm["recoveries"]:
             minutes = rec.get("minutes")
-            met = "met" if minutes is not None and minutes <= RECOVERY_TARGET_MIN else "**missed**"
             shown = "not resumed" if minutes is None else f"{minutes:.1f} min"
             kind = rec["decision"].split(":", 1)[0]
-            lines.append(f"| {rec['fault']} | {kind} | {rec['resumed_from']} | {shown} | <= 20 min ({met}) |")
+            target = TARGET_MIN.get(rec["fault"], RECOVERY_TARGET_MIN)
+            met = "met" if minutes is not None and minutes <= target else "**missed**"
+            split = rec.get("split")
+            parts = "n/a" if not split else f"{split[0]:.1f} / {split[1]:.1f} min"
+            row = f"| {rec['fault']} | {kind} | {rec['resumed_from']} | {shown} | {parts} |"
+            lines.append(f"{row} <= {target:g} min ({met}) |")
     return "\n".join([*lines, END])
 
 
@@ -455,7 +481,8 @@ def main(argv: list[str] | None = None) -> int:
         print(result.ledger.get("table", ""))
         for r in result.recoveries:
             shown = "not resumed" if r.minutes is None else f"{r.minutes:.1f} min"
-            print(f"{r.fault}: resumed from step {r.resumed_from} after {shown}: {r.decision[:120]}")
+            split = "" if r.split is None else f" (detection {r.split[0]:.1f} min, then {r.split[1]:.1f} min)"
+            print(f"{r.fault}: resumed from step {r.resumed_from} after {shown}{split}: {r.decision[:120]}")
         agreement = result.ledger.get("agreement")
         if agreement is None or agreement > 0.01:
             # A ledger that does not add up to RunPod's bill measured nothing: no figure is written from it.

@@ -348,6 +348,25 @@ class Storm:
                 continue
         return out
 
+    def node_restarts(self) -> list[dict[str, Any]]:
+        """Every restart the nodes' own watchdogs recorded (train/node/watchdog.py), oldest first."""
+        out = []
+        for path in sorted((self.volume_dir() / "metrics").glob("node-restarts-*.jsonl")):
+            for line in path.read_text(errors="replace").splitlines():
+                try:
+                    out.append(json.loads(line))
+                except ValueError:
+                    continue
+        return sorted(out, key=lambda r: float(r.get("at") or 0))
+
+    def node_bundle_summary(self, pod_id: str) -> str:
+        """The summary line of the newest diagnostics bundle a node's watchdog took on that pod."""
+        found = sorted((self.volume_dir() / "diagnostics").glob(f"node-*/{pod_id}/ranks.json"))
+        try:
+            return str(json.loads(found[-1].read_text()).get("summary") or "") if found else ""
+        except (OSError, ValueError):
+            return ""
+
     def agg_row(self, rank: int) -> dict[str, Any]:
         """The aggregator's row of one node (its rows are in rank order, named by rank and address)."""
         rows = self.aggregator().get("nodes") or []
@@ -461,6 +480,7 @@ class RoundClock:
         self.finished = finished
         self.lines = lines
         self.rounds: list[tuple[str, tuple[str, ...]]] = []
+        self.round_at: float | None = None
 
     def diagnose(self) -> str:
         return "\n".join(self.lines[-40:]) + "\n" + self.storm.logs()
@@ -483,6 +503,7 @@ class RoundClock:
                 self.diagnose,
             )
         self.storm.admin.advance(INTERVAL_S + extra_s)
+        self.round_at = self.storm.admin.now()  # the round's start: where a fault it decides was detected
         record = self.run_once()
         kinds = (record.decision.kind, record.done)
         self.rounds.append(kinds)

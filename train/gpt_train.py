@@ -10,6 +10,8 @@ Environment (set by the start script; defaults let it run by hand):
   TRAINSTACK_DEVICE             cuda (nccl) or cpu (gloo); default: cuda when available
   TRAINSTACK_SHARD_INDEX/_NUM_SHARDS  which of the shards this node reads
   TRAINSTACK_PROGRESS_FILE      each node's local rank 0 appends a line per logged step
+  TRAINSTACK_BUSY_FILE          present while the ranks save a checkpoint (the node's watchdog: not a hang)
+  TRAINSTACK_PG_TIMEOUT_S       the process group's timeout (train/node/launch.py sets it from the run's pace)
                                 (the contract in train/node/progress.py)
   TRAINSTACK_PEAK_TFLOPS        the GPU's dense bf16 peak for MFU, where the device name is not in PEAK_TFLOPS
 
@@ -42,7 +44,7 @@ from train.gpt import GPT, next_token_loss
 from train.gpt_config import PRESETS, GPTConfig
 from train.node.progress import progress_line
 from train.shards import load
-from train.train import newest_checkpoint, save_checkpoint
+from train.train import busy, newest_checkpoint, pg_timeout, save_checkpoint
 
 # Dense (no sparsity) bf16 tensor-core peak per GPU, TFLOP/s, by device-name substring: NVIDIA's H100 and
 # H200 datasheets list 1,979 TFLOPS "with sparsity" for the SXM parts, half of it dense (the same figure as
@@ -188,7 +190,7 @@ def _lr(args: argparse.Namespace, step: int) -> float:
 def _setup() -> Run:
     args = parse_args()
     use_cuda = os.environ.get("TRAINSTACK_DEVICE", "cuda" if torch.cuda.is_available() else "cpu") == "cuda"
-    dist.init_process_group("nccl" if use_cuda else "gloo")
+    dist.init_process_group("nccl" if use_cuda else "gloo", timeout=pg_timeout())
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     device = torch.device(f"cuda:{local_rank}" if use_cuda else "cpu")
     if use_cuda:
@@ -251,7 +253,8 @@ def train_loop(
         losses.append(float(loss.item()))
         if args.checkpoint_every and (step % args.checkpoint_every == 0 or step == args.steps or stop):
             began = time.perf_counter()
-            save(run, model, optim, step, ckpt_dir)
+            with busy(os.environ.get("TRAINSTACK_BUSY_FILE", "") if run.local_rank == 0 else "", "saving"):
+                save(run, model, optim, step, ckpt_dir)
             saving += time.perf_counter() - began
         if step % args.log_every == 0 or stop:
             per_step = statistics.fmean(times[-args.log_every :])

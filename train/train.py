@@ -13,6 +13,8 @@ Environment (set by the start script; defaults let it run by hand under torchrun
   TRAINSTACK_STEP_SLEEP_S       pause after each step (default 0): paces CPU test runs so they last
   TRAINSTACK_PROGRESS_FILE      where each node's local rank 0 appends a progress line per logged step
                                 (the contract in train/node/progress.py; the metrics agent tails it)
+  TRAINSTACK_BUSY_FILE          present while rank 0 saves a checkpoint (the node's watchdog: not a hang)
+  TRAINSTACK_PG_TIMEOUT_S       the process group's timeout (train/node/launch.py sets it from the run's pace)
 
 torch is imported here only: it exists on the nodes, not in the project's venv.
 
@@ -30,6 +32,9 @@ import os
 import re
 import signal
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from datetime import timedelta
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -78,6 +83,42 @@ def write_progress(
         f.write(json.dumps(line, separators=(",", ":")) + "\n")
 
 
+@contextmanager
+def busy(path: str, what: str) -> Iterator[None]:
+    """The busy marker of the progress contract while `what` (saving, evaluating) runs: the node's watchdog
+    then holds the silence to its busy bound, not the step's (train/node/hang.py)."""
+    if path:
+        tmp = f"{path}.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(json.dumps({"v": 1, "what": what, "since": time.time()}))
+        os.replace(tmp, path)
+    try:
+        yield
+    finally:
+        if path:
+            with suppress(FileNotFoundError):
+                os.unlink(path)
+
+
+def pg_timeout() -> timedelta | None:
+    """The process group's timeout from TRAINSTACK_PG_TIMEOUT_S (None: PyTorch's default)."""
+    value = os.environ.get("TRAINSTACK_PG_TIMEOUT_S", "")
+    return timedelta(seconds=float(value)) if value else None
+
+
+def agreed_checkpoint(directory: Path, rank: int, world: int, device: torch.device) -> tuple[int, int]:
+    """(step, rank holding it) of the newest checkpoint any rank's node holds; (-1, 0) when none does. A
+    restart of the worker group in place (torchrun --max-restarts) finds the newest checkpoint on one node
+    only (global rank 0's): every rank must start from the same step and weights, or the collectives would
+    not match."""
+    newest = newest_checkpoint(directory)
+    steps = torch.full((world,), -1, dtype=torch.long, device=device)
+    steps[rank] = int(_CKPT_RE.match(newest.name).group(1)) if newest else -1  # type: ignore[union-attr]
+    dist.all_reduce(steps, op=dist.ReduceOp.MAX)
+    best = int(steps.max().item())
+    return best, int((steps == best).nonzero()[0].item()) if best >= 0 else 0
+
+
 def _on_term(signum: int, frame: FrameType | None) -> None:
     global _term_requested
     _term_requested = True
@@ -92,10 +133,10 @@ def _should_stop(stop_file: str, device: torch.device) -> bool:
     return bool(flag.item() > 0)
 
 
-def broadcast_weights(params: list[Any]) -> None:
-    """Every rank starts from rank 0's weights (what DistributedDataParallel does as it is built)."""
+def broadcast_weights(params: list[Any], src: int = 0) -> None:
+    """Every rank starts from rank `src`'s weights (what DistributedDataParallel does, from rank 0)."""
     for p in params:
-        dist.broadcast(p.data, src=0)
+        dist.broadcast(p.data, src=src)
 
 
 def average_gradients(params: list[Any], world: int) -> None:
@@ -141,7 +182,7 @@ def _batch(
 
 def main() -> None:
     use_cuda = os.environ.get("TRAINSTACK_DEVICE", "cuda" if torch.cuda.is_available() else "cpu") == "cuda"
-    dist.init_process_group("nccl" if use_cuda else "gloo")
+    dist.init_process_group("nccl" if use_cuda else "gloo", timeout=pg_timeout())
     rank, local_rank = dist.get_rank(), int(os.environ.get("LOCAL_RANK", "0"))
     part = (local_rank, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
     device = torch.device(f"cuda:{local_rank}" if use_cuda else "cpu")
@@ -164,17 +205,17 @@ def main() -> None:
 
     model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1)).to(device)
     params = list(model.parameters())
-    first = 0
-    newest = newest_checkpoint(ckpt_dir)
-    if newest is not None:
-        state = torch.load(newest, map_location=device)
-        model.load_state_dict(state["model"])  # an older checkpoint's "optim" (stateless SGD's) is not needed
-        first = int(state["step"])
-    if rank == 0:
-        origin = f"resumed from {newest.name}" if newest else "fresh start"
-        print(f"first step {first} ({origin})", flush=True)
     world = dist.get_world_size()
-    broadcast_weights(params)
+    best, src = agreed_checkpoint(ckpt_dir, rank, world, device)
+    first = max(best, 0)
+    if rank == src and best >= 0:
+        state = torch.load(ckpt_dir / f"step-{best:08d}.pt", map_location=device)
+        model.load_state_dict(state["model"])  # an older checkpoint's "optim" (stateless SGD's) is not needed
+    if rank == 0:
+        origin = f"resumed from step-{best:08d}.pt" if best >= 0 else "fresh start"
+        print(f"first step {first} ({origin})", flush=True)
+    broadcast_weights(params, src)
+    busy_file = os.environ.get("TRAINSTACK_BUSY_FILE", "") if rank == 0 else ""
 
     step, tick = first, time.perf_counter()
     started = last_progress = tick
@@ -191,7 +232,8 @@ def main() -> None:
         if rank == 0 and (step % every == 0 or step == steps or stop):
             began = time.perf_counter()
             state = {"model": model.state_dict(), "step": step, "lr": LR}
-            save_checkpoint(ckpt_dir, step, state)
+            with busy(busy_file, "saving"):
+                save_checkpoint(ckpt_dir, step, state)
             saving += time.perf_counter() - began
         if progress_file and step % LOG_EVERY == 0:
             now = time.perf_counter()

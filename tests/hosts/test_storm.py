@@ -1,6 +1,7 @@
 """The fault storm end to end (issue #29), as root on the local RunPod with emulated hosts: a 2-node Instant
 Cluster trains; one node's host is killed, one rank SIGSTOPped, an XID recorded on a node; the supervisor's
-rounds (driven here, the test being the clock) recover each with no human action, the run reaches its last
+rounds (driven here, the test being the clock) recover the lost node and the XID, the node's own watchdog the
+hang (issue #66: its ranks ended, torchrun's restart), each with no human action, the run reaches its last
 step with the loss continuing across every resume, the hang's diagnostics name the stopped rank, the ledger
 agrees with the emulator's bill within 1 % and the cluster is released at the end. The scenario is
 bench/storm.py on harness/storm.py (`python -m bench.storm` prints the same figures for docs/PERFORMANCE.md,
@@ -49,10 +50,10 @@ def test_a_node_lost_a_hang_and_an_xid_are_recovered_unattended(tmp_path: Path) 
     assert "node_lost" in result.recoveries[0].decision and "recreating the Instant Cluster" in (
         result.recoveries[0].decision
     )
-    assert result.recoveries[1].decision.startswith("stalled")
+    assert result.recoveries[1].decision.startswith("node_restart: no new step for")
     assert "gpu_xid" in result.recoveries[2].decision
     acted = [(k, d) for k, d in result.rounds if d]
-    assert [k for k, _ in acted] == ["node_lost", "stalled", "node_unhealthy", "finished"], result.rounds
+    assert [k for k, _ in acted] == ["node_lost", "node_unhealthy", "finished"], result.rounds
     assert result.human_actions == 0
 
     # Training resumed from a checkpoint each time and the loss went on from where it was.
@@ -84,11 +85,11 @@ def test_a_node_lost_a_hang_and_an_xid_are_recovered_unattended(tmp_path: Path) 
     # The nodes' own durations reached the ledger through the agents and node 0's aggregator: the boot's
     # health checks (the gate's record, the all-reduce sweep) and the job's checkpoint saves.
     assert ledger["gpu_hours"]["health"] > 0 and ledger["gpu_hours"]["checkpoint"] > 0, ledger["table"]
-    assert len(ledger["attempts"]) == 3 and all(a["outcome"] == "done" for a in ledger["attempts"])
+    assert len(ledger["attempts"]) == 2 and all(a["outcome"] == "done" for a in ledger["attempts"])
 
     # The team's channel says what happened, in order, with the ledger in the summary; no secret in any.
     said = [m.split("] ", 1)[-1] for m in result.messages]  # after the "[trainstack <stack>]" prefix
-    order = [next(i for i, m in enumerate(said) if m.startswith(k)) for k in ("node_lost", "stalled")]
+    order = [next(i for i, m in enumerate(said) if m.startswith(k)) for k in ("node_lost",)]
     order.append(next(i for i, m in enumerate(said) if m.startswith("node_unhealthy") and "recover:" in m))
     assert order == sorted(order), result.messages
     summary = [m for m in result.messages if "run ended" in m]

@@ -32,11 +32,12 @@ from prometheus_client import CollectorRegistry, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from train.node import healthrecord
+from train.node import hang, healthrecord, xid
 from train.node.httpserve import serve_metrics
 from train.node.nvml import THROTTLE_REASONS, FileSampler, GpuReading, NvmlSampler, Sampler, SamplerError
 from train.node.progress import Progress, ProgressTail
 from train.node.storage import Latency, LatencyFile, LatencySource, StorageProbe
+from train.node.watchdog import PACE_NAME, Watchdog, bucket_upload
 
 JSONL_MAX_BYTES = 64 << 20  # then the file moves to <name>.1 (one old file kept)
 _SIOCGIFADDR = 0x8915  # Linux ioctl: an interface's IPv4 address
@@ -58,6 +59,9 @@ class State:
     health_s: float | None = None  # the health checks' time on this boot (the health record's elapsed_s)
     errors: dict[str, int] = field(default_factory=dict)  # source -> count
     sample_seconds: float = 0.0
+    node_restarts: dict[str, int] = field(
+        default_factory=dict
+    )  # cause (hang, xid) -> restarts by the watchdog
 
 
 class Agent:
@@ -72,8 +76,10 @@ class Agent:
         jsonl: Path | None,
         log: Any = sys.stderr,
         health_record: Path | None = None,
+        watchdog: Watchdog | None = None,
     ) -> None:
         self.state, self.sampler, self.storage, self.progress = state, sampler, storage, progress
+        self.watchdog = watchdog
         self.jsonl, self._log, self.health_record = jsonl, log, health_record
         self._health_seen: tuple[int, int, int] | None = None  # the record (inode, mtime_ns, size) last read
         self._said: set[str] = set()
@@ -91,6 +97,7 @@ class Agent:
     def sample(self, now: float) -> None:
         """One round over every source; a failing source leaves its previous values and counts an error."""
         started = time.perf_counter()
+        newest: Progress | None = None
         if self.sampler is not None:
             try:
                 gpus = self.sampler.read()
@@ -119,6 +126,9 @@ class Agent:
                     self.state.malformed_lines += len(found.malformed)
                     if found.latest is not None:
                         self.state.progress, self.state.progress_seen_at = found.latest, now
+                newest = found.latest
+        if self.watchdog is not None:
+            self._watch(newest, now)
         if self.health_record is not None:
             self._read_health(self.health_record)
         with self.state.lock:
@@ -128,6 +138,20 @@ class Agent:
                 self._append(now)
             except OSError as exc:
                 self._failed("jsonl", exc)
+
+    def _watch(self, newest: Progress | None, now: float) -> None:
+        """The node's own recovery (train/node/watchdog.py); a failure of it never stops the agent."""
+        assert self.watchdog is not None
+        with self.state.lock:
+            gpus = list(self.state.gpus)
+        try:
+            done = self.watchdog.tick(newest, gpus, now)
+        except OSError as exc:
+            self._failed("watchdog", exc)
+            return
+        if done is not None:
+            with self.state.lock:
+                self.state.node_restarts[done.cause] = self.state.node_restarts.get(done.cause, 0) + 1
 
     def _read_health(self, path: Path) -> None:
         """The health checks' time, read again only when the record changed (it is written before training
@@ -241,9 +265,17 @@ class StateCollector(Collector):
         )
         for source, count in sorted(s.errors.items()):
             errors.add_metric([*node, source], count)
+        restarts = CounterMetricFamily(
+            "trainstack_agent_node_restarts",
+            "Restarts of this node's ranks by its own watchdog, by cause (hang, xid)",
+            labels=["node", "rank", "cause"],
+        )
+        for cause in ("hang", "xid"):
+            restarts.add_metric([*node, cause], s.node_restarts.get(cause, 0))
         return [
             _gauge("trainstack_agent_nvml_up", "1 when the last NVML read succeeded", node, int(s.nvml_up)),
             errors,
+            restarts,
             _gauge("trainstack_agent_sample_seconds", "Duration of the last sample", node, s.sample_seconds),
         ]
 
@@ -279,8 +311,13 @@ class StateCollector(Collector):
             ),
             "trainstack_gpu_xid_errors": (
                 CounterMetricFamily,
-                "XID errors seen since the agent started",
-                lambda g: len(g.xid_events),
+                "XID errors that need another machine (docs/RECOVERY.md), seen since the agent started",
+                lambda g: len(xid.split(g.xid_events)[1]),
+            ),
+            "trainstack_gpu_xid_restartable_errors": (
+                CounterMetricFamily,
+                "XID errors a process restart clears (the node restarts its ranks), since the agent started",
+                lambda g: len(xid.split(g.xid_events)[0]),
             ),
             "trainstack_gpu_nvlink_transmit_bytes": (
                 CounterMetricFamily,
@@ -426,6 +463,14 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--rank", default=os.environ.get("NODE_RANK", "0"))
     p.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     p.add_argument(
+        "--watchdog",
+        type=Path,
+        metavar="RUN_DIR",
+        help="restart this node's ranks on a hang or a restart-class XID (train/node/watchdog.py); the pace "
+        "for the next start goes to RUN_DIR/pace.<node>.json, the restarts to the --jsonl folder",
+    )
+    p.add_argument("--busy-file", type=Path, help="the job's busy marker (saving, evaluating)")
+    p.add_argument(
         "--replay",
         type=Path,
         help="GPU readings from this JSON list (re-read when it changes) instead of NVML: CPU hosts, tests",
@@ -436,6 +481,32 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
         help="storage latency from this JSON object (re-read each sample) instead of probing: tests",
     )
     return p.parse_args(argv)
+
+
+def _watchdog(args: argparse.Namespace) -> Watchdog | None:
+    """The node's own recovery, when asked for; bad TRAINSTACK_HANG_* values: exit 2 naming the variable."""
+    if args.watchdog is None:
+        return None
+    try:
+        bounds = hang.bounds_from_env()
+    except ValueError as exc:
+        print(f"[trainstack agent] {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    metrics = args.jsonl.parent if args.jsonl else args.watchdog
+    bucket, run_id = os.environ.get("TRAINSTACK_CHECKPOINT_BUCKET"), os.environ.get("TRAINSTACK_RUN_ID")
+    args.watchdog.mkdir(parents=True, exist_ok=True)
+    metrics.mkdir(parents=True, exist_ok=True)
+    return Watchdog(
+        args.node,
+        bounds,
+        args.busy_file,
+        metrics / f"node-restarts-{args.node}.jsonl",
+        pace_file=args.watchdog / PACE_NAME.format(node=args.node),
+        bundles=args.watchdog.parent / "diagnostics",  # the workdir's, beside the supervisor's bundles
+        trace_prefix=os.environ.get("TORCH_NCCL_DEBUG_INFO_TEMP_FILE"),
+        upload=bucket_upload(bucket, run_id) if bucket and run_id else None,
+        log=lambda text: print(f"[trainstack agent] {text}", file=sys.stderr, flush=True),
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -459,7 +530,10 @@ def main(argv: list[str] | None = None) -> int:
     elif args.checkpoint_dir:
         storage = StorageProbe(args.checkpoint_dir)
     tail = ProgressTail(args.progress_file) if args.progress_file else None
-    agent = Agent(state, sampler, storage, tail, args.jsonl, health_record=args.health_record)
+    watchdog = _watchdog(args)
+    agent = Agent(
+        state, sampler, storage, tail, args.jsonl, health_record=args.health_record, watchdog=watchdog
+    )
     registry = CollectorRegistry()
     registry.register(StateCollector(state))
     ProcessCollector(registry=registry)  # the agent's own CPU time and memory, for its cost budget

@@ -27,6 +27,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -159,8 +160,11 @@ def bundle(out: Path, node: str, found: Sequence[Rank], trace_prefix: str | None
             {"node": node, "summary": summary(node, found), "ranks": [asdict(r) for r in found]}, indent=2
         )
     )
-    for r in found:
-        (out / f"py-spy-rank{r.rank}-pid{r.pid}.txt").write_text(py_spy(r.pid))
+    # Every rank's stack at once: one at a time, 8 ranks could take 8 x py-spy's timeout before a restart.
+    with ThreadPoolExecutor(max_workers=max(1, min(16, len(found)))) as pool:
+        stacks = list(pool.map(lambda r: py_spy(r.pid), found))
+    for r, stack in zip(found, stacks, strict=True):
+        (out / f"py-spy-rank{r.rank}-pid{r.pid}.txt").write_text(stack)
     if trace_prefix:
         folder = Path(trace_prefix).parent
         stem = Path(trace_prefix).name

@@ -28,11 +28,12 @@ preflight runs, in the worker (`import_torch`): it exists on the nodes, not in t
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import runpy
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, MutableMapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -166,6 +167,37 @@ def _args(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str], list[str]
     return args, preflight_argv, argv[cut + 1 :]
 
 
+def pg_timeout_env(env: MutableMapping[str, str] | None = None) -> None:
+    """TRAINSTACK_PG_TIMEOUT_S for the job's init_process_group, from the pace the node's watchdog learned
+    (train/node/hang.py pg_timeout_s), read at each (re)start; a job that sets its own keeps it."""
+    if env is None:
+        env = os.environ
+    pace = env.get("TRAINSTACK_PACE_FILE")
+    if not pace or env.get("TRAINSTACK_PG_TIMEOUT_S"):
+        return
+    from train.node import hang
+    from train.node.watchdog import read_timeout
+
+    try:
+        bounds = hang.bounds_from_env(dict(env))
+    except ValueError:
+        bounds = hang.Bounds()  # the agent refuses the value and says so; the job is not the place
+    env["TRAINSTACK_PG_TIMEOUT_S"] = f"{read_timeout(Path(pace), bounds):.0f}"
+
+
+def mark_start(env: MutableMapping[str, str] | None = None) -> None:
+    """Tell the node's watchdog that the worker group (re)starts (`<pace file>.start`, the restart count):
+    a restart torchrun made on its own (a crashed rank) is then held to the restart's bound, not a step's."""
+    if env is None:
+        env = os.environ
+    pace = env.get("TRAINSTACK_PACE_FILE")
+    if pace and env.get("LOCAL_RANK", "0") == "0":
+        tmp = Path(f"{pace}.start.tmp")
+        with contextlib.suppress(OSError):  # without it the watchdog holds a restart to the step's bound
+            tmp.write_text(env.get("TORCHELASTIC_RESTART_COUNT", "0"))
+            tmp.replace(f"{pace}.start")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args, preflight_argv, command = _args(sys.argv[1:] if argv is None else argv)
     training_argv(command)  # a bad command fails before the preflight, not after it
@@ -186,6 +218,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     agent = os.getppid()
     if not wait_for_go(gate, lambda: os.getppid() == agent):
         return 1
+    pg_timeout_env()
+    mark_start()
     run_training(command)
     return 0
 

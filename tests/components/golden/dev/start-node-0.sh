@@ -174,6 +174,10 @@ setup_shards() {
   METRICS_DIR="$TRAINSTACK_WORKDIR/metrics"
   # The training-progress contract (train/node/progress.py): the job appends one JSON line per logged step.
   export TRAINSTACK_PROGRESS_FILE=${TRAINSTACK_PROGRESS_FILE:-$METRICS_DIR/progress-node-$TRAINSTACK_POD_INDEX.$NODE_ID.jsonl}
+  # Its busy marker (a save, an evaluation: never a hang) and the pace the node's watchdog learned, which
+  # sets the process group's timeout of each (re)start (train/node/hang.py, watchdog.py, launch.py).
+  export TRAINSTACK_BUSY_FILE=${TRAINSTACK_BUSY_FILE:-${TRAINSTACK_PROGRESS_FILE%.jsonl}.busy}
+  export TRAINSTACK_PACE_FILE="$TRAINSTACK_WORKDIR/.run/pace.$NODE_ID.json"
   # The machine-readable health record, beside this script's log (docs/NODE-HEALTH.md).
   HEALTH_RECORD="$TRAINSTACK_WORKDIR/logs/health-node-$TRAINSTACK_POD_INDEX.$NODE_ID.json"
   # What a failed node asks for: an Instant Cluster node cannot be swapped alone, a pool pod can.
@@ -246,7 +250,10 @@ launch_torchrun() {
   mkdir -p "$GATE_DIR"
   set_rdzv_args "$MASTER_PORT" "$TRAINSTACK_JOB"
   log "torchrun: $NUM_NODES node(s) x $NPROC_PER_NODE, rank $NODE_RANK, shard $TRAINSTACK_SHARD_INDEX/$TRAINSTACK_NUM_SHARDS"
-  PYTHONPATH="$TRAINSTACK_WORKDIR${PYTHONPATH:+:$PYTHONPATH}" CUDA_DEVICE_ORDER=PCI_BUS_ID \
+  # TORCH_DISABLE_SHARE_RDZV_TCP_STORE: a restart of the worker group in place (the node's watchdog, a
+  # crashed rank) gets a fresh store; the shared one keeps the old group's keys, and the restarted ranks read
+  # them (gloo dialled the dead ranks' addresses; seen with torch 2.15 on two CPU ranks).
+  PYTHONPATH="$TRAINSTACK_WORKDIR${PYTHONPATH:+:$PYTHONPATH}" CUDA_DEVICE_ORDER=PCI_BUS_ID TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 \
     torchrun "${RDZV_ARGS[@]}" --max-restarts="$TRAINSTACK_MAX_RESTARTS" -m train.node.launch --gate "$GATE_DIR" \
     --record "$HEALTH_RECORD" --replace "$REPLACE" --gemm-floor-tflops "$TRAINSTACK_GEMM_FLOOR_TFLOPS" \
     --straggler-tolerance-pct "$TRAINSTACK_STRAGGLER_TOLERANCE_PCT" \
@@ -395,7 +402,8 @@ start_agent() {
     --checkpoint-dir "$TRAINSTACK_CHECKPOINT_DIR" --progress-file "$TRAINSTACK_PROGRESS_FILE"
     --health-record "$HEALTH_RECORD"
     --jsonl "$METRICS_DIR/agent-node-$TRAINSTACK_POD_INDEX.$NODE_ID.jsonl" --node "$NODE_ID"
-    --rank "$NODE_RANK" --device "$TRAINSTACK_DEVICE")
+    --rank "$NODE_RANK" --device "$TRAINSTACK_DEVICE"
+    --watchdog "$TRAINSTACK_WORKDIR/.run" --busy-file "$TRAINSTACK_BUSY_FILE")
   if [[ -n "${NCCL_SOCKET_IFNAME:-}" ]]; then args+=(--interface "$NCCL_SOCKET_IFNAME"); fi
   if [[ -n "${TRAINSTACK_AGENT_REPLAY_DIR:-}" ]]; then args+=(--replay "$TRAINSTACK_AGENT_REPLAY_DIR/$NODE_ID.json"); fi
   # The aggregator scrapes the hostfile's addresses: this node's own line too (a pool pod's hostfile,

@@ -52,8 +52,10 @@ pytestmark = [
 def node_env_overrides() -> dict[str, str]:
     """No bucket sync on a timer: what these cases check is the sync each start script makes at its end (a
     finished run's state names it), the supervisor's last sync of an idle job, and the volume's copy a resume
-    reads. The conftest's 5 s timer was 174 sync processes in this file, 41 CPU-s (issue #47's profile)."""
-    return {"TRAINSTACK_CHECKPOINT_INTERVAL_S": "3600"}
+    reads. The conftest's 5 s timer was 174 sync processes in this file, 41 CPU-s (issue #47's profile).
+    The job stopped on purpose is the supervisor's idle rule to see: the node's own watchdog (issue #66)
+    would end it after 90 s of wall time, so its floor is a day here."""
+    return {"TRAINSTACK_CHECKPOINT_INTERVAL_S": "3600", "TRAINSTACK_HANG_FLOOR_S": "86400"}
 
 
 def pod_billed(env: HostsEnv, pod_id: str) -> float:

@@ -48,8 +48,13 @@ LONG_TRIAL_STEPS = 600
 @pytest.fixture(scope="module")
 def node_env_overrides() -> dict[str, str]:
     # No bucket sync on a timer (the conftest's is every 5 s, a Python process importing boto3 each time):
-    # what the supervisor reads here is each start script's own last sync and exit record (issue #47).
-    return {"TRAINSTACK_TRIAL_STEPS": f"200,{LONG_TRIAL_STEPS}", "TRAINSTACK_CHECKPOINT_INTERVAL_S": "3600"}
+    # what the supervisor reads here is each start script's own last sync and exit record (issue #47). The
+    # worker held on purpose (`_held`) is no hang for the node's own watchdog (issue #66): its floor is a day.
+    return {
+        "TRAINSTACK_TRIAL_STEPS": f"200,{LONG_TRIAL_STEPS}",
+        "TRAINSTACK_CHECKPOINT_INTERVAL_S": "3600",
+        "TRAINSTACK_HANG_FLOOR_S": "86400",
+    }
 
 
 def supervise(cluster: Cluster, tmp: Path, receiver: Receiver, *args: str, **env: str) -> dict[str, object]:

@@ -126,7 +126,7 @@ def test_a_restart_torchrun_made_on_its_own_gets_the_restarts_bound(tmp_path: Pa
     launch.mark_start(env | {"TORCHELASTIC_RESTART_COUNT": "0"})  # the first start, before any step
     for now, step, saved in ((0, 10, 0.0), (10, 20, 2.0), (20, 30, 2.0)):
         dog.tick(line(step, saved), [], now)
-    launch.mark_start(env | {"TORCHELASTIC_RESTART_COUNT": "1"})  # a rank crashed, torchrun restarted the group
+    launch.mark_start(env | {"TORCHELASTIC_RESTART_COUNT": "1"})  # a rank crashed: torchrun restarted them
     os.utime(tmp_path / "pace.p1.json.start", ns=(1, 1))  # a new mtime, whatever the file system's resolution
     assert dog.tick(None, [], 30) is None
     assert dog.tick(None, [], 30 + B.floor_s + 5) is None and kills.pids == []  # booting, not hung

@@ -23,7 +23,7 @@ from typing import Any
 
 from bench.forecast import measure as forecast_overhead
 from bench.run import Bench, BenchFailed, Measurement, Workspace, bench
-from common import pulumi as pulumi_cli
+from common.stack import cli_version
 from emulator.latency import image_gb, ready_s
 from harness.pulumi_cli import REPO
 from stackconfig import files
@@ -155,7 +155,7 @@ def machine() -> dict[str, Any]:
     mem_kib = next(
         int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines() if "MemTotal" in line
     )
-    pulumi = pulumi_cli.run(["version"]).stdout.strip()
+    pulumi = cli_version()
     cpu = next(
         (
             line.split(":", 1)[1].strip()

@@ -10,7 +10,6 @@ the RSS of the whole process tree (CLI, language host, program, dynamic provider
 from __future__ import annotations
 
 import os
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -22,7 +21,6 @@ from typing import Any
 import yaml
 
 from bench.stats import counter_diff, totals
-from common import pulumi as pulumi_cli
 from harness.local import LocalRunPod, MotoS3, start_local_runpod, start_moto_s3
 from harness.pulumi_cli import REPO, Pulumi
 from stackconfig import files
@@ -174,26 +172,27 @@ class Workspace:
         """Time one command; with `check`, a failed command raises BenchFailed with its log's tail."""
         before = self.runpod.admin.counters()["endpoints"]
         (self.cli.state / "backend").mkdir(parents=True, exist_ok=True)
+        samplers: list[RssSampler] = []
+
+        def sample(pid: int) -> None:
+            samplers.append(RssSampler(pid))
+            samplers[-1].start()
+
         started = time.perf_counter()
-        proc = subprocess.Popen(
-            pulumi_cli.command([*self._args(verb), *extra], interactive=True),  # _args has --non-interactive
-            cwd=self.root,
-            env=self.cli.env(),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        sampler = RssSampler(proc.pid)
-        sampler.start()
         try:
-            output, _ = proc.communicate(timeout=timeout_s)
+            done = self.cli.stack().cli(
+                *self._args(verb), *extra, interactive=True,  # _args has --non-interactive
+                workdir=self.root, timeout=timeout_s, merged=True, on_start=sample,
+            )  # fmt: skip
         finally:
-            sampler.stop()
+            for sampler in samplers:
+                sampler.stop()
+        sampler = samplers[0]
         wall = time.perf_counter() - started
-        if proc.returncode != 0:
-            (self.root / f"{verb}.log").write_text(output)
+        if not done.ok:
+            (self.root / f"{verb}.log").write_text(done.output)
         diff = counter_diff(before, self.runpod.admin.counters()["endpoints"])
-        if check and proc.returncode != 0:
+        if check and not done.ok:
             raise self.failed(verb, *extra)
         return Measurement(
             " ".join([verb, *extra]),
@@ -202,7 +201,7 @@ class Workspace:
             totals(diff),
             round(sampler.peak_total, 1),
             {k: round(v, 1) for k, v in sampler.peak_by_role.items() if k != "gone"},
-            proc.returncode == 0,
+            done.ok,
         )
 
     def failed(self, verb: str, *extra: str) -> BenchFailed:

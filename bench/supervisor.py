@@ -121,7 +121,7 @@ def measure(rounds: int = 5, with_states: bool = True) -> dict[str, Any]:
             }
             ws = Workspace(root / "ws", STACK, config, runpod, env, policy=True)
             up = ws.run("up")
-            outputs = json.loads(ws.cli.run("stack", "output", "--json", "--stack", STACK).stdout)
+            outputs = ws.cli.stack(STACK).outputs()
             s3 = boto3.client(
                 "s3",
                 endpoint_url=moto.endpoint_url,
@@ -231,7 +231,7 @@ def _scenario(name: str, ws: Any, runpod: Any, s3: Any, bucket: str, max_rounds:
     recovery = json.dumps({"enabled": False})  # idle is the recovery-off rule
     ws.cli.run("config", "set", "--stack", STACK, "trainstack:recovery", recovery)
     ws.run("up")
-    outputs = json.loads(ws.cli.run("stack", "output", "--json", "--stack", STACK).stdout)
+    outputs = ws.cli.stack(STACK).outputs()
     pods = [str(n["pod_id"]) for n in outputs["nodes"]]
     run_id = stack_run_ids(STACK, "cluster", pods)[0]
     cluster_id = runpod.admin.live()["clusters"][0]["id"]

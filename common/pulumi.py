@@ -11,14 +11,17 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import subprocess
+import sys
 import tempfile
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import IO, Any, NoReturn
 
+from common import process
 from common.cachedir import cache_dir
 from common.errors import TrainstackError
 
@@ -29,11 +32,13 @@ DEMO_PASSPHRASE = "trainstack-local-demo"  # noqa: S105
 
 class PulumiError(TrainstackError):
     """A `pulumi` command failed; the message names the command and Pulumi's last line. `output`: what the
-    command printed, for a caller that reads more of it (a lock's holder, Pulumi's own error lines)."""
+    command printed, for a caller that reads more of it (a lock's holder, Pulumi's own error lines); `last`:
+    that last line ('' when the command ran but printed no JSON where JSON was asked for)."""
 
-    def __init__(self, message: str, output: str = "") -> None:
+    def __init__(self, message: str, output: str = "", last: str = "") -> None:
         super().__init__(message)
         self.output = output
+        self.last = last
 
 
 def default_backend(repo: Path = REPO) -> str:
@@ -109,12 +114,22 @@ def run(
     binary: str = "pulumi",
     on_output: Callable[[str], None] | None = None,
     on_event: Callable[[dict[str, Any]], None] | None = None,
+    shown: bool = False,
+    tree: bool = False,
+    workdir: Path | None = None,
+    merged: bool = False,
+    on_start: Callable[[int], None] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run `pulumi ARGS` (text mode). `check`: raise PulumiError naming the command when it fails.
     `capture=False` leaves stdout and stderr to the terminal (Pulumi's own progress and prompts).
     `on_output`: each line as Pulumi prints it (stdout and stderr in one stream, kept in `stdout` too);
     `on_event`: each engine event of `--event-log` (a JSON object: `resOutputsEvent`, `summaryEvent`, ...)
-    while the command runs. Either streams the command, so `stdin` and `timeout` do not apply to it."""
+    while the command runs. Either streams the command, so `stdin` and `timeout` do not apply to it.
+    `shown`: stdout to this terminal as it comes (without one, Pulumi's repeated rows dropped), stderr shown
+    and kept in `stderr`: an `up` the operator watches, whose refusal (a lock's) is read after.
+    `tree`: the CLI in a session of its own, and a timeout kills it with every plugin it started before
+    TimeoutExpired is raised (the tests' and benchmarks' runs); `workdir`: the process's own folder;
+    `merged`: stderr into stdout; `on_start`: called with the CLI's pid once it runs (an RSS sampler)."""
     streamed = on_output is not None or on_event is not None
     with tempfile.TemporaryDirectory(prefix="trainstack-pulumi-") as tmp:
         events = Path(tmp) / "events.jsonl"
@@ -124,7 +139,11 @@ def run(
             env = {**(os.environ if env is None else env), "PULUMI_DEBUG_COMMANDS": "true"}
         argv = command(args, stack=stack, cwd=cwd, interactive=interactive, binary=binary)
         # OSError (no pulumi on PATH, no such folder) and TimeoutExpired reach the caller, which names them.
-        if streamed:
+        if shown:
+            done = _shown(argv, env)
+        elif tree or on_start is not None or merged or workdir is not None:
+            done = _owned(argv, env, workdir, stdin, timeout, tree=tree, merged=merged, on_start=on_start)
+        elif streamed:
             done = _streamed(argv, env, on_output, on_event, events)
         else:
             done = subprocess.run(
@@ -179,6 +198,73 @@ def _streamed(
         if reader is not None:
             reader.join()
     return subprocess.CompletedProcess(argv, code, "".join(lines), "")
+
+
+# Without a terminal Pulumi prints a resource's row again each time its status or message changes: drop those
+# repeats (the stack's rows of a no-op, any resource row that carries a warning; Diagnostics lists each once)
+# and the policy pack's loading lines. On a terminal Pulumi redraws its rows in place and is left alone.
+_REPEATS = re.compile(
+    r"^(    pulumi:pulumi:Stack [^ ]+ "
+    r"| [^ ]{0,2} +[A-Za-z0-9-]+:[^ ]+ [^ ]+ .*warning: "
+    r"|Loading policy packs\.\.\.: (starting|done)$)"
+)
+
+
+def _tee(
+    stream: IO[str], sink: IO[str], kept: list[str], keep: Callable[[str], bool] = lambda _: True
+) -> None:
+    for line in stream:
+        kept.append(line)
+        if keep(line):
+            sink.write(line)
+            sink.flush()
+
+
+def _owned(
+    argv: list[str],
+    env: Mapping[str, str] | None,
+    workdir: Path | None,
+    stdin: str | None,
+    timeout: float | None,
+    *,
+    tree: bool,
+    merged: bool,
+    on_start: Callable[[int], None] | None,
+) -> subprocess.CompletedProcess[str]:
+    """`argv` captured, in `workdir`, its pid handed to `on_start`; a timeout kills its tree when `tree`."""
+    with subprocess.Popen(
+        argv, cwd=workdir, env=dict(env) if env is not None else None, text=True, start_new_session=tree,
+        stdin=subprocess.PIPE if stdin is not None else None, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT if merged else subprocess.PIPE,
+    ) as proc:  # fmt: skip
+        if on_start is not None:
+            on_start(proc.pid)
+        try:
+            stdout, stderr = proc.communicate(stdin, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            if tree:
+                process.kill_tree(proc.pid)
+            else:
+                proc.kill()
+            stdout, stderr = proc.communicate()
+            raise subprocess.TimeoutExpired(argv, timeout or 0, stdout, stderr) from None
+    return subprocess.CompletedProcess(argv, proc.returncode, stdout or "", stderr or "")
+
+
+def _shown(argv: list[str], env: Mapping[str, str] | None) -> subprocess.CompletedProcess[str]:
+    """`argv` with stdout on this terminal (filtered without one) and stderr shown and kept."""
+    tty = sys.stdout.isatty()
+    with subprocess.Popen(
+        argv, stdout=None if tty else subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=dict(os.environ if env is None else env),
+    ) as proc:  # fmt: skip
+        errors: list[str] = []
+        reader = threading.Thread(target=_tee, args=(proc.stderr, sys.stderr, errors), daemon=True)
+        reader.start()
+        if proc.stdout is not None:
+            _tee(proc.stdout, sys.stdout, [], lambda line: not _REPEATS.match(line))
+        reader.join()
+    return subprocess.CompletedProcess(argv, proc.returncode, "", "".join(errors))
 
 
 def _follow(path: Path, on_event: Callable[[dict[str, Any]], None], ended: threading.Event) -> None:

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
-import signal
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from common import pulumi
 from common.cachedir import cache_dir
+from common.process import descendants as descendants  # tests read the tree through the harness
+from common.process import kill_tree
+from common.stack import Stack
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -24,37 +23,6 @@ def pinned_version() -> str:
         if parts[:1] == ["github.com/pulumi/pulumi/pkg/v3"]:
             return parts[1]
     raise AssertionError("tools/pulumi/go.mod does not pin github.com/pulumi/pulumi/pkg/v3")
-
-
-def descendants(root: int) -> set[int]:
-    """`root` and every process below it, read from /proc (Linux)."""
-    parents: dict[int, int] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue  # exited while we looked
-        parents[int(stat.parent.name)] = int(fields[1])
-    found, frontier = {root}, [root]
-    while frontier:
-        parent = frontier.pop()
-        children = [pid for pid, ppid in parents.items() if ppid == parent and pid not in found]
-        found.update(children)
-        frontier.extend(children)
-    return found
-
-
-def kill_tree(root: int) -> None:
-    """SIGKILL a process, its process group and every descendant.
-
-    Pulumi starts its plugins (language host, providers) in process groups of their own, so killing the
-    CLI's group alone would leave a provider running on after the CLI."""
-    doomed = descendants(root)
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(root, signal.SIGKILL)
-    for pid in doomed:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
 
 
 def run_killing_tree(argv: list[str], timeout: float, **kwargs: Any) -> subprocess.CompletedProcess[str]:
@@ -97,7 +65,8 @@ class Pulumi:
 
     def run(self, *args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess[str]:
         (self.state / "backend").mkdir(parents=True, exist_ok=True)
-        proc = run_killing_tree(pulumi.command(args), timeout, cwd=self.project, env=self.env())
+        done = self.stack().cli(*args, timeout=timeout, workdir=self.project)
+        proc = subprocess.CompletedProcess(list(args), done.code, done.output, done.errors)
         if check and proc.returncode != 0:
             raise AssertionError(
                 f"pulumi {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
@@ -109,8 +78,13 @@ class Pulumi:
         extra = ["--secrets-provider", secrets_provider] if secrets_provider else []
         self.run("stack", "init", stack, *extra)
 
-    def export(self) -> dict[str, Any]:
-        return json.loads(self.run("stack", "export").stdout)  # type: ignore[no-any-return]
+    def stack(self, name: str = "") -> Stack:
+        """The client for stack `name` of this project and backend ('': the selected one)."""
+        (self.state / "backend").mkdir(parents=True, exist_ok=True)
+        return Stack(name, self.project, env=self.env(), timeout=600, tree=True)
+
+    def export(self, stack: str = "") -> dict[str, Any]:
+        return dict(self.stack(stack).export().exported)
 
     def resources(self) -> list[dict[str, Any]]:
         return list(self.export()["deployment"].get("resources") or [])

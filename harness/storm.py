@@ -308,7 +308,7 @@ class Storm:
         self.cli.run("up", "--yes", "--stack", STACK, *policy)
 
     def nodes(self) -> list[dict[str, Any]]:
-        out = json.loads(self.cli.run("stack", "output", "--json", "--stack", STACK).stdout)
+        out = self.cli.stack(STACK).outputs()
         return list(out.get("nodes") or [])
 
     # --- reading the cluster ------------------------------------------------------------------------------

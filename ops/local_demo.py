@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 
-from common import pulumi
+from common.stack import Stack
 from ops.local_account import account_limit, declared_limits
 from stackconfig import files
 
@@ -28,8 +28,7 @@ def set_demo_secrets(workspace: Path, stack: str, config: dict[str, Any]) -> lis
     names = list(training.get("secrets") or []) if isinstance(training, dict) else []
     for name in names:
         value = _DEMO_VALUES.get(name, f"local-demo-{name.lower()}")
-        pulumi.run(["config", "set", "--secret", f"trainstack:secrets.{name}"], stack=stack, cwd=workspace,
-                   stdin=value, check=True)  # fmt: skip
+        Stack(stack, workspace).set_config(f"trainstack:secrets.{name}", secret=True, stdin=value)
     return names
 
 
@@ -51,9 +50,7 @@ def point_nodes_at_moto(workspace: Path, stack: str) -> str | None:
     endpoint = os.environ.get("AWS_ENDPOINT_URL_S3")
     if not (health.get("hosts") or {}).get("enabled") or not endpoint:
         return None
-    pulumi.run(
-        ["config", "set", "trainstack:s3EndpointUrl", endpoint], stack=stack, cwd=workspace, check=True
-    )
+    Stack(stack, workspace).set_config("trainstack:s3EndpointUrl", endpoint)
     return endpoint
 
 
@@ -63,8 +60,9 @@ DEMO_ALERT_INTERVAL_MIN = "0.25"
 
 
 def quicken_alert_rounds(workspace: Path, stack: str) -> None:
-    pulumi.run(["config", "set", "--path", "--type", "float", "trainstack:alerts.interval_min",
-                DEMO_ALERT_INTERVAL_MIN], stack=stack, cwd=workspace, check=True)  # fmt: skip
+    Stack(stack, workspace).set_config(
+        "trainstack:alerts.interval_min", DEMO_ALERT_INTERVAL_MIN, path=True, kind="float"
+    )
 
 
 def main(argv: list[str]) -> int:

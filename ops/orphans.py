@@ -19,7 +19,6 @@ the stack's config cannot be read: then nothing is deleted).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -27,7 +26,8 @@ from typing import Any
 
 import yaml
 
-from common import pulumi
+from common.pulumi import PulumiError
+from common.stack import Stack
 from components.names import DeclaredResources, declared_resources
 from facts.money import HOURS_PER_MONTH, SNAPSHOT
 from facts.pods import OWNER_ENV
@@ -117,23 +117,18 @@ def describe_kept(kept: Sequence[tuple[Live, str]]) -> str:
     return "\n".join(f"  {r.kind:<7} {shown(r.name):<40} {shown(r.id):<24} kept: {why}" for r, why in kept)
 
 
-def _pulumi_json(stack: str, workspace: Path, *verb: str) -> Any:
-    done = pulumi.run(verb, stack=stack, cwd=workspace)
-    if done.returncode != 0:
-        raise SystemExit(f"orphans: `pulumi {' '.join(verb)} --stack {stack}` failed: {done.stderr.strip()}")
-    return json.loads(done.stdout)
-
-
 def export_state(stack: str, workspace: Path) -> dict[str, Any]:
-    deployment: dict[str, Any] = _pulumi_json(stack, workspace, "stack", "export").get("deployment") or {}
-    return deployment
+    try:
+        return Stack(stack, workspace).export().deployment
+    except PulumiError as exc:
+        raise SystemExit(f"orphans: {exc}") from None
 
 
 def stack_declared(stack: str, workspace: Path) -> DeclaredResources:
     """What the stack's config (`pulumi config`, secrets left out) declares; raises ConfigError."""
     try:
-        raw = pulumi.config(stack, workspace)
-    except pulumi.PulumiError as exc:
+        raw = Stack(stack, workspace).config()
+    except PulumiError as exc:
         raise SystemExit(f"orphans: {exc}") from None
     project = yaml.safe_load((workspace / "Pulumi.yaml").read_text())["name"]
     return declared_resources(stack, load_stack_config(raw), str(project))

@@ -12,16 +12,16 @@ would destroy the live one), so the pending delete is forgotten, never retried e
 from __future__ import annotations
 
 import argparse
-import json
 import socket
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from common import contract, pulumi
+from common import contract
+from common.pulumi import PulumiError
+from common.stack import Stack
 
 BUCKET_TYPE = contract.BUCKET.type
 
@@ -54,13 +54,6 @@ def without(deployment: dict[str, Any], dropped: list[dict[str, Any]]) -> dict[s
     return {**deployment, "resources": [r for r in deployment.get("resources") or [] if id(r) not in gone]}
 
 
-def _pulumi(stack: str, cwd: Path, *args: str) -> str:
-    done = pulumi.run(args, stack=stack, cwd=cwd)
-    if done.returncode != 0:
-        raise SystemExit(f"pending_deletes: `pulumi {' '.join(args)}` failed: {done.stderr.strip()}")
-    return done.stdout
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m ops.pending_deletes", description=__doc__.splitlines()[0]
@@ -68,15 +61,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("stack")
     parser.add_argument("--cwd", type=Path, required=True)
     args = parser.parse_args(argv)
-    exported = json.loads(_pulumi(args.stack, args.cwd, "stack", "export"))
-    dropped = stale(exported.get("deployment") or {})
-    if not dropped:
-        return 0
-    exported["deployment"] = without(exported["deployment"], dropped)
-    with tempfile.NamedTemporaryFile("w", suffix=".json") as state:  # secrets stay as the export has them
-        json.dump(exported, state)
-        state.flush()
-        _pulumi(args.stack, args.cwd, "stack", "import", "--file", state.name)
+    client = Stack(args.stack, args.cwd)
+    try:
+        state = client.export()
+        dropped = stale(state.deployment)
+        if not dropped:
+            return 0
+        client.import_state(state.with_deployment(without(state.deployment, dropped)))
+    except PulumiError as exc:
+        raise SystemExit(f"pending_deletes: {exc}") from None
     for r in dropped:
         endpoint = (r.get("outputs") or {}).get("endpoint_url")
         print(

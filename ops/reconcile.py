@@ -24,7 +24,6 @@ remain (listed), **2** not checked (no RunPod key, a state unreadable); nothing 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import re
@@ -37,7 +36,8 @@ from typing import Any, Literal
 
 import yaml
 
-from common import pulumi
+from common.pulumi import PulumiError
+from common.stack import Stack
 from components.names import owner_mark, secret_description, secret_name
 from facts.money import HOURS_PER_MONTH, SNAPSHOT
 from facts.pods import OWNER_ENV, PodStatus
@@ -248,24 +248,14 @@ def run(
 # -- the stacks' states, through the Pulumi CLI ------------------------------------------------------------
 
 
-def _pulumi(binary: str, cwd: Path, *args: str) -> Any:
-    done = pulumi.run(args, cwd=cwd, binary=binary)
-    if done.returncode != 0:
-        raise RuntimeError(f"`pulumi {' '.join(args)}` failed: {done.stderr.strip()[-500:]}")
-    return json.loads(done.stdout)
-
-
 def pulumi_states(
     cwd: Path, say: Callable[[str], None], binary: str = "pulumi"
 ) -> dict[str, set[str]] | None:
     """Every stack of the project in the backend (not only those with a file here) -> its resource ids."""
     try:
-        stacks = [str(s["name"]) for s in _pulumi(binary, cwd, "stack", "ls", "--json")]
-        states = {}
-        for stack in stacks:
-            deployment = _pulumi(binary, cwd, "stack", "export", "--stack", stack).get("deployment") or {}
-            states[stack] = {str(r["id"]) for r in deployment.get("resources") or [] if r.get("id")}
-    except (RuntimeError, ValueError, KeyError) as exc:
+        stacks = Stack("", cwd, binary=binary).stacks()
+        states = {stack: Stack(stack, cwd, binary=binary).export().ids for stack in stacks}
+    except (PulumiError, KeyError, TypeError) as exc:
         say(f"reconcile: a state is unreadable: {exc}")
         return None
     return states

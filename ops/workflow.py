@@ -8,18 +8,15 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
 import os
-import re
 import subprocess
 import sys
-import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import IO
 
 from common import pulumi
 from common.pulumi import REPO, PulumiError
+from common.stack import Stack
 from common.stackname import stack_name_problem
 from localcloud.servers import LocalRunPodError, Servers
 from ops import backend_repair, pending_deletes, stale_lock
@@ -99,42 +96,6 @@ def use_local_runpod(prog: str) -> None:
         raise Stop(FAILED) from None
 
 
-def _tee(
-    stream: IO[str], sink: IO[str], kept: list[str], keep: Callable[[str], bool] = lambda _: True
-) -> None:
-    for line in stream:
-        kept.append(line)
-        if keep(line):
-            sink.write(line)
-            sink.flush()
-
-
-# Without a terminal Pulumi prints a resource's row again each time its status or message changes: drop those
-# repeats (the stack's rows of a no-op, any resource row that carries a warning; Diagnostics lists each once)
-# and the policy pack's loading lines. On a terminal Pulumi redraws its rows in place and is left alone.
-_REPEATS = re.compile(
-    r"^(    pulumi:pulumi:Stack [^ ]+ "
-    r"| [^ ]{0,2} +[A-Za-z0-9-]+:[^ ]+ [^ ]+ .*warning: "
-    r"|Loading policy packs\.\.\.: (starting|done)$)"
-)
-
-
-def run_up(args: Sequence[str], stack: str, workspace: Path) -> tuple[int, str]:
-    """`pulumi up`: stdout to the terminal as it comes (filtered without one), stderr shown and kept."""
-    argv = pulumi.command(["up", *args], stack=stack, cwd=workspace, interactive=True)
-    tty = sys.stdout.isatty()
-    with subprocess.Popen(
-        argv, stdout=None if tty else subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ
-    ) as proc:
-        errors: list[str] = []
-        reader = threading.Thread(target=_tee, args=(proc.stderr, sys.stderr, errors), daemon=True)
-        reader.start()
-        if proc.stdout is not None:
-            _tee(proc.stdout, sys.stdout, [], lambda line: not _REPEATS.match(line))
-        reader.join()
-    return proc.returncode, "".join(errors)
-
-
 def up(stack: str, yes: bool, pulumi_args: Sequence[str]) -> int:
     prog = "scripts/up"
     checked_stack(prog, stack)
@@ -198,14 +159,14 @@ def _up(prog: str, stack: str, yes: bool, pulumi_args: Sequence[str], target: Ta
                 "pass --yes to apply without asking")  # fmt: skip
             return BAD_USE
         workspace = REPO
-        pulumi.run(["stack", "select", "--create", stack], cwd=workspace, check=True, capture=False)
+        Stack(stack, workspace).select(create=True, check=True)
     else:
         confirm = ["--yes"]  # nothing there is real
         use_local_runpod(prog)
         say(prog, f"targeting the local RunPod at {os.environ['RUNPOD_API_URL']} and moto S3 at "
             f"{os.environ['AWS_ENDPOINT_URL_S3']}")  # fmt: skip
         workspace = prepare(stack, local_root(os.environ))
-        pulumi.run(["stack", "select", "--create", stack], cwd=workspace, check=True, capture=False)
+        Stack(stack, workspace).select(create=True, check=True)
         local_demo.main([stack, str(workspace)])
         # One account for every local stack: one line when the others still running leave too little room.
         if local_account.main(["room", stack]) != 0:
@@ -216,8 +177,8 @@ def _up(prog: str, stack: str, yes: bool, pulumi_args: Sequence[str], target: Ta
         boot = os.environ.get("TRAINSTACK_LOCAL_BOOT", "")
         if seen.is_file() and seen.read_text().strip() != boot:
             say(prog, f"the local RunPod or moto restarted since the last up of '{stack}'; refreshing first")
-            pulumi.run(["refresh", "--yes", "--skip-preview", "--suppress-outputs", "--suppress-progress"],
-                       stack=stack, cwd=workspace, check=True, capture=False)  # fmt: skip
+            quiet = ("--suppress-outputs", "--suppress-progress")
+            Stack(stack, workspace).refresh("--yes", "--skip-preview", *quiet, check=True, capture=False)
     # Quiet by default: no stack outputs (the cost is said below) and no progress dots.
     policy = [
         "--policy-pack",
@@ -225,11 +186,17 @@ def _up(prog: str, stack: str, yes: bool, pulumi_args: Sequence[str], target: Ta
         "--policy-pack-config",
         str(REPO / f"policy/config/{stack}.json"),
     ]
-    code, errors = run_up(
-        [*confirm, "--suppress-outputs", "--suppress-progress", *policy, *pulumi_args], stack, workspace
+    done = Stack(stack, workspace).up(
+        *confirm,
+        "--suppress-outputs",
+        "--suppress-progress",
+        *policy,
+        *pulumi_args,
+        shown=True,
+        interactive=True,
     )
-    if code != 0:
-        if "currently locked" in errors:
+    if not done.ok:
+        if done.locked:
             # This process holds the stack's lock here, so no scripts/up of it is running on this machine.
             say(prog, f"'{stack}' is locked by an update that is not a scripts/up running here (a killed up "
                 f"leaves its lock); unless someone else is deploying it, run scripts/recover {stack}, then "
@@ -240,9 +207,7 @@ def _up(prog: str, stack: str, yes: bool, pulumi_args: Sequence[str], target: Ta
     if seen is not None:
         seen.write_text(os.environ.get("TRAINSTACK_LOCAL_BOOT", "") + "\n")
     try:
-        cost = plan_cost.outputs_line(
-            pulumi.run_json(["stack", "output", "--json"], stack=stack, cwd=workspace)
-        )
+        cost = plan_cost.outputs_line(Stack(stack, workspace).outputs())
     except (PulumiError, ValueError):
         cost = f"'{stack}' has no cost outputs (pulumi stack output --stack {stack})"
     say(prog, f"'{stack}' is up: {cost}; artifacts are in out/{stack}/")
@@ -277,20 +242,16 @@ def _down(prog: str, stack: str, pulumi_args: Sequence[str], target: Target) -> 
             prog,
             f"destroying '{stack}' on the real RunPod ({target.runpod_url}) and S3",
         )
-        if pulumi.run(
-            ["destroy", *pulumi_args], stack=stack, cwd=REPO, capture=False, interactive=True
-        ).returncode:
+        if not Stack(stack, REPO).destroy(*pulumi_args, capture=False, interactive=True).ok:
             return FAILED
         return orphans.main([stack, "--cwd", str(REPO), "--delete"])  # asks, the orphans' $/h listed first
     workspace = prepare(stack, local_root(os.environ))
-    if pulumi.run(["stack", "select", stack], cwd=workspace).returncode != 0:
+    if not Stack(stack, workspace).select():
         say(prog, f"'{stack}' was never brought up locally; nothing to take down")
     else:
         use_local_runpod(prog)  # the stack's pods live in the local RunPod: it must run for their deletion
         _unguard_local_copy(stack, workspace)
-        if pulumi.run(
-            ["destroy", "--yes", *pulumi_args], stack=stack, cwd=workspace, capture=False
-        ).returncode:
+        if not Stack(stack, workspace).destroy("--yes", *pulumi_args, capture=False).ok:
             return FAILED
         code = orphans.main([stack, "--cwd", str(workspace), "--delete", "--yes"])
         if code != 0:
@@ -319,18 +280,17 @@ def _unguard_local_copy(stack: str, workspace: Path) -> None:
     # Imported here: the light commands (`scripts/local-runpod env`, watch, supervise) never load it (#47).
     from ops import local_demo
 
-    state = pulumi.run(["stack", "export"], stack=stack, cwd=workspace)
-    resources = (json.loads(state.stdout or "{}").get("deployment") or {}).get("resources") or []
-    bucket = next((r["urn"] for r in resources if str(r.get("type", "")).endswith("s3:CheckpointBucket")), "")
+    client = Stack(stack, workspace)
+    try:
+        bucket = client.export().urn_of("s3:CheckpointBucket")
+    except PulumiError:
+        bucket = ""  # no state to read: nothing to force
     if bucket:
         with contextlib.redirect_stderr(io.StringIO()):  # the program runs for that up: the demo's settings
             local_demo.main([stack, str(workspace)])
-        pulumi.run(["config", "set", "--path", "--type", "bool", "trainstack:bucket.force_destroy", "true"],
-                   stack=stack, cwd=workspace, check=True)  # fmt: skip
-        pulumi.run(
-            ["up", "--target", bucket, "--yes", "--skip-preview"], stack=stack, cwd=workspace, check=True
-        )
-    pulumi.run(["state", "unprotect", "--all", "--yes"], stack=stack, cwd=workspace)
+        client.set_config("trainstack:bucket.force_destroy", "true", path=True, kind="bool")
+        client.up("--target", bucket, "--yes", "--skip-preview", check=True)
+    client.unprotect_all()
 
 
 def recover(stack: str, yes: bool, delete_orphans: bool, cwd: Path | None) -> int:
@@ -381,12 +341,10 @@ def _recover(prog: str, stack: str, yes: bool, delete_orphans: bool, workspace: 
     # checkpoint: EOF"): ops/backend_repair.py removes a sidecar that is not JSON, and nothing else.
     with contextlib.redirect_stdout(sys.stderr):
         backend_repair.main()
-    pulumi.run(["cancel", "--yes"], stack=stack, cwd=workspace)
+    Stack(stack, workspace).cancel()
     # A pending delete against an S3 endpoint that is gone fails every up: forget it.
     pending_deletes.main([stack, "--cwd", str(workspace)])
-    if pulumi.run(
-        ["refresh", "--yes", "--clear-pending-creates"], stack=stack, cwd=workspace, capture=False
-    ).returncode:
+    if not Stack(stack, workspace).refresh("--yes", "--clear-pending-creates", capture=False).ok:
         return FAILED
     ask = ["--yes"] if yes else []
     code = orphans.main(

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from common import pulumi
+from common.pulumi import PulumiError
+from common.stack import Stack
 from common.stackname import stack_name_problem
 from policy.config_file import OVERRIDE_ENV, problems_in
 from report.parse import (
@@ -71,39 +72,28 @@ class PulumiRunner:
             self._workspaces[stack] = self.workspace(stack)
         return self._workspaces[stack]
 
-    def _run(
-        self, stack: str, *args: str, extra_env: Mapping[str, str] | None = None
-    ) -> subprocess.CompletedProcess[str]:
-        return pulumi.run(
-            args,
-            cwd=self._cwd(stack),
-            env={**os.environ, **self.env, **(extra_env or {})},
-            timeout=self.timeout_s,
-        )
-
-    def _checked(self, stack: str, *args: str) -> str:
-        proc = self._run(stack, *args)
-        if proc.returncode != 0:
-            what = " ".join(args[:2])
-            raise RunnerError(f"`pulumi {what}` failed: {proc.stderr[-_STDERR_TAIL:].strip()}")
-        return proc.stdout
+    def _stack(self, stack: str) -> Stack:
+        return Stack(stack, self._cwd(stack), env={**os.environ, **self.env}, timeout=self.timeout_s)
 
     def export(self, stack: str) -> dict[str, Any] | None:
         """The stack's state, or None for a stack that does not exist yet (then it is created empty)."""
-        listed = json.loads(self._checked(stack, "stack", "ls", "--json") or "[]")
+        client = self._stack(stack)
         state: dict[str, Any] | None = None
-        if any(s.get("name") == stack for s in listed):
-            state = json.loads(self._checked(stack, "stack", "export", "--stack", stack))
-        elif self.create_missing:
-            self._checked(stack, "stack", "init", stack)
-        else:
+        try:
+            if stack in client.stacks():
+                state = dict(client.export().exported)
+            elif self.create_missing:
+                client.init()
+        except PulumiError as exc:
+            raise RunnerError(str(exc)) from None
+        if state is None and not self.create_missing:
             raise RunnerError(f"stack {stack!r} does not exist; create it with `pulumi stack init {stack}`")
         if self.prepare_stack:
             self.prepare_stack(stack, self._cwd(stack))
         return state
 
     def preview_events(self, stack: str) -> list[str]:
-        args = ["preview", "--stack", stack, "--json"]
+        args = ["--json"]
         if self.policy_pack is not None:
             config = self.policy_config_dir / f"{stack}.json"
             args += ["--policy-pack", str(self.policy_pack)]
@@ -115,12 +105,13 @@ class PulumiRunner:
                     raise RunnerError("; ".join(f"{config}: {p}" for p in problems))
                 args += ["--policy-pack-config", str(config)]
         # Only the streaming form carries policy results; the plain --json form drops them.
-        proc = self._run(stack, *args, extra_env={"PULUMI_ENABLE_STREAMING_JSON_PREVIEW": "true"})
-        lines = proc.stdout.splitlines()
+        streaming = {"PULUMI_ENABLE_STREAMING_JSON_PREVIEW": "true"}
+        proc = self._stack(stack).preview(*args, extra_env=streaming)
+        lines = proc.output.splitlines()
         if not any('"summaryEvent"' in line for line in lines):
             raise RunnerError(
-                f"`pulumi preview --stack {stack}` ended ({proc.returncode}) without a summary: "
-                f"{proc.stderr[-_STDERR_TAIL:].strip()}"
+                f"`pulumi preview --stack {stack}` ended ({proc.code}) without a summary: "
+                f"{proc.errors[-_STDERR_TAIL:].strip()}"
             )
         return lines
 

@@ -15,8 +15,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from common import pulumi
 from common.outputs import BilledIds, ContractError, NodeOutput, forecast_of, nodes_of
+from common.pulumi import PulumiError
+from common.stack import Stack
 from components.render import job_files
 from providers.delivery.ssh import DeliveryError, Ssh, SshTarget, UnreachableError
 from providers.errors import TrainstackError
@@ -59,20 +60,17 @@ def stack_outputs(cwd: Path, stack: str, require_nodes: bool = True) -> dict[str
     `require_nodes=False` (scripts/supervise): a stack whose compute is released has no nodes, and says so."""
     if not (cwd / "Pulumi.yaml").is_file():
         raise NotUpError(f"stack '{stack}' is not up here (no workspace at {cwd}); run scripts/up {stack}")
-    proc = pulumi.run(["stack", "output", "--json"], stack=stack, cwd=cwd, timeout=60)
-    if proc.returncode != 0:
-        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+    try:
+        data = Stack(stack, cwd, timeout=60).outputs()
+    except PulumiError as exc:
+        last = exc.last.strip()
+        if not last:
+            raise WatchError(f"pulumi printed no JSON object for the outputs of '{stack}'") from None
         if "no stack named" in last or "not found" in last:
-            raise NotUpError(f"stack '{stack}' is not up here ({last.strip()}); run scripts/up {stack}")
+            raise NotUpError(f"stack '{stack}' is not up here ({last}); run scripts/up {stack}") from None
         raise WatchError(
             f"cannot read the outputs of stack '{stack}' in {cwd}: {last}; run scripts/up {stack}"
-        )
-    try:
-        data = json.loads(proc.stdout or "{}")
-    except ValueError:
-        raise WatchError(f"pulumi printed no JSON for the outputs of '{stack}'") from None
-    if not isinstance(data, dict):
-        raise WatchError(f"pulumi printed no JSON object for the outputs of '{stack}'")
+        ) from None
     if require_nodes and not data.get("nodes"):
         raise NotUpError(f"stack '{stack}' has no nodes in its outputs; run scripts/up {stack} first")
     return data

@@ -1,16 +1,22 @@
-"""The doors, held: one stack-file reader (stackconfig/files.py), one Pulumi CLI runner and one reader of
-`pulumi config --json` (common/pulumi.py), one workspace rule (ops/workspace.py).
+"""The doors, held: one stack-file reader (stackconfig/files.py), one client for a stack (common/stack.py,
+on the one Pulumi CLI runner and reader of `pulumi config --json`, common/pulumi.py), one workspace rule
+(ops/workspace.py).
 
 An AST scan of every module we ship (not tests/): it fails on a list or call that starts a `pulumi` command
-(`["pulumi", ...]`), on a `"config", "--json"` pair, on a stack file's path built by hand
-(`f"Pulumi.{stack}.yaml"`, `"Pulumi.*.yaml"`), on the local workspaces' folder or its variable spelled
-outside the workspace rule, and on the Automation API anywhere (the supervisor acts through the runner too:
-one door, not two). Each check is proven able to fail on a sample of the code it forbids."""
+(`["pulumi", ...]`), on a `"config", "--json"` pair, on the runner called (`pulumi.run`, `run_json`,
+`command`, `config`, `config_entries`) or a stack's export or outputs named (`"stack", "export"`) anywhere
+but the client, on a stack file's path built by hand (`f"Pulumi.{stack}.yaml"`, `"Pulumi.*.yaml"`), on the
+local workspaces' folder or its variable spelled outside the workspace rule, and on the Automation API
+anywhere (the supervisor acts through the client too: one door, not two). A line scan of every shell script
+(scripts/, bench/gpu/*.sh, .ci/) and CI workflow (.github/workflows/) fails on a `pulumi VERB` run there
+(`trainstack pulumi`/scripts/pulumi is the user's own passthrough, not a workflow's). Each check is proven
+able to fail on a sample of the code it forbids (issue #64)."""
 
 from __future__ import annotations
 
 import ast
 import itertools
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +26,9 @@ REPO = Path(__file__).resolve().parents[1]
 SKIPPED_DIRS = {".venv", ".git", ".state", "tests", "out", "node_modules", "__pycache__"}
 
 PULUMI_DOOR = "common/pulumi.py"
+STACK_DOOR = "common/stack.py"
+# Moved onto the client once the supervisor's restructure (issue #63) has landed; nothing else may join.
+NOT_YET_ON_THE_CLIENT = {"supervisor/act.py", "supervisor/observe.py"}
 STACK_FILE_DOOR = "stackconfig/files.py"
 WORKSPACE_DOOR = "ops/workspace.py"
 
@@ -70,6 +79,69 @@ def runs_pulumi(tree: ast.AST) -> list[str]:
             for first, second in itertools.pairwise(items):
                 if (_constant(first), _constant(second)) == ("config", "--json"):
                     found.append(f"line {node.lineno}: `pulumi config --json` read by hand")
+    return found
+
+
+_RUNNER = {"run", "run_json", "command", "config", "config_entries"}
+_STATE_READS = {("stack", "export"), ("stack", "output"), ("stack", "import")}
+
+
+def goes_around_the_client(tree: ast.AST) -> list[str]:
+    """The runner of common/pulumi.py called, or a stack's export or outputs named, outside the client."""
+    found = []
+    aliases = {
+        a.asname or a.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module == "common"
+        for a in node.names
+        if a.name == "pulumi"
+    }
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == "common.pulumi":
+            taken = sorted(a.name for a in node.names if a.name in _RUNNER)
+            if taken:
+                found.append(
+                    f"line {node.lineno}: the runner imported ({', '.join(taken)}): use common/stack.py"
+                )
+        func = node.func if isinstance(node, ast.Call) else None
+        named = (
+            isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in aliases
+        )
+        if named and isinstance(func, ast.Attribute) and func.attr in _RUNNER:
+            found.append(f"line {node.lineno}: pulumi.{func.attr} outside the client (common/stack.py)")
+        if isinstance(node, ast.List | ast.Tuple | ast.Call):
+            items = list(node.elts) if isinstance(node, ast.List | ast.Tuple) else list(node.args)
+            for first, second in itertools.pairwise(items):
+                if (_constant(first), _constant(second)) in _STATE_READS:
+                    found.append(f"line {node.lineno}: `pulumi stack {_constant(second)}` outside the client")
+    return found
+
+
+SHELL_DIRS = ("scripts", ".ci")
+# `pulumi VERB` as a command: at a line's start or after a shell operator, not in a comment or a step's name.
+_SHELL_PULUMI = re.compile(
+    r"(^|[;&|(`]|\$\(|\bthen|\bdo|\bexec)\s*pulumi\s+(up|preview|refresh|destroy|stack|config|cancel|state|"
+    r"import|login|new|watch)\b"
+)
+
+
+def shells_and_workflows() -> Iterator[Path]:
+    for folder in SHELL_DIRS:
+        for path in sorted((REPO / folder).iterdir()) if (REPO / folder).is_dir() else ():
+            if path.is_file() and path.suffix != ".py" and path.name != "bootstrap":
+                yield path
+    yield from sorted((REPO / "bench" / "gpu").glob("*.sh"))
+    yield from sorted((REPO / ".github" / "workflows").glob("*.yml"))
+
+
+def runs_pulumi_in_shell(text: str) -> list[str]:
+    found = []
+    for number, line in enumerate(text.splitlines(), 1):
+        code = line.split(" #", 1)[0]
+        if code.lstrip().startswith(("#", "- name:", "name:")):
+            continue
+        if _SHELL_PULUMI.search(code.strip()):
+            found.append(f"line {number}: `{code.strip()[:60]}` runs the Pulumi CLI outside the client")
     return found
 
 
@@ -129,6 +201,8 @@ def _violations() -> dict[str, list[str]]:
         found = []
         if name != PULUMI_DOOR:
             found += runs_pulumi(tree)
+        if name not in (PULUMI_DOOR, STACK_DOOR, *NOT_YET_ON_THE_CLIENT):
+            found += goes_around_the_client(tree)
         if name != STACK_FILE_DOOR:
             found += builds_stack_paths(tree)
         if name != WORKSPACE_DOOR:
@@ -141,6 +215,41 @@ def _violations() -> dict[str, list[str]]:
 
 def test_nothing_goes_around_a_door() -> None:
     assert _violations() == {}
+
+
+def test_no_shell_script_or_workflow_runs_the_pulumi_cli() -> None:
+    seen = {
+        p.relative_to(REPO).as_posix(): runs_pulumi_in_shell(p.read_text()) for p in shells_and_workflows()
+    }
+    assert {"scripts/up", ".github/workflows/deploy-stack.yml"} <= seen.keys()  # the scan sees them
+    assert {name: found for name, found in seen.items() if found} == {}
+
+
+@pytest.mark.parametrize(
+    "sample",
+    [
+        '          pulumi up --stack "$STACK" --yes --non-interactive \\',
+        "x=$(pulumi stack output --json)",
+        "if ok; then pulumi destroy --yes; fi",
+        "exec pulumi refresh",
+    ],
+)
+def test_the_shell_scan_can_fail(sample: str) -> None:
+    assert runs_pulumi_in_shell(sample), sample
+
+
+@pytest.mark.parametrize(
+    "sample",
+    [
+        "      - name: pulumi up",
+        "# `pulumi up` each stack in turn",
+        "      group: pulumi-up-${{ inputs.stack }}",
+        '          scripts/up "$STACK" --yes',
+        'exec "$(dirname "${BASH_SOURCE[0]}")/trainstack" pulumi "$@"',
+    ],
+)
+def test_the_shell_scan_passes_what_is_no_run(sample: str) -> None:
+    assert not runs_pulumi_in_shell(sample), sample
 
 
 def test_the_scan_sees_the_code() -> None:
@@ -156,6 +265,11 @@ def test_the_scan_sees_the_code() -> None:
         (runs_pulumi, 'os.execvp("pulumi", argv)'),
         (runs_pulumi, 'argv = ("pulumi", "up")'),
         (runs_pulumi, 'run_json(stack, cwd, "config", "--json")'),
+        (goes_around_the_client, 'from common import pulumi\npulumi.run(["up"], stack=s, cwd=w)'),
+        (goes_around_the_client, 'from common import pulumi as cli\nargv = cli.command(["up"])'),
+        (goes_around_the_client, "from common.pulumi import run_json"),
+        (goes_around_the_client, 'json.loads(cli.run("stack", "export").stdout)'),
+        (goes_around_the_client, 'self.cli.run("stack", "output", "--json", "--stack", STACK)'),
         (builds_stack_paths, 'yaml.safe_load((stacks / f"Pulumi.{stack}.yaml").read_text())'),
         (builds_stack_paths, 'stacks.glob("Pulumi.*.yaml")'),
         (spells_workspaces, 'os.environ.get("TRAINSTACK_LOCAL_WORKSPACES")'),
@@ -172,7 +286,7 @@ def test_each_check_can_fail(check: object, sample: str) -> None:
 @pytest.mark.parametrize(
     "sample",
     [
-        'pulumi.run(["stack", "output", "--json"], stack=stack, cwd=cwd)',
+        "Stack(stack, cwd).outputs()",
         'say(f"no stack (stacks/Pulumi.{stack}.yaml); choose one of")',
         'files.stack_path(stack, root / "stacks")',
         'message = " ".join(["pulumi", verb, *extra])',
@@ -184,4 +298,5 @@ def test_the_doors_themselves_pass(sample: str) -> None:
     tree = ast.parse(sample)
     assert not (
         runs_pulumi(tree) + builds_stack_paths(tree) + spells_workspaces(tree) + uses_automation(tree)
-    )
+        + goes_around_the_client(tree)
+    )  # fmt: skip

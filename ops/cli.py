@@ -277,8 +277,10 @@ The target comes from RUNPOD_API_URL (ops/workspace.py): a loopback URL, or no U
 means the local RunPod and a moto S3 server (started here, left running: `down` stops them once nothing is
 left), from a local workspace under .state/local/ so that tracked stack files never receive local salts or
 demo secrets. Any other URL, or a key with no URL, means the real RunPod and S3, from the repo itself. Either
-way the policy config file is checked first and the policy pack checks the plan before anything is created
-(--skip-preview/-f are refused: exit 2). One up per stack at a time on this machine: a second is refused
+way the policy config file is checked first and the policy pack checks the plan before anything is created:
+the extra arguments are read as Pulumi's CLI reads them, and any spelling of --skip-preview/-f (-rf,
+--skip-preview=1), another --policy-pack or --policy-pack-config, --stack, --cwd, --config(-file) or a
+template is refused (exit 2). One up per stack at a time on this machine: a second is refused
 (exit 3) without touching the first. Against the real RunPod it prints the stack's $/h and run cost, then
 Pulumi shows the plan and asks; --yes applies without asking (the only way without a terminal: exit 2
 otherwise). Against the local RunPod it never asks. It ends with the stack's cost and the next command."""

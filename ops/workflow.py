@@ -19,14 +19,12 @@ from common.pulumi import REPO, PulumiError
 from common.stack import Stack
 from common.stackname import stack_name_problem
 from localcloud.servers import LocalRunPodError, Servers
-from ops import backend_repair, pending_deletes, stale_lock
+from ops import backend_repair, pending_deletes, stale_lock, upflags
 from ops.stacklock import StackLocked, held
 from ops.workspace import Target, TargetConflict, local_root, prepare, resolve_target, workspace_for
 from stackconfig import files
 
 OK, FAILED, BAD_USE, BUSY = 0, 1, 2, 3
-# The flags that would let the pack's budget checks run only after the pods exist.
-_SKIPS_PREVIEW = ("--skip-preview", "-f")
 
 
 class Stop(Exception):
@@ -99,11 +97,10 @@ def use_local_runpod(prog: str) -> None:
 def up(stack: str, yes: bool, pulumi_args: Sequence[str]) -> int:
     prog = "scripts/up"
     checked_stack(prog, stack)
-    for arg in pulumi_args:
-        if arg in _SKIPS_PREVIEW:
-            say(prog, f"refusing {arg}: the policy pack's budget checks would run only after the pods exist; "
-                "drop the flag (scripts/up previews first and stops before anything is created)")  # fmt: skip
-            return BAD_USE
+    refused = upflags.refusal(pulumi_args)  # read as Pulumi's CLI reads them (ops/upflags.py)
+    if refused:
+        say(prog, refused)
+        return BAD_USE
     target = decided_target(prog)
     try:
         with held(stack, os.environ, write_pid=True):

@@ -60,6 +60,25 @@ def test_up_refuses_to_skip_the_preview_before_anything(
     assert f"scripts/up: refusing {flag}:" in capsys.readouterr().err
 
 
+# Issue #62: these went through as strings that were not exactly --skip-preview or -f (two pods rented past
+# dev's cap), and a second policy pack with a lax config could replace the stack's caps.
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [(["--skip-preview=true"], "--skip-preview=true"), (["--skip-preview=1"], "--skip-preview=1"),
+     (["-f=true"], "-f=true (-f, --skip-preview)"), (["-rf"], "-rf (-f, --skip-preview)"),
+     (["--diff", "--skip-preview"], "--skip-preview"),
+     (["--policy-pack", "/tmp/lax", "--policy-pack-config", "/tmp/lax.json"], "--policy-pack"),
+     (["--policy-pack-config=x.json"], "--policy-pack-config=x.json")],
+)  # fmt: skip
+def test_up_refuses_any_spelling_before_anything(
+    argv: list[str], named: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert trainstack(["up", "dev", "--yes", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"scripts/up: refusing {named}: "), err
+    assert err.count("\n") == 1
+
+
 @pytest.mark.parametrize(("argv", "said"), [
     (["up", "Dev"], "not a valid stack name"),
     (["down", "nosuchstack"], "choose one of: "),

@@ -8,7 +8,9 @@ headline into the report's Markdown (report/budget.py) and exits:
 
     0  within the budget, or over it with the override label set by someone the team file allows
     1  over the budget (the `team-budget` check fails)
-    2  could not run: no report, no team file, or RunPod billing unreadable
+    2  could not run: no report, no team file, a run cost that is not a finite amount >= 0, a --markdown
+       file that is not there or a --json-out folder that is not, or RunPod billing unreadable (one line
+       naming the input and the fix)
 
 Billing is a read: the preview's Read Only key is enough.
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -57,14 +60,37 @@ def month_to_date(client: RunPodClient, now: datetime) -> float:
     return total
 
 
-def changed_runs(report: Mapping[str, Any]) -> list[tuple[str, float | None]]:
-    """(stack, forecast run cost after the change) of each stack the preview changes."""
+def changed_runs(report: object) -> list[tuple[str, float | None]]:
+    """(stack, forecast run cost after the change) of each stack the preview changes. BudgetError names the
+    first entry that is not what `scripts/preview-report --json-out` writes: a run cost that is NaN, infinite
+    or negative would lower the total another stack's run adds (a negative one offsets it)."""
+    fix = "pass the file scripts/preview-report --json-out wrote"
+    if not isinstance(report, Mapping):
+        raise BudgetError(f"the report is a JSON {type(report).__name__}, not an object; {fix}")
+    stacks = report.get("stacks") or []
+    if not isinstance(stacks, list):
+        raise BudgetError(f"the report's `stacks` is not a list; {fix}")
     runs = []
-    for stack in report.get("stacks") or []:
-        if any(c.get("op") not in ("same", "read") for c in stack.get("changes") or []):
+    for i, stack in enumerate(stacks):
+        name = stack.get("stack") if isinstance(stack, Mapping) else None
+        if not isinstance(name, str) or not name:
+            raise BudgetError(f"the report's stacks[{i}] has no `stack` name; {fix}")
+        changes = stack.get("changes") or []
+        if not isinstance(changes, list) or not all(isinstance(c, Mapping) for c in changes):
+            raise BudgetError(f"the report's stack {name!r}: `changes` is not a list of objects; {fix}")
+        if any(c.get("op") not in ("same", "read") for c in changes):
             per_run = ((stack.get("cost") or {}).get("after") or {}).get("per_run")
-            runs.append((str(stack["stack"]), None if per_run is None else float(per_run)))
+            runs.append((name, None if per_run is None else _run_cost(name, per_run)))
     return runs
+
+
+def _run_cost(stack: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        raise BudgetError(
+            f"the report's stack {stack!r}: cost.after.per_run is {value!r}, not a finite amount >= 0 (USD); "
+            "the report was not written by scripts/preview-report: run it again"
+        )
+    return float(value)
 
 
 def figures(
@@ -75,7 +101,9 @@ def figures(
     now: datetime,
 ) -> BudgetFigures:
     """The check's figures and verdict; `labels` maps each label on the PR to who set it last."""
-    by = labels.get(team.override.label)
+    # GitHub compares label names and logins without regard to case (a label's name is unique that way).
+    wanted = team.override.label.casefold()
+    by = next((login for label, login in labels.items() if label.casefold() == wanted), None)
     return BudgetFigures(
         month=now.astimezone(UTC).strftime("%Y-%m"),
         budget=team.monthly_budget_usd,
@@ -83,7 +111,7 @@ def figures(
         runs=tuple(runs),
         label=team.override.label,
         override_by=by,
-        override_allowed=by is not None and by in team.override.allowed,
+        override_allowed=team.override.allows(by),
     )
 
 
@@ -108,18 +136,44 @@ def _labels(raw: str | None) -> dict[str, str]:
     return {str(k): str(v) for k, v in parsed.items()}
 
 
+def _report(path: Path) -> object:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise BudgetError(
+            f"{path}: cannot be read ({exc.strerror}); pass scripts/preview-report --json-out's file"
+        ) from None
+    except (ValueError, RecursionError) as exc:  # not JSON, not UTF-8, nested past Python's stack
+        why = exc if isinstance(exc, json.JSONDecodeError) else type(exc).__name__
+        raise BudgetError(
+            f"{path}: is not a JSON report ({why}); pass scripts/preview-report --json-out's file"
+        ) from None
+
+
+def _check_outputs(markdown: str | None, json_out: str | None) -> None:
+    """Where the check writes must be there before it computes: a verdict is never lost to a bad path."""
+    if markdown and not Path(markdown).is_file():
+        raise BudgetError(
+            f"--markdown {markdown}: no such file; pass the report scripts/preview-report --out wrote"
+        )
+    if json_out and not Path(json_out).resolve().parent.is_dir():
+        raise BudgetError(f"--json-out {json_out}: its folder does not exist; create it or write elsewhere")
+
+
 def run(args: argparse.Namespace, client: RunPodClient | None = None, now: datetime | None = None) -> int:
     now = now or datetime.now(UTC)
     try:
+        _check_outputs(args.markdown, args.json_out)
         team = load_team(args.team_file)
-        report = json.loads(Path(args.report_json).read_text(encoding="utf-8"))
+        runs = changed_runs(_report(Path(args.report_json)))
+        labels = _labels(os.environ.get(LABELS_ENV))
         if client is None:
             from providers.runpod.client import RunPodClient
 
             client = RunPodClient.from_env()
         with client:
             spent = month_to_date(client, now)
-        f = figures(team, spent, changed_runs(report), _labels(os.environ.get(LABELS_ENV)), now)
+        f = figures(team, spent, runs, labels, now)
     except (OSError, ValueError, TeamConfigError, BudgetError) as exc:
         print(f"team-budget: cannot check: {exc}", file=sys.stderr)
         return EXIT_FAILED

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import re
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -167,3 +169,77 @@ def test_the_preview_reports_json_is_what_the_check_reads(tmp_path: Path) -> Non
     )
     runs = team_budget.changed_runs(json.loads(out.read_text()))
     assert runs == [("prod", pytest.approx(6135.87))]
+
+
+# Issue #62: bad input to the check is exit 2 with one line naming it, never a traceback; checked before
+# RunPod's billing is read (no client is needed to refuse it).
+BAD_REPORTS: dict[str, tuple[object, str]] = {
+    "a list": ([{"stack": "dev"}], "the report is a JSON list, not an object"),
+    "a stack without its name": ({"stacks": [{"changes": [{"op": "create"}]}]}, "stacks[0] has no `stack`"),
+    "a NaN run cost": (
+        {
+            "stacks": [
+                {"stack": "dev", "changes": [{"op": "update"}], "cost": {"after": {"per_run": math.nan}}}
+            ]
+        },
+        "'dev': cost.after.per_run is nan",
+    ),
+    "a negative run cost": (
+        {"stacks": [{"stack": "dev", "changes": [{"op": "update"}], "cost": {"after": {"per_run": -900.0}}}]},
+        "'dev': cost.after.per_run is -900.0, not a finite amount >= 0",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_REPORTS))
+def test_a_report_that_is_not_the_preview_reports_is_exit_2_naming_the_field(
+    case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    body, said = BAD_REPORTS[case]
+    (tmp_path / "r.json").write_text(json.dumps(body))  # json writes NaN as NaN, as a hand-made file may
+    code = team_budget.main([str(tmp_path / "r.json"), "--team-file", str(team_file(tmp_path, 100))])
+    err = capsys.readouterr().err
+    assert code == team_budget.EXIT_FAILED, err
+    assert said in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize("flag", ["--markdown", "--json-out"])
+def test_an_output_path_that_cannot_be_written_is_exit_2_before_the_check(
+    flag: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = team_budget.main(
+        [str(report(tmp_path)), flag, str(tmp_path / "no-such-dir" / "x"), "--team-file",
+         str(team_file(tmp_path, 100))]
+    )  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == team_budget.EXIT_FAILED and f"{flag} {tmp_path / 'no-such-dir' / 'x'}: " in err, err
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("config:\n  trainstack:team:\n    monthly_budget_usd: 1\n    monthly_budget_usd: 900000\n"
+         "    override: {allowed: [a]}\n", "the key 'monthly_budget_usd' is given twice"),
+        ("config:\n  trainstack:team: {monthly_budget_usd: .nan, override: {allowed: [a]}}\n",
+         "monthly_budget_usd"),
+        ("config:\n  trainstack:team: {monthly_budget_usd: 1e309, override: {allowed: [a]}}\n",
+         "monthly_budget_usd"),
+        ("config:\n  trainstack:team: {monthly_budget_usd: 5, override: {allowed: [a], allowed: [b]}}\n",
+         "the key 'allowed' is given twice"),
+    ],
+)  # fmt: skip
+def test_the_team_file_refuses_a_key_twice_and_numbers_that_are_not_finite(
+    text: str, said: str, tmp_path: Path
+) -> None:
+    (tmp_path / "team.yaml").write_text(text)
+    with pytest.raises(TeamConfigError, match=re.escape(said)):
+        load_team(tmp_path / "team.yaml")
+
+
+def test_the_override_login_and_label_are_compared_as_github_compares_them(tmp_path: Path) -> None:
+    """GitHub logins (and label names) are case-insensitive: `Alice` is the allowed `alice`."""
+    team = load_team(team_file(tmp_path, 100))
+    now = datetime(2026, 12, 10, tzinfo=UTC)
+    f = team_budget.figures(team, 50.0, [("dev", 300.0)], {"Budget-OK": "Alice"}, now)
+    assert f.over and f.override_by == "Alice" and f.override_allowed and f.passed
+    assert not team_budget.figures(team, 50.0, [("dev", 300.0)], {"budget-ok": "alicex"}, now).passed

@@ -155,3 +155,15 @@ def test_deploy_runs_only_after_test_passed_on_main_and_deploys_that_commit() ->
         s for s in stack["jobs"]["up"]["steps"] if s.get("uses", "").startswith("actions/checkout")
     )
     assert checkout["with"]["ref"] == "${{ inputs.ref }}"
+
+
+def test_the_team_budget_reads_the_team_file_of_the_base_branch() -> None:
+    """Issue #62: a pull request that raised the budget in its own stacks/team.yaml passed its own check."""
+    steps = load("preview.yml")["jobs"]["preview"]["steps"]
+    base = [s for s in steps if s.get("with", {}).get("ref") == "${{ github.event.pull_request.base.sha }}"]
+    assert len(base) == 1 and base[0]["uses"].startswith("actions/checkout@")
+    folder = base[0]["with"]["path"]
+    assert base[0]["with"]["sparse-checkout"] == "stacks/team.yaml"
+    budget = next(s for s in steps if s.get("id") == "budget")
+    assert f"--team-file {folder}/stacks/team.yaml" in budget["run"]
+    assert steps.index(base[0]) < steps.index(budget)

@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from forecast.model import Workload
+from stackconfig.model import usual_kv_heads
 
-USUAL_KV_HEADS = 8
 FFN_MULTIPLE = 256
 
 
@@ -34,7 +34,7 @@ def kv_heads(w: Workload) -> int:
     a = w.attention_heads
     if w.block == "gpt":
         return a  # GPT-2's blocks are multi-head
-    return USUAL_KV_HEADS if a % USUAL_KV_HEADS == 0 and a > USUAL_KV_HEADS else a
+    return usual_kv_heads(a)  # the one rule, which the stack config's shape check assumes too
 
 
 def kv_width(w: Workload) -> int:

@@ -55,6 +55,20 @@ def shape_parameters(layers: int, hidden_size: int, vocab_size: int) -> float:
 
 PARAMETER_BAND = 0.25  # a count further than this from the shapes' is worth a warning
 
+# Grouped-query attention's usual key-value heads when `kv_heads` is not given (forecast/shapes.py says why).
+USUAL_KV_HEADS = 8
+# How far `parameters` may be from the count the full shapes make before the stack is refused: the count
+# counts every matrix of a Llama block and the embeddings, once tied or twice untied, so what it leaves out
+# (norms, biases: under 1 % for Llama 3, Mistral, Qwen 2) and a count written round (8B for 8.03e9, 7B for
+# Llama 2's 6.74e9: 4 %) stay well inside 10 %; a shape copied wrong is far outside it (ffn_hidden_size 1 on
+# Llama-3-8B makes 2.4e9, 70 % apart). Inside the band the forecast's hours move by at most about as much.
+SHAPE_TOLERANCE = 0.10
+
+
+def usual_kv_heads(heads: int) -> int:
+    """8 key-value heads when the heads are a multiple of 8 above it, else one per head (multi-head)."""
+    return USUAL_KV_HEADS if heads % USUAL_KV_HEADS == 0 and heads > USUAL_KV_HEADS else heads
+
 
 # The best model-FLOPs utilisation published for a large training run: MegaScale, 55.2 % for a 175B model
 # on 12,288 GPUs (Jiang et al. 2024, https://arxiv.org/abs/2402.15627, Table 2); PaLM reported 46.2 %.
@@ -183,9 +197,56 @@ class ModelConfig(BaseModel):
         return in_range(v, 0, 5, "a fraction of the ideal time; 0.3 is the default")
 
 
+def _attention(m: ModelConfig) -> float:
+    """A Llama block's attention projections: q and o (h x h each), k and v (h x key-value width each)."""
+    kv_width = (m.kv_heads or usual_kv_heads(m.attention_heads)) * m.hidden_size // m.attention_heads
+    return 2.0 * m.hidden_size**2 + 2.0 * m.hidden_size * kv_width
+
+
+def shape_problem(m: ModelConfig) -> Problem | None:
+    """The shapes and `parameters` of one model must agree within SHAPE_TOLERANCE: the forecast's memory
+    counts `parameters`, its hours the shapes' matrix multiplies, so a shape copied wrong moved the run's cost
+    without a word (ffn_hidden_size 1 halved prod's). With `ffn_hidden_size` given the shapes make a whole
+    count, L·(attention + 3·h·ffn) + V·h or 2·V·h (embeddings tied or not); without it the forecast fills the
+    MLP from `parameters`, which must then at least hold the attention and one embedding."""
+    h, layers, vocab = m.hidden_size, m.layers, m.vocab_size
+    kv = m.kv_heads or usual_kv_heads(m.attention_heads)
+    shown_shapes = (
+        f"layers {layers}, hidden_size {h}, attention_heads {m.attention_heads}, kv_heads {kv}"
+        f"{'' if m.kv_heads else ' (assumed)'}, vocab_size {vocab}"
+    )
+    if m.ffn_hidden_size is None:
+        least = layers * _attention(m) + vocab * h
+        if m.parameters >= (1 - SHAPE_TOLERANCE) * least:
+            return None
+        return (
+            "training.model.parameters",
+            f"is {m.parameters:.3g}, but the shapes ({shown_shapes}) need at least {least:.3g} for the "
+            "attention and the embeddings alone, before any MLP: one of them is wrong; copy the shapes from "
+            "the model's config.json, or correct parameters",
+        )
+    blocks = layers * (_attention(m) + 3.0 * h * m.ffn_hidden_size)
+    counts = (blocks + 2.0 * vocab * h, blocks + vocab * h)  # embeddings untied (Llama 3 8B), tied (3.2 1B)
+    nearest = min(counts, key=lambda c: abs(m.parameters / c - 1))
+    if abs(m.parameters / nearest - 1) <= SHAPE_TOLERANCE:
+        return None
+    return (
+        "training.model.ffn_hidden_size",
+        f"{m.ffn_hidden_size} with {shown_shapes} makes {counts[0]:.3g} parameters ({counts[1]:.3g} with "
+        f"tied embeddings), but parameters is {m.parameters:.3g}, {m.parameters / nearest:.2f} x that: "
+        f"beyond the {SHAPE_TOLERANCE:.0%} the forecast allows (its memory follows parameters, its hours "
+        "the shapes); "
+        "copy ffn_hidden_size (intermediate_size), kv_heads (num_key_value_heads) and the rest from the "
+        "model's config.json, or correct parameters (docs/FORECAST.md)",
+    )
+
+
 def parameter_notice(model: ModelConfig) -> str | None:
     """A warning when `parameters` disagrees with what the shapes imply by more than PARAMETER_BAND (the
-    memory forecast counts `parameters`, the activations the shapes: one of them is wrong); None otherwise."""
+    memory forecast counts `parameters`, the activations the shapes: one of them is wrong); None otherwise,
+    and None when `ffn_hidden_size` is given: the whole count of `shape_problem` is then checked instead."""
+    if model.ffn_hidden_size is not None:
+        return None
     implied = shape_parameters(model.layers, model.hidden_size, model.vocab_size)
     if abs(model.parameters - implied) <= PARAMETER_BAND * implied:
         return None

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from facts.gpus import GPUS, GpuSpec
 from facts.money import DEFAULT_SPEND_LIMIT_PER_HOUR
 from stackconfig.config import StackConfig
+from stackconfig.model import shape_problem
 from stackconfig.pricing import cost_per_hour, gpu_hour_price
 from stackconfig.slurm import SLURM_IMAGE_EXAMPLE, is_runpod_pytorch_image
 
@@ -316,6 +317,9 @@ def model_problems(config: StackConfig, gpus: Mapping[str, GpuSpec] = GPUS) -> l
                 "bf16, or a GPU type with FP8 (H100)",
             )
         )
+    shapes = shape_problem(model)  # the shapes and the parameter count of one model agree (docs/FORECAST.md)
+    if shapes is not None:
+        out.append(shapes)
     return out
 
 

@@ -295,3 +295,15 @@ def test_the_new_shape_keys_are_refused_with_their_fix(
     assert main(["dev", "--set", assignment]) == EXIT_BAD_INPUT
     err = capsys.readouterr().err
     assert f"trainstack:training.model.{assignment.split('=')[0]}" in err and words in err
+
+
+def test_a_shape_that_contradicts_the_parameter_count_is_refused_not_forecast(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Issue #62: `ffn_hidden_size=1` on prod halved the run forecast ($4,174 -> $2,028) without a word."""
+    from forecast.cli import EXIT_BAD_INPUT, main
+
+    assert main(["prod", "--set", "ffn_hidden_size=1"]) == EXIT_BAD_INPUT
+    out = capsys.readouterr()
+    assert "trainstack:training.model.ffn_hidden_size: 1 with layers 32" in out.err
+    assert "beyond the 10% the forecast allows" in out.err and "run cap" not in out.out

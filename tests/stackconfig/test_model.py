@@ -55,7 +55,8 @@ def test_a_model_section_parses_with_its_defaults() -> None:
     ],
 )
 def test_sizes_are_read_as_people_write_them(written: object, value: float) -> None:
-    model = load_stack_config(_with(parameters=written, tokens=written)).training.model
+    tiny = {"layers": 1, "hidden_size": 64, "attention_heads": 8, "vocab_size": 256}  # shapes 500k can hold
+    model = load_stack_config(_with(parameters=written, tokens=written, **tiny)).training.model
     assert model is not None and (model.parameters, model.tokens) == (value, value)
 
 
@@ -151,3 +152,47 @@ def test_fp8_on_a_gpu_without_fp8_is_refused() -> None:
     assert "has no fp8 tensor cores" in message
     assert message.endswith("use precision bf16, or a GPU type with FP8 (H100)")
     assert model_problems(config) == []  # the real H100 SXM row has FP8
+
+
+# Issue #62: shapes copied from published config.json files agree with their parameter counts within the
+# stated tolerance, whether the count is written exactly or round (7B, 8B) and embeddings tied or not.
+PUBLISHED = {
+    "llama-3-8b": dict(parameters="8.03B", layers=32, hidden_size=4096, attention_heads=32, kv_heads=8,
+                       ffn_hidden_size=14336, vocab_size=128256),
+    "llama-3-8b-as-8B": dict(parameters="8B", layers=32, hidden_size=4096, attention_heads=32, kv_heads=8,
+                             ffn_hidden_size=14336, vocab_size=128256),
+    "llama-2-7b-as-7B": dict(parameters="7B", layers=32, hidden_size=4096, attention_heads=32, kv_heads=32,
+                             ffn_hidden_size=11008, vocab_size=32000),
+    "llama-3.2-1b-tied": dict(parameters="1.24B", layers=16, hidden_size=2048, attention_heads=32, kv_heads=8,
+                              ffn_hidden_size=8192, vocab_size=128256),
+    "qwen2-7b": dict(parameters="7.62B", layers=28, hidden_size=3584, attention_heads=28, kv_heads=4,
+                     ffn_hidden_size=18944, vocab_size=152064),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED))
+def test_published_shapes_agree_with_their_parameter_count(name: str) -> None:
+    model = load_stack_config(_with(**PUBLISHED[name])).training.model
+    assert model is not None and model.ffn_hidden_size is not None
+
+
+SHAPES_CONTRADICT = [
+    # ffn_hidden_size 1 on Llama-3-8B: 2.4e9 from the shapes, and the forecast's hours halved without a word
+    ("ffn-1", dict(PUBLISHED["llama-3-8b"], ffn_hidden_size=1), "ffn_hidden_size", "makes 2.39e+09 param"),
+    ("ffn-too-wide", dict(PUBLISHED["llama-3-8b"], ffn_hidden_size=28672), "ffn_hidden_size", "x that"),
+    ("layers-doubled", dict(PUBLISHED["llama-3-8b"], layers=64), "ffn_hidden_size", "layers 64"),
+    ("vocab-wrong", dict(PUBLISHED["llama-3-8b"], vocab_size=10**6), "ffn_hidden_size", "vocab_size 1000000"),
+    ("hidden-doubled", dict(MODEL, hidden_size=16384, attention_heads=128), "parameters", "need at least"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("changes", "key", "words"), [c[1:] for c in SHAPES_CONTRADICT], ids=[c[0] for c in SHAPES_CONTRADICT]
+)
+def test_shapes_that_contradict_the_parameter_count_are_refused_with_the_fix(
+    changes: dict[str, Any], key: str, words: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_stack_config(_with(**changes))
+    (problem,) = [p for p in caught.value.problems if p.path == f"trainstack:training.model.{key}"]
+    assert words in problem.message and "config.json" in problem.message, problem.message

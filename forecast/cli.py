@@ -81,7 +81,12 @@ def run_cap(stack: str, config: StackConfig, policy_dir: Path) -> tuple[float, s
     path = policy_dir / f"{stack}.json"
     entry: Any = {}
     if path.is_file():
-        entry = (json.loads(path.read_text()) or {}).get(RUN_CAP_POLICY) or {}
+        doc = json.loads(path.read_bytes().decode("utf-8")) or {}  # UnicodeDecodeError is a ValueError
+        if not isinstance(doc, dict):
+            raise ValueError(
+                'is not a JSON object; write {"<policy name>": {...}} (python -m policy.config_file)'
+            )
+        entry = doc.get(RUN_CAP_POLICY) or {}
     given = {k: v for k, v in entry.items() if k != "enforcementLevel"} if isinstance(entry, dict) else {}
     cap = BudgetConfig.model_validate(given).max_run_cost_usd
     shown = path.relative_to(files.REPO) if path.is_relative_to(files.REPO) else path
@@ -175,8 +180,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_FITS if comparison.cheapest is not None else EXIT_DOES_NOT_FIT
     try:
         cap, where = run_cap(args.stack, config, args.policy_dir)
-    except (OSError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
-        print(f"forecast: policy/config/{args.stack}.json: {exc}", file=sys.stderr)
+    except (OSError, ValueError, RecursionError) as exc:  # pydantic's ValidationError is a ValueError
+        why = "nested too deep to read" if isinstance(exc, RecursionError) else exc
+        print(f"forecast: policy/config/{args.stack}.json: {why}", file=sys.stderr)
         return EXIT_BAD_INPUT
     run_usd = round(result.cost.run_usd, 2)
     if args.json:

@@ -297,8 +297,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     from providers.errors import TrainstackError
     from providers.runpod.client import RunPodClient
     from train.monitor.notify import Webhook
+    from train.monitor.webhook_url import webhook_url_problem
 
     url = os.environ.get("ALERT_WEBHOOK_URL")
+    bad_url = webhook_url_problem(url) if url else None  # never quotes the URL: it is the secret
+    if bad_url:
+        print(f"reconcile: not checked: ALERT_WEBHOOK_URL {bad_url}", file=sys.stderr)
+        return EXIT_NOT_CHECKED
     notify = Webhook(url, log=print).send if url else None
     try:
         client = RunPodClient.from_env()

@@ -95,8 +95,21 @@ def _as_dicts(value: Any) -> Any:
     return value
 
 
+NESTED = (
+    "(file): is nested deeper than Python's parser goes; a policy config is two levels deep, "
+    '{"<policy name>": {"<key>": value}}: write that'
+)
+
+
 def _parse(text: str) -> tuple[Any, list[str]]:
     """The document, or the problems that keep it from being one (a key given twice is one)."""
+    try:
+        return _parse_json(text)
+    except RecursionError:  # 200,000 `[` raised out of json.loads (issue #62)
+        return None, [NESTED]
+
+
+def _parse_json(text: str) -> tuple[Any, list[str]]:
     try:
         pairs = json.loads(text, parse_constant=_refuse_constant, object_pairs_hook=_Pairs)
         twice = [
@@ -188,6 +201,22 @@ def deprecation_notices(text: str) -> list[str]:
     ]
 
 
+def read_config_text(path: Path) -> tuple[str | None, list[str]]:
+    """The file's text, or the problem that keeps it from being read: a missing file, bytes that are not
+    UTF-8 (JSON is UTF-8; the CLI and this checker read nothing else)."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        return None, [f"(file): cannot be read ({exc.strerror}); check the path"]
+    try:
+        return raw.decode("utf-8"), []
+    except UnicodeDecodeError as exc:
+        return None, [
+            f"(file): is not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}); save it as "
+            "UTF-8 JSON"
+        ]
+
+
 def _cmdline(pid: int) -> tuple[list[str], Path, int] | None:
     """A process's arguments, working directory and parent (Linux /proc); None when it cannot be read."""
     proc = Path("/proc") / str(pid)
@@ -237,11 +266,8 @@ def refuse_at_start(pack_dir: Path, pid: int | None = None) -> None:
     path = passed_config(pack_dir, pid)
     if path is None:
         return
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        problems = [f"(file): cannot be read ({exc.strerror}); check the path"]
-    else:
+    text, problems = read_config_text(path)
+    if text is not None:
         problems = problems_in(text, allow_unenforced_budget=os.environ.get(OVERRIDE_ENV) == "1")
     if problems:
         for problem in problems:
@@ -261,14 +287,11 @@ def main(argv: list[str] | None = None) -> int:
         allow = True
     bad = 0
     for name in files:
-        path = Path(name)
-        try:
-            text = path.read_text()
+        text, problems = read_config_text(Path(name))
+        if text is not None:
             problems = problems_in(text, allow_unenforced_budget=allow)
             for notice in deprecation_notices(text):
                 print(f"{name}: warning: {notice}", file=sys.stderr)
-        except OSError as exc:
-            problems = [f"(file): cannot be read ({exc.strerror}); check the path"]
         for problem in problems:
             print(f"{name}: {problem}", file=sys.stderr)
         bad += bool(problems)

@@ -37,6 +37,7 @@ from supervisor.localstore import LOCAL_BUCKET, DirObjects
 from supervisor.model import Decision, Observation, Plan, RoundRecord
 from supervisor.observe import Sources, StackUnreadable, observe, read_config, read_stack, stack_config
 from supervisor.report import ledger_note
+from train.monitor.webhook_url import webhook_url_problem
 
 EXIT_FAILED = 1
 EXIT_UNREADABLE = 2
@@ -263,6 +264,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     problem = stack_name_problem(args.stack)  # before any path is built from it
     if problem is not None:
         p.error(problem)
+    webhook = os.environ.get(WEBHOOK_ENV)
+    bad_webhook = webhook_url_problem(webhook) if webhook else None  # never quotes the URL: the secret
+    if bad_webhook:
+        print(f"scripts/supervise: {WEBHOOK_ENV} {bad_webhook}", file=sys.stderr)
+        return EXIT_UNREADABLE
     try:
         if args.log:
             return show_log(args.stack, args.cwd)

@@ -119,12 +119,15 @@ def cli_like(tmp_path: Path) -> Any:
         child.wait(timeout=10)
 
 
-BAD_FILES = {
+BAD_FILES: dict[str, tuple[str | bytes, str]] = {
     "unknown policy": ('{"no-such-policy": {}}', "no-such-policy: no policy of that name"),
     "wrong type": ('{"hourly-burn-limit": {"max_hourly_usd": "40"}}', "hourly-burn-limit.max_hourly_usd"),
     "key twice": ('{"hourly-burn-limit": {"max_hourly_usd": 1, "max_hourly_usd": 900}}', "is given twice"),
     "budget off": ('{"run-cost-limit": "disabled"}', "turns off a budget policy"),
-}
+    # Issue #62: both raised out of the pack (and of `python -m policy.config_file`) with a traceback.
+    "not utf-8": (b'{"hourly-burn-limit": {"max_hourly_usd": 1}, "\xff": {}}', "UTF-8 text (byte 0xff"),
+    "nested 200,000 deep": ("[" * 200_000 + "]" * 200_000, "is nested deeper than Python's parser goes"),
+}  # fmt: skip
 
 
 @pytest.mark.parametrize("case", sorted(BAD_FILES))
@@ -132,7 +135,10 @@ def test_the_pack_refuses_a_bad_file_before_the_engine_reads_it(
     case: str, cli_like: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     text, words = BAD_FILES[case]
-    (tmp_path / "bad.json").write_text(text)
+    if isinstance(text, bytes):
+        (tmp_path / "bad.json").write_bytes(text)
+    else:
+        (tmp_path / "bad.json").write_text(text)
     pid = cli_like("preview", "--policy-pack", str(PACK), "--policy-pack-config", "bad.json")
     assert passed_config(PACK, pid) == tmp_path / "bad.json"
     with pytest.raises(SystemExit) as stopped:

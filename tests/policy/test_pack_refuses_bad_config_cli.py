@@ -30,7 +30,19 @@ FILES = {
         '{"hourly-burn-limit": {"max_hourly_usd": 1e309}}',
         ["hourly-burn-limit.max_hourly_usd: numbers"],
     ),
-}
+    # Issue #62: tracebacks, from the pack (the CLI reads a byte that is not UTF-8 in a string) and from the
+    # checker our language host runs (the CLI cannot parse 200,000 levels; Python's parser raised too).
+    "not utf-8": (b'{"hourly-burn-limit": {"max_hourly_usd": 4}, "\xff": {}}', ["(file): is not UTF-8 text"]),
+    "nested 200000 deep": ("[" * 200_000 + "]" * 200_000, ["(file): is nested deeper than Python's parser"]),
+}  # fmt: skip
+
+
+def _write(path: Path, text: str | bytes) -> Path:
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text)
+    return path
 
 
 def _this_checkouts_hosts() -> Path:
@@ -62,8 +74,7 @@ def test_a_bare_preview_gets_the_checkers_message(tmp_path: Path) -> None:
     (tmp_path / "state").mkdir()
     previews = []
     for case, (text, _) in FILES.items():
-        path = tmp_path / f"{case.replace(' ', '-')}.json"
-        path.write_text(text)
+        path = _write(tmp_path / f"{case.replace(' ', '-')}.json", text)
         previews.append(
             f"echo '=== {case}'; pulumi preview --stack bad-config --non-interactive "
             f'--policy-pack {REPO}/policy --policy-pack-config {path} 2>&1; echo "rc=$?"'
@@ -85,3 +96,43 @@ def test_a_bare_preview_gets_the_checkers_message(tmp_path: Path) -> None:
         for words in said:
             assert f"{path}: {words}" in section, section
         assert "Traceback" not in section and "Invalid type" not in section and "+ create" not in section
+
+
+def test_a_bare_preview_in_the_local_demos_workspace_gets_the_checkers_message(tmp_path: Path) -> None:
+    """Issue #62: in `.state/local/<stack>` (a Pulumi.yaml whose `main:` is the repo) the language host looked
+    for the pack beside Pulumi.yaml, found none, and left Pulumi's own parse error, which names no key."""
+    from ops.workspace import prepare
+
+    workspace = prepare("dev", tmp_path / "local")
+    (tmp_path / "state").mkdir()
+    cases = {case: FILES[case] for case in ("not json", "overflow")}
+    previews = []
+    for case, (text, _) in cases.items():
+        path = _write(tmp_path / f"{case.replace(' ', '-')}.json", text)
+        previews.append(
+            f"echo '=== {case}'; pulumi preview --stack dev --non-interactive --cwd {workspace} "
+            f'--policy-pack {REPO}/policy --policy-pack-config {path} 2>&1; echo "rc=$?"'
+        )
+    script = (
+        f". {REPO}/scripts/env.sh && export PULUMI_BACKEND_URL=file://{tmp_path}/state "
+        f"PULUMI_CONFIG_PASSPHRASE=x PATH={_this_checkouts_hosts()}:$PATH && "
+        f"pulumi stack init dev --cwd {workspace} --non-interactive >/dev/null && " + "; ".join(previews)
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RUNPOD_", "AWS_", "PULUMI_"))}
+    proc = subprocess.run(
+        ["bash", "-c", script],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    out = proc.stdout + proc.stderr
+    for case, (_, said) in cases.items():
+        section = out.split(f"=== {case}\n", 1)[1].split("=== ", 1)[0]
+        path = tmp_path / f"{case.replace(' ', '-')}.json"
+        assert "rc=0" not in section, section
+        for words in said:
+            assert f"{path}: {words}" in section, section
+        assert "Traceback" not in section and "+ create" not in section

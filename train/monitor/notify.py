@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from train.monitor.evaluate import Money, Transition
 from train.monitor.rules import AlertRules
 from train.monitor.scrape import NodeSample
+from train.monitor.webhook_url import webhook_url_problem
 
 # (url, body, timeout) -> (status, retry-after seconds)
 Post = Callable[[str, bytes, float], tuple[int, float | None]]
@@ -105,6 +106,10 @@ class Webhook:
     max_delay_s: float = 60.0
 
     def send(self, text: str) -> bool:
+        problem = webhook_url_problem(self.url)  # a port past 65535 raised out of http_post (issue #62)
+        if problem is not None:
+            self.log(f"alerts: the webhook URL {problem}; message dropped")
+            return False
         body = json.dumps({"text": slack_text(text)}).encode()
         for attempt in range(1, self.attempts + 1):
             try:

@@ -184,3 +184,17 @@ def test_a_trickling_peer_ends_each_attempt_at_its_deadline(peer: Any) -> None:
     worker.start()
     worker.join(60)  # the peer would trickle for as long as it is read
     assert done == [False] and peer.posts == 2
+
+
+def test_a_url_with_a_port_out_of_range_is_dropped_with_a_line_not_raised() -> None:
+    """Issue #62: `https://host:99999/...` raised ValueError out of http_post (Webhook.send promises never to
+    raise): reconcile and supervise ended in a traceback with exit 1, their verdict's code."""
+    logs: list[str] = []
+
+    def never(_: float) -> None:
+        raise AssertionError("a URL that can never work is not retried")
+
+    hook = Webhook("https://hooks.example.invalid:99999/services/SECRETPART", sleep=never, log=logs.append)
+    assert hook.send("x") is False
+    said = "is not a URL; paste the webhook URL your chat gives, https://..."
+    assert logs == [f"alerts: the webhook URL {said}; message dropped"]

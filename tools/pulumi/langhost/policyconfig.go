@@ -6,6 +6,10 @@ package main
 // started this host names such a file for the project's pack (policy/), the project's checker
 // (`python -m policy.config_file`) says what is wrong: file, key path and fix. A file the CLI can parse costs
 // no process here: the pack itself judges it as it starts (policy/config_file.py, refuse_at_start).
+//
+// The project's pack is policy/ beside the program (Pulumi.yaml's `main:`), which is also where Pulumi.yaml
+// is in the repo; the local demo's workspace (.state/local/<stack>) has only a Pulumi.yaml whose `main:` is
+// the repo, and looking beside that Pulumi.yaml skipped the check there in silence (issue #62).
 
 import (
 	"encoding/json"
@@ -42,10 +46,24 @@ func resolved(dir, path string) string {
 	return filepath.Clean(path)
 }
 
+// projectDir is the folder that holds the project's policy pack (policy/PulumiPolicy.yaml): the program's
+// folder, else Pulumi.yaml's; "" when neither does.
+func projectDir(info *pulumirpc.ProgramInfo) string {
+	for _, dir := range []string{info.GetProgramDirectory(), info.GetRootDirectory()} {
+		if dir == "" {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(dir, "policy", "PulumiPolicy.yaml")); err == nil {
+			return dir
+		}
+	}
+	return ""
+}
+
 // unparsable are the policy config files for the project's pack that the CLI would fail to read as JSON.
-func unparsable(args []string, cwd, root string) []string {
+func unparsable(args []string, cwd, project string) []string {
 	packs, configs := flagValues(args, "--policy-pack"), flagValues(args, "--policy-pack-config")
-	ours := resolved(root, "policy")
+	ours := resolved(project, "policy")
 	var out []string
 	for i, c := range configs {
 		if len(packs) == len(configs) && resolved(cwd, packs[i]) != ours {
@@ -74,7 +92,11 @@ func policyConfigProblem(info *pulumirpc.ProgramInfo) error {
 		return nil
 	}
 	args := strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00")
-	bad := unparsable(args, cwd, info.GetRootDirectory())
+	project := projectDir(info)
+	if project == "" {
+		return nil
+	}
+	bad := unparsable(args, cwd, project)
 	if len(bad) == 0 {
 		return nil
 	}
@@ -83,7 +105,7 @@ func policyConfigProblem(info *pulumirpc.ProgramInfo) error {
 		return nil
 	}
 	cmd := exec.Command(bin, append([]string{"-m", "policy.config_file"}, bad...)...)
-	cmd.Dir = info.GetRootDirectory()
+	cmd.Dir = project // `python -m policy.config_file` imports the project's policy package from here
 	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.CombinedOutput()
 	if err == nil {

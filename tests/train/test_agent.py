@@ -281,3 +281,21 @@ def test_the_health_time_follows_the_record_and_is_read_again_only_when_it_chang
     assert state.health_s == 602.0 and state.errors == {"health": 1}
     agent.sample(5.0)  # unchanged since: not parsed again, not counted again
     assert state.errors == {"health": 1}
+
+
+@pytest.mark.services
+def test_the_agent_on_a_taken_port_exits_with_one_line(tmp_path: Path) -> None:
+    """Issue #62: it exited with a traceback (an agent still running from an earlier start holds the port)."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-m", "train.node.agent", "--port", str(port), "--device", "cpu", "--node", "n"],
+            cwd=REPO, capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert f"cannot serve on 127.0.0.1:{port} (Address already in use); another process holds the port" in (
+        done.stderr
+    )
+    assert "Traceback" not in done.stderr

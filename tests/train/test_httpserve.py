@@ -145,3 +145,31 @@ def test_an_address_that_is_not_this_hosts_fails_in_the_caller() -> None:
     """The agent serves on the hostfile address only when it is this host's: the bind error is the sign."""
     with pytest.raises(OSError):
         serve_metrics(CollectorRegistry(), 0, "192.0.2.1")  # TEST-NET-1: never a local address
+
+
+def test_evicted_peers_are_one_line_a_minute_and_never_a_traceback(caplog: pytest.LogCaptureFixture) -> None:
+    """Issue #62: each evicted idle peer wrote a traceback to the start script's log (Python 3.11's stream
+    server reports a cancelled connection): 400 peers reconnecting for 12 s wrote 36 MB. The clock is the
+    test's: a minute passes when the test says so."""
+    now = [1000.0]
+    lines: list[str] = []
+    registry = CollectorRegistry()
+    Gauge("trainstack_test_up", "1", registry=registry).set(1)
+    srv = MetricsServer(registry, ("127.0.0.1", 0), max_connections=4, deadline_s=60, log=lines.append,
+                        clock=lambda: now[0])  # fmt: skip
+    idle = _idle(srv, 40)
+    try:
+        assert all(_closed_by_server(sock) for sock in idle[:36])  # the 36 oldest made way
+        assert LINE in _scrape(srv)  # one more round of the loop: every evicted connection has ended
+        assert srv.evicted >= 36 and len(lines) == 1 and "idle connection(s) closed" in lines[0]
+        now[0] += 60
+        idle += _idle(srv, 10)
+        assert all(_closed_by_server(sock) for sock in idle[36:46])
+        assert LINE in _scrape(srv)
+        assert len(lines) == 2 and int(lines[1].split()[0]) >= 35  # the minute's evictions, counted
+    finally:
+        for sock in idle:
+            sock.close()
+        srv.close()
+    tracebacks = [r for r in caplog.records if r.exc_info or "Traceback" in r.getMessage()]
+    assert not tracebacks, tracebacks[0].getMessage()

@@ -14,6 +14,7 @@ and labels: docs/NODE-HEALTH.md.
 from __future__ import annotations
 
 import argparse
+import errno
 import fcntl
 import json
 import os
@@ -550,11 +551,27 @@ def main(argv: list[str] | None = None) -> int:
                 f"[trainstack agent] {args.interface} has no IPv4 address: not serving on it", file=sys.stderr
             )
     addresses = list(dict.fromkeys(addresses or ["127.0.0.1"]))
+
+    def say(line: str) -> None:  # the server's lines are rate-limited there (train/node/httpserve.py)
+        print(f"[trainstack agent] {line}", file=sys.stderr, flush=True)
+
     for addr in addresses:
-        serve_metrics(registry, args.port, addr)  # an event loop: bounded connections, a deadline each
+        try:
+            serve_metrics(
+                registry, args.port, addr, log=say
+            )  # an event loop: bounded connections, a deadline
+        except OSError as exc:
+            fix = (
+                "another process holds the port (an agent still running?): stop it, or set another "
+                "training.metrics_port"
+                if exc.errno == errno.EADDRINUSE
+                else "check --bind and --interface"
+            )
+            say(f"cannot serve on {addr}:{args.port} ({exc.strerror}); {fix}")
+            return 2
     if args.own_address and args.own_address not in addresses:
         try:
-            serve_metrics(registry, args.port, args.own_address)
+            serve_metrics(registry, args.port, args.own_address, log=say)
             addresses.append(args.own_address)
         except OSError as exc:  # not an address of this host (behind NAT): the aggregator cannot scrape it
             print(f"[trainstack agent] not serving on {args.own_address}: {exc.strerror}", file=sys.stderr)

@@ -30,7 +30,12 @@ with collector_paused():
         read_stack_config,
         write_artifacts,
     )
-    from components.guards import check_before_registering, forecast_problems, run_cost_problems
+    from components.guards import (
+        check_before_registering,
+        forecast_problems,
+        run_cost_problems,
+        slurm_job_problems,
+    )
     from stackconfig.config import ConfigError
     from stackconfig.derived import cap_notice, webhook_notice
     from stackconfig.model import parameter_notice
@@ -49,7 +54,9 @@ def main() -> None:
         config = read_stack_config()
         # Before the first resource: a forecast that cannot be computed fails closed, and a run forecast over
         # the run's one cost cap is refused (components/guards.py); `up --skip-preview` runs no policy first.
-        problems = forecast_problems(config) or run_cost_problems(config)
+        problems = slurm_job_problems(stack, config) + (
+            forecast_problems(config) or run_cost_problems(config)
+        )
         if problems:
             raise ConfigError(problems)
         secrets = read_secret_values(config)

@@ -6,6 +6,8 @@ Each is refused before the first resource so a bad value can never rent a pod fi
 - `trainstack:secrets.*` and `runpod:apiKey` must be Pulumi secrets (the engine tells the program which
   keys are: `pulumi.runtime.config.is_config_secret`), and no other config value may hold a credential
   (stackconfig/credentials.py lists the shapes). Problems name the key path, never the value;
+- a Slurm stack's job takes the stack's name unless `cluster.slurm.job` names it, and must meet the job-name
+  rule (64 characters, where a stack name may have 100);
 - the forecast (the component's `forecast` output, which the policy pack's money checks read) must compute
   to finite figures. Pulumi runs stack policies only after an update's resources exist, so under
   `pulumi up --skip-preview` a forecast that failed inside the component would have left pods renting
@@ -25,11 +27,13 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from common.stackname import RULE_TEXT, shown, stack_name_problem
+from components.slurm import slurm_job_name
 from forecast.stack import run_cost, stack_forecast
 from stackconfig.alerts import WEBHOOK_SECRET
 from stackconfig.config import NAMESPACE, SECRETS_KEY, ConfigError, ConfigProblem, StackConfig
 from stackconfig.credentials import find_credentials
 from stackconfig.derived import run_cost_cap
+from stackconfig.slurm import job_name_problem
 from stackconfig.supervisor import RUN_CAP_KEY
 from train.monitor.webhook_url import webhook_url_problem
 
@@ -139,6 +143,22 @@ def forecast_problems(config: StackConfig) -> list[ConfigProblem]:
         )
         return [ConfigProblem(where, fix)]
     return []
+
+
+def slurm_job_problems(stack: str, config: StackConfig) -> list[ConfigProblem]:
+    """A Slurm stack without `cluster.slurm.job` names its job after the stack (components/slurm.py), and a
+    stack name may have 100 characters where a job name has 64 (stackconfig/slurm.py): refuse that default
+    before anything is rented, with the key that sets another."""
+    if config.cluster.scheduler != "slurm" or config.cluster.slurm.job is not None:
+        return []
+    problem = job_name_problem(slurm_job_name(stack, config))
+    if problem is None:
+        return []
+    fix = (
+        f"is not set, so the Slurm job takes the stack's name, and {problem}; name the job: "
+        f"`pulumi config set --path {NAMESPACE}:cluster.slurm.job <name>`"
+    )
+    return [ConfigProblem(f"{NAMESPACE}:cluster.slurm.job", fix)]
 
 
 OLD_CAP_KEY = f"{NAMESPACE}:alerts.budget_usd"  # the cap's deprecated name, used while run.max_cost_usd is 0

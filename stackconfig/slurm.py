@@ -15,6 +15,11 @@ JOB_RULE = (
 )
 
 
+def job_name_problem(name: str) -> str | None:
+    """None for a name a Slurm job may have; else what is wrong with it and the rule (the name escaped)."""
+    return None if _JOB_RE.fullmatch(name) else f"{name[:70]!a} is not a job name; {JOB_RULE}"
+
+
 class SlurmConfig(BaseModel):
     """`trainstack:cluster.slurm`: what a `scheduler: slurm` stack asks of Slurm (docs/SLURM.md)."""
 
@@ -28,8 +33,9 @@ class SlurmConfig(BaseModel):
     @field_validator("job")
     @classmethod
     def _job(cls, v: str | None) -> str | None:
-        if v is not None and not _JOB_RE.fullmatch(v):
-            raise ValueError(f"{v[:70]!a} is not a job name; {JOB_RULE}")
+        problem = None if v is None else job_name_problem(v)
+        if problem is not None:
+            raise ValueError(problem)
         return v
 
 

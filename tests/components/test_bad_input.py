@@ -20,6 +20,7 @@ import pulumi.runtime.config as runtime_config
 import pytest
 import yaml
 
+from stackconfig.slurm import SLURM_IMAGE_EXAMPLE
 from tests.components.conftest import REPO
 from tests.components.test_cluster import FakeProviders
 from tests.stackconfig.test_config import INVALID
@@ -200,3 +201,25 @@ def test_a_webhook_url_the_aggregator_would_refuse_is_refused_at_preview(
     message = _refused(fake, error)
     assert WEBHOOK_KEY in message, message
     assert "CANARYWEBHOOK" not in message + caplog.text, message
+
+
+def test_a_slurm_stacks_default_job_name_obeys_the_64_character_rule(program: None) -> None:
+    """Issue #62: a Slurm stack without `cluster.slurm.job` names its job after the stack, and a stack name of
+    65-100 characters (a valid one) made a job name past Slurm's rule: refused before anything registers."""
+    raw = yaml.safe_load((REPO / "stacks/Pulumi.local-cpu.yaml").read_text())["config"]
+    raw["trainstack:cluster"] = {
+        **raw["trainstack:cluster"],
+        "scheduler": "slurm",
+        "image": SLURM_IMAGE_EXAMPLE,
+    }
+    stack = "a" * 70
+    message = _refused(*run_program(stack, raw), stack=stack)
+    assert "trainstack:cluster.slurm.job: is not set, so the Slurm job takes the stack's name" in message
+    assert (
+        "at most 64 characters" in message
+        and "pulumi config set --path trainstack:cluster.slurm.job" in message
+    )
+    _, error = run_program(
+        stack, {**raw, "trainstack:cluster": {**raw["trainstack:cluster"], "slurm": {"job": "j"}}}
+    )
+    assert error is None or "cluster.slurm.job" not in str(error)

@@ -26,24 +26,23 @@ def _report(argv: Sequence[str]) -> int:
     return main(["--local", *argv])
 
 
-def _watch(argv: Sequence[str]) -> int:
-    from watch.cli import main
-
-    return cli.stack_command("scripts/watch", main)(argv)
-
-
-def _supervise(argv: Sequence[str]) -> int:
-    from supervisor.cli import main
-
-    return cli.stack_command("scripts/supervise", main, required=False)(argv)
+def _on_stack(name: str, module: str, function: str) -> cli.Main:
+    """A command about a live stack (`NAME STACK ...`): its workspace found first (ops/cli.py)."""
+    main = cli.stack_command(f"scripts/{name}", cli.lazy(module, function), required=name != "supervise")
+    return lambda argv: main(argv)
 
 
+ON_STACK = (  # name, summary, module and function of its main
+    ("watch", "a live stack's nodes, steps and money", "watch.cli", "main"),
+    ("logs", "a node's start-script log or training progress, tailed or followed", "stackview.reach", "logs"),
+    ("ssh", "a shell or one command on any node of a live stack", "stackview.reach", "ssh"),
+    ("supervise", "release a run's compute when it finished, failed or idles", "supervisor.cli", "main"),
+)
 BUDGET, TEST = cli.lazy("report.team_budget", "main"), cli.lazy("harness.lanes", "main")  # ops/ never does
 BENCH, EMULATOR = (cli.lazy("bench.cli", f) for f in ("bench", "emulator"))
 COMMANDS = (
     cli.Passthrough("test", "set up, then the static checks and the suite in its lanes", TEST),
-    cli.Passthrough("watch", "a live stack's nodes, steps and money", _watch),
-    cli.Passthrough("supervise", "release a run's compute when it finished, failed or idles", _supervise),
+    *(cli.Passthrough(name, summary, _on_stack(name, m, f)) for name, summary, m, f in ON_STACK),
     cli.Passthrough("preview-report", "preview stacks and print the Markdown report", _report),
     cli.Passthrough("team-budget", "a pull request's team budget check", BUDGET),
     cli.Passthrough("bench", "benchmark against the local RunPod; writes docs/PERFORMANCE.md", BENCH),

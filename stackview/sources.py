@@ -180,7 +180,7 @@ def _node_state(
     stack: str, outputs: Mapping[str, Any], node: NodeOutput, run: Callable[[SshTarget, str], str]
 ) -> dict[str, Any]:
     """One node's aggregator state file (its job's first node)."""
-    workdir = _workdir(outputs)
+    workdir = workdir_of(outputs)
     who = f"node {node.rank} ({node.pod_id})"
     target = node_target(stack, node)
     path = f"{workdir}/{job_files(is_pool(outputs), node.rank)[2]}"
@@ -215,7 +215,7 @@ def training_log_tails(
     (`<workdir>/logs/start-node-<rank>.<pod id>.log`, on the node or its volume), read over SSH for the nodes
     whose agent did not answer. A node SSH cannot reach, or without that log yet, is left out (the caller
     then reads RunPod's container log)."""
-    workdir = _workdir(outputs)
+    workdir = workdir_of(outputs)
 
     def tail(node: NodeOutput) -> str:
         log = shlex.quote(f"{workdir}/logs/start-node-{node.rank}.{node.pod_id}.log")
@@ -235,7 +235,7 @@ def exit_records(
     """The exit record of each listed node whose start script has ended (train/node/exitrecord.py, written by
     its EXIT trap at `<workdir>/metrics/exit-node-<pod index>.<pod id>.json`), read over SSH. A node without
     one (still running, or SSH cannot reach it) is left out; a record that does not parse is left out too."""
-    workdir = _workdir(outputs)
+    workdir = workdir_of(outputs)
 
     def cat(node: NodeOutput) -> str:
         # The pod index is the job's; a pool pod's job has rank 0 on every pod: match by pod id.
@@ -340,7 +340,7 @@ def _read_on_nodes(
     yield from (f for f in found if f is not None)
 
 
-def _workdir(outputs: Mapping[str, Any]) -> str:
+def workdir_of(outputs: Mapping[str, Any]) -> str:
     """The nodes' workdir: the stack's output, else the default written on the model (`training.workdir`)."""
     return str(outputs.get("workdir") or TrainingConfig.model_fields["workdir"].default)
 

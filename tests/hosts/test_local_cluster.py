@@ -140,6 +140,24 @@ class Cluster:
         return subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
 
 
+def trainstack(cluster: Cluster, *argv: str) -> subprocess.CompletedProcess[str]:
+    """The one command line (scripts/trainstack) against this cluster's workspace and the local RunPod."""
+    env = cluster.cli.env() | {"TRAINSTACK_LOCAL_WORKSPACES": str(cluster.cli.project.parent)}
+    return subprocess.run(
+        [str(REPO / "scripts" / "trainstack"), *argv], env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+def reached_by_the_command_line(cluster: Cluster, last: dict[str, Any], nodes: int) -> None:
+    """`trainstack logs` and `trainstack ssh` reach the last rank of the local RunPod's cluster with the
+    stack's key and known_hosts (issue #68: there was no way into a node)."""
+    rank = str(nodes - 1)
+    logs = trainstack(cluster, "logs", STACK, "--rank", rank, "-n", "400")
+    assert logs.returncode == 0 and f"node {rank}] torchrun:" in logs.stdout, logs
+    shell = trainstack(cluster, "ssh", STACK, "--rank", rank, "--", "ip", "-o", "-4", "addr", "show")
+    assert shell.returncode == 0 and f" {last['ip']}/" in shell.stdout, shell
+
+
 def namespaces(env: HostsEnv) -> list[str]:
     return hostnet.list_namespaces(f"ts-{env.bridge.name}-")
 
@@ -254,6 +272,7 @@ def _lifecycle(cluster: Cluster, env: HostsEnv, nodes: int) -> None:
     primary = first[0]
     poll(lambda: first_step(cluster.log(0, primary["pod_id"])) == 0, "fresh start on rank 0", 60)
     assert "fabric interface: ens1" in cluster.log(0, primary["pod_id"])
+    reached_by_the_command_line(cluster, first[-1], nodes)
 
     # Names come from the hosts block the start script wrote: no DNS server exists on the nodes.
     last = first[-1]

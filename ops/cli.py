@@ -85,29 +85,31 @@ def stack_command(prog: str, main: Main, *, required: bool = True) -> Main:
 
 
 def _pulumi(argv: Sequence[str]) -> int:
-    """The Pulumi CLI scripts/bootstrap built, offline, from the repo (the real RunPod's workspace)."""
+    """The Pulumi CLI scripts/bootstrap built, offline, in the stack's workspace (ops/pulumi_wrapper.py)."""
+    from ops import pulumi_wrapper
+
     if wants_help(argv[:1]) and len(argv) == 1:
-        print(f"usage: scripts/pulumi PULUMI-ARGUMENTS...\n\n{PULUMI_HELP}")
+        print(f"usage: scripts/pulumi PULUMI-ARGUMENTS...\n\n{pulumi_wrapper.HELP}")
         return OK
-    bad = [p for name in _named_stacks(argv) if (p := stack_name_problem(name))]
+    names = _named_stacks(argv)  # any spelling Pulumi reads (-sX, -s=X, ...), checked before any path
+    bad = [p for name in names if (p := stack_name_problem(name))]
     for problem in bad:
         say("scripts/pulumi", problem)
     if bad:
         return BAD_USE
-    workflow.decided_target("scripts/pulumi")  # its engine reaches RunPod with this shell's variables
+    target = workflow.decided_target(
+        "scripts/pulumi"
+    )  # its engine reaches RunPod with this shell's variables
+    try:
+        plan = pulumi_wrapper.plan(argv, names, target.local, os.environ)
+    except pulumi_wrapper.WrapperError as exc:
+        say("scripts/pulumi", str(exc))
+        return BAD_USE
     workflow.bootstrap("scripts/pulumi", "--no-test-tools")
-    os.chdir(pulumi.REPO)
-    env = pulumi.environment()
-    pulumi.replace_process(argv, env)
-
-
-PULUMI_HELP = (
-    "Runs the Pulumi CLI that scripts/bootstrap builds, with the offline settings of scripts/env.sh, "
-    "from the repo, so it works in a fresh shell:\n  trainstack pulumi stack select --create prod\n"
-    "  trainstack pulumi "
-    "config set --secret --stack prod trainstack:secrets.HF_TOKEN <value>\nA stack it names is checked "
-    "first (exit 2). `trainstack pulumi help` is Pulumi's own help."
-)
+    os.environ.update(pulumi.environment())
+    pulumi_wrapper.prepare(plan, "scripts/pulumi")
+    os.chdir(plan.workspace)
+    pulumi.replace_process(plan.argv, pulumi.environment())
 
 
 # The stack subcommands whose first positional argument is a stack name (`stack rename NEW`: the new one).

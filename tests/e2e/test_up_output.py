@@ -9,6 +9,7 @@ terminal; it ends with the cost (from the stack outputs) and the next step. Cont
 from __future__ import annotations
 
 import re
+import subprocess
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -67,3 +68,23 @@ def test_a_no_op_up_is_short_and_says_each_warning_once(stack: str, demo: Demo) 
         lines[-2],
     ), lines[-2]
     assert lines[-1].startswith(f"scripts/up: next: scripts/watch {stack} ")
+    if stack == "dev":
+        previewed_through_the_wrapper(demo, stack)
+
+
+def _tracked_state() -> tuple[str, dict[str, bytes]]:
+    """`git status` of the tracked files, and every stack file's bytes."""
+    status = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO, capture_output=True, text=True
+    ).stdout
+    return status, {p.name: p.read_bytes() for p in sorted((REPO / "stacks").glob("Pulumi.*.yaml"))}
+
+
+def previewed_through_the_wrapper(demo: Demo, stack: str) -> None:
+    """`scripts/pulumi preview --stack STACK`, as OPERATING.md and CLI.md give it, previews the demo's stack
+    from its local workspace with the policy pack and writes no tracked file (issue #68: it ran from the repo,
+    wrote an `encryptionsalt` into stacks/Pulumi.dev.yaml, rewrote its numbers and skipped the pack)."""
+    before = _tracked_state()
+    text = demo.run("scripts/pulumi", "preview", "--stack", stack)
+    assert _tracked_state() == before
+    assert "Policies:" in text and "trainstack" in text.split("Policies:", 1)[1], text

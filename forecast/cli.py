@@ -7,8 +7,11 @@ It ends with the run cap the run will be held to, as the policy pack judges it: 
 `trainstack:run.max_cost_usd` in the stack file (after any `--set run.max_cost_usd=...`), and the deprecated
 `max_run_cost_usd` of the `run-cost-within-budget` policy in `policy/config/<STACK>.json`: the stricter of
 the two when both are set, the one set when only one is, else that policy's default.
-Exit status: 0 the model fits and the run is within its cap, 1 it does not fit (or the stack has no model
-section), 2 bad config or usage, 3 it fits but the run costs more than its cap (`scripts/up` refuses it).
+`--model llama-3-70b` sets a published model's shapes first (forecast/presets.py). The forecast is always
+printed, then what the stack's rules say of the stack (e.g. the account's spend limit).
+Exit status: 0 the model fits, the run is within its cap and no rule refuses it, 1 it does not fit (or the
+stack has no model section), 2 bad config or usage, 3 it fits but `scripts/up` refuses it: the run costs
+more than its cap, or a rule of the stack config refuses the stack (listed after the forecast).
 `--compare [GPU,...]` prints instead every GPU type, node count and sharding RunPod rents for the run,
 cheapest run first, with the cheapest feasible one and its saving (forecast.compare); exit 0 when one fits.
 """
@@ -28,12 +31,14 @@ import yaml
 from common.stackname import stack_name_problem
 from common.terminal import plain
 from forecast.compare import CompareError, compare
-from forecast.stack import stack_forecast
+from forecast.keys import KeyError_, resolve
+from forecast.presets import UnknownPreset, apply_preset
+from forecast.stack import forecast_input, stack_forecast
 from forecast.table import render, render_compare
 from stackconfig import files
 from stackconfig.config import NAMESPACE, ConfigError, StackConfig
 from stackconfig.derived import run_cost_cap
-from stackconfig.loader import load_stack_config
+from stackconfig.loader import load_with_rule_problems
 from stackconfig.model import ModelConfig, parameter_notice
 from stackconfig.supervisor import RUN_CAP_KEY
 
@@ -53,6 +58,11 @@ def apply_set(raw: Mapping[str, Any], assignment: str) -> dict[str, Any]:
     parts = key.strip().removeprefix(f"{NAMESPACE}:").split(".")
     if len(parts) == 1 and parts[0] in ModelConfig.model_fields:
         parts = ["training", "model", parts[0]]
+    else:
+        try:
+            parts = resolve(key)  # a short path completed, an unknown one refused with the closest key
+        except KeyError_ as exc:
+            raise UsageError(f"--set {assignment!r}: {exc}") from None
     out = copy.deepcopy(dict(raw))
     top = f"{NAMESPACE}:{parts[0]}"
     if len(parts) == 1:
@@ -115,6 +125,12 @@ def _parser() -> argparse.ArgumentParser:
         help="change the config first, e.g. --set cluster.nodes=4 --set sharding=zero3 (repeatable)",
     )
     p.add_argument(
+        "--model",
+        metavar="PRESET",
+        help="a published model's shapes first (forecast/presets.py): llama-3-8b, llama-3-70b, "
+        "llama-3.1-405b, llama-2-7b, llama-2-13b, llama-2-70b, mistral-7b, qwen2.5-7b, qwen2.5-72b",
+    )
+    p.add_argument(
         "--explain",
         action="store_true",
         help="also print the step's parts (matmul, attention, elementwise, optimizer, recompute, "
@@ -146,10 +162,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     try:
         raw = files.read_config(args.stack, args.stacks_dir)
+        if args.model:
+            raw = apply_preset(raw, args.model, NAMESPACE)
         for assignment in args.sets:
             raw = apply_set(raw, assignment)
-        config = load_stack_config(raw)
-    except (UsageError, files.UnknownStackError, ConfigError, yaml.YAMLError) as exc:
+        config, refusals = load_with_rule_problems(raw)
+        # What the model's own rules refuse leaves no forecast to show; the rest is said after it.
+        model_rules = [r for r in refusals if r.path.startswith(f"{NAMESPACE}:training.model")]
+        if model_rules:
+            raise ConfigError(model_rules)
+    except (UsageError, UnknownPreset, files.UnknownStackError, ConfigError, yaml.YAMLError) as exc:
         print(f"forecast: {plain(exc, keep_newlines=True)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     result = stack_forecast(config)
@@ -164,6 +186,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     notice = parameter_notice(model) if model is not None else None
     if notice:
         print(f"forecast: warning: {notice}", file=sys.stderr)
+    shapes = invented_shapes(config)
+    if shapes:
+        print(f"forecast: {shapes}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     if args.compare is not None:
         try:
             comparison = compare(config, [g for g in args.compare.split(",") if g.strip()])
@@ -185,17 +211,49 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"forecast: policy/config/{args.stack}.json: {why}", file=sys.stderr)
         return EXIT_BAD_INPUT
     run_usd = round(result.cost.run_usd, 2)
+    said = [str(r) for r in refusals]
     if args.json:
-        print(json.dumps(result.to_output() | {"max_run_cost_usd": cap}, indent=2))
+        print(json.dumps(result.to_output() | {"max_run_cost_usd": cap, "refused_by": said}, indent=2))
     else:
-        render(args.stack, config, result, args.sets, explain=args.explain)
+        render(args.stack, config, result, [*([f"--model {args.model}"] if args.model else []), *args.sets],
+               explain=args.explain)  # fmt: skip
         verdict = (
             "within it" if run_usd <= cap else f"OVER it by ${run_usd - cap:,.2f}: scripts/up refuses the run"
         )
         print(f"run cap: ${cap:,.2f} ({where}); this run ${run_usd:,.2f}, {verdict}")
+        if said:  # the forecast first, then what the stack's rules say of the stack it describes
+            print(f"the stack's rules refuse it ({len(said)}; scripts/up and the preview stop here):")
+            print("".join(f"  - {plain(line)}\n" for line in said), end="")
     if not result.memory.fits:
         return EXIT_DOES_NOT_FIT
-    return EXIT_OVER_CAP if run_usd > cap else EXIT_FITS
+    return EXIT_OVER_CAP if run_usd > cap or said else EXIT_FITS
+
+
+def invented_shapes(config: StackConfig) -> str | None:
+    """The line that refuses a forecast whose FFN width would be invented from a parameter count that does not
+    match the shapes (issue #68: `--set parameters=70e9` on Llama-3-8B's shapes gave ffn_hidden_size 172032):
+    None when the model gives its width, or the width the parameters leave is one a published model has."""
+    from forecast.shapes import ffn_width
+
+    data = forecast_input(config)
+    if data is None or data.workload.ffn_hidden_size is not None or data.workload.block != "llama":
+        return None
+    w = data.workload
+    ratio = ffn_width(w) / w.hidden_size
+    if FFN_RATIO[0] <= ratio <= FFN_RATIO[1]:
+        return None
+    return (
+        f"{NAMESPACE}:training.model: {w.parameters:.3g} parameters in {w.layers} layers of hidden size "
+        f"{w.hidden_size} leave an FFN width of {ffn_width(w)}, {ratio:.1f} x the hidden size (published "
+        f"models: {FFN_RATIO[0]:g}-{FFN_RATIO[1]:g} x), so the shapes are another model's; name the model "
+        "(--model llama-3-70b; the presets: forecast/presets.py) or give its shapes too (layers, "
+        "hidden_size, attention_heads, kv_heads, ffn_hidden_size)"
+    )
+
+
+# The SwiGLU FFN's width over the hidden size in published models: Llama 2 7B 2.7 (11008/4096), Llama 3
+# 3.5 (14336/4096), Qwen2.5-7B 5.3 (18944/3584) (forecast/presets.py). Outside 2-6 the width is invented.
+FFN_RATIO = (2.0, 6.0)
 
 
 if __name__ == "__main__":

@@ -17,10 +17,47 @@ def memory_fixes(w: Workload, d: Deployment) -> tuple[str, ...]:
     """Changes that each make the workload fit, cheapest first; a combination when none does alone."""
     found = [
         fix
-        for fix in (_shard(w, d), _checkpoint(w, d), _micro_batch(w, d), _more_gpus(w, d))
+        for fix in (_shard(w, d), _checkpoint(w, d), _micro_batch(w, d), _more_gpus(w, d), _larger_gpu(w, d))
         if fix is not None
     ]
     return tuple(found) if found else (_combined(w, d),)
+
+
+def _gpus(gpus: int, d: Deployment) -> str:
+    """A job's GPUs, and the nodes they are where they are whole nodes of the GPU's board (8 a node for
+    H100, H200 and B200): more than one node is one job only in an Instant Cluster."""
+    per_node = _per_node(d.gpu.name)
+    if not per_node or gpus % per_node or gpus == d.gpus_per_job:
+        return f"{gpus} GPUs"
+    nodes = gpus // per_node
+    return f"{gpus} GPUs, {nodes} nodes of {per_node} (topology cluster, cluster.nodes {nodes})"
+
+
+def _per_node(gpu: str) -> int | None:
+    from facts.gpus import GPUS
+
+    spec = GPUS.get(gpu)
+    return spec.gpus_per_node if spec is not None else None
+
+
+def _larger_gpu(w: Workload, d: Deployment, most_gpus: int = 0) -> str | None:
+    """The smallest GPU type with more memory that fits the job (its GPUs as they are, or the fewest up to
+    `most_gpus`): the GPU to name in `cluster.gpu_type`; None when none does."""
+    from facts.gpus import GPUS
+    from forecast.stack import hardware  # forecast.stack imports this module's caller
+
+    for spec in sorted(GPUS.values(), key=lambda g: g.memory_gb):
+        if spec.memory_gb <= d.gpu.memory_gb or spec.peak_tflops(w.precision) is None:
+            continue
+        for gpus in range(d.gpus_per_job, max(most_gpus, d.gpus_per_job) + 1, d.gpus_per_job):
+            mem = memory(w, hardware(spec), gpus)
+            if mem.fits:
+                where = "" if gpus == d.gpus_per_job else f" on {gpus} GPUs"
+                return (
+                    f"a larger GPU: cluster.gpu_type {spec.key}{where} ({spec.memory_gb:g} GB: "
+                    f"{mem.total:.1f} GB per GPU, at most {mem.total_high:.1f})"
+                )
+    return None
 
 
 def _total(w: Workload, d: Deployment, gpus: int | None = None) -> str | None:
@@ -66,7 +103,7 @@ def _more_gpus(w: Workload, d: Deployment) -> str | None:
     for gpus in range(step * 2, MAX_GPUS_PER_JOB + 1, step):
         total = _total(w, d, gpus)
         if total is not None:
-            return f"more GPUs: {gpus} in the job instead of {d.gpus_per_job} ({total})"
+            return f"more GPUs: {_gpus(gpus, d)} in the job instead of {_gpus(d.gpus_per_job, d)} ({total})"
     return None
 
 
@@ -77,10 +114,16 @@ def _combined(w: Workload, d: Deployment) -> str:
         if total is not None:
             return (
                 f"no single change is enough; together: sharding zero3, activation_checkpointing true, "
-                f"micro_batch_per_gpu 1 on {gpus} GPUs in the job ({total})"
+                f"micro_batch_per_gpu 1 on {_gpus(gpus, d)} in the job ({total})"
             )
+    larger = _larger_gpu(best, d, MAX_GPUS_PER_JOB)
+    instead = (
+        f"with them {larger.removeprefix('a ')}, or LoRA"
+        if larger
+        else "LoRA (no GPU RunPod rents fits it with full training)"
+    )
     return (
         f"does not fit {d.gpu.name} ({d.gpu.memory_gb:g} GB) even with sharding zero3, activation "
-        f"checkpointing and micro-batch 1 on {MAX_GPUS_PER_JOB} GPUs: use LoRA, a shorter sequence_length "
-        "or a larger GPU"
+        f"checkpointing and micro-batch 1 on {MAX_GPUS_PER_JOB} GPUs: use {instead}, or a shorter "
+        "sequence_length"
     )

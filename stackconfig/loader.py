@@ -100,6 +100,20 @@ def load_stack_config(
     name is read as the new one and `warn` (default: a DeprecationWarning) gets a message saying so.
     With `has_secret` (whether `trainstack:secrets.<NAME>` has a value), every declared secret without one
     is a problem too (`missing_secret_problems`)."""
+    config, refusals = load_with_rule_problems(raw, warn, has_secret)
+    if refusals:
+        raise ConfigError(refusals)
+    return config
+
+
+def load_with_rule_problems(
+    raw: Mapping[str, Any],
+    warn: Callable[[str], None] | None = None,
+    has_secret: Callable[[str], bool] | None = None,
+) -> tuple[StackConfig, list[ConfigProblem]]:
+    """`load_stack_config`'s parse, with the cross-field rules the parsed config breaks returned beside it
+    instead of raised (the config still means something: `scripts/forecast` shows its forecast, then what
+    the rules say of it). Everything else is raised as load_stack_config raises it."""
     warn = warn or (lambda msg: warnings.warn(msg, DeprecationWarning, stacklevel=3))
     values: dict[str, Any] = {}
     problems: list[ConfigProblem] = []
@@ -132,10 +146,10 @@ def load_stack_config(
         config = StackConfig.model_validate(values)
     except ValidationError as exc:
         raise ConfigError(problems + [_from_pydantic(err) for err in exc.errors()]) from None
-    problems += [ConfigProblem(f"{NAMESPACE}:{path}", msg) for path, msg in cross_field_problems(config)]
+    rules = [ConfigProblem(f"{NAMESPACE}:{path}", msg) for path, msg in cross_field_problems(config)]
     if problems:
-        raise ConfigError(problems)
-    return config
+        raise ConfigError(problems + rules)
+    return config, rules
 
 
 _OBJ_FIX = "write it as a YAML mapping under the key in stacks/Pulumi.<stack>.yaml"

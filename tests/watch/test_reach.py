@@ -50,7 +50,9 @@ def test_ssh_to_a_rank_uses_the_stacks_key_and_known_hosts(
 ) -> None:
     _fake_outputs(monkeypatch)
     ran: list[Sequence[str]] = []
-    code = reach.ssh(["dev", "--cwd", str(tmp_path), "--rank", "1", "--", "nvidia-smi", "-L"], run=_record(ran))
+    code = reach.ssh(
+        ["dev", "--cwd", str(tmp_path), "--rank", "1", "--", "nvidia-smi", "-L"], run=_record(ran)
+    )
     assert code == 0
     argv = list(ran[0])
     assert argv[0] == "ssh" and argv[-3:] == ["root@10.0.0.6", "--", "nvidia-smi -L"]

@@ -123,6 +123,7 @@ def prepare(p: Plan, prog: str) -> None:
     if not p.local or p.stack is None:
         return
     from common import pulumi
+    from common.stack import Stack
     from ops import local_demo, workflow
     from ops.workspace import local_root
     from ops.workspace import prepare as refresh
@@ -131,6 +132,5 @@ def prepare(p: Plan, prog: str) -> None:
         workflow.use_local_runpod(prog)
     refresh(p.stack, local_root(os.environ))
     if p.demo:
-        env = pulumi.environment()
-        pulumi.run(["stack", "select", "--create", p.stack], cwd=p.workspace, env=env, check=True)
+        Stack(p.stack, p.workspace, env=pulumi.environment()).select(create=True, check=True)
         local_demo.main([p.stack, str(p.workspace)])

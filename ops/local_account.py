@@ -95,20 +95,29 @@ def leftovers(live: Mapping[str, Any]) -> dict[str, list[str]]:
     return held
 
 
+def room(stack: str) -> str | None:
+    """Why the running local RunPod has no room for `stack` (room_note over the live account); None: room."""
+    return room_note(stack, stack_cost(stack), account_limit(declared_limits()), spend_by_stack(_live()))
+
+
+def left() -> list[str]:
+    """A line per stack the running local RunPod still holds something of; none when it is empty."""
+    return [
+        f"  {stack}: {len(names)} ({', '.join(sorted(names)[:3])}{', ...' if len(names) > 3 else ''})"
+        for stack, names in sorted(leftovers(_live()).items())
+    ]
+
+
 def main(argv: list[str]) -> int:
     if argv[:1] == ["room"] and len(argv) == 2:
-        note = room_note(
-            argv[1], stack_cost(argv[1]), account_limit(declared_limits()), spend_by_stack(_live())
-        )
+        note = room(argv[1])
         if note:
             print(f"scripts/up: {note}", file=sys.stderr)
             return 1
         return 0
     if argv == ["left"]:
-        for stack, names in sorted(leftovers(_live()).items()):
-            print(
-                f"  {stack}: {len(names)} ({', '.join(sorted(names)[:3])}{', ...' if len(names) > 3 else ''})"
-            )
+        for line in left():
+            print(line)
         return 0
     print("usage: python -m ops.local_account room STACK | left", file=sys.stderr)
     return 2

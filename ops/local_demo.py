@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -65,24 +66,45 @@ def quicken_alert_rounds(workspace: Path, stack: str) -> None:
     )
 
 
-def main(argv: list[str]) -> int:
-    stack, workspace = argv[0], Path(argv[1])
+@dataclass(frozen=True)
+class DemoSettings:
+    """What the local demo set in a stack's workspace: placeholder secrets, the account's spend limit, and
+    the S3 endpoint its emulated hosts reach (None: control-plane only)."""
+
+    secrets: list[str]
+    limit: float
+    endpoint: str | None
+
+    def lines(self) -> list[str]:
+        if self.endpoint:
+            hosts = (
+                f"nodes are emulated hosts (CPU, gloo: train/train.py, a tiny MLP), S3 at {self.endpoint}; "
+                "the aggregator rounds every 15 s"
+            )
+        else:
+            # What that skips (delivery, so nothing trains) is the program's one warning in the preview.
+            hosts = "control-plane only (no emulated hosts: not root, or no sshd)"
+        secrets = ", ".join(self.secrets) or "no secrets"
+        return [
+            f"local demo: {hosts}",
+            f"local demo: placeholder values for {secrets}; account spend limit ${self.limit:g}/h",
+        ]
+
+
+def apply(stack: str, workspace: Path) -> DemoSettings:
+    """The demo's settings written into the local workspace of `stack` (its config there, the account)."""
     config = files.read_config(stack, workspace / "stacks")
     names = set_demo_secrets(workspace, stack, config)
     limit = give_account_spend_limit()
     endpoint = point_nodes_at_moto(workspace, stack)
     if endpoint:
         quicken_alert_rounds(workspace, stack)
-        hosts = (
-            f"nodes are emulated hosts (CPU, gloo: train/train.py, a tiny MLP), S3 at {endpoint}; "
-            "the aggregator rounds every 15 s"
-        )
-    else:
-        # What that skips (delivery, so nothing trains) is the program's one warning in the preview.
-        hosts = "control-plane only (no emulated hosts: not root, or no sshd)"
-    print(f"local demo: {hosts}", file=sys.stderr)
-    secrets = ", ".join(names) or "no secrets"
-    print(f"local demo: placeholder values for {secrets}; account spend limit ${limit:g}/h", file=sys.stderr)
+    return DemoSettings(names, limit, endpoint)
+
+
+def main(argv: list[str]) -> int:
+    for line in apply(argv[0], Path(argv[1])).lines():
+        print(line, file=sys.stderr)
     return 0
 
 

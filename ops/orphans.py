@@ -21,8 +21,9 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 
@@ -35,7 +36,7 @@ from ops.ownership import Kind, Live, is_ours, looks_like
 from stackconfig.config import ConfigError
 from stackconfig.loader import load_stack_config
 
-__all__ = ["Live", "find_orphans", "main", "read_live", "state_ids"]
+__all__ = ["Live", "OrphanReport", "check", "find_orphans", "main", "read_live", "state_ids"]
 
 # Compute first: a volume cannot be deleted while a pod still mounts it.
 DELETE_ORDER: tuple[Kind, ...] = ("cluster", "pod", "volume", "secret")
@@ -92,7 +93,7 @@ def read_live(client: Any) -> list[Live]:
     return out
 
 
-def delete(client: Any, orphan: Live) -> None:
+def _delete(client: Any, orphan: Live) -> None:
     # No verb for volumes: the ownership rule never finds one ours (ops/ownership.py).
     verbs: dict[Kind, Callable[[str], object]] = {
         "cluster": client.delete_cluster,
@@ -118,20 +119,87 @@ def describe_kept(kept: Sequence[tuple[Live, str]]) -> str:
 
 
 def export_state(stack: str, workspace: Path) -> dict[str, Any]:
-    try:
-        return Stack(stack, workspace).export().deployment
-    except PulumiError as exc:
-        raise SystemExit(f"orphans: {exc}") from None
+    """The stack's deployment (PulumiError when it cannot be read)."""
+    return Stack(stack, workspace).export().deployment
 
 
 def stack_declared(stack: str, workspace: Path) -> DeclaredResources:
-    """What the stack's config (`pulumi config`, secrets left out) declares; raises ConfigError."""
-    try:
-        raw = Stack(stack, workspace).config()
-    except PulumiError as exc:
-        raise SystemExit(f"orphans: {exc}") from None
+    """What the stack's config (`pulumi config`, secrets left out) declares; raises ConfigError, and
+    PulumiError when the config cannot be read."""
+    raw = Stack(stack, workspace).config()
     project = yaml.safe_load((workspace / "Pulumi.yaml").read_text())["name"]
     return declared_resources(stack, load_stack_config(raw), str(project))
+
+
+Outcome = Literal["none", "deleted", "left", "not checked"]
+
+
+@dataclass(frozen=True)
+class OrphanReport:
+    """What a look for a stack's orphans found and did: `none` (every live resource is in the state),
+    `deleted`, `left` (listed and kept), or `not checked` (no RunPod key, a config that does not parse)."""
+
+    outcome: Outcome
+    orphans: tuple[Live, ...] = ()
+
+
+def check(
+    stack: str, workspace: Path, *, delete: bool = False, yes: bool = False, ask: Callable[[str], str] = input
+) -> OrphanReport:
+    """Look for the live RunPod resources of `stack` its state lacks; each step said on stderr. `delete`:
+    delete them (asking first unless `yes`); without it, offer to (never, with `yes`). PulumiError when the
+    state or the config cannot be read."""
+    from providers.runpod.client import RunPodClient
+    from providers.runpod.errors import RunPodSettingsError
+
+    known = state_ids(export_state(stack, workspace))
+    try:
+        declared = stack_declared(stack, workspace)
+    except ConfigError as exc:  # without the declared names nothing can be proven the stack's
+        print(f"orphans: not checked: the stack's config does not parse: {exc}", file=sys.stderr)
+        return OrphanReport("not checked")
+    try:
+        client_ctx = RunPodClient.from_env()
+    except RunPodSettingsError as exc:  # no RunPod credentials here: nothing to compare the state with
+        print(f"orphans: not checked: {exc}", file=sys.stderr)
+        return OrphanReport("not checked")
+    with client_ctx as client:
+        orphans, kept = find_orphans(declared, read_live(client), known)
+        if kept:
+            print(
+                f"orphans: {len(kept)} live RunPod resources look like '{stack}' ones but are not "
+                f"the stack's; never deleted by trainstack:\n{describe_kept(kept)}",
+                file=sys.stderr,
+            )
+        if not orphans:
+            print(f"orphans: none; every live resource of '{stack}' is in its state", file=sys.stderr)
+            return OrphanReport("none")
+        print(
+            f"orphans: {len(orphans)} live RunPod resources of '{stack}' are not in its state (a "
+            f"cut-short create; `pulumi destroy` cannot see them):\n{describe(orphans)}",
+            file=sys.stderr,
+        )
+        if not delete:
+            answer = (
+                "n" if yes else ask("Delete them now? The next `up` would adopt those it declares. [y/N] ")
+            )
+            if not answer.lower().startswith("y"):
+                print(
+                    f"orphans: kept; `scripts/up {stack}` adopts them, or delete them with "
+                    f"`python -m ops.orphans {stack} --cwd {workspace} --delete`",
+                    file=sys.stderr,
+                )
+                return OrphanReport("left", tuple(orphans))
+        elif not yes and not ask("Delete them? [y/N] ").lower().startswith("y"):
+            return OrphanReport("left", tuple(orphans))
+        for orphan in orphans:
+            _delete(client, orphan)
+            print(f"orphans: deleted {orphan.kind} {orphan.name} ({shown(orphan.id)})", file=sys.stderr)
+    return OrphanReport("deleted", tuple(orphans))
+
+
+# The exit codes of `python -m ops.orphans` and of `scripts/down` (docs/CLI.md's table).
+EXIT_CODES: dict[Outcome, int] = {"none": 0, "deleted": 0, "left": ORPHANS_LEFT, "not checked": NOT_CHECKED}
 
 
 def main(argv: list[str] | None = None, ask: Callable[[str], str] = input) -> int:
@@ -141,56 +209,12 @@ def main(argv: list[str] | None = None, ask: Callable[[str], str] = input) -> in
     parser.add_argument("--delete", action="store_true", help="delete the orphans found")
     parser.add_argument("--yes", action="store_true", help="do not ask before deleting")
     args = parser.parse_args(argv)
-
-    from providers.runpod.client import RunPodClient
-    from providers.runpod.errors import RunPodSettingsError
-
-    known = state_ids(export_state(args.stack, args.cwd))
     try:
-        declared = stack_declared(args.stack, args.cwd)
-    except ConfigError as exc:  # without the declared names nothing can be proven the stack's
-        print(f"orphans: not checked: the stack's config does not parse: {exc}", file=sys.stderr)
-        return NOT_CHECKED
-    try:
-        client_ctx = RunPodClient.from_env()
-    except RunPodSettingsError as exc:  # no RunPod credentials here: nothing to compare the state with
-        print(f"orphans: not checked: {exc}", file=sys.stderr)
-        return NOT_CHECKED
-    with client_ctx as client:
-        orphans, kept = find_orphans(declared, read_live(client), known)
-        if kept:
-            print(
-                f"orphans: {len(kept)} live RunPod resources look like '{args.stack}' ones but are not "
-                f"the stack's; never deleted by trainstack:\n{describe_kept(kept)}",
-                file=sys.stderr,
-            )
-        if not orphans:
-            print(f"orphans: none; every live resource of '{args.stack}' is in its state", file=sys.stderr)
-            return 0
-        print(
-            f"orphans: {len(orphans)} live RunPod resources of '{args.stack}' are not in its state (a "
-            f"cut-short create; `pulumi destroy` cannot see them):\n{describe(orphans)}",
-            file=sys.stderr,
-        )
-        if not args.delete:
-            answer = (
-                "n"
-                if args.yes
-                else ask("Delete them now? The next `up` would adopt those it declares. [y/N] ")
-            )
-            if not answer.lower().startswith("y"):
-                print(
-                    f"orphans: kept; `scripts/up {args.stack}` adopts them, or delete them with "
-                    f"`python -m ops.orphans {args.stack} --cwd {args.cwd} --delete`",
-                    file=sys.stderr,
-                )
-                return ORPHANS_LEFT
-        elif not args.yes and not ask("Delete them? [y/N] ").lower().startswith("y"):
-            return ORPHANS_LEFT
-        for orphan in orphans:
-            delete(client, orphan)
-            print(f"orphans: deleted {orphan.kind} {orphan.name} ({shown(orphan.id)})", file=sys.stderr)
-    return 0
+        report = check(args.stack, args.cwd, delete=args.delete, yes=args.yes, ask=ask)
+    except PulumiError as exc:
+        print(f"orphans: {exc}", file=sys.stderr)
+        return 1
+    return EXIT_CODES[report.outcome]
 
 
 if __name__ == "__main__":

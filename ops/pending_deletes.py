@@ -61,23 +61,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("stack")
     parser.add_argument("--cwd", type=Path, required=True)
     args = parser.parse_args(argv)
-    client = Stack(args.stack, args.cwd)
     try:
-        state = client.export()
-        dropped = stale(state.deployment)
-        if not dropped:
-            return 0
-        client.import_state(state.with_deployment(without(state.deployment, dropped)))
+        forgotten = forget(args.stack, args.cwd)
     except PulumiError as exc:
-        raise SystemExit(f"pending_deletes: {exc}") from None
-    for r in dropped:
-        endpoint = (r.get("outputs") or {}).get("endpoint_url")
-        print(
-            f"pending_deletes: forgot the pending delete of bucket {r.get('id')!r} at {endpoint} "
-            "(that endpoint no longer answers)",
-            file=sys.stderr,
-        )
+        print(f"pending_deletes: {exc}", file=sys.stderr)
+        return 1
+    for line in forgotten:
+        print(line, file=sys.stderr)
     return 0
+
+
+def forget(stack: str, workspace: Path) -> list[str]:
+    """Forget the stack's pending deletes of buckets whose S3 endpoint no longer answers (PulumiError when the
+    state cannot be read or written back); a line per delete forgotten."""
+    client = Stack(stack, workspace)
+    state = client.export()
+    dropped = stale(state.deployment)
+    if dropped:
+        client.import_state(state.with_deployment(without(state.deployment, dropped)))
+    return [
+        f"pending_deletes: forgot the pending delete of bucket {r.get('id')!r} at "
+        f"{(r.get('outputs') or {}).get('endpoint_url')} (that endpoint no longer answers)"
+        for r in dropped
+    ]
 
 
 if __name__ == "__main__":

@@ -6,8 +6,6 @@ Each returns its exit code (docs/CLI.md's one table) and says what it did on std
 
 from __future__ import annotations
 
-import contextlib
-import io
 import os
 import subprocess
 import sys
@@ -136,8 +134,15 @@ def _up(prog: str, stack: str, yes: bool, pulumi_args: Sequence[str], target: Ta
     bootstrap(prog, *extra)
     os.environ.update(pulumi.environment())
     from policy import config_file
+    from stackconfig.config import ConfigError
 
-    if config_file.main([f"policy/config/{stack}.json"]) != 0:
+    policy_file = f"policy/config/{stack}.json"
+    problems, notices = config_file.file_report(
+        REPO / policy_file, os.environ.get(config_file.OVERRIDE_ENV) == "1"
+    )
+    for line in [*(f"warning: {n}" for n in notices), *problems]:
+        print(f"{policy_file}: {line}", file=sys.stderr)
+    if problems:
         return BAD_USE
     seen: Path | None = None
     if not local:
@@ -145,7 +150,10 @@ def _up(prog: str, stack: str, yes: bool, pulumi_args: Sequence[str], target: Ta
             prog,
             f"targeting the real RunPod ({target.runpod_url}) and S3",
         )
-        if plan_cost.main([stack]) != 0:
+        try:
+            say(prog, plan_cost.cost_line(stack))
+        except ConfigError as exc:
+            say(prog, f"stacks/Pulumi.{stack}.yaml: {exc}")
             return BAD_USE
         if yes:
             confirm = ["--yes"]
@@ -164,9 +172,11 @@ def _up(prog: str, stack: str, yes: bool, pulumi_args: Sequence[str], target: Ta
             f"{os.environ['AWS_ENDPOINT_URL_S3']}")  # fmt: skip
         workspace = prepare(stack, local_root(os.environ))
         Stack(stack, workspace).select(create=True, check=True)
-        local_demo.main([stack, str(workspace)])
+        for line in local_demo.apply(stack, workspace).lines():
+            print(line, file=sys.stderr)
         # One account for every local stack: one line when the others still running leave too little room.
-        if local_account.main(["room", stack]) != 0:
+        if note := local_account.room(stack):
+            say(prog, note)
             return FAILED
         # The local RunPod or moto restarted since this stack's last up: moto comes back empty and pods may
         # have changed, so read everything back first; the up then recreates what is gone.
@@ -198,8 +208,8 @@ def _up(prog: str, stack: str, yes: bool, pulumi_args: Sequence[str], target: Ta
             say(prog, f"'{stack}' is locked by an update that is not a scripts/up running here (a killed up "
                 f"leaves its lock); unless someone else is deploying it, run scripts/recover {stack}, then "
                 f"scripts/up {stack}")  # fmt: skip
-        if local:  # another stack started in between is the one cause worth a line of its own
-            local_account.main(["room", stack])
+        if local and (note := local_account.room(stack)):  # another stack started in between: say so
+            say(prog, note)
         return FAILED
     if seen is not None:
         seen.write_text(os.environ.get("TRAINSTACK_LOCAL_BOOT", "") + "\n")
@@ -241,7 +251,8 @@ def _down(prog: str, stack: str, pulumi_args: Sequence[str], target: Target) -> 
         )
         if not Stack(stack, REPO).destroy(*pulumi_args, capture=False, interactive=True).ok:
             return FAILED
-        return orphans.main([stack, "--cwd", str(REPO), "--delete"])  # asks, the orphans' $/h listed first
+        report = orphans.check(stack, REPO, delete=True)  # asks, the orphans' $/h listed first
+        return orphans.EXIT_CODES[report.outcome]
     workspace = prepare(stack, local_root(os.environ))
     if not Stack(stack, workspace).select():
         say(prog, f"'{stack}' was never brought up locally; nothing to take down")
@@ -250,19 +261,18 @@ def _down(prog: str, stack: str, pulumi_args: Sequence[str], target: Target) -> 
         _unguard_local_copy(stack, workspace)
         if not Stack(stack, workspace).destroy("--yes", *pulumi_args, capture=False).ok:
             return FAILED
-        code = orphans.main([stack, "--cwd", str(workspace), "--delete", "--yes"])
-        if code != 0:
-            return code
+        report = orphans.check(stack, workspace, delete=True, yes=True)
+        if report.outcome == "not checked":
+            return orphans.EXIT_CODES[report.outcome]
         say(prog, f"'{stack}' is down")
     servers = Servers.from_env(os.environ)
     if not servers.running():
         return OK
     os.environ.update(servers.env())
-    with contextlib.redirect_stdout(io.StringIO()) as left:
-        local_account.main(["left"])
-    if left.getvalue():
+    left = local_account.left()
+    if left:
         say(prog, "the local RunPod keeps running; still there:")
-        print(left.getvalue(), file=sys.stderr, end="")
+        print("\n".join(left), file=sys.stderr)
         say(prog, "take those down with scripts/down STACK")
     else:
         servers.stop()
@@ -283,8 +293,7 @@ def _unguard_local_copy(stack: str, workspace: Path) -> None:
     except PulumiError:
         bucket = ""  # no state to read: nothing to force
     if bucket:
-        with contextlib.redirect_stderr(io.StringIO()):  # the program runs for that up: the demo's settings
-            local_demo.main([stack, str(workspace)])
+        local_demo.apply(stack, workspace)  # the program runs for that up: the demo's settings, unsaid
         client.set_config("trainstack:bucket.force_destroy", "true", path=True, kind="bool")
         client.up("--target", bucket, "--yes", "--skip-preview", check=True)
     client.unprotect_all()
@@ -336,26 +345,21 @@ def _recover(prog: str, stack: str, yes: bool, delete_orphans: bool, workspace: 
             return FAILED
     # A torn `<stack>.json.attrs` sidecar of the file backend fails every command ("failed to load
     # checkpoint: EOF"): ops/backend_repair.py removes a sidecar that is not JSON, and nothing else.
-    with contextlib.redirect_stdout(sys.stderr):
-        backend_repair.main()
+    backend_repair.repair(log=lambda line: print(line, file=sys.stderr))
     Stack(stack, workspace).cancel()
     # A pending delete against an S3 endpoint that is gone fails every up: forget it.
-    pending_deletes.main([stack, "--cwd", str(workspace)])
+    for line in pending_deletes.forget(stack, workspace):
+        print(line, file=sys.stderr)
     if not Stack(stack, workspace).refresh("--yes", "--clear-pending-creates", capture=False).ok:
         return FAILED
-    ask = ["--yes"] if yes else []
-    code = orphans.main(
-        [stack, "--cwd", str(workspace), *ask, *(["--delete", "--yes"] if delete_orphans else [])]
-    )
-    if code == orphans.ORPHANS_LEFT:
+    report = orphans.check(stack, workspace, delete=delete_orphans, yes=yes or delete_orphans)
+    if report.outcome == "left":
         say(prog, f"'{stack}' state matches RunPod, except the orphans listed above; run "
             f"'scripts/up {stack}' "
             "to adopt them and converge")  # fmt: skip
         return OK
-    if code == orphans.NOT_CHECKED:
+    if report.outcome == "not checked":
         say(prog, f"'{stack}' state refreshed; orphans were not checked (the line above says why)")
         return OK
-    if code != 0:
-        return code
     say(prog, f"'{stack}' state matches RunPod again; run 'scripts/up {stack}' to converge")
     return OK

@@ -279,6 +279,15 @@ def refuse_at_start(pack_dir: Path, pid: int | None = None) -> None:
         sys.exit(2)
 
 
+def file_report(path: Path, allow_unenforced_budget: bool = False) -> tuple[list[str], list[str]]:
+    """(problems, deprecation notices) of the policy config file at `path`; one problem when it cannot be
+    read as UTF-8 text (read_config_text)."""
+    text, problems = read_config_text(path)
+    if text is None:
+        return problems, []
+    return problems_in(text, allow_unenforced_budget=allow_unenforced_budget), deprecation_notices(text)
+
+
 def main(argv: list[str] | None = None) -> int:
     files = list(sys.argv[1:] if argv is None else argv)
     allow = os.environ.get(OVERRIDE_ENV) == "1"
@@ -287,11 +296,9 @@ def main(argv: list[str] | None = None) -> int:
         allow = True
     bad = 0
     for name in files:
-        text, problems = read_config_text(Path(name))
-        if text is not None:
-            problems = problems_in(text, allow_unenforced_budget=allow)
-            for notice in deprecation_notices(text):
-                print(f"{name}: warning: {notice}", file=sys.stderr)
+        problems, notices = file_report(Path(name), allow_unenforced_budget=allow)
+        for notice in notices:
+            print(f"{name}: warning: {notice}", file=sys.stderr)
         for problem in problems:
             print(f"{name}: {problem}", file=sys.stderr)
         bad += bool(problems)

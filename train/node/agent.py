@@ -24,7 +24,7 @@ import struct
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,7 +33,7 @@ from prometheus_client import CollectorRegistry, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from train.node import hang, healthrecord, xid
+from train.node import hang, healthrecord, hostid, xid
 from train.node.httpserve import serve_metrics
 from train.node.nvml import THROTTLE_REASONS, FileSampler, GpuReading, NvmlSampler, Sampler, SamplerError
 from train.node.progress import Progress, ProgressTail
@@ -484,6 +484,22 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def _host_failed(bucket: str, node: str) -> Callable[[Sequence[Any], str], None]:
+    """This host recorded as failed in the stack's bucket (train/node/hostid.py), from a watchdog thread."""
+
+    def put(gpus: Sequence[Any], why: str) -> None:
+        try:
+            hostid.mark_failed(hostid.client(), bucket, hostid.HostId.of(gpus), node, why)
+        except Exception as exc:  # a thread's last word: logged, never raised into the agent
+            said = f"{type(exc).__name__}: {exc}"
+            print(f"[trainstack agent] failed host not recorded: {said}", file=sys.stderr)
+
+    def mark(gpus: Sequence[Any], why: str) -> None:  # the bucket never delays a sample
+        threading.Thread(target=put, args=(gpus, why), daemon=True).start()
+
+    return mark
+
+
 def _watchdog(args: argparse.Namespace) -> Watchdog | None:
     """The node's own recovery, when asked for; bad TRAINSTACK_HANG_* values: exit 2 naming the variable."""
     if args.watchdog is None:
@@ -506,6 +522,7 @@ def _watchdog(args: argparse.Namespace) -> Watchdog | None:
         bundles=args.watchdog.parent / "diagnostics",  # the workdir's, beside the supervisor's bundles
         trace_prefix=os.environ.get("TORCH_NCCL_DEBUG_INFO_TEMP_FILE"),
         upload=bucket_upload(bucket, run_id) if bucket and run_id else None,
+        host_failed=_host_failed(bucket, args.node) if bucket else None,
         log=lambda text: print(f"[trainstack agent] {text}", file=sys.stderr, flush=True),
     )
 

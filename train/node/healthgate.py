@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from train.node import healthrecord
+from train.node import healthrecord, hostid
 from train.node.nvml import (
     BAD_THROTTLE_REASONS,
     GpuReading,
@@ -157,6 +157,29 @@ def _sampler() -> Sampler:
     return ReplaySampler([Recording.load(Path(path)).snapshots[snap or "idle"]])
 
 
+def known_bad_host(
+    section: Mapping[str, object], lines: list[str], replace: str, env: Mapping[str, str], s3: object = None
+) -> list[str]:
+    """The gate's lines with the host checked against the stack's failed hosts (train/node/hostid.py): a
+    host that failed before is refused first; a host failing now on hardware is recorded for the next gate.
+    Without a bucket (or boto3) there is nothing to read or write: the checks above stand alone."""
+    bucket = env.get("TRAINSTACK_CHECKPOINT_BUCKET") or ""
+    gpus = section.get("gpus")
+    host = hostid.HostId.of(gpus if isinstance(gpus, list) else [])
+    if not bucket or not host.gpu_uuids:
+        return lines
+    try:
+        s3 = s3 or hostid.client()
+        seen = hostid.failed_before(host, hostid.read_failed(s3, bucket))
+        if seen is not None:
+            return [hostid.refusal(host, seen, ACTIONS[replace]), *lines]
+        if lines:
+            hostid.mark_failed(s3, bucket, host, env.get("RUNPOD_POD_ID") or os.uname().nodename, lines[0])
+    except Exception as exc:  # the bucket is a second opinion: the gate's own verdict never waits on it
+        print(f"failed hosts not read or written: {type(exc).__name__}: {exc}", file=sys.stderr)
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m train.node.healthgate", description=__doc__.splitlines()[0]
@@ -193,6 +216,9 @@ def main(argv: list[str] | None = None) -> int:
         section, lines = {"status": "fail"}, [f"node: {exc}; {ACTIONS[args.replace]}"]
     finally:
         sampler.close()
+    lines = known_bad_host(section, lines, args.replace, os.environ)
+    if lines:
+        section["status"] = "fail"
     healthrecord.update(args.record, "gate", section | {"reason": lines[0] if lines else None} | took())
     for line in lines:
         print(line, file=sys.stderr)

@@ -68,10 +68,12 @@ class Watchdog:
         kill: Callable[[Sequence[int]], None] = _kill,
         upload: Callable[[Restart, Path | None], None] | None = None,
         log: Callable[[str], None] = print,
+        host_failed: Callable[[Sequence[Any], str], None] | None = None,
     ) -> None:
         self.node, self.bounds, self.busy_file, self.records = node, bounds, busy_file, records
         self.pace_file, self.bundles, self.trace_prefix = pace_file, bundles, trace_prefix
         self.find_ranks, self.kill, self.upload, self.log = find_ranks, kill, upload, log
+        self.host_failed = host_failed  # (the GPUs, why): the host recorded as failed (train/node/hostid.py)
         self.pace = hang.Pace()
         self.restarts = 0
         self._xids_seen: dict[int, int] = {}  # gpu -> how many of its xid_events were already judged
@@ -87,7 +89,12 @@ class Watchdog:
             self.pace = hang.restarted(self.pace, now)
         self.pace = hang.advance(self.pace, line, self.busy(), now)
         self._write_pace()
-        restartable = self._new_restartable_xids(gpus)
+        restartable, needs_replace = self._new_xids(gpus)
+        if needs_replace and self.host_failed is not None:  # the supervisor replaces; no host gets it again
+            codes = ", ".join(f"GPU {g}: XID {c}" for g, c in needs_replace)
+            self.host_failed(
+                list(gpus), codes
+            )  # returns at once (the agent's puts it in the bucket from a thread)
         if restartable:
             codes = ", ".join(f"GPU {g}: XID {c} ({xid.TABLE[c][1]})" for g, c in restartable)
             return self._restart(now, "xid", f"{codes}: a process restart clears it", bundle=False)
@@ -110,14 +117,16 @@ class Watchdog:
         # Before the first step a start is the boot's (the supervisor's bound), not a restart's.
         return seen != self._start_seen and self.pace.step is not None
 
-    def _new_restartable_xids(self, gpus: Sequence[Any]) -> list[tuple[int, int]]:
-        found = []
+    def _new_xids(self, gpus: Sequence[Any]) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+        """(restart-class, replace-class) XIDs not judged before, as (gpu, code)."""
+        restart: list[tuple[int, int]] = []
+        replace: list[tuple[int, int]] = []
         for g in gpus:
             events = tuple(getattr(g, "xid_events", ()) or ())
-            seen = self._xids_seen.get(g.index, 0)
-            found += [(g.index, c) for c in events[seen:] if xid.action(c) == "restart"]
+            for code in events[self._xids_seen.get(g.index, 0) :]:
+                (restart if xid.action(code) == "restart" else replace).append((g.index, code))
             self._xids_seen[g.index] = len(events)
-        return found
+        return restart, replace
 
     def _restart(self, now: float, cause: str, reason: str, bundle: bool) -> Restart:
         ranks = self.find_ranks()

@@ -207,7 +207,9 @@ preflight_gpus() {
   local out status=0
   rm -f "$HEALTH_RECORD"
   # The GPU health gate (train/node/healthgate.py): NVML checks of every GPU; a CPU test cluster skips it.
-  out=$(node_py healthgate --record "$HEALTH_RECORD" --expected-gpus "$NPROC_PER_NODE" --replace "$REPLACE" \
+  # The bucket: a host that failed on this stack before is refused, one failing now recorded (hostid.py).
+  out=$(TRAINSTACK_CHECKPOINT_BUCKET="$TRAINSTACK_CHECKPOINT_BUCKET" \
+    node_py healthgate --record "$HEALTH_RECORD" --expected-gpus "$NPROC_PER_NODE" --replace "$REPLACE" \
     --device "$TRAINSTACK_DEVICE" 2>&1) || status=$?
   if ((status != 0)); then
     printf '%s\n' "$out" | sed '$d' >&2

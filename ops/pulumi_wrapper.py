@@ -14,6 +14,7 @@ refused, since Pulumi would write one into it.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -133,4 +134,5 @@ def prepare(p: Plan, prog: str) -> None:
     refresh(p.stack, local_root(os.environ))
     if p.demo:
         Stack(p.stack, p.workspace, env=pulumi.environment()).select(create=True, check=True)
-        local_demo.main([p.stack, str(p.workspace)])
+        for line in local_demo.apply(p.stack, p.workspace).lines():
+            print(line, file=sys.stderr)

@@ -255,7 +255,13 @@ class Scenario:
         rec.detected_at = self.admin.now()  # within the wait's poll of the node's record
         self.result.recoveries.append(rec)
         self.resumed(rec)
-        self.result.diagnostics = self.storm.node_bundle_summary(victim["pod_id"])
+        # Every node's watchdog sees the silence; the victim's bundle names the stopped rank.
+        self.result.diagnostics = wait_for(
+            lambda: self.storm.node_bundle_summary(victim["pod_id"]),
+            "the hung node's diagnostics bundle",
+            120,
+            self.diagnose,
+        )
 
     def xid(self) -> None:
         self._not_finished("the XID")

@@ -54,6 +54,9 @@ NODE_ENV = {
     "TRAINSTACK_LOG_EVERY": "10",
     "TRAINSTACK_STEP_SLEEP_S": "0.05",
     "TRAINSTACK_METRICS_INTERVAL_S": "1",
+    # prod's torchrun --max-restarts (local-cpu renders 0): the node's own watchdog ends a hung job's ranks,
+    # torchrun restarts them in place (issue #66); with 0 the job would fail and wait for a supervisor round
+    "TRAINSTACK_MAX_RESTARTS": "3",
 }
 
 

@@ -44,7 +44,12 @@ SECRET: Final = TypeToken("runpod", "Secret")
 REGISTRY: Final = TypeToken("runpod", "RegistryAuth")
 BUCKET: Final = TypeToken("s3", "CheckpointBucket")
 NODE_FILES: Final = TypeToken("delivery", "NodeFiles")
-RESOURCES: Final = (POD, CLUSTER, VOLUME, SECRET, REGISTRY, BUCKET, NODE_FILES)
+SECRETS_FILE: Final = TypeToken("delivery", "SecretsFile")
+RESOURCES: Final = (POD, CLUSTER, VOLUME, SECRET, REGISTRY, BUCKET, NODE_FILES, SECRETS_FILE)
+
+# Where `delivery:SecretsFile` writes a node's secrets and its start script reads them: `<dir>/<pod id>.env`,
+# on the container's own disk, outside the workspace and any network volume (docs/OPERATING.md, "Secrets").
+SECRETS_DIR: Final = "/run/trainstack/secrets"
 
 # The one component: a ComponentResource's token is its own, `<package>:<module>:<name>`.
 COMPONENT_TYPE: Final = "trainstack:index:H100Cluster"

@@ -24,7 +24,6 @@ from components.alerts import stack_alert_rules
 from components.artifacts import write_artifacts
 from components.delivery import deliver_to_nodes
 from components.render import Artifacts, Node, render_artifacts
-from facts import secrets
 from facts.gpus import GPUS
 from facts.money import burn_per_hour
 from forecast.compare import stack_output
@@ -37,13 +36,11 @@ from providers.runpod.inputs import (
     PlacementInputs,
     PodInputs,
     RegistryAuthInputs,
-    SecretInputs,
     TrainingInputs,
 )
 from providers.runpod.outputs import ClusterNode
 from providers.runpod.pod import Pod
 from providers.runpod.registry import RegistryAuth
-from providers.runpod.secret import Secret
 from providers.runpod.volume import NetworkVolume
 from providers.s3.bucket import CheckpointBucket
 from providers.s3.inputs import CheckpointBucketInputs
@@ -79,7 +76,8 @@ class H100ClusterArgs:
 
 class H100Cluster(pulumi.ComponentResource):
     """An Instant Cluster (topology `cluster`) or a pool of independent pods (`pods`), with its network
-    volume, checkpoint bucket and secrets; outputs the nodes, the rendered artifacts and the costs."""
+    volume and checkpoint bucket, the nodes' secrets delivered over SSH; outputs the nodes, the rendered
+    artifacts and the costs."""
 
     nodes: pulumi.Output[list[dict[str, Any]]]  # NodeOutput.to_output, in rank order
     artifacts: pulumi.Output[Artifacts]  # not a stack output: for write_artifacts
@@ -109,14 +107,13 @@ class H100Cluster(pulumi.ComponentResource):
         self._outputs(name, args, compute)
 
     def _compute(self, name: str, args: H100ClusterArgs) -> Compute:
-        """The stateful children (volume, bucket, secrets), then the compute the run phase declares."""
+        """The stateful children (volume, bucket), then the compute the run phase declares."""
         cfg = args.config
         child = pulumi.ResourceOptions(parent=self)
         # Stateful or expensive: guarded against `destroy` and replaces where the stack asks (prod).
         guarded = pulumi.ResourceOptions(parent=self, protect=cfg.protect)
         volume = self._volume(name, cfg, guarded)
         bucket = self._bucket(name, cfg, args.s3_endpoint_url, guarded)
-        secrets = self._secrets(name, cfg, args.secret_values, child)
         props = _container_fields(name, cfg, volume)
         phase = compute_phase(cfg)
         # delete_before_replace as an option, not only in the providers' diff: a replace the supervisor forces
@@ -126,14 +123,14 @@ class H100Cluster(pulumi.ComponentResource):
         # clusters (or two pods) would bill at once.
         after = pulumi.ResourceOptions(
             parent=self,
-            depends_on=[*secrets, *([bucket] if bucket else [])],
+            depends_on=[bucket] if bucket else [],
             protect=phase.protect,
             delete_before_replace=True,
         )
-        stored: list[Any] = [*secrets, *([volume] if volume else [])]
+        stored: list[Any] = [volume] if volume else []
         registry = self._registry(name, cfg, args.registry_password, child)
         volume_id = volume.volume_id if volume else None
-        if phase.released:  # compute released: volume, bucket and secrets stay
+        if phase.released:  # compute released: volume and bucket stay
             return Compute(pulumi.Output.from_input([]), stored, None, volume_id)
         if cfg.cluster.topology == "cluster":
             cluster = InstantCluster(f"{name}-cluster", _cluster_inputs(name, cfg, props, volume), after)
@@ -172,7 +169,9 @@ class H100Cluster(pulumi.ComponentResource):
         self.deliveries = (
             []
             if cfg.run.phase == "released"
-            else deliver_to_nodes(name, cfg, nodes, self.artifacts, pulumi.ResourceOptions(parent=self))
+            else deliver_to_nodes(
+                name, cfg, nodes, self.artifacts, pulumi.ResourceOptions(parent=self), args.secret_values
+            )
         )
         self.hostfile = self.artifacts.apply(lambda a: a.hostfile)
         self.hosts = self.artifacts.apply(lambda a: a.hosts)
@@ -203,23 +202,6 @@ class H100Cluster(pulumi.ComponentResource):
                 "run_cost_cap_usd": run_cost_cap(cfg),
             }
         )
-
-    @staticmethod
-    def _secrets(
-        name: str, cfg: StackConfig, values: Mapping[str, pulumi.Input[str]], opts: pulumi.ResourceOptions
-    ) -> list[Secret]:
-        return [
-            Secret(
-                f"{name}-secret-{env.lower()}",
-                SecretInputs(
-                    name=names.secret_name(name, env),
-                    value=values[env],
-                    description=names.secret_description(name, env),
-                ),
-                opts,
-            )
-            for env in cfg.training.secrets
-        ]
 
     @staticmethod
     def _registry(
@@ -306,7 +288,7 @@ class Compute:
 class ComputePhase:
     """What trainstack:run (stackconfig/supervisor.py) asks of the compute. Pure, from the config."""
 
-    released: bool  # no compute declared: volume, bucket and secrets stay
+    released: bool  # no compute declared: volume and bucket stay
     stopped: bool  # release_mode stop: a pool's pods kept, declared stopped (no GPU billed, nothing runs)
     protect: bool  # `releasing` lifts protect from the compute alone, so `released` can remove it
     ended: frozenset[int]  # a pool's trials that ended while others run (trainstack:run.ended_trials)
@@ -376,11 +358,10 @@ def _container_fields(name: str, cfg: StackConfig, volume: NetworkVolume | None)
     return ContainerFields(
         image=c.image,
         gpu_type_id=GPUS[c.gpu_type].api_id,
-        # Only references: RunPod fills the values in at pod start, so no value reaches state.
-        env={
-            names.OWNER_ENV: names.owner_mark(pulumi.get_project(), name),
-            **{env: secrets.reference(names.secret_name(name, env)) for env in t.secrets},
-        },
+        # No secret here, not even a reference: RunPod's pod definition is plain text to anyone with console
+        # access, and its secret store is GraphQL's. The values reach each node over SSH, in a file only its
+        # start script reads (delivery:SecretsFile, components/delivery.py).
+        env={names.OWNER_ENV: names.owner_mark(pulumi.get_project(), name)},
         ports=SSH_PORTS,
         container_disk_gb=c.container_disk_gb,
         volume_mount_path=c.volume_mount_path,

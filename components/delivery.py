@@ -1,11 +1,12 @@
-"""Wiring of `delivery:NodeFiles`: which files each node gets, and whether delivery can run at all."""
+"""Wiring of `delivery:NodeFiles` and `delivery:SecretsFile`: which files and secrets each node gets, and
+whether delivery can run at all."""
 
 from __future__ import annotations
 
 import functools
 import ipaddress
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -15,6 +16,7 @@ from components import slurm
 from components.render import Artifacts, Node, job_files
 from providers import settings
 from providers.delivery.node_files import NodeFiles, NodeFilesInputs
+from providers.delivery.secrets_file import SecretsFile, SecretsFileInputs, secrets_path
 from providers.settings import known_hosts_file
 from stackconfig.config import StackConfig
 
@@ -77,9 +79,18 @@ def deliver_to_nodes(
     nodes: pulumi.Output[list[Node]],
     artifacts: pulumi.Output[Artifacts],
     opts: pulumi.ResourceOptions,
+    secret_values: Mapping[str, pulumi.Input[str]] | None = None,
 ) -> list[NodeFiles]:
-    """One NodeFiles per node when `trainstack:delivery_enabled` is true and nodes can be reached."""
+    """One NodeFiles per node when `trainstack:delivery_enabled` is true and nodes can be reached, after the
+    node's SecretsFile when the stack has secrets (`secret_values`: env name -> Pulumi secret)."""
     if not config.delivery_enabled:
+        if config.training.secrets and pulumi.runtime.is_dry_run():
+            pulumi.log.warn(
+                f"trainstack:delivery_enabled is false: the secrets {', '.join(config.training.secrets)} "
+                "reach "
+                "no node (trainstack puts no secret in RunPod's pod definition); whatever starts the nodes "
+                "must deliver them (providers/delivery/secrets_file.py, docs/OPERATING.md)"
+            )
         return []
     reason = control_plane_only_reason()
     if reason is not None:
@@ -97,6 +108,12 @@ def deliver_to_nodes(
     ended = set(config.run.ended_trials)  # a pool's ended trials: their pods run nothing more
     for rank in (r for r in range(config.cluster.nodes) if r not in ended):
         node = nodes.apply(functools.partial(_node, rank=rank))
+        secrets = _secrets_file(stack, rank, node, secret_values or {}, known_hosts, opts)
+        after = (
+            opts
+            if secrets is None
+            else pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[secrets]))
+        )
         out.append(
             NodeFiles(
                 f"{stack}-deliver-{rank}",
@@ -109,11 +126,40 @@ def deliver_to_nodes(
                     files=artifacts.apply(functools.partial(node_files, rank=rank, train=train)),
                     start_script=slurm.start_script(config, rank),
                     known_hosts=known_hosts,
+                    # New secret values restart the start script, which reads them at its start.
+                    secrets_version=None if secrets is None else secrets.version,
                 ),
-                opts,
+                after,
             )
         )
     return out
+
+
+def _secrets_file(
+    stack: str,
+    rank: int,
+    node: pulumi.Output[Node],
+    values: Mapping[str, pulumi.Input[str]],
+    known_hosts: str,
+    opts: pulumi.ResourceOptions,
+) -> SecretsFile | None:
+    """The node's secrets file (providers/delivery/secrets_file.py), written before its start script runs;
+    None for a stack without secrets. Deleted before any replacement: both write the one path."""
+    if not values:
+        return None
+    return SecretsFile(
+        f"{stack}-secrets-{rank}",
+        SecretsFileInputs(
+            host=node.apply(lambda n: n.ssh_host),
+            port=node.apply(lambda n: n.ssh_port),
+            pod_id=node.apply(lambda n: n.pod_id),
+            boot=node.apply(lambda n: n.boot),
+            path=node.apply(lambda n: secrets_path(n.pod_id)),
+            values=dict(values),
+            known_hosts=known_hosts,
+        ),
+        pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(delete_before_replace=True)),
+    )
 
 
 def _node(nodes: Sequence[Node], rank: int) -> Node:

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from common import contract
 from common.stackname import stack_name_problem
 from components.alerts import stack_alert_rules
 from components.slurm import render_slurm_files, slurm_job_name
@@ -197,6 +198,8 @@ def _assignments(
         "TRAINSTACK_JOB": job.name,
         "TRAINSTACK_DEVICE": t.device,
         "TRAINSTACK_WORKDIR": t.workdir,
+        # Where delivery:SecretsFile writes this node's secrets (`<dir>/<pod id>.env`; outside the workdir).
+        "TRAINSTACK_SECRETS_DIR": contract.SECRETS_DIR,
         "TRAINSTACK_CHECKPOINT_DIR": f"{root}/{job.name}",
         "TRAINSTACK_CHECKPOINT_BUCKET": bucket.name if bucket else "",
         "TRAINSTACK_CHECKPOINT_PREFIX": f"{bucket.prefix}/{job.name}" if bucket else "",
@@ -238,7 +241,7 @@ def _assignments(
         "",
         "# torchrun's script and arguments, run from TRAINSTACK_WORKDIR.",
         f"TRAIN_COMMAND=({' '.join(shlex.quote(a) for a in t.command)})",
-        "# Env vars RunPod fills from its secret store ({{ RUNPOD_SECRET_<name> }}); checked, never printed.",
+        "# Env vars read from the node's secrets file (delivery:SecretsFile); checked, never printed.",
         f"SECRET_NAMES=({' '.join(t.secrets)})",
         "# Appended to the hosts file between marker lines, replacing any earlier block of this stack.",
         "HOSTS_BLOCK=$(cat <<'EOF'",

@@ -68,6 +68,13 @@ def parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--rate-per-hour", type=int, default=_env_int("RUNPOD_RATE_PER_HOUR"))
     s.add_argument("--rate-per-day", type=int, default=_env_int("RUNPOD_RATE_PER_DAY"))
+    s.add_argument(
+        "--graphql",
+        choices=["on", "gone", "limited"],
+        default=os.environ.get("RUNPOD_GRAPHQL", "on"),
+        help="the legacy GraphQL API: on, gone (410 Gone) or limited (429, Retry-After; env RUNPOD_GRAPHQL)",
+    )
+    s.add_argument("--graphql-retry-after-s", type=int, default=3600, help="Retry-After of a limited GraphQL")
     s.add_argument("--no-capacity", action="store_true", help="refuse every create for capacity")
     s.add_argument("--error-rate", type=float, default=0.0, help="share of API requests answered 503")
     s.add_argument("--latency-ms", type=int, default=0)
@@ -133,6 +140,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
         latency_model=args.latency_model,
         image_gb=args.image_gb,
         offer_spot=args.offer_spot,
+        graphql=args.graphql,
+        graphql_retry_after_s=args.graphql_retry_after_s,
         no_capacity=args.no_capacity,
         spend_limit=args.spend_limit,
         balance=args.balance,

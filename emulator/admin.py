@@ -46,6 +46,7 @@ async def health(request: Request) -> dict[str, Any]:
         "ok": True,
         "now": world.now(),
         "offerSpot": world.limits.offerSpot,
+        "graphql": world.limits.graphql,
         "hosts": {k: hosts.get(k) for k in ("enabled", "mode", "reason", "bridge", "hostIp")},
     }
 

@@ -75,6 +75,10 @@ class Settings(BaseModel):
     latency_model: Literal["fixed", "image"] = "fixed"
     image_gb: float = Field(default=16.0, gt=0)  # size assumed for images emulator/latency.py does not know
     offer_spot: bool = False
+    # RunPod's GraphQL: "on", "gone" (410 to every request) or "limited" (429 with Retry-After); the admin
+    # API's limits (`graphql`, `graphqlRetryAfterS`) change it later.
+    graphql: Literal["on", "gone", "limited"] = "on"
+    graphql_retry_after_s: int = Field(default=3600, ge=0)
     spend_limit: float = Field(default=DEFAULT_SPEND_LIMIT, ge=0)
     balance: float = Field(default=1000.0, ge=0)
     rate_per_minute: int = Field(default=DEFAULT_RATE_PER_MINUTE, ge=1)

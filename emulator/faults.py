@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -23,6 +24,11 @@ class FaultConfig(BaseModel):
     # The k-th state write from now (1 = the next) fails as a full disk would: the request that made it
     # answers 500 and must leave nothing behind (the admission layer's per-request transaction).
     failWrite: int = Field(default=0, ge=0)
+    # The next k requests to /graphql answer `graphqlStatus`: 410 Gone, or 429 with Retry-After
+    # `graphqlRetryAfterS` (RunPod's migration notes: GraphQL rate-limited in stages, then retired).
+    graphqlNext: int = Field(default=0, ge=0)
+    graphqlStatus: Literal[410, 429] = 410
+    graphqlRetryAfterS: int = Field(default=3600, ge=0)
     matchMethod: str | None = None
     matchPath: str | None = None
     seed: int = 0
@@ -61,6 +67,9 @@ class Faults:
             return False
         self.config = self.config.model_copy(update={"failWrite": self.config.failWrite - 1})
         return self.config.failWrite == 0
+
+    def take_graphql(self) -> bool:
+        return self._take("graphqlNext")
 
     def take_lose(self) -> bool:
         return self._take("loseNext")

@@ -1,4 +1,9 @@
-"""The GraphQL subset v2 lacks: console secrets and legacy spot pods, answered the GraphQL way."""
+"""The GraphQL subset v2 lacks: console secrets and legacy spot pods, answered the GraphQL way.
+
+RunPod is retiring GraphQL (rate-limited in stages, then 410 Gone; docs/RUNPOD-CONTRACT.md): the limit
+`graphql` ("on", "gone", "limited") and the fault `graphqlNext`/`graphqlStatus` answer every request here
+410 Gone, or 429 with Retry-After, before any document is read.
+"""
 
 from __future__ import annotations
 
@@ -292,8 +297,32 @@ def _is_mutation(query: str, operation_name: str | None) -> bool:
     return any(o.operation == OperationType.MUTATION for o in chosen)
 
 
+GONE = "The GraphQL API has been retired. Use the REST API (https://rest.runpod.io/v2) instead."
+LIMITED = "The GraphQL API is rate limited while it is being retired. Retry later, or use the REST API."
+
+
+def retired(world: World) -> JSONResponse | None:
+    """The answer of a retired (410) or rate-limited (429) GraphQL, from the limits or a fault; else None."""
+    limits, faults = world.limits, world.faults
+    status, retry_after = None, limits.graphqlRetryAfterS
+    if faults.take_graphql():
+        status, retry_after = faults.config.graphqlStatus, faults.config.graphqlRetryAfterS
+    elif limits.graphql != "on":
+        status = 410 if limits.graphql == "gone" else 429
+    if status is None:
+        return None
+    world.audit("graphql.refused", "account", None, None, status=status)
+    if status == 410:
+        return JSONResponse({"errors": [{"message": GONE}]}, status_code=410)
+    headers = {"Retry-After": str(retry_after)}
+    return JSONResponse({"errors": [{"message": LIMITED}]}, status_code=429, headers=headers)
+
+
 @router.post("/graphql")
 async def graphql_endpoint(request: Request) -> JSONResponse:
+    refusal = retired(request.app.state.world)
+    if refusal is not None:
+        return refusal
     try:
         payload = parse_json(await request.body())
     except ApiError as exc:

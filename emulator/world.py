@@ -7,7 +7,7 @@ import math
 import re
 import uuid
 from dataclasses import asdict
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -52,6 +52,10 @@ class Limits(BaseModel):
     ratePerHour: int | None = Field(default=None, ge=1)
     ratePerDay: int | None = Field(default=None, ge=1)
     offerSpot: bool
+    # RunPod's legacy GraphQL API: "on" answers, "gone" answers 410 Gone to every request (as RunPod says it
+    # will in early 2027), "limited" answers 429 with Retry-After `graphqlRetryAfterS` (its staged limits).
+    graphql: Literal["on", "gone", "limited"] = "on"
+    graphqlRetryAfterS: int = Field(default=3600, ge=0)
 
     def quotas(self) -> dict[str, int]:
         """Requests allowed per window (emulator/quota.py)."""
@@ -127,6 +131,8 @@ class World:
             "ratePerHour": s.rate_per_hour,
             "ratePerDay": s.rate_per_day,
             "offerSpot": s.offer_spot,
+            "graphql": s.graphql,
+            "graphqlRetryAfterS": s.graphql_retry_after_s,
         }
 
     def now(self) -> float:

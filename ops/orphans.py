@@ -89,7 +89,10 @@ def read_live(client: Any) -> list[Live]:
     for volume in client.list_volumes():
         hourly = SNAPSHOT.volume_monthly(volume.size) / HOURS_PER_MONTH  # billed per GB-month, hourly
         out.append(Live("volume", volume.id, volume.name, hourly))
-    out += [Live("secret", s.id, s.name, 0.0, getattr(s, "description", None)) for s in client.list_secrets()]
+    secrets, why_not = client.secrets_if_listed()  # GraphQL retired: no secrets to list (one line why)
+    if why_not:
+        print(f"orphans: {why_not}", file=sys.stderr)
+    out += [Live("secret", s.id, s.name, 0.0, getattr(s, "description", None)) for s in secrets]
     return out
 
 

@@ -118,7 +118,10 @@ def read_billed(client: Any) -> list[Billed]:
     for volume in client.list_volumes():
         hourly = SNAPSHOT.volume_monthly(volume.size) / HOURS_PER_MONTH
         out.append(Billed("volume", volume.id, volume.name, hourly, None, None))
-    for secret in client.list_secrets():
+    secrets, why_not = client.secrets_if_listed()  # GraphQL retired: no secrets to list (one line why)
+    if why_not:
+        print(f"reconcile: {why_not}", file=sys.stderr)
+    for secret in secrets:
         out.append(
             Billed("secret", secret.id, secret.name, 0.0, secret.description, _epoch(secret.created_at))
         )
@@ -203,13 +206,23 @@ def line(f: Finding) -> str:
     )
 
 
-def delete(client: Any, r: Billed) -> None:
+def delete(client: Any, r: Billed) -> bool:
+    """Delete one unowned resource; False (with a line) for a secret GraphQL no longer lets us delete."""
     verbs: dict[str, Callable[[str], object]] = {
         "cluster": client.delete_cluster,
         "pod": client.delete_pod,
         "secret": client.delete_secret,
     }
-    verbs[r.kind](r.id)  # a volume never reaches here: marked_stack gives it no stack
+    from providers.runpod import errors  # loaded where a delete runs (the watch footer never deletes)
+
+    try:
+        verbs[r.kind](r.id)  # a volume never reaches here: marked_stack gives it no stack
+    except errors.ApiError as exc:
+        if r.kind != "secret" or not errors.graphql_unavailable(exc):
+            raise
+        print(f"reconcile: {errors.left_in_console(r.name, r.id, exc)}", file=sys.stderr)
+        return False
+    return True
 
 
 def run(
@@ -234,9 +247,10 @@ def run(
     if remove:
         for f in findings:
             if f.action == "delete":
-                delete(client, f.resource)
-                say(f"reconcile: deleted {f.resource.kind} {shown(f.resource.name)} [{shown(f.resource.id)}]")
-                left.remove(f)
+                r = f.resource
+                if delete(client, r):
+                    say(f"reconcile: deleted {r.kind} {shown(r.name)} [{shown(r.id)}]")
+                    left.remove(f)
     if left and notify is not None:
         total = sum(f.resource.usd_per_hour for f in left)
         notify(f"[trainstack reconcile] {len(left)} billed RunPod resources no stack owns, ${total:,.2f}/h:\n"

@@ -25,6 +25,7 @@
             │   └── SpotRefusedError     RunPod would not place interruptible (spot) capacity
             ├── SpendLimitError          the account spend limit would be exceeded
             ├── RateLimitedError         429 kept coming until the deadline
+            ├── GoneError                410: RunPod retired the API (GraphQL); never retried
             ├── ServerError              5xx kept coming until the deadline
             └── GraphQLError             HTTP 200 with an `errors` array that matched nothing above
 

@@ -30,6 +30,7 @@ HELD: tuple[Path, ...] = (
             "PREVIEW-REPORT.md",
             "RECOVERY.md",
             "RELIABILITY.md",
+            "RUNPOD-CONTRACT.md",
             "SUPERVISOR.md",
             "TEAM-BUDGET.md",
             "TOOLCHAIN.md",

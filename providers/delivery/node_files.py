@@ -80,6 +80,7 @@ class NodeFilesSpec(InputModel):
     files: dict[str, str]  # relative path -> content (hostfile, hosts, start-node-<rank>.sh, train/...)
     start_script: str  # one of `files`, run detached after delivery
     known_hosts: str  # the stack's own known_hosts file
+    secrets_version: str | None = None  # the node's SecretsFile `version`: new values restart the script
     connect_timeout_s: float = 10.0
     deadline_s: float = 180.0  # per ssh/scp step: retries of a node whose sshd is not up yet
 
@@ -199,6 +200,7 @@ class NodeFilesInputs(ResourceInputs):
     start_script: str
     known_hosts: str
     user: str | None = None
+    secrets_version: pulumi.Input[str] | None = None
 
 
 class NodeFiles(TypedResource, module=contract.NODE_FILES.module, name=contract.NODE_FILES.name):

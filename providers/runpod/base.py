@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 import pulumi
 from pulumi.dynamic import CheckFailure, ConfigureRequest, DiffResult
 
+from facts import secrets
 from facts.pods import OWNER_ENV
 from providers import settings
 from providers.common import (
@@ -158,7 +159,10 @@ class RunPodProvider(CheckedProvider):
         ]
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        """The shared diff, with the ownership mark alone never a change (`_unmarked`)."""
+        """The shared diff, with the ownership mark alone never a change (`_unmarked`), nor the secret
+        references a stack made before secrets came over SSH leaves behind (`_unreferenced`)."""
+        old_env = _unreferenced(olds.get("env"), news.get("env"))
+        olds = olds if old_env is None else {**olds, "env": old_env}
         return super().diff(_id, olds, {**news, "env": _unmarked("env", olds.get("env"), news.get("env"))})
 
     def planned(self, changed: set[str], replaces: list[str]) -> None:
@@ -177,6 +181,17 @@ class RunPodProvider(CheckedProvider):
     def carried(self, props: Mapping[str, Any]) -> dict[str, Any]:
         """Inputs and cost figures to echo into outputs (everything but the provider and old outputs)."""
         return {k: v for k, v in props.items() if k != PROVIDER_KEY and k not in self.output_keys}
+
+
+def _unreferenced(old: Any, new: Any) -> dict[str, Any] | None:
+    """`old` env without the `{{ RUNPOD_SECRET_<name> }}` references `new` no longer has, or None when there
+    are none. Dropping them alone is no change: an env PATCH restarts the container and a cluster would be
+    replaced, just to lose a reference that names no value; they go with the resource's next real change.
+    The node reads its secrets from its delivered file first either way (docs/OPERATING.md)."""
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return None
+    stale = {k for k, v in old.items() if k not in new and isinstance(v, str) and secrets.is_reference(v)}
+    return {k: v for k, v in old.items() if k not in stale} if stale else None
 
 
 def _unmarked(key: str, old: Any, new: Any) -> Any:

@@ -279,6 +279,36 @@ class RunPodClient(HttpCore):
         listing = shared(f"{self._http.base_url} secrets")
         return list(cast(list[ApiSecret], listing.get(self._list_all_secrets)))
 
+    def secrets_if_listed(self) -> tuple[list[ApiSecret], str | None]:
+        """The account's console secrets; or none, and why, when GraphQL (their only API) is retired (410) or
+        rate-limited past the deadline (429): an account sweep (reconcile, orphans) goes on without them."""
+        try:
+            return self.list_secrets(), None
+        except errors.ApiError as exc:
+            if not errors.graphql_unavailable(exc):
+                raise
+            return [], (
+                f"RunPod console secrets not listed: GraphQL, their only API, answered HTTP {exc.status}; "
+                "any `trainstack-*` secret an older trainstack made stays in the console (Settings > "
+                "Secrets) for a person to delete"
+            )
+
+    def graphql_gone(self, deadline_s: float = 5.0) -> str | None:
+        """Why RunPod's GraphQL cannot be used now (410 Gone, or 429 past the deadline), else None. One
+        query; any other failure says nothing about retirement and reads as None (the verb that needs
+        GraphQL then meets it)."""
+        try:  # a read (safe to retry), bounded like the preview's catalog reads
+            body = {"query": gql.PROBE, "variables": {}}
+            self.request("POST", self.graphql_path, body=body, write=False, deadline_s=deadline_s)
+        except errors.ApiError as exc:
+            if errors.graphql_unavailable(exc):
+                return (
+                    "retired (HTTP 410 Gone)" if exc.status == 410 else "rate-limited past the deadline (429)"
+                )
+        except errors.RunPodError:
+            pass
+        return None
+
     def _list_all_secrets(self) -> list[ApiSecret]:
         data = self.graphql(gql.SECRETS_QUERY, {}, mutation=False)
         me = data.get("myself")

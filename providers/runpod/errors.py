@@ -100,6 +100,10 @@ class RateLimitedError(ApiError):
     """429 until the deadline."""
 
 
+class GoneError(ApiError):
+    """410: RunPod retired this API (GraphQL, early 2027; REST v1, 2026-11). Final: never retried."""
+
+
 class ServerError(ApiError):
     """5xx until the deadline."""
 
@@ -130,6 +134,11 @@ _STATUS_HINTS: dict[int, tuple[type[ApiError], str]] = {
     429: (
         RateLimitedError,
         "rate limited by RunPod until the deadline; lower RUNPOD_RATE_LIMIT_PER_MIN (or _PER_HOUR, _PER_DAY)",
+    ),
+    410: (
+        GoneError,
+        "RunPod has retired this API (HTTP 410 Gone); trainstack uses REST v2 for everything it still needs "
+        "(docs/RUNPOD-CONTRACT.md)",
     ),
     # Not "gone" and not transient: a DELETE answered 501 must never read as a successful delete.
     501: (ApiError, "RunPod does not implement this operation (HTTP 501); nothing was changed"),
@@ -213,3 +222,19 @@ def refused_fields(entries: Sequence[object]) -> list[str]:
             if _FIELD.match(full) and full not in names:
                 names.append(full)
     return names[:MAX_FIELDS]
+
+
+def graphql_unavailable(exc: BaseException) -> bool:
+    """Whether `exc` says RunPod's GraphQL cannot be used now: retired (410), or rate-limited past the
+    deadline (429 whose Retry-After outlasts it), as RunPod's migration notes describe both."""
+    return isinstance(exc, GoneError | RateLimitedError)
+
+
+def left_in_console(name: str, secret_id: str, exc: ApiError) -> str:
+    """The line a delete that GraphQL refused leaves: what stays at RunPod, and who deletes it."""
+    why = "retired it (HTTP 410 Gone)" if isinstance(exc, GoneError) else "rate-limits it past the deadline"
+    return (
+        f"RunPod secret {name!r} [{secret_id}] dropped from the state without deleting it: RunPod's GraphQL "
+        f"{why} and REST v2 has no secrets API. It stays in the RunPod console (Settings > Secrets) until a "
+        "person deletes it there; the node's secrets now come over SSH (docs/OPERATING.md, Secrets)"
+    )

@@ -7,6 +7,9 @@ branch (github.com/runpod/pulumi-runpod-native) and runpod-python's `PodRentInte
 
 # ruff: noqa: S105 -- these are GraphQL documents naming secret operations, not secrets.
 
+# The cheapest question GraphQL answers: whether it answers at all (a retired API says 410 Gone).
+PROBE = "query Probe { myself { id } }"
+
 SECRETS_QUERY = "query Secrets { myself { secrets { id name description createdAt } } }"
 
 SECRET_CREATE = (

@@ -1,4 +1,5 @@
-"""`runpod:Pod`: one GPU pod, on-demand (REST v2) or interruptible (legacy GraphQL spot).
+"""`runpod:Pod`: one GPU pod, on-demand (REST v2) or interruptible (legacy GraphQL spot, while it answers:
+providers/runpod/spot.py).
 
 `desired_status: EXITED` declares the pod stopped (trainstack:supervisor.release_mode stop): an update stops
 it (POST /v2/pods/{id}/action), its GPUs are released and only its volume disk bills; back to RUNNING, an
@@ -19,7 +20,7 @@ from common import contract
 from facts.pods import PodStatus, is_halted, is_terminal
 from providers.common import InputModel
 from providers.resource import TypedResource
-from providers.runpod import catalog, errors
+from providers.runpod import catalog, errors, spot
 from providers.runpod.base import (
     UNKNOWN,
     RunPodProvider,
@@ -82,7 +83,13 @@ FAILED_REASONS = {
     PodStatus.TERMINATED: "the pod was terminated (spot pods can be reclaimed)",
 }
 # GraphQL refusals that mean "no spot here" rather than a problem with the account.
-_SPOT_REFUSALS = (errors.NoCapacityError, errors.GraphQLError, errors.InvalidRequestError)
+_SPOT_REFUSALS = (
+    errors.NoCapacityError,
+    errors.GraphQLError,
+    errors.InvalidRequestError,
+    errors.GoneError,  # GraphQL retired (docs/RUNPOD-CONTRACT.md)
+    errors.RateLimitedError,
+)
 
 
 def _mounts(args: PodSpec) -> MountsRequest | None:
@@ -204,9 +211,19 @@ class PodProvider(RunPodProvider):
         gpu, cloud, capacity, bid = (
             values.get(k) for k in ("gpu_type_id", "cloud", "capacity", "bid_per_gpu")
         )
-        if capacity == "on_demand" or bid is None or any(is_unknown(v) for v in (gpu, cloud, bid)):
+        if capacity == "on_demand" or any(is_unknown(v) for v in (gpu, cloud)):
             return failures
         book = catalog.price_book(self.client)
+        count = values.get("gpu_count")
+        priced = lambda: spot.on_demand_line(  # noqa: E731
+            str(gpu),
+            1 if is_unknown(count) else int(count or 1),
+            book.gpu_hourly(str(gpu), str(cloud)),
+            book.source,
+        )
+        failures += spot.capacity_failures(values, self.client, priced)
+        if bid is None or is_unknown(bid):
+            return failures
         on_demand = book.gpu_hourly(str(gpu), str(cloud))
         if float(bid) > on_demand:
             # A spot pod is billed its bid: above on-demand it costs more than the on-demand pod.
@@ -252,7 +269,7 @@ class PodProvider(RunPodProvider):
         return {"cost_per_hour": cost, "storage_cost_per_month": storage, "price_source": book.source}
 
     def _launch(self, client: RunPodClient, args: PodSpec) -> tuple[str, str]:
-        if args.capacity == "on_demand":
+        if args.capacity == "on_demand" or (args.capacity == "auto" and spot.graphql_gone(self.client)):
             return client.create_pod(create_body(args)).id, "on_demand"
         try:
             return client.rent_spot_pod(spot_body(args)), "spot"

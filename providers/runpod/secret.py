@@ -1,5 +1,12 @@
 """`runpod:Secret`: a RunPod console secret, referenced from env as `{{ RUNPOD_SECRET_<name> }}`.
 
+Retired in trainstack: RunPod's secret store exists only in GraphQL, which RunPod retires (410 Gone, early
+2027; docs/RUNPOD-CONTRACT.md). Stacks no longer declare these; a node's secrets reach it over SSH
+(`delivery:SecretsFile`). The resource stays so that a state made before holds a provider that can delete
+them: while GraphQL answers, `scripts/up` deletes them; once it answers 410 (or 429 past the deadline),
+delete and read succeed as no-ops, and delete names what is left in the RunPod console for a person to
+delete.
+
 The value travels as a Pulumi secret input and is sent to RunPod only in GraphQL variables. Outputs
 never hold it: change detection compares a salted hash kept as `value_hash` (itself a Pulumi secret).
 
@@ -23,6 +30,7 @@ from pulumi.dynamic import CheckResult, CreateResult, DiffResult, ReadResult, Up
 from common import contract
 from facts import secrets
 from providers.resource import ResourceInputs, TypedResource
+from providers.runpod import errors
 from providers.runpod.base import RunPodProvider, args_of, is_unknown
 from providers.runpod.inputs import SecretInputs
 from providers.runpod.models import SecretSpec
@@ -93,7 +101,12 @@ class SecretProvider(RunPodProvider):
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         with self.client() as client:
-            found = [s for s in client.list_secrets() if s.id == id_]
+            try:
+                found = [s for s in client.list_secrets() if s.id == id_]
+            except errors.ApiError as exc:
+                if not errors.graphql_unavailable(exc):
+                    raise
+                return ReadResult(id_, props)  # cannot be looked at any more: kept as the state has it
         if not found:
             return ReadResult(None, {})
         # The value cannot be read back; the stored hash still describes what we last wrote.
@@ -108,15 +121,25 @@ class SecretProvider(RunPodProvider):
             stored = hash_value(args.value)
         return UpdateResult(self._outs(news, id_, stored))
 
-    def delete(self, id_: str, _props: dict[str, Any]) -> None:
+    def delete(self, id_: str, props: dict[str, Any]) -> None:
         with self.client() as client:
-            client.delete_secret(id_)
+            try:
+                client.delete_secret(id_)
+            except errors.ApiError as exc:
+                if not errors.graphql_unavailable(exc):
+                    raise
+                _notice(errors.left_in_console(str(props.get("name") or "?"), id_, exc))
 
     def _outs(self, props: Mapping[str, Any], secret_id: str, value_hash: Any) -> dict[str, Any]:
         kept = {k: v for k, v in self.carried(props).items() if k != "value"}  # never the plain value
         return self.outputs(
             kept, secret_id=secret_id, reference=reference(str(props["name"])), value_hash=value_hash
         )
+
+
+def _notice(message: str) -> None:
+    """A line on the resource's row of `pulumi up`/`destroy`."""
+    pulumi.log.warn(message)
 
 
 class Secret(TypedResource, module=contract.SECRET.module, name=contract.SECRET.name):

@@ -25,6 +25,7 @@ SECRET = "pulumi-python:dynamic/runpod:Secret"
 BUCKET = "pulumi-python:dynamic/s3:CheckpointBucket"
 REGISTRY = "pulumi-python:dynamic/runpod:RegistryAuth"
 NODE_FILES = "pulumi-python:dynamic/delivery:NodeFiles"
+SECRETS_FILE = "pulumi-python:dynamic/delivery:SecretsFile"
 SECRET_VALUES = {
     "HF_TOKEN": "hf-SECRET",
     "WANDB_API_KEY": "wb-SECRET",
@@ -86,6 +87,8 @@ class FakeProviders(pulumi.runtime.Mocks):
             }
         if typ == SECRET:
             return {"secret_id": f"s{n}", "cost_per_hour": 0.0, "storage_cost_per_month": 0.0}
+        if typ == SECRETS_FILE:
+            return {"values_hash": "hmac-sha256$00$00", "version": f"v{n}", "delivered_at": 0.0}
         if typ == REGISTRY:
             return {"registry_id": "reg1", "cost_per_hour": 0.0, "storage_cost_per_month": 0.0}
         return {"arn": "arn:aws:s3:::x", "endpoint_url": "http://127.0.0.1:9000"}
@@ -137,9 +140,24 @@ def _children(fake: FakeProviders) -> dict[str, list[str]]:
 
 
 def _no_secret_values(fake: FakeProviders) -> None:
+    """No value anywhere but in a SecretsFile's `values` (a Pulumi secret: SecretsFile.props_of)."""
     for r in fake.resources:
-        if r.typ != SECRET:
+        if r.typ != SECRETS_FILE:
             assert not any(v in repr(r.inputs) for v in SECRET_VALUES.values()), r.name
+    assert SECRET not in _children(fake)  # RunPod's secret store is GraphQL-only, and GraphQL retires
+
+
+def _secrets_files(fake: FakeProviders) -> dict[str, dict[str, Any]]:
+    return {r.name: r.inputs for r in fake.resources if r.typ == SECRETS_FILE}
+
+
+SECRET_SIG = "4dabf18193072939515e22adb298388d"  # how the engine marks a secret value (Pulumi's wire format)
+
+
+def _secret(value: Any) -> Any:
+    """The value of an input that reached the engine as a Pulumi secret (fails for a plain one)."""
+    assert isinstance(value, dict) and SECRET_SIG in value, "not a Pulumi secret"
+    return value["value"]
 
 
 @pulumi.runtime.test
@@ -151,19 +169,22 @@ def test_dev(fake: FakeProviders) -> pulumi.Output[None]:
             "trainstack:index:H100Cluster": ["dev"],
             POD: ["dev-pod-0"],
             NODE_FILES: ["dev-deliver-0"],  # delivery is on by default: the node gets its files and starts
+            SECRETS_FILE: ["dev-secrets-0"],  # ... after its secrets, over the same SSH
             BUCKET: ["dev-checkpoints"],  # checkpoints survive the pod; no network volume (stack file)
-            SECRET: ["dev-secret-aws_access_key_id", "dev-secret-aws_secret_access_key"],
         }
         pod = next(r for r in fake.resources if r.typ == POD)
         assert pod.inputs["gpu_type_id"] == "NVIDIA H100 80GB HBM3"
         assert (pod.inputs["gpu_count"], pod.inputs["capacity"], pod.inputs.get("volume_id")) == (
             8, "on_demand", None
         )  # fmt: skip
-        assert pod.inputs["env"] == {
-            "TRAINSTACK_OWNER": "project/dev",  # the ownership mark (ops/ownership.py)
-            "AWS_ACCESS_KEY_ID": "{{ RUNPOD_SECRET_trainstack-dev-aws_access_key_id }}",
-            "AWS_SECRET_ACCESS_KEY": "{{ RUNPOD_SECRET_trainstack-dev-aws_secret_access_key }}",
-        }
+        # the ownership mark (ops/ownership.py) alone: no secret, not even a reference, in RunPod's definition
+        assert pod.inputs["env"] == {"TRAINSTACK_OWNER": "project/dev"}
+        secrets_file = _secrets_files(fake)["dev-secrets-0"]
+        wanted = {k: SECRET_VALUES[k] for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
+        assert _secret(secrets_file["values"]) == wanted  # a Pulumi secret, encrypted in state
+        assert (secrets_file["pod_id"], secrets_file["path"]) == ("pod0", "/run/trainstack/secrets/pod0.env")
+        delivery = next(r for r in fake.resources if r.typ == NODE_FILES).inputs
+        assert delivery["secrets_version"] == "v0"  # new values restart the node's start script
         assert pod.inputs["training"]["max_run_hours"] == 2
         assert pod.inputs["training"]["checkpoint_bucket"] == "trainstack-dev-checkpoints"
         bucket = next(r for r in fake.resources if r.typ == BUCKET).inputs
@@ -191,15 +212,14 @@ def test_search(fake: FakeProviders) -> pulumi.Output[None]:
         kinds = _children(fake)
         assert kinds[POD] == [f"search-pod-{i}" for i in range(4)]
         assert kinds[BUCKET] == ["search-checkpoints"]
-        assert kinds[SECRET] == [
-            "search-secret-aws_access_key_id",
-            "search-secret-aws_secret_access_key",
-            "search-secret-wandb_api_key",
-        ]
+        assert kinds[SECRETS_FILE] == [f"search-secrets-{i}" for i in range(4)]
+        assert {tuple(sorted(_secret(f["values"]))) for f in _secrets_files(fake).values()} == {
+            ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "WANDB_API_KEY")
+        }
         assert VOLUME not in kinds and CLUSTER not in kinds
         pods = [r for r in fake.resources if r.typ == POD]
         assert {(p.inputs["capacity"], p.inputs["bid_per_gpu"]) for p in pods} == {("auto", 2.49)}
-        assert pods[0].inputs["env"]["WANDB_API_KEY"] == "{{ RUNPOD_SECRET_trainstack-search-wandb_api_key }}"
+        assert "WANDB_API_KEY" not in pods[0].inputs["env"]
         assert len({p.inputs["name"] for p in pods}) == 4
         assert out["hostfile"].splitlines() == [f"10.1.0.{i} slots=8" for i in range(4)]
         assert out["per_hour"] == round(32 * PRICE + 4 * 50 * DISK_MONTH / 730, 2)
@@ -261,16 +281,15 @@ def test_prod(fake: FakeProviders) -> pulumi.Output[None]:
         kinds = _children(fake)
         assert kinds[CLUSTER] == ["prod-cluster"] and POD not in kinds
         assert kinds[VOLUME] == ["prod-volume"] and kinds[BUCKET] == ["prod-checkpoints"]
-        assert len(kinds[SECRET]) == 4
+        assert kinds[SECRETS_FILE] == [f"prod-secrets-{r}" for r in range(8)]
         by_name = {r.name: r for r in fake.resources}
         main = by_name["prod-cluster"].inputs
         assert (main["pod_count"], main["gpu_count_per_pod"], main["cluster_type"]) == (8, 8, "TRAINING")
         assert main["data_center_id"] == by_name["prod-volume"].inputs["data_center_id"] == "US-TX-3"
         assert main["volume_id"] == "prod-volume-id"  # the resource id, which is RunPod's volume id
-        assert set(main["env"]) == {*SECRET_VALUES, "TRAINSTACK_OWNER"}
+        assert set(main["env"]) == {"TRAINSTACK_OWNER"}
         bucket = by_name["prod-checkpoints"].inputs
         assert bucket["kms_key_id"] == "alias/trainstack-checkpoints" and bucket["versioning"] is True
-        assert by_name["prod-secret-hf_token"].inputs["name"] == "trainstack-prod-hf_token"
         _no_secret_values(fake)
         assert out["hostfile"].splitlines() == [f"10.65.0.{r + 2} slots=8" for r in range(8)]
         assert sorted(out["scripts"]) == [f"start-node-{r}.sh" for r in range(8)]

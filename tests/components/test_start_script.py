@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from components.render import TERM_UPLOAD_S, render_artifacts
+from providers.delivery.secrets_file import render
 from tests.components.conftest import fake_nodes, stack_config
 from tests.polling import scaled
 from tests.train.recorded import node_of, write_replay
@@ -49,6 +50,7 @@ if [[ -n "$gate" ]]; then
   while [[ ! -e "$gate/go" ]]; do sleep 0.05; done
 fi
 env | grep -E '^(TRAINSTACK_|NCCL_|GLOO_|MASTER_|NODE_RANK=|NUM_NODES=)' | sort >"$FAKE_DIR/train.env"
+printf '%s' "${HF_TOKEN:-}" >"$FAKE_DIR/hf_token.seen" # what training got from the secrets
 if [[ -n "${FAKE_TRAIN_UNTIL:-}" ]]; then
   # Training that ends when the test says so, then takes FAKE_TRAIN_AFTER_S more.
   while [[ ! -e "$FAKE_TRAIN_UNTIL" ]]; do sleep 0.05; done
@@ -106,6 +108,7 @@ class Node:
             "TRAINSTACK_GATE_REPLAY": str(self.replay),
             "TRAINSTACK_METRICS_PORT": "0",  # one test turns the agent on, on a free port
             "RUNPOD_POD_ID": "test-pod",
+            "TRAINSTACK_SECRETS_DIR": str(tmp / "secrets"),  # where delivery:SecretsFile writes them
             **dict.fromkeys(config.training.secrets, "s3cr3t-value"),
         }
 
@@ -325,8 +328,28 @@ def test_unparsable_floor_fails_the_preflight(prod3: Node, floor: str) -> None:
 
 def test_missing_secret_fails_without_printing_values(prod3: Node) -> None:
     code, out = prod3.run(HF_TOKEN="{{ RUNPOD_SECRET_trainstack-prod-hf_token }}")
-    assert code != 0 and "secret HF_TOKEN is not filled in" in out
+    assert code != 0 and "secret HF_TOKEN did not reach this node" in out
     assert "s3cr3t-value" not in out
+
+
+def test_the_secrets_file_gives_training_its_values_and_none_is_printed(prod3: Node) -> None:
+    """delivery:SecretsFile's file (issue #67): sourced at the start, exported to the run, never printed; it
+    wins over a `{{ RUNPOD_SECRET_... }}` an older trainstack left in the pod's env."""
+    names = stack_config("prod").training.secrets
+    values = {n: f"PLANTED-file-{n.lower()}-'$(touch pwned)" for n in names}
+    (prod3.dir / "secrets").mkdir()
+    (prod3.dir / "secrets" / "test-pod.env").write_text(render(values))
+    stale = "{{ RUNPOD_SECRET_trainstack-prod-hf_token }}"
+    code, out = prod3.run(**{**dict.fromkeys(names, ""), "HF_TOKEN": stale})
+    assert code == 0, out
+    assert (prod3.dir / "hf_token.seen").read_text() == values["HF_TOKEN"]
+    assert not any(v in out for v in values.values()) and not (prod3.dir / "pwned").exists()
+    (prod3.dir / "secrets" / "test-pod.env").write_text(
+        render({k: v for k, v in values.items() if k != "WANDB_API_KEY"})
+    )
+    code, out = prod3.run(**dict.fromkeys(names, ""))
+    assert code != 0 and "secret WANDB_API_KEY did not reach this node" in out and "test-pod.env" in out
+    assert not any(v in out for v in values.values())
 
 
 def test_every_node_uploads_its_own_checkpoints(prod3: Node) -> None:

@@ -24,7 +24,13 @@ POD = "pulumi-python:dynamic/runpod:Pod"
 @pytest.fixture(scope="module")
 def spot_runpod(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRunPod]:
     server = start_local_runpod(
-        tmp_path_factory.mktemp("spot-runpod"), *FAST_ARGS, "--offer-spot", "--preempt-notice-s", "0.2"
+        tmp_path_factory.mktemp("spot-runpod"),
+        *FAST_ARGS,
+        "--graphql",
+        "on",
+        "--offer-spot",
+        "--preempt-notice-s",
+        "0.2",
     )
     yield server
     server.stop()

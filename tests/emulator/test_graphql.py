@@ -104,3 +104,26 @@ def test_only_spot_pods_are_preempted(rp: LocalRunPod, api: httpx.Client) -> Non
 
     pod_id = api.post("/v2/pods", json=pod_body()).json()["id"]
     assert rp.admin.client.post(f"/_admin/pods/{pod_id}/preempt").status_code == 409
+
+
+def test_graphql_retired_answers_410_and_keeps_the_secrets(rp: LocalRunPod, api: httpx.Client) -> None:
+    made = gql(api, CREATE, input={"name": "kept", "value": SECRET_VALUE})["data"]["secretCreate"]
+    rp.admin.limits(graphql="gone")
+    for document, variables in ((LOOKUP, {}), (DELETE, {"id": made["id"]})):
+        gone = api.post("/graphql", json={"query": document, "variables": variables})
+        assert gone.status_code == 410 and "REST API" in gone.json()["errors"][0]["message"]
+    assert [s["name"] for s in rp.admin.live()["secrets"]] == ["kept"]  # nothing changed behind the 410
+    assert api.get("/v2/pods").status_code == 200  # REST v2 is untouched
+    rp.admin.limits(graphql="limited", graphqlRetryAfterS=7200)
+    limited = api.post("/graphql", json={"query": LOOKUP})
+    assert limited.status_code == 429 and limited.headers["Retry-After"] == "7200"
+    rp.admin.limits(graphql="on")
+    assert gql(api, LOOKUP)["data"]["myself"]["secrets"][0]["name"] == "kept"
+
+
+def test_graphql_fault_answers_the_next_requests_only(rp: LocalRunPod, api: httpx.Client) -> None:
+    rp.admin.faults(graphqlNext=2, graphqlStatus=429, graphqlRetryAfterS=5)
+    answers = [api.post("/graphql", json={"query": LOOKUP}) for _ in range(3)]
+    assert [a.status_code for a in answers] == [429, 429, 200]
+    assert answers[0].headers["Retry-After"] == "5"
+    assert [e["event"] for e in rp.admin.audit()].count("graphql.refused") >= 2

@@ -15,7 +15,7 @@ RENT = "mutation Rent($input: PodRentInterruptableInput!) { podRentInterruptable
 
 
 def test_restart_keeps_resources_limits_and_audit(tmp_path: Path) -> None:
-    first = start_local_runpod(tmp_path, *FAST_ARGS, "--offer-spot")
+    first = start_local_runpod(tmp_path, *FAST_ARGS, "--graphql", "on", "--offer-spot")
     try:
         with first.client() as api:
             pod = api.post("/v2/pods", json=pod_body()).json()

@@ -67,6 +67,9 @@ class FakeAccount:
     def list_secrets(self) -> list[Any]:
         return self.secrets
 
+    def secrets_if_listed(self) -> tuple[list[Any], str | None]:
+        return self.secrets, None
+
     def __getattr__(self, verb: str) -> Any:
         if not verb.startswith("delete_"):
             raise AttributeError(verb)

@@ -123,6 +123,31 @@ def test_a_clean_account_exits_0_and_a_read_only_key_can_report(rp: InProcessRun
     assert round_(rp, everything, remove=True)[0] == reconcile.EXIT_CLEAN
 
 
+def test_with_graphql_gone_reconcile_passes_and_names_the_secrets_it_cannot_see(
+    rp: InProcessRunPod, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue #67: GraphQL (RunPod's only secrets API) answering 410 fails no round: the secrets are left out
+    with one line; a secret listed while GraphQL answered and deleted after it stopped is kept, and named."""
+    ids = make(rp)
+    states = {"dev": {ids["trainstack-dev-pod-0"]}, "search": set(), "prod": set()}
+    world: Any = rp.world
+    world.set_limits(world.limits.model_copy(update={"graphql": "gone"}))
+    code, lines, _ = round_(rp, states, remove=True)
+    assert code == reconcile.EXIT_UNOWNED and not any("hf_token" in ln for ln in lines)
+    assert (
+        "RunPod console secrets not listed: GraphQL, their only API, answered HTTP 410"
+        in capsys.readouterr().err
+    )
+    assert "trainstack-dev-hf_token" in live_names(rp)
+
+    # one listed while GraphQL answered, deleted after it stopped: kept, and named for a person
+    secret = Billed("secret", ids["trainstack-dev-hf_token"], "trainstack-dev-hf_token", 0.0, None, None)
+    with rp.client(DEFAULT_API_KEY) as client:
+        assert reconcile.delete(client, secret) is False
+    said = capsys.readouterr().err
+    assert "'trainstack-dev-hf_token'" in said and "RunPod console" in said and "410 Gone" in said
+
+
 def test_the_mark_must_be_exactly_ours() -> None:
     def pod(name: str, mark: str | None) -> Billed:
         return Billed("pod", "p", name, 1.0, mark, 0.0)

@@ -15,6 +15,7 @@ import pytest
 
 from common.contract import COST_KEYS
 from providers.delivery.node_files import NodeFiles
+from providers.delivery.secrets_file import SecretsFile
 from providers.resource import CheckedProvider, TypedResource
 from providers.runpod.cluster import InstantCluster
 from providers.runpod.pod import Pod
@@ -24,7 +25,16 @@ from providers.runpod.volume import NetworkVolume
 from providers.s3.bucket import CheckpointBucket
 
 REPO = Path(__file__).resolve().parents[2]
-RESOURCES = (Pod, InstantCluster, NetworkVolume, Secret, RegistryAuth, CheckpointBucket, NodeFiles)
+RESOURCES = (
+    Pod,
+    InstantCluster,
+    NetworkVolume,
+    Secret,
+    RegistryAuth,
+    CheckpointBucket,
+    NodeFiles,
+    SecretsFile,
+)
 
 
 @pytest.mark.parametrize("resource", RESOURCES, ids=lambda r: r.__name__)

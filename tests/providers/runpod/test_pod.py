@@ -9,7 +9,7 @@ from typing import Any
 import dill
 import pytest
 
-from providers.runpod import catalog, errors
+from providers.runpod import catalog, errors, spot
 from providers.runpod.base import UNKNOWN
 from providers.runpod.pod import PodProvider
 from tests.providers.runpod.fake_runpod import API_KEY, FakeRunPod, Fault
@@ -21,8 +21,10 @@ H100 = "NVIDIA H100 80GB HBM3"
 def _fresh_catalog(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setenv("TRAINSTACK_POLL_INTERVAL_S", "10")
     catalog.reset_cache()
+    spot.forget()  # whether GraphQL answers is asked once a process
     yield
     catalog.reset_cache()
+    spot.forget()
 
 
 def _inputs(**over: Any) -> dict[str, Any]:

@@ -17,6 +17,7 @@ TRAINSTACK_STACK=${TRAINSTACK_STACK:-prod}
 TRAINSTACK_JOB=${TRAINSTACK_JOB:-prod}
 TRAINSTACK_DEVICE=${TRAINSTACK_DEVICE:-cuda}
 TRAINSTACK_WORKDIR=${TRAINSTACK_WORKDIR:-/workspace/trainstack}
+TRAINSTACK_SECRETS_DIR=${TRAINSTACK_SECRETS_DIR:-/run/trainstack/secrets}
 TRAINSTACK_CHECKPOINT_DIR=${TRAINSTACK_CHECKPOINT_DIR:-/workspace/checkpoints/prod}
 TRAINSTACK_CHECKPOINT_BUCKET=${TRAINSTACK_CHECKPOINT_BUCKET:-trainstack-prod-checkpoints}
 TRAINSTACK_CHECKPOINT_PREFIX=${TRAINSTACK_CHECKPOINT_PREFIX:-trainstack/prod}
@@ -44,7 +45,7 @@ export AWS_ENDPOINT_URL_S3
 
 # torchrun's script and arguments, run from TRAINSTACK_WORKDIR.
 TRAIN_COMMAND=(train/train.py)
-# Env vars RunPod fills from its secret store ({{ RUNPOD_SECRET_<name> }}); checked, never printed.
+# Env vars read from the node's secrets file (delivery:SecretsFile); checked, never printed.
 SECRET_NAMES=(HF_TOKEN WANDB_API_KEY AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY)
 # Appended to the hosts file between marker lines, replacing any earlier block of this stack.
 HOSTS_BLOCK=$(cat <<'EOF'
@@ -192,13 +193,23 @@ setup_shards() {
   if [[ "$TRAINSTACK_SHARD_BY_NODE" == 1 ]]; then REPLACE=cluster; fi
 }
 
-check_secrets() {
+# The node's secrets arrive over SSH in a file only root reads (delivery:SecretsFile; docs/OPERATING.md,
+# "Secrets on the node"): sourced here, its values exported for the run and never printed. A value already
+# in the environment (a stack that starts its nodes its own way) stands when there is no file.
+load_secrets() {
+  local file="$TRAINSTACK_SECRETS_DIR/$NODE_ID.env"
+  ((${#SECRET_NAMES[@]})) || return 0
+  if [[ -f $file ]]; then
+    # shellcheck disable=SC1090  # written by delivery:SecretsFile: `export NAME='value'` lines
+    source "$file" || die "the secrets file $file does not read; run scripts/up to deliver it again"
+  fi
   local name
   for name in "${SECRET_NAMES[@]}"; do
-    # Values are never printed; an unfilled reference means the RunPod secret does not exist.
+    # Values are never printed; a `{{ RUNPOD_SECRET_... }}` left by an older trainstack fills nothing.
     if [[ -z "${!name:-}" || "${!name}" == "{{ RUNPOD_SECRET_"* ]]; then
-      die "secret $name is not filled in; set it (pulumi config set --secret trainstack:secrets.$name) and redeploy"
+      die "secret $name did not reach this node (no $file, or no $name in it); set it (pulumi config set --secret trainstack:secrets.$name) and run scripts/up"
     fi
+    export "${name?}"
   done
 }
 
@@ -537,7 +548,7 @@ main() {
   update_hosts
   setup_shards
   TRAINSTACK_PHASE=secrets
-  check_secrets
+  load_secrets
   TRAINSTACK_PHASE=health_gate
   preflight_gpus
   TRAINSTACK_PHASE=disk

@@ -15,7 +15,13 @@ SSH delivery as the node's files (docs/OPERATING.md, "Secrets on the node"):
 - delete removes the file in one short attempt; it goes with the container anyway.
 
 `write_secrets_file` and `remove_secrets_file` are the plain functions under the resource: any pod reached
-by `providers.delivery.ssh.Ssh` (the supervisor's controller pod too) gets its secrets this way. The values
+by `providers.delivery.ssh.Ssh` (the supervisor's controller pod too) gets its secrets this way:
+
+    ssh = Ssh(SshTarget(host, port, "root", pod_id, known_hosts_file(stack)))
+    write_secrets_file(ssh, secrets_path(pod_id), {"AWS_ACCESS_KEY_ID": ..., ...})   # then `source` it
+
+and a Pulumi program declares `SecretsFile` (as components/delivery.py does per node) to have it re-written
+whenever the pod, its boot or a value changes. The values
 are Pulumi secret inputs (encrypted in state); outputs hold only a salted hash (a secret) and `version`, a
 digest of that hash that changes with the values (NodeFiles restarts the start script on it).
 """
@@ -127,14 +133,19 @@ class SecretsFileSpec(InputModel):
         return v
 
 
+QUICK_CONNECT_S = 3.0  # read and delete try once, briefly: a stopped or gone node must not hold up a command
+
+
 def ssh_to(args: SecretsFileSpec, runner: Runner | None = None, deadline_s: float | None = None) -> Ssh:
+    """ssh to the machine with the stack's known_hosts; `deadline_s` 0: one short attempt (read, delete)."""
     known_hosts = Path(args.known_hosts)
     known_hosts.parent.mkdir(parents=True, exist_ok=True)
     target = SshTarget(args.host, args.port, args.user, args.pod_id, known_hosts)
     return Ssh(
         target,
-        connect_timeout_s=args.connect_timeout_s,
+        connect_timeout_s=args.connect_timeout_s if deadline_s is None else QUICK_CONNECT_S,
         deadline_s=args.deadline_s if deadline_s is None else deadline_s,
+        step_timeout_s=120.0 if deadline_s is None else 2 * QUICK_CONNECT_S + 5,
         runner=run_process if runner is None else runner,
     )
 

@@ -1,4 +1,5 @@
-"""Secrets never appear in plain text, and a team's shared S3 state refuses a second concurrent `up`."""
+"""Secrets never appear in plain text, an older stack's RunPod secrets are carried over once GraphQL is gone,
+and a team's shared S3 state refuses a second concurrent `up`."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import boto3
 import pytest
 
 from harness.local import FAST_ARGS, LocalRunPod, start_local_runpod
+from tests.e2e.old_secrets import SECRET_TYPE, with_old_secrets
 from tests.e2e.reliability import Report, duplicates, orphans
 from tests.e2e.stacks import open_stack
 from tests.polling import poll
@@ -34,6 +36,14 @@ def keyed_runpod(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRunP
     server = start_local_runpod(tmp_path_factory.mktemp("keyed-runpod"), *FAST_ARGS, api_key=PLANTED_KEY)
     yield server
     server.stop()
+
+
+def _definitions(runpod: LocalRunPod) -> str:
+    with runpod.client() as api:
+        listed = [api.get(path, params=params).text for path, params in (
+            ("/v2/pods", {"includeClusterPods": "true"}), ("/v2/clusters", {}))]  # fmt: skip
+    assert "TRAINSTACK_OWNER" in listed[0], listed  # the members' env is in what is scanned
+    return "".join(listed)
 
 
 def _hits(text: str) -> list[str]:
@@ -75,6 +85,12 @@ def test_planted_secrets_appear_nowhere(
         ),
         "local RunPod log": (keyed_runpod.state_dir / "emulator.log").read_text(errors="replace"),
         "local RunPod audit log": str(keyed_runpod.admin.audit()),
+        # What anyone with RunPod console or API access reads: the cluster's and its pods' definitions (env
+        # included), as the API serves them and as the local RunPod stores them (issue #67).
+        "RunPod's pod and cluster definitions": _definitions(keyed_runpod),
+        "local RunPod's stored records": "".join(
+            p.read_bytes().decode(errors="replace") for p in keyed_runpod.state_dir.rglob("*") if p.is_file()
+        ),
     }
     found = {where: _hits(text) for where, text in scanned.items() if _hits(text)}
     orphaned, duplicated = orphans(run), duplicates(keyed_runpod)
@@ -89,6 +105,39 @@ def test_planted_secrets_appear_nowhere(
     )
     assert found == {}
     run.destroy()
+
+
+def test_an_old_stacks_secrets_are_dropped_once_graphql_is_gone(
+    tmp_path: Path, keyed_runpod: LocalRunPod, moto_s3: str, report: Report
+) -> None:
+    """Issue #67: a stack whose state holds `runpod:Secret` (made while GraphQL answered) is carried over by
+    `pulumi up` (scripts/up's) alone once GraphQL answers 410: each secret dropped from the state with a line
+    naming what is left in the RunPod console; `pulumi destroy` (scripts/down's) then takes it down."""
+    runpod = keyed_runpod
+    runpod.admin.reset()
+    runpod.admin.limits(ratePerMinute=100000, graphql="on")  # as RunPod answered when the stack was made
+    run = open_stack("dev", tmp_path, runpod, moto_s3, passphrase=True)
+    run.up()
+    ids = with_old_secrets(run, runpod, tmp_path)
+    assert sum(r["type"] == SECRET_TYPE for r in run.cli.resources()) == 2
+
+    runpod.admin.limits(graphql="gone")
+    carried = run.up()  # no manual step
+    said = carried.stdout + carried.stderr
+    for sid in ids:
+        assert sid in said and "dropped from the state without deleting it" in said
+    assert "trainstack-dev-aws_access_key_id" in said and "RunPod console" in said
+    assert not [r for r in run.cli.resources() if r["type"] == SECRET_TYPE]
+    assert sorted(s["id"] for s in runpod.admin.live()["secrets"]) == sorted(ids)  # left for a person
+    run.destroy()
+    assert runpod.admin.live()["pods"] == [] and len(orphans(run)) == 2  # the two secrets, named above
+    report.record(
+        "secrets: an older stack's runpod:Secret, GraphQL answering 410",
+        "up dropped both from the state, naming them for the console; destroy passed",
+        [],
+        duplicates(runpod),
+        runs=3,
+    )
 
 
 @pytest.fixture

@@ -130,8 +130,9 @@ def check_no_plaintext_secrets(args: ResourceValidationArgs, report: ReportViola
         if problem is not None:
             report(
                 f"{noun} '{args.name}' env {name} {problem}. Plain env values are readable by anyone "
-                "who can see the pod and are kept in Pulumi state. Store the value as a RunPod secret "
-                f"(runpod:Secret or the console) and set {name} to '{{{{ RUNPOD_SECRET_<name> }}}}'.",
+                "who can see the pod and are kept in Pulumi state. Add it to trainstack:training.secrets "
+                f"and set it with `pulumi config set --secret trainstack:secrets.{name} <value>`: it then "
+                "reaches the node over SSH, never the pod's env (docs/OPERATING.md, Secrets on the node).",
                 None,
             )
     start_args = text(read(args.props, "args"))
@@ -225,11 +226,14 @@ def check_bucket_hardening(args: ResourceValidationArgs, report: ReportViolation
 
 NO_PLAINTEXT_SECRETS = ResourceValidationPolicy(
     name="no-plaintext-secrets",
-    description="Pod and cluster env hold no plain-text secrets; use '{{ RUNPOD_SECRET_<name> }}'.",
+    description="Pod and cluster env hold no plain-text secrets; they reach the node over SSH instead.",
     validate=check_no_plaintext_secrets,
     enforcement_level=EnforcementLevel.MANDATORY,
     config_schema=config_schema(SecretsConfig),
-    remediation_steps="Create a runpod:Secret and reference it as '{{ RUNPOD_SECRET_<name> }}' in env.",
+    remediation_steps=(
+        "List the variable in trainstack:training.secrets and set `pulumi config set --secret "
+        "trainstack:secrets.<NAME> <value>`: the node gets it over SSH, never in the pod's env."
+    ),
 )
 
 BUCKET_HARDENING = ResourceValidationPolicy(

@@ -56,7 +56,7 @@ def servers() -> Iterator[list[LocalRunPod]]:
 
 
 def _start(state: Path, key: Path, servers: list[LocalRunPod]) -> LocalRunPod:
-    server = start_local_runpod(state, *FAST_ARGS, "--hosts", "on")
+    server = start_local_runpod(state, *FAST_ARGS, "--hosts", "on", "--graphql", "on")  # its secret store
     servers.append(server)
     with server.client() as api:  # account keys are stored: a restarted server keeps them too
         api.put("/v2/account/ssh-keys", json={"keys": [key.with_suffix(".pub").read_text().strip()]})

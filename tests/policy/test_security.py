@@ -37,7 +37,7 @@ class TestNoPlaintextSecrets:
         reports = check_resource(NO_PLAINTEXT_SECRETS, POD, pod(env={name: value}), name="node-0")
         assert len(reports.calls) == 1
         assert f"pod 'node-0' env {name} holds a plain-text value shaped like" in reports.text
-        assert "RUNPOD_SECRET_" in reports.text
+        assert f"trainstack:secrets.{name}" in reports.text  # the fix: delivered over SSH (issue #67)
         assert value not in reports.text
         assert value[:12] not in reports.text and value[-8:] not in reports.text
 

@@ -110,10 +110,39 @@ def forecast_table(before: ForecastOutput | None, after: ForecastOutput | None) 
             continue
         delta, change = _delta(fmt, b, a)
         rows.append(f"| {label} | {_cell(fmt, b)} | {_cell(fmt, a)} | {delta} | {change} |")
+    shape = f"| jobs × GPUs each | {_shape(before)} | {_shape(after)} | | |"  # noqa: RUF001 (the sign)
+    rows.insert(6, shape)
+    meaning = jobs_line(before, after)
+    rows += ["", meaning] if meaning else []
     line = cheapest_line(after)
     if line is not None:
         rows += ["", line]
     return rows
+
+
+def _shape(fc: ForecastOutput | None) -> str:
+    return "n/a" if fc is None else f"{fc.jobs} × {fc.gpus_per_job}"  # noqa: RUF001
+
+
+def jobs_line(before: ForecastOutput | None, after: ForecastOutput | None) -> str | None:
+    """What a change of nodes means for the run, said once (issue #68): in a `pods` stack every pod is a job
+    of its own (a node more is a run more at the same hours: the cost grows, the run is no faster); in an
+    Instant Cluster the nodes are one job (more GPUs share it: fewer hours)."""
+    if after is None:
+        return None
+    if after.jobs > 1 and (before is None or before.jobs != after.jobs):
+        was = f" (was {before.jobs})" if before is not None else ""
+        return (
+            f"**{after.jobs} independent jobs**{was} of {after.gpus_per_job} GPUs each: each pod of a `pods` "
+            "stack trains its own job (a search's trials), so a node more is one more run of the same hours "
+            "and its cost, not a faster run; for one job over more GPUs use `topology: cluster`"
+        )
+    if before is not None and after.jobs == before.jobs == 1 and after.gpus_per_job != before.gpus_per_job:
+        return (
+            f"one job over {after.gpus_per_job} GPUs (was {before.gpus_per_job}): the nodes share the run, "
+            f"so its hours go {before.hours:,.1f} → {after.hours:,.1f}"
+        )
+    return None
 
 
 def forecast_json(before: ForecastOutput | None, after: ForecastOutput | None) -> dict[str, Any]:

@@ -157,6 +157,23 @@ def diff_props(
     news = flatten(mask({k: (MASKED if k in secret_keys else v) for k, v in new.items()}))
     reasons = set(replace_keys)
     changes = []
+    # A map or list whose new value is unknown at preview (a delivery's `files`, from nodes being replaced)
+    # is one value known after apply, not each of its old entries removed (issue #68: 35 `files.* →
+    # (removed)` lines read as code being deleted).
+    for root in [p for p, v in news.items() if v == UNKNOWN_SENTINEL]:
+        under = [p for p in olds if p.startswith((f"{root}.", f"{root}["))]
+        if under:
+            for p in under:
+                del olds[p]
+            changes.append(
+                PropertyChange(
+                    path=root,
+                    before=f"({len(under)} values)",
+                    after=UNKNOWN,
+                    forces_replace=_root(root) in reasons or root in reasons,
+                )
+            )
+            del news[root]
     for path in sorted(set(olds) | set(news)):
         before, after = olds.get(path), news.get(path)
         # Masked on both sides: Pulumi does not tell us whether the secret changed unless it names it.
@@ -171,7 +188,7 @@ def diff_props(
                 forces_replace=_root(path) in reasons or path in reasons,
             )
         )
-    return tuple(changes)
+    return tuple(sorted(changes, key=lambda c: c.path))
 
 
 def _root(path: str) -> str:

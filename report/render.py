@@ -175,9 +175,10 @@ def _changes_table(report: StackReport) -> list[str]:
     # Resources that differ only in their index (search-pod-0..3) are one row: "4 x search-pod-[0-3]".
     for group in group_changes(ordered):
         c = group.first
-        shown = [_property(p.path, p.before, p.after, p.forces_replace) for p in group.changes[:_MAX_PROPS]]
-        if len(group.changes) > _MAX_PROPS:
-            shown.append(f"… and {len(group.changes) - _MAX_PROPS} more")
+        props_first = sorted(group.changes, key=lambda p: review_rank(p.path))
+        shown = [_property(p.path, p.before, p.after, p.forces_replace) for p in props_first[:_MAX_PROPS]]
+        if len(props_first) > _MAX_PROPS:
+            shown.append(f"… and {len(props_first) - _MAX_PROPS} more")
         props = "<br>".join(shown)
         if not props and c.op in ("update", "replace"):
             props = "(the provider reports a change; no input differs)"
@@ -185,6 +186,27 @@ def _changes_table(report: StackReport) -> list[str]:
         name = code(group.label) if group.count == 1 else many
         rows.append(f"| {_OP_SIGN.get(c.op, '')} {c.op} | {name} | {cell(short_type(c.type))} | {props} |")
     return rows
+
+
+# What a reviewer reads first in a row: what is rented and what it costs, then where and from what image; the
+# stock read at preview (`availability.*`, a dozen entries of its own) last, since the capacity line under
+# the forecast says it (issue #68: a new pod's row led with twelve stock entries and hid the rest).
+REVIEW_FIRST = (
+    "gpu_type_id", "gpu_count", "gpu_count_per_pod", "pod_count", "capacity", "cloud", "bid_per_gpu",
+    "cost_per_hour", "storage_cost_per_month", "desired_status", "data_center_ids", "data_center_id",
+    "size_gb", "volume_type", "image", "volume_id", "container_disk_gb", "training", "bucket_name",
+)  # fmt: skip
+REVIEW_LAST = ("availability",)
+
+
+def review_rank(path: str) -> tuple[int, int, str]:
+    """A changed property's place in its row: REVIEW_FIRST in order, then the rest, `availability` last."""
+    root = re.split(r"[.\[]", path, maxsplit=1)[0]
+    if root in REVIEW_LAST:
+        return (2, 0, path)
+    if root in REVIEW_FIRST:
+        return (0, REVIEW_FIRST.index(root), path)
+    return (1, 0, path)
 
 
 def _property(path: str, before: str | None, after: str | None, forces_replace: bool) -> str:

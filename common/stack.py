@@ -254,11 +254,12 @@ class Stack:
 
     def set_config(
         self, key: str, value: str | None = None, *, secret: bool = False, path: bool = False,
-        kind: str | None = None, stdin: str | None = None,
+        kind: str | None = None, stdin: str | None = None, plaintext: bool = False,
     ) -> None:  # fmt: skip
-        """`pulumi config set [--secret] [--path] [--type KIND] KEY [-- VALUE]`; `stdin`: the value read from
-        standard input (a secret never on a command line)."""
-        flags = [*(["--secret"] if secret else []), *(["--path"] if path else [])]
+        """`pulumi config set [--secret|--plaintext] [--path] [--type KIND] KEY [-- VALUE]`; `stdin`: the
+        value read from standard input (a secret never on a command line)."""
+        flags = [*(["--secret"] if secret else []), *(["--plaintext"] if plaintext else [])]
+        flags += ["--path"] if path else []
         flags += ["--type", kind] if kind else []
         value_args = ["--", value] if value is not None else []
         self._checked(["config", "set", *flags, key, *value_args], stdin=stdin)

@@ -44,7 +44,7 @@ from train.gpt import GPT, next_token_loss
 from train.gpt_config import PRESETS, GPTConfig
 from train.node.progress import progress_line
 from train.shards import load
-from train.train import busy, newest_checkpoint, pg_timeout, save_checkpoint
+from train.train import AsyncSaver, busy, newest_checkpoint, pg_timeout
 
 # Dense (no sparsity) bf16 tensor-core peak per GPU, TFLOP/s, by device-name substring: NVIDIA's H100 and
 # H200 datasheets list 1,979 TFLOPS "with sparsity" for the SXM parts, half of it dense (the same figure as
@@ -122,14 +122,14 @@ def _state_options(**kw: bool) -> Any:
     return StateDictOptions(full_state_dict=True, **kw)
 
 
-def save(run: Run, model: torch.nn.Module, optim: torch.optim.Optimizer, step: int, ckpt_dir: Path) -> None:
-    """Gather the full (unsharded) state onto rank 0's CPU and write it there; every rank must call this."""
+def save(run: Run, model: torch.nn.Module, optim: Any, step: int, saver: AsyncSaver) -> None:
+    """Gather the full (unsharded) state onto rank 0's CPU (a copy) and write it there in the background
+    (train.train.AsyncSaver); every rank must call this."""
     from torch.distributed.checkpoint.state_dict import get_state_dict
 
     msd, osd = get_state_dict(model, optim, options=_state_options(cpu_offload=True))
     if run.rank == 0:
-        state = {"model": msd, "optim": osd, "step": step, "config": asdict(run.cfg)}
-        save_checkpoint(ckpt_dir, step, state)
+        saver.save(step, {"model": msd, "optim": osd, "step": step, "config": asdict(run.cfg)})
 
 
 def resume(run: Run, model: torch.nn.Module, optim: torch.optim.Optimizer, ckpt_dir: Path) -> int:
@@ -233,7 +233,8 @@ def train_loop(
     autocast = torch.autocast(run.device.type, dtype=torch.bfloat16, enabled=args.sharding == "ddp")
     tokens_per_step = args.micro_batch * cfg.seq_len * run.world
     step, times, losses = first, [], []
-    saving = 0.0  # seconds spent in checkpoint saves (the progress contract's checkpoint_s)
+    saving = 0.0  # seconds the loop waited on checkpoint saves (the progress contract's checkpoint_s)
+    saver = AsyncSaver(ckpt_dir)
     tick = time.perf_counter()
     while step < args.steps:
         batch = shards.windows(args.seed, step, run.rank, args.micro_batch, cfg.seq_len + 1)
@@ -254,7 +255,7 @@ def train_loop(
         if args.checkpoint_every and (step % args.checkpoint_every == 0 or step == args.steps or stop):
             began = time.perf_counter()
             with busy(os.environ.get("TRAINSTACK_BUSY_FILE", "") if run.local_rank == 0 else "", "saving"):
-                save(run, model, optim, step, ckpt_dir)
+                save(run, model, optim, step, saver)
             saving += time.perf_counter() - began
         if step % args.log_every == 0 or stop:
             per_step = statistics.fmean(times[-args.log_every :])
@@ -267,6 +268,7 @@ def train_loop(
             _say(run, f"stopping at step {step} (checkpoint saved)")
             break
         tick = time.perf_counter()  # the checkpoint's time is not a step's
+    saver.wait()  # the last checkpoint is whole before the start script's final sync
     return step, times, losses
 
 

@@ -31,6 +31,7 @@ import json
 import os
 import re
 import signal
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -71,6 +72,43 @@ def save_checkpoint(directory: Path, step: int, state: dict[str, Any]) -> Path:
     for old in sorted(directory.glob("step-*.pt"))[:-KEEP_LOCAL]:
         old.unlink(missing_ok=True)
     return final
+
+
+class AsyncSaver:
+    """Checkpoints written from a background thread, one at a time (issue #66): the loop waits only for a
+    copy of the weights, and for the previous write when that one is still running, so a save stalls training
+    for about a step, not for the disk. save_checkpoint's rename keeps every file whole for its readers."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+
+    def save(self, step: int, state: dict[str, Any]) -> None:
+        """Start writing `state` (already a copy the loop will not change) as step `step`."""
+        self.wait()
+        self._thread = threading.Thread(target=self._write, args=(step, state), name="checkpoint-writer")
+        self._thread.start()
+
+    def _write(self, step: int, state: dict[str, Any]) -> None:
+        try:
+            save_checkpoint(self.directory, step, state)
+        except BaseException as exc:  # raised in the loop at its next wait: a lost checkpoint is never silent
+            self._error = exc
+
+    def wait(self) -> None:
+        """Until the write in flight is done; its error, if it failed."""
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+
+
+def snapshot(model: torch.nn.Module) -> dict[str, Any]:
+    """A copy of the weights the writer may take its time over while the loop changes the originals."""
+    return {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
 
 
 def write_progress(
@@ -216,11 +254,12 @@ def main() -> None:
         print(f"first step {first} ({origin})", flush=True)
     broadcast_weights(params, src)
     busy_file = os.environ.get("TRAINSTACK_BUSY_FILE", "") if rank == 0 else ""
+    saver = AsyncSaver(ckpt_dir)
 
     step, tick = first, time.perf_counter()
     started = last_progress = tick
     last_progress_step = first
-    saving = 0.0  # seconds spent saving checkpoints: the progress contract's checkpoint_s
+    saving = 0.0  # seconds the loop waited on checkpoint saves: the progress contract's checkpoint_s
     while step < steps:
         x, y = _batch(step, shard, num_shards, part, device)
         loss = torch.nn.functional.mse_loss(model(x), y)
@@ -231,9 +270,8 @@ def main() -> None:
         stop = _should_stop(stop_file, device)
         if rank == 0 and (step % every == 0 or step == steps or stop):
             began = time.perf_counter()
-            state = {"model": model.state_dict(), "step": step, "lr": LR}
-            with busy(busy_file, "saving"):
-                save_checkpoint(ckpt_dir, step, state)
+            with busy(busy_file, "saving"):  # the copy, and the previous write if it still runs
+                saver.save(step, {"model": snapshot(model), "step": step, "lr": LR})
             saving += time.perf_counter() - began
         if progress_file and step % LOG_EVERY == 0:
             now = time.perf_counter()
@@ -250,6 +288,7 @@ def main() -> None:
             break
         if pause > 0:
             time.sleep(pause)
+    saver.wait()  # the last checkpoint is whole before the start script's final sync
     agree = weights_agree(params, device)  # every rank takes part
     if rank == 0:
         took = time.perf_counter() - started

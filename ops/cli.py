@@ -59,11 +59,9 @@ def wants_help(argv: Sequence[str]) -> bool:
 def stack_workspace(prog: str, stack: str, *, start: bool, required: bool = True) -> Path:
     """The environment for a command about a live stack, and its workspace: the Pulumi settings, then for the
     local RunPod its address (started when `start`, else read from the running one: Stop(3) when it is not
-    running and `required`) and `.state/local/<stack>`; for the real RunPod the repo itself."""
-    problem = stack_name_problem(stack)
-    if problem:
-        say(prog, problem)
-        raise Stop(BAD_USE)
+    running and `required`) and `.state/local/<stack>`; for the real RunPod the repo itself. A stack with no
+    file in stacks/ is Stop(2) with the closest one (`watch devv` never advises `scripts/up devv`)."""
+    workflow.checked_stack(prog, stack)
     target = workflow.decided_target(prog)  # before any read: Stop(2) on a shell that names both
     os.environ.update(pulumi.environment())
     if target.local:
@@ -184,8 +182,41 @@ CORE = (
 )
 
 
+def version() -> str:
+    """The project's version (pyproject.toml, as the installed distribution records it), and the commit of
+    a checkout when git can say it."""
+    from importlib import metadata
+
+    try:
+        found = metadata.version(PROG)
+    except metadata.PackageNotFoundError:
+        found = "unknown"
+    import subprocess
+
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(pulumi.REPO), "rev-parse", "--short", "HEAD"],
+            capture_output=True, text=True, timeout=5, check=False,
+        ).stdout.strip()  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        commit = ""
+    return f"{found} ({commit})" if commit else found
+
+
+class _Version(argparse.Action):
+    """`--version`: the version worked out only when asked (a git call), then exit 0."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, help=str(kwargs.get("help")))
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        print(f"{PROG} {version()}")
+        parser.exit()
+
+
 def parser(passthrough: Sequence[Passthrough]) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0], allow_abbrev=False)
+    p.add_argument("--version", action=_Version, help="print the version and exit")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     def command(name: str, summary: str, text: str) -> argparse.ArgumentParser:

@@ -43,9 +43,13 @@ def checked_stack(prog: str, stack: str) -> None:
     if problem:
         say(prog, problem)
         raise Stop(BAD_USE)
-    if stack not in files.stack_names(REPO / "stacks"):
-        known = " ".join(files.stack_names(REPO / "stacks"))
-        say(prog, f"no stack '{stack}' (stacks/Pulumi.{stack}.yaml); choose one of: {known}")
+    names = files.stack_names(REPO / "stacks")
+    if stack not in names:
+        import difflib
+
+        close = difflib.get_close_matches(stack, names, n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]}? " if close else ""
+        say(prog, f"no stack '{stack}' (stacks/Pulumi.{stack}.yaml); {hint}choose one of: {' '.join(names)}")
         raise Stop(BAD_USE)
 
 

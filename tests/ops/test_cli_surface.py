@@ -1,0 +1,36 @@
+"""The one command line's surface (issue #68): `--version`, and a stack that does not exist is bad use with
+the closest one, never advice to bring it up (`watch devv` advised `scripts/up devv`)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ops import cli
+from scripts import cli as scripts_cli
+
+
+def test_version_prints_the_projects_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        scripts_cli.main(["--version"])
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("trainstack 0.1.0")
+
+
+@pytest.mark.parametrize("command", ["watch", "logs", "ssh", "supervise"])
+def test_an_unknown_stack_gets_the_closest_one_not_scripts_up(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert scripts_cli.main([command, "devv"]) == 2
+    err = capsys.readouterr().err
+    assert "no stack 'devv'" in err and "did you mean dev?" in err
+    assert "scripts/up devv" not in err
+
+
+def test_the_stack_is_checked_before_the_target_or_the_local_runpod(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(cli.workflow, "decided_target", lambda prog: pytest.fail("read the target first"))
+    with pytest.raises(cli.Stop) as stop:
+        cli.stack_workspace("scripts/watch", "prdo", start=False)
+    assert stop.value.code == 2

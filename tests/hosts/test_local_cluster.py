@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import subprocess
 import time
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Any
 import boto3
 import pytest
 
+from common.contract import SECRETS_DIR
 from emulator import hostnet
 from harness import kms
 from harness.pulumi_cli import REPO, Pulumi
@@ -67,7 +69,7 @@ class Cluster:
             "--plaintext", f"trainstack:s3EndpointUrl={env.s3_endpoint}",
             "--plaintext", f"trainstack:cluster.nodes={nodes}",
         )  # fmt: skip
-        secrets = [f"trainstack:secrets.{n}=testing" for n in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")]
+        secrets = [f"trainstack:secrets.{n}={v}" for n, v in NODE_SECRETS.items()]
         self.cli.run("config", "set-all", "--stack", STACK, *(a for s in secrets for a in ("--secret", s)))
         self.s3 = boto3.client(
             "s3",
@@ -235,6 +237,20 @@ def every_log_says(
         )
 
 
+# The nodes' S3 keys (moto takes any): values no log or message would hold by chance, for the secret scan.
+NODE_SECRETS = {"AWS_ACCESS_KEY_ID": "AKIAH67NODESECRET01X", "AWS_SECRET_ACCESS_KEY": "h67/node/secret/Zq9wX"}
+
+
+def secrets_delivered(nodes: list[dict[str, Any]], logs: str) -> None:
+    """Issue #67: each node's secrets came over SSH into its own 0600 file outside the workspace (the
+    emulated hosts share this machine's file system), and no value reached a node's log."""
+    for n in nodes:
+        path = Path(SECRETS_DIR) / f"{n['pod_id']}.env"
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+        assert all(v in path.read_text() for v in NODE_SECRETS.values()), path
+    assert not [v for v in NODE_SECRETS.values() if v in logs]
+
+
 def first_step(log: str) -> int | None:
     m = re.search(r"^first step (\d+)", log, re.MULTILINE)
     return int(m.group(1)) if m else None
@@ -272,6 +288,7 @@ def _lifecycle(cluster: Cluster, env: HostsEnv, nodes: int) -> None:
     primary = first[0]
     poll(lambda: first_step(cluster.log(0, primary["pod_id"])) == 0, "fresh start on rank 0", 60)
     assert "fabric interface: ens1" in cluster.log(0, primary["pod_id"])
+    secrets_delivered(first, cluster.logs())
     reached_by_the_command_line(cluster, first[-1], nodes)
 
     # Names come from the hosts block the start script wrote: no DNS server exists on the nodes.
@@ -339,6 +356,7 @@ def _lifecycle(cluster: Cluster, env: HostsEnv, nodes: int) -> None:
         log=cluster.logs,
     )
     resumed = first_step(log0)
+    secrets_delivered(repaired, cluster.logs())  # the replacement got its own file
     assert resumed is not None and resumed > 0, log0
     assert f"done: steps {resumed}..{STEPS}" in log0, log0
     poll(lambda: STEPS in cluster.bucket_steps(), "the final checkpoint in the bucket", 30)
@@ -352,6 +370,7 @@ def _lifecycle(cluster: Cluster, env: HostsEnv, nodes: int) -> None:
     cluster.empty_bucket()
     destroyed_at = boot_ticks()
     cluster.cli.run("destroy", "--yes", "--stack", STACK)
+    assert not [n for n in repaired if (Path(SECRETS_DIR) / f"{n['pod_id']}.env").exists()]  # removed
     live = env.runpod.admin.live()
     assert {k: live[k] for k in ("pods", "clusters", "volumes", "secrets")} == {
         "pods": [],

@@ -13,7 +13,7 @@ import pytest
 
 from emulator.config import DEFAULT_API_KEY, DEFAULT_READ_ONLY_KEY
 from harness.inprocess import InProcessRunPod, in_process
-from ops import reconcile
+from ops import orphans, reconcile
 from ops.reconcile import Billed, marked_stack
 from tests.emulator.conftest import cluster_body, gql, pod_body
 
@@ -146,6 +146,18 @@ def test_with_graphql_gone_reconcile_passes_and_names_the_secrets_it_cannot_see(
         assert reconcile.delete(client, secret) is False
     said = capsys.readouterr().err
     assert "'trainstack-dev-hf_token'" in said and "RunPod console" in said and "410 Gone" in said
+
+
+def test_with_graphql_gone_the_orphan_sweep_of_down_and_recover_passes(
+    rp: InProcessRunPod, capsys: pytest.CaptureFixture[str]
+) -> None:
+    make(rp)
+    world: Any = rp.world
+    world.set_limits(world.limits.model_copy(update={"graphql": "gone"}))
+    with rp.client(DEFAULT_API_KEY) as client:
+        live = orphans.read_live(client)
+    assert {r.kind for r in live} == {"pod", "cluster", "volume"}  # every billed kind, no secret
+    assert "orphans: RunPod console secrets not listed" in capsys.readouterr().err
 
 
 def test_the_mark_must_be_exactly_ours() -> None:

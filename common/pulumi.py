@@ -41,6 +41,36 @@ class PulumiError(TrainstackError):
         self.last = last
 
 
+# The engine's own summary lines under Diagnostics, which name no cause: the resource's line says it.
+_GENERIC = re.compile(
+    r"^(update|preview|refresh|destroy) failed$|^Resource monitor has terminated|^one or more errors occurred"
+)
+_DIAGNOSTIC = re.compile(r"^(?P<indent>\s+)error: (?P<message>.*)$")
+
+
+def failure_cause(output: str) -> str:
+    """The cause Pulumi gives for a failed command: the first `error:` of its Diagnostics that is not the
+    engine's summary (for a provider's traceback, its last line: the exception and its message, e.g.
+    "BucketError: cannot update the checkpoint bucket: ... NoSuchBucket ..."); '' when there is none. A
+    failed update ends with "Duration: 1s", which names nothing (issue #62)."""
+    lines = output.split("Diagnostics:", 1)[1].splitlines() if "Diagnostics:" in output else []
+    for i, line in enumerate(lines):
+        if line and not line[0].isspace():
+            break  # Resources:, Duration: the section ended
+        found = _DIAGNOSTIC.match(line)
+        if found is None or _GENERIC.search(found["message"].strip()):
+            continue
+        message = found["message"].strip()
+        if message.startswith("Traceback"):  # its frames are indented deeper; the exception's line is not
+            indent = len(found["indent"])
+            after = [b for b in lines[i + 1 :] if b.strip()]
+            last = next((b for b in after if len(b) - len(b.lstrip()) <= indent), "")
+            if last and len(last) - len(last.lstrip()) == indent and not _DIAGNOSTIC.match(last):
+                message = last.strip()
+        return message
+    return ""
+
+
 def default_backend(repo: Path = REPO) -> str:
     return f"file://{repo / '.state' / 'pulumi'}"
 
@@ -157,7 +187,8 @@ def run(
             )
     if check and done.returncode != 0:
         said = (done.stderr or "").strip() or (done.stdout or "").strip()
-        last = (said.splitlines() or ["no output"])[-1]
+        cause = failure_cause(f"{done.stdout or ''}\n{done.stderr or ''}")
+        last = cause or (said.splitlines() or ["no output"])[-1]
         raise PulumiError(
             f"`pulumi {' '.join(args[:2])}` failed ({done.returncode}): {last}",
             output=f"{done.stdout or ''}{done.stderr or ''}",

@@ -89,6 +89,12 @@ class Outcome:
         said = self.errors.strip() or self.output.strip()
         return (said.splitlines() or ["no output"])[-1]
 
+    @property
+    def cause(self) -> str:
+        """Pulumi's own cause of a failure (its Diagnostics' error, a provider's message), else the last line
+        it printed (common/pulumi.py `failure_cause`)."""
+        return pulumi.failure_cause(f"{self.output}\n{self.errors}") or self.last_line
+
 
 @dataclass(frozen=True)
 class State:
@@ -150,7 +156,7 @@ class Stack:
         outcome = self._run(args, named=named, **kwargs)
         if not outcome.ok:
             raise PulumiError(
-                f"`{outcome.command}` failed ({outcome.code}): {outcome.last_line}",
+                f"`{outcome.command}` failed ({outcome.code}): {outcome.cause}",
                 output=f"{outcome.output}{outcome.errors}",
                 last=outcome.last_line,
             )

@@ -233,6 +233,11 @@ def _up(prog: str, stack: str, yes: bool, pulumi_args: Sequence[str], target: Ta
 def down(stack: str, pulumi_args: Sequence[str]) -> int:
     prog = "scripts/down"
     checked_stack(prog, stack)
+    # Every write refused: the down could only fail part-way, with a line that said nothing (issue #62).
+    if os.environ.get("TRAINSTACK_READ_ONLY") == "1":
+        say(prog, "refused: TRAINSTACK_READ_ONLY=1 (a preview's setting) refuses every RunPod and S3 write, "
+            "and a down deletes; run it from a shell without it (unset TRAINSTACK_READ_ONLY)")  # fmt: skip
+        return BAD_USE
     target = decided_target(prog)
     try:  # scripts/up's lock for the stack: never destroy what an up of it is creating
         with held(stack, os.environ, write_pid=False):
@@ -262,7 +267,8 @@ def _down(prog: str, stack: str, pulumi_args: Sequence[str], target: Target) -> 
         say(prog, f"'{stack}' was never brought up locally; nothing to take down")
     else:
         use_local_runpod(prog)  # the stack's pods live in the local RunPod: it must run for their deletion
-        _unguard_local_copy(stack, workspace)
+        if not _unguard_local_copy(prog, stack, workspace):
+            return FAILED
         if not Stack(stack, workspace).destroy("--yes", *pulumi_args, capture=False).ok:
             return FAILED
         report = orphans.check(stack, workspace, delete=True, yes=True)
@@ -284,10 +290,11 @@ def _down(prog: str, stack: str, pulumi_args: Sequence[str], target: Target) -> 
     return OK
 
 
-def _unguard_local_copy(stack: str, workspace: Path) -> None:
+def _unguard_local_copy(prog: str, stack: str, workspace: Path) -> bool:
     """The demo's checkpoints live in moto, nothing real: record trainstack:bucket.force_destroy on the
     bucket (a targeted up) so the destroy may delete a bucket that holds them, then unprotect the local copy
-    (after that up, which puts a protected stack's protect back). A real bucket is never forced here."""
+    (after that up, which puts a protected stack's protect back). A real bucket is never forced here. False,
+    after saying Pulumi's cause (a provider's, e.g. NoSuchBucket) and the way out, when that up failed."""
     # Imported here: the light commands (`scripts/local-runpod env`, watch, supervise) never load it (#47).
     from ops import local_demo
 
@@ -299,8 +306,15 @@ def _unguard_local_copy(stack: str, workspace: Path) -> None:
     if bucket:
         local_demo.apply(stack, workspace)  # the program runs for that up: the demo's settings, unsaid
         client.set_config("trainstack:bucket.force_destroy", "true", path=True, kind="bool")
-        client.up("--target", bucket, "--yes", "--skip-preview", check=True)
+        try:
+            client.up("--target", bucket, "--yes", "--skip-preview", check=True)
+        except PulumiError as exc:  # its message ends with Pulumi's cause, not "Duration: 1s" (issue #62)
+            say(prog, f"letting the destroy delete the demo's checkpoint bucket failed: {exc}")
+            say(prog, f"nothing was destroyed; fix that, then run scripts/down {stack} again (a bucket the "
+                f"local S3 lost: scripts/recover {stack} refreshes the state, which drops it)")  # fmt: skip
+            return False
     client.unprotect_all()
+    return True
 
 
 def recover(stack: str, yes: bool, delete_orphans: bool, cwd: Path | None) -> int:

@@ -49,6 +49,13 @@ def s3_errors(verb: str) -> Callable[[_F], _F]:
             except ClientError as err:
                 code = err.response.get("Error", {}).get("Code", "unknown")
                 op = getattr(err, "operation_name", "S3")
+                if code == "NoSuchBucket" and verb != "create":
+                    # The S3 server lost it (the local demo's moto restarted) or someone deleted it.
+                    raise BucketError(
+                        f"cannot {verb} the checkpoint bucket: S3 answered {op} with NoSuchBucket (the "
+                        "bucket is gone); refresh the stack (scripts/recover STACK runs `pulumi refresh`), "
+                        "which drops it from the state, then run the command again"
+                    ) from None
                 if code == "AccessDenied" and verb in _WRITES:
                     raise BucketError(
                         f"cannot {verb} the checkpoint bucket: S3 refused {op} with AccessDenied; if these "

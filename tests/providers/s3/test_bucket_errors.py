@@ -10,6 +10,7 @@ import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError
 
 from providers.s3.bucket import BucketError, BucketSpec, CheckpointBucketProvider
+from providers.s3.errors import s3_errors
 
 
 def _closed_port() -> int:
@@ -62,3 +63,25 @@ def test_a_read_whose_recorded_endpoint_is_gone_reads_through_the_current_one(
 
 def _missing(**_kwargs: Any) -> None:
     raise ClientError({"Error": {"Code": "404"}}, "HeadBucket")
+
+
+def _failing(code: str, verb: str) -> None:
+    @s3_errors(verb)
+    def call() -> None:
+        raise ClientError({"Error": {"Code": code, "Message": "secret-ish detail"}}, "PutBucketVersioning")
+
+    call()
+
+
+def test_a_bucket_s3_lost_says_so_and_the_way_out() -> None:
+    """Issue #62: the local S3 restarted without the bucket, and the fix offered was the credentials."""
+    with pytest.raises(BucketError) as err:
+        _failing("NoSuchBucket", "update")
+    said = str(err.value)
+    assert "S3 answered PutBucketVersioning with NoSuchBucket (the bucket is gone)" in said
+    assert "scripts/recover STACK" in said and "credentials" not in said and "secret-ish" not in said
+
+
+def test_other_codes_keep_the_generic_line() -> None:
+    with pytest.raises(BucketError, match="S3 refused PutBucketVersioning with SlowDown; check the AWS"):
+        _failing("SlowDown", "update")

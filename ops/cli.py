@@ -26,6 +26,7 @@ from localcloud.servers import LocalRunPodError, Servers
 from ops import workflow
 from ops.workflow import BAD_USE, BUSY, FAILED, OK, Stop, say
 from ops.workspace import workspace_for
+from stackconfig import files
 
 PROG = "trainstack"
 Main = Callable[[Sequence[str]], int]
@@ -299,6 +300,9 @@ def main(argv: Sequence[str] | None = None, passthrough: Sequence[Passthrough] =
     except pulumi.PulumiError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return FAILED
+    except files.UnknownStackError as exc:  # a step given a stack with no file: bad input, nothing changed
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return BAD_USE
     except KeyboardInterrupt:
         return 130
 

@@ -195,10 +195,9 @@ def _local_only_lines(stack_file: Path) -> list[str]:
 def prepare(stack: str, root: Path | None = None, repo: Path = REPO) -> Path:
     """Create or refresh the local workspace of `stack` (under `root`, default `local_root`); its folder."""
     root = local_root(os.environ, repo) if root is None else root
-    try:
-        source = files.stack_file(stack, repo / "stacks")
-    except files.UnknownStackError as err:
-        raise SystemExit(str(err)) from None
+    source = files.stack_file(
+        stack, repo / "stacks"
+    )  # UnknownStackError (bad input) names the stacks there are
     workspace = root / stack
     (workspace / "stacks").mkdir(parents=True, exist_ok=True)
     (workspace / "Pulumi.yaml").write_text(_project_file(repo))
@@ -236,7 +235,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("stack")
     parser.add_argument("--root", type=Path, default=None)
     args = parser.parse_args(argv)
-    print(prepare(args.stack, args.root))
+    try:
+        print(prepare(args.stack, args.root))
+    except files.UnknownStackError as err:
+        raise SystemExit(str(err)) from None
     return 0
 
 

@@ -12,9 +12,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 COMMAND_LAYER = {"cli.py", "__init__.py"}
-# ops/workspace.py's prepare still turns an unknown stack into SystemExit (issue #62's file; its callers
-# check the name first, so it is never reached from up, down or recover).
-NOT_YET = {("workspace.py", "prepare")}
+NOT_YET: set[tuple[str, str]] = set()  # (module, function) that may still raise SystemExit: none
 _CAPTURES = ("redirect_stdout", "redirect_stderr")
 
 

@@ -50,3 +50,8 @@ def is_halted(status: str) -> bool:
 # `<project>/<stack>` (components/cluster.py writes it, ops/ownership.py reads it). RunPod has no tags but
 # returns a pod's env with the pod.
 OWNER_ENV = "TRAINSTACK_OWNER"
+# The identity only the stack's own state holds (issue #62): a random id the provider's check writes into a
+# pod's or cluster's env when it is first planned, kept from then on, so the state (the resource's inputs, or
+# its pending create when an `up` was cut short) records it. A same-named stack of another backend, or anyone
+# who copies the mark, cannot show one the stack's state holds (ops/ownership.py).
+OWNER_ID_ENV = "TRAINSTACK_OWNER_ID"

@@ -13,14 +13,15 @@ The contract each subclass keeps (see providers/README.md):
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import pulumi
-from pulumi.dynamic import CheckFailure, ConfigureRequest, DiffResult
+from pulumi.dynamic import CheckFailure, CheckResult, ConfigureRequest, DiffResult
 
 from facts import secrets
-from facts.pods import OWNER_ENV
+from facts.pods import OWNER_ENV, OWNER_ID_ENV
 from providers import settings
 from providers.common import (
     PROVIDER_KEY,
@@ -98,6 +99,7 @@ class RunPodProvider(CheckedProvider):
 
     computed_keys: ClassVar[frozenset[str]] = frozenset(COST_KEYS)
     update_warning: ClassVar[str | None] = None  # shown by diff when an in-place update is planned
+    owner_id_in_env: ClassVar[bool] = False  # pods and clusters: check writes OWNER_ID_ENV into `env`
 
     def __init__(self, client_factory: Callable[[], RunPodClient] | None = None) -> None:
         super().__init__()
@@ -115,6 +117,19 @@ class RunPodProvider(CheckedProvider):
         return self._client_factory() if self._client_factory is not None else RunPodClient.from_env()
 
     # ---- preview ----------------------------------------------------------------------------------
+
+    def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
+        """The shared check; a pod's or cluster's env then gains its owner id (facts/pods.py OWNER_ID_ENV):
+        the one its previous inputs hold, else a new random one. The engine records the checked inputs
+        before it creates, so the stack's state holds the id even of a create cut short."""
+        result = super().check(olds, news)
+        env = result.inputs.get("env") if result.inputs is not None else None
+        if not self.owner_id_in_env or result.failures or not isinstance(env, dict):
+            return result
+        old_env = olds.get("env")
+        kept = old_env.get(OWNER_ID_ENV) if isinstance(old_env, dict) else None
+        owner_id = kept or env.get(OWNER_ID_ENV) or uuid.uuid4().hex
+        return CheckResult({**(result.inputs or {}), "env": {**env, OWNER_ID_ENV: owner_id}}, [])
 
     def known_failures(self, values: Mapping[str, Any]) -> list[CheckFailure]:
         return self.catalog_failures(values)
@@ -159,11 +174,13 @@ class RunPodProvider(CheckedProvider):
         ]
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        """The shared diff, with the ownership mark alone never a change (`_unmarked`), nor the secret
+        """The shared diff, with the ownership mark alone never a change (`_unmarked`), nor the owner id
+        (check keeps the one the previous inputs hold; it is an identity, not a setting), nor the secret
         references a stack made before secrets came over SSH leaves behind (`_unreferenced`)."""
         old_env = _unreferenced(olds.get("env"), news.get("env"))
         olds = olds if old_env is None else {**olds, "env": old_env}
-        return super().diff(_id, olds, {**news, "env": _unmarked("env", olds.get("env"), news.get("env"))})
+        news = {**news, "env": _unmarked("env", olds.get("env"), news.get("env"))}
+        return super().diff(_id, _without_owner_id(olds), _without_owner_id(news))
 
     def planned(self, changed: set[str], replaces: list[str]) -> None:
         if changed and not replaces and self.update_warning:
@@ -194,11 +211,18 @@ def _unreferenced(old: Any, new: Any) -> dict[str, Any] | None:
     return {k: v for k, v in old.items() if k not in stale} if stale else None
 
 
+def _without_owner_id(props: dict[str, Any]) -> dict[str, Any]:
+    env = props.get("env")
+    if not isinstance(env, dict) or OWNER_ID_ENV not in env:
+        return props
+    return {**props, "env": {k: v for k, v in env.items() if k != OWNER_ID_ENV}}
+
+
 def _unmarked(key: str, old: Any, new: Any) -> Any:
-    """`new` env without the ownership mark when `old` (made before the mark existed) lacks it: adding the
-    mark alone is no change. Otherwise every pod's container would restart (an env PATCH resets it) and a
-    cluster would be replaced (refused on protected prod) just to gain it; a resource the state holds is
-    never an orphan anyway, and the mark lands with its next real change or create."""
+    """`new` env without the ownership mark where `old` (made before it existed) lacks it: adding it alone
+    is no change. Otherwise every pod's container would restart (an env PATCH resets
+    it) and a cluster would be replaced (refused on protected prod) just to gain it; a resource the state
+    holds is never an orphan anyway, and it lands with its next real change or create."""
     if key == "env" and isinstance(old, dict) and isinstance(new, dict) and OWNER_ENV not in old:
         return {k: v for k, v in new.items() if k != OWNER_ENV}
     return new

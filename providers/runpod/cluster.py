@@ -117,6 +117,8 @@ def _primary_ssh(cluster: ApiCluster, nodes: list[dict[str, Any]]) -> str | None
 class InstantClusterProvider(RunPodProvider):
     """Lifecycle of `runpod:InstantCluster`; ready when every member is RUNNING with a rank."""
 
+    owner_id_in_env = True
+
     args_model = ClusterSpec
     replace_keys = _REPLACE
     # Two 64-GPU clusters side by side would double a $170-255/h bill and rarely fit the spend limit.

@@ -174,6 +174,8 @@ def probe(pod: ApiPod) -> tuple[bool, str | None]:
 class PodProvider(RunPodProvider):
     """Lifecycle of `runpod:Pod`; image, args, env, ports, name, disk change in place via PATCH."""
 
+    owner_id_in_env = True
+
     args_model = PodSpec
     replace_keys = _REPLACE
     # A second 8-GPU pod beside the old one doubles spend and often finds no capacity.

@@ -230,9 +230,10 @@ def test_a_placed_cluster_moves_only_when_its_data_center_leaves_the_list() -> N
     provider = InstantClusterProvider(FakeRunPod().factory())
     created = provider.check({}, {**CLUSTER, "data_center_ids": ["EU-RO-1", "US-TX-3"]}).inputs
     placed = {**created, "data_center_id": "US-TX-3"}  # the outputs: where create landed it
-    reordered = provider.check({}, {**CLUSTER, "data_center_ids": ["US-TX-3", "EU-RO-1"]}).inputs
+    # An update's check is given the previous inputs (they keep its owner id, facts/pods.py OWNER_ID_ENV).
+    reordered = provider.check(created, {**CLUSTER, "data_center_ids": ["US-TX-3", "EU-RO-1"]}).inputs
     assert provider.diff("cl1", placed, reordered).replaces == []
-    dropped = provider.check({}, {**CLUSTER, "data_center_ids": ["EU-RO-1", "US-KS-2"]}).inputs
+    dropped = provider.check(created, {**CLUSTER, "data_center_ids": ["EU-RO-1", "US-KS-2"]}).inputs
     assert provider.diff("cl1", placed, dropped).replaces == ["data_center_ids"]
 
 

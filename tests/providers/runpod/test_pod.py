@@ -9,6 +9,7 @@ from typing import Any
 import dill
 import pytest
 
+from facts.pods import OWNER_ID_ENV
 from providers.runpod import catalog, errors, spot
 from providers.runpod.base import UNKNOWN
 from providers.runpod.pod import PodProvider
@@ -154,10 +155,12 @@ def test_update_patches_only_changed_fields_and_returns_full_outputs() -> None:
     provider = PodProvider(fake.factory())
     created = provider.create(_checked(provider))
     olds = created.outs or {}
-    news = _checked(provider, image="runpod/pytorch:3", env={"A": "2"})
+    news = provider.check(olds, _inputs(image="runpod/pytorch:3", env={"A": "2"})).inputs
     outs = provider.update(created.id, olds, news).outs or {}
     patch = [b for m, p, b in fake.bodies if m == "PATCH"]
-    assert patch == [{"image": "runpod/pytorch:3", "env": {"A": "2"}}]
+    # The env PATCH keeps the owner id the create wrote (check keeps it from the previous inputs).
+    owner_id = olds["env"][OWNER_ID_ENV]
+    assert patch == [{"image": "runpod/pytorch:3", "env": {"A": "2", OWNER_ID_ENV: owner_id}}]
     assert outs["image"] == "runpod/pytorch:3" and outs["pod_id"] == created.id and outs["ssh_port"]
 
 
@@ -241,3 +244,21 @@ def test_the_ownership_mark_alone_is_no_change_for_a_pod_made_before_it() -> Non
     olds_marked = provider.create(marked).outs or {}
     moved = _checked(provider, env={"A": "1", "TRAINSTACK_OWNER": "trainstack/prod"})
     assert provider.diff("p", olds_marked, moved).changes  # a mark that changes is a change
+
+
+def test_a_pod_carries_an_owner_id_its_state_keeps() -> None:
+    """Issue #62: the identity only the stack's own state holds: a random id check writes into the env of a
+    pod it plans (recorded with the inputs, pending creates included), kept by every later check and sent
+    with the create; never a diff of its own."""
+    fake = FakeRunPod()
+    provider = PodProvider(fake.factory())
+    planned = _checked(provider)
+    owner_id = planned["env"][OWNER_ID_ENV]
+    assert len(owner_id) == 32 and owner_id != _checked(provider)["env"][OWNER_ID_ENV]  # one per stack's pod
+    created = provider.create(planned)
+    sent = [b for m, _p, b in fake.bodies if m == "POST" and "env" in (b or {})]
+    assert sent and sent[-1]["env"][OWNER_ID_ENV] == owner_id
+    again = provider.check(created.outs or {}, _inputs())
+    assert again.inputs["env"][OWNER_ID_ENV] == owner_id
+    made_before = {**(created.outs or {}), "env": {"A": "1"}}  # a pod made before the owner id existed
+    assert not provider.diff(created.id, made_before, again.inputs).changes

@@ -3,8 +3,10 @@
 A create cut short by a kill (or a `pulumi destroy` run before the next `up` could adopt it) leaves a
 resource billing at RunPod that the state does not know: `pulumi destroy` cannot see it. Which live
 resource is the stack's is decided by one rule, `ops.ownership.is_ours`: the exact name the stack's config
-declares, the kind it declares, and the ownership mark the stack wrote (a pod's env, a secret's
-description). A live resource that is the stack's and whose id the state does not hold is an orphan.
+declares, the kind it declares, the ownership mark the stack wrote (a pod's env), and the owner id the
+stack's own state recorded at create (`recorded_owner_ids`: the inputs of its resources and of its pending
+creates; `scripts/recover` reads them before its refresh drops the pending creates). A live resource that is
+the stack's and whose id the state does not hold is an orphan.
 Anything else that merely looks like the stack's (another stack's, a stranger's, a network volume) is
 listed as kept with the reason, and never touched.
 
@@ -19,8 +21,9 @@ the stack's config cannot be read: then nothing is deleted).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -31,12 +34,21 @@ from common.pulumi import PulumiError
 from common.stack import Stack
 from components.names import DeclaredResources, declared_resources
 from facts.money import HOURS_PER_MONTH, SNAPSHOT
-from facts.pods import OWNER_ENV
+from facts.pods import OWNER_ENV, OWNER_ID_ENV
 from ops.ownership import Kind, Live, is_ours, looks_like
 from stackconfig.config import ConfigError
 from stackconfig.loader import load_stack_config
 
-__all__ = ["Live", "OrphanReport", "check", "find_orphans", "main", "read_live", "state_ids"]
+__all__ = [
+    "Live",
+    "OrphanReport",
+    "check",
+    "find_orphans",
+    "main",
+    "read_live",
+    "recorded_owner_ids",
+    "state_ids",
+]
 
 # Compute first: a volume cannot be deleted while a pod still mounts it.
 DELETE_ORDER: tuple[Kind, ...] = ("cluster", "pod", "volume", "secret")
@@ -49,17 +61,30 @@ def state_ids(deployment: dict[str, Any]) -> set[str]:
     return {str(r["id"]) for r in deployment.get("resources") or [] if r.get("id")}
 
 
+def recorded_owner_ids(deployment: Mapping[str, Any]) -> set[str]:
+    """The owner ids (env OWNER_ID_ENV) a `pulumi stack export` holds: in its resources' inputs and in its
+    pending operations' (a create cut short is recorded there before the provider is asked)."""
+    pending = [op.get("resource") or {} for op in deployment.get("pending_operations") or []]
+    found: set[str] = set()
+    for resource in [*(deployment.get("resources") or []), *pending]:
+        env = (resource.get("inputs") or {}).get("env") if isinstance(resource, dict) else None
+        value = env.get(OWNER_ID_ENV) if isinstance(env, dict) else None
+        if isinstance(value, str) and value:
+            found.add(value)
+    return found
+
+
 def find_orphans(
-    declared: DeclaredResources, live: Iterable[Live], known_ids: set[str]
+    declared: DeclaredResources, live: Iterable[Live], known_ids: set[str], recorded: Set[str]
 ) -> tuple[list[Live], list[tuple[Live, str]]]:
     """(the stack's live resources whose ids the state lacks, in deletion order; the look-alikes kept,
-    each with the reason it is not the stack's)."""
+    each with the reason it is not the stack's). `recorded`: the owner ids the stack's own state holds."""
     orphans: list[Live] = []
     kept: list[tuple[Live, str]] = []
     for r in live:
         if r.id in known_ids:
             continue
-        verdict = is_ours(declared, r)
+        verdict = is_ours(declared, r, recorded)
         if verdict.ours:
             orphans.append(r)
         elif looks_like(declared.stack, r.name):
@@ -68,10 +93,15 @@ def find_orphans(
     return orphans, kept
 
 
-def _env_mark(pod: Any) -> str | None:
+def _env_mark(pod: Any, name: str = OWNER_ENV) -> str | None:
     env = getattr(pod, "env", None) or {}
-    value = env.get(OWNER_ENV)
+    value = env.get(name)
     return value if isinstance(value, str) else None
+
+
+def _common(values: set[str | None]) -> str | None:
+    """Every member's value when they agree, else None."""
+    return values.pop() if len(values) == 1 else None
 
 
 def read_live(client: Any) -> list[Live]:
@@ -79,13 +109,14 @@ def read_live(client: Any) -> list[Live]:
     out: list[Live] = []
     for pod in client.list_pods():
         if pod.cluster is None or not pod.cluster.id:
-            out.append(Live("pod", pod.id, pod.name, float(pod.cost or 0.0), _env_mark(pod)))
+            cost = float(pod.cost or 0.0)
+            out.append(Live("pod", pod.id, pod.name, cost, _env_mark(pod), _env_mark(pod, OWNER_ID_ENV)))
     for cluster in client.list_clusters():
         members = client.list_cluster_pods(cluster.id)
         cost = sum(float(p.cost or 0.0) for p in members)
-        marks = {_env_mark(p) for p in members}
-        mark = marks.pop() if len(marks) == 1 else None  # every member carries the same mark, or none
-        out.append(Live("cluster", cluster.id, cluster.name, cost, mark))
+        mark = _common({_env_mark(p) for p in members})  # every member carries the same mark, or none
+        owner_id = _common({_env_mark(p, OWNER_ID_ENV) for p in members})
+        out.append(Live("cluster", cluster.id, cluster.name, cost, mark, owner_id))
     for volume in client.list_volumes():
         hourly = SNAPSHOT.volume_monthly(volume.size) / HOURS_PER_MONTH  # billed per GB-month, hourly
         out.append(Live("volume", volume.id, volume.name, hourly))
@@ -147,15 +178,29 @@ class OrphanReport:
 
 
 def check(
-    stack: str, workspace: Path, *, delete: bool = False, yes: bool = False, ask: Callable[[str], str] = input
+    stack: str,
+    workspace: Path,
+    *,
+    delete: bool = False,
+    yes: bool = False,
+    ask: Callable[[str], str] = input,
+    recorded: Set[str] = frozenset(),
 ) -> OrphanReport:
     """Look for the live RunPod resources of `stack` its state lacks; each step said on stderr. `delete`:
-    delete them (asking first unless `yes`); without it, offer to (never, with `yes`). PulumiError when the
-    state or the config cannot be read."""
+    delete them (asking first unless `yes`); without it, offer to (never, with `yes`). `recorded`: owner ids
+    read from the stack's state earlier (recover's, before its refresh dropped the pending creates), besides
+    those it holds now. PulumiError when the state or the config cannot be read."""
+    from ops.workspace import TargetConflict, resolve_target
     from providers.runpod.client import RunPodClient
     from providers.runpod.errors import RunPodSettingsError
 
-    known = state_ids(export_state(stack, workspace))
+    try:  # the account and the state: one decision (ops/workspace.py), before any read
+        resolve_target(os.environ)
+    except TargetConflict as exc:
+        print(f"orphans: not checked: {exc}", file=sys.stderr)
+        return OrphanReport("not checked")
+    deployment = export_state(stack, workspace)
+    known, recorded = state_ids(deployment), {*recorded, *recorded_owner_ids(deployment)}
     try:
         declared = stack_declared(stack, workspace)
     except ConfigError as exc:  # without the declared names nothing can be proven the stack's
@@ -167,7 +212,7 @@ def check(
         print(f"orphans: not checked: {exc}", file=sys.stderr)
         return OrphanReport("not checked")
     with client_ctx as client:
-        orphans, kept = find_orphans(declared, read_live(client), known)
+        orphans, kept = find_orphans(declared, read_live(client), known, recorded)
         if kept:
             print(
                 f"orphans: {len(kept)} live RunPod resources look like '{stack}' ones but are not "

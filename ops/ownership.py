@@ -1,7 +1,7 @@
 """The one rule for which live RunPod resource is a stack's: used by `scripts/down`, `scripts/recover`,
 `python -m ops.orphans` and the supervisor alike. Nothing here does I/O.
 
-    is_ours(declared: DeclaredResources, resource: Live) -> Verdict
+    is_ours(declared: DeclaredResources, resource: Live, recorded: Set[str]) -> Verdict
 
 `declared` is `components.names.declared_resources(stack, config, project)`: the names the stack's
 config declares, per kind, and the marks the stack writes. `resource` is one live RunPod resource
@@ -13,8 +13,14 @@ config declares, per kind, and the marks the stack writes. `resource` is one liv
    `trainstack-dev-cluster` on a `pods` stack is not);
 3. it carries the ownership mark the stack wrote, where RunPod can carry one: a pod, and every member of a
    cluster, has env `TRAINSTACK_OWNER=<project>/<stack>`; a secret has the description the stack writes;
-4. it is not a network volume: RunPod keeps nothing on a volume but its name, size and place, so no mark
-   can prove a volume is ours, and a volume is someone's data. Volumes are listed, never deleted here.
+4. it carries an **identity only the stack's own state holds**: env `TRAINSTACK_OWNER_ID` (facts/pods.py),
+   a random id the provider wrote when it planned the create, which the state records (the resource's
+   inputs, or its pending create when the `up` was cut short): `recorded` is the set of them
+   (`ops.orphans.recorded_owner_ids`). Name and mark are the same for a same-named stack of another backend
+   (the local demo's `dev` and the team's) and anyone can copy them: they never suffice (issue #62);
+5. it is not a network volume or a secret: RunPod keeps nothing on a volume but its name, size and place,
+   and a secret only a name and a description anyone can copy, so nothing proves either is ours (and a
+   volume is someone's data). They are listed, never deleted here.
 
 Anything else is listed with the reason, and never deleted. `Verdict.ours` is the only thing that allows a
 delete; `Verdict.reason` says, in words for a terminal, why.
@@ -23,6 +29,7 @@ delete; `Verdict.reason` says, in words for a terminal, why.
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Set
 from dataclasses import dataclass
 from typing import Literal
 
@@ -42,6 +49,8 @@ class Live:
     # The mark RunPod returned with it: a pod's TRAINSTACK_OWNER env value; a cluster's, when every member
     # carries the same one (None when any lacks it or they differ); a secret's description; None for a volume.
     mark: str | None = None
+    # Its TRAINSTACK_OWNER_ID env value (a cluster's: every member's, when they agree); None when it has none.
+    owner_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -68,8 +77,9 @@ def _expected_mark(declared: DeclaredResources, resource: Live) -> str:
     return declared.mark
 
 
-def is_ours(declared: DeclaredResources, resource: Live) -> Verdict:
-    """Whether `resource` is one the stack made (then, and only then, a trainstack command may delete it)."""
+def is_ours(declared: DeclaredResources, resource: Live, recorded: Set[str]) -> Verdict:
+    """Whether `resource` is one the stack made (then, and only then, a trainstack command may delete it);
+    `recorded`: the owner ids the stack's own state holds."""
     name = resource.name
     if not name.isascii() or not name.isprintable():
         return Verdict(False, "its name is not plain ASCII, so it is not a name trainstack gives")
@@ -89,7 +99,20 @@ def is_ours(declared: DeclaredResources, resource: Live) -> Verdict:
     if resource.mark != _expected_mark(declared, resource):
         where = "description" if resource.kind == "secret" else "env TRAINSTACK_OWNER"
         return Verdict(False, f"it lacks the {where} mark stack '{declared.stack}' writes on what it makes")
-    return Verdict(True, f"declared by stack '{declared.stack}' and carries its mark")
+    if resource.kind == "secret":
+        return Verdict(
+            False,
+            "a secret carries no identity only the stack's state holds (its name and description can be "
+            "copied, and a same-named stack of another backend writes the same); delete it yourself if it "
+            "is the stack's",
+        )
+    if not resource.owner_id or resource.owner_id not in recorded:
+        return Verdict(
+            False,
+            f"its env TRAINSTACK_OWNER_ID is not one stack '{declared.stack}''s state recorded at create (a "
+            "same-named stack of another backend, or a copied mark): not provably the stack's",
+        )
+    return Verdict(True, f"declared by stack '{declared.stack}', its mark, and its state's owner id")
 
 
 def looks_like(stack: str, name: str) -> bool:

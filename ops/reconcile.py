@@ -6,12 +6,14 @@ holds is **unowned**, and is reported with its $/h and age: one line each on std
 (`ALERT_WEBHOOK_URL`) for the lot. `--delete` deletes an unowned resource only when all three hold:
 
 1. it carries **this project's ownership mark** (`components/names.py`): a pod's env `TRAINSTACK_OWNER=
-   <project>/<stack>`, the same mark on every member of a cluster, a secret named `trainstack-<stack>-<env>`
-   whose description is `trainstack stack <stack>: <ENV>`. A network volume can carry none (ops/ownership.py):
-   it is reported, never deleted. A name that only looks like ours is reported, never deleted;
-2. it is in **no** stack's state, every stack's state was read (one unreadable state and nothing is
-   deleted: that state might hold it), and the stack its mark names is in the backend (a mark of a stack
-   the backend does not know is more likely a wrong `PULUMI_BACKEND_URL` than a loss: reported);
+   <project>/<stack>`, the same mark on every member of a cluster. A network volume or a secret can carry
+   nothing that proves it ours (ops/ownership.py): reported, never deleted. A name that only looks like ours
+   is reported, never deleted;
+2. its id is in **no** stack's state, every stack's state was read (one unreadable state and nothing is
+   deleted: that state might hold it), the stack its mark names is in the backend, and that stack's state
+   recorded its **owner id** (env `TRAINSTACK_OWNER_ID`, written at create: a create cut short leaves it in
+   the state's pending creates). A mark alone is what a same-named stack of another backend writes too, or
+   anyone copies: reported (issue #62);
 3. it is **older than the grace period** (`--grace-hours`, 6; at least 1, a finite number: `nan`, `inf` or
    less than 1 is refused with exit 2): a create in flight is billed before its `pulumi up` records it.
 
@@ -40,8 +42,8 @@ from common.pulumi import PulumiError
 from common.stack import Stack
 from components.names import owner_mark, secret_description, secret_name
 from facts.money import HOURS_PER_MONTH, SNAPSHOT
-from facts.pods import OWNER_ENV, PodStatus
-from ops.orphans import DELETE_ORDER, shown
+from facts.pods import OWNER_ENV, OWNER_ID_ENV, PodStatus
+from ops.orphans import DELETE_ORDER, recorded_owner_ids, shown
 from ops.ownership import Kind
 
 EXIT_CLEAN, EXIT_UNOWNED, EXIT_NOT_CHECKED = 0, 1, 2
@@ -64,6 +66,7 @@ class Billed:
     mark: str | None  # as ops/ownership.Live: pod env, the members' common env, a secret's description
     created: float | None  # epoch seconds; None when RunPod does not say (network volumes)
     members: int = 0  # a cluster's member pods
+    owner_id: str | None = None  # env OWNER_ID_ENV (a cluster's: its members', when they agree)
 
 
 @dataclass(frozen=True)
@@ -86,8 +89,9 @@ def _epoch(stamp: str | None) -> float | None:
 
 
 def _pod(pod: Any) -> Billed:
-    mark = (pod.env or {}).get(OWNER_ENV)
-    return Billed("pod", pod.id, pod.name, float(pod.cost or 0.0), mark, _epoch(pod.created_at))
+    env = pod.env or {}
+    cost, created = float(pod.cost or 0.0), _epoch(pod.created_at)
+    return Billed("pod", pod.id, pod.name, cost, env.get(OWNER_ENV), created, owner_id=env.get(OWNER_ID_ENV))
 
 
 def read_billed(client: Any) -> list[Billed]:
@@ -108,12 +112,13 @@ def read_billed(client: Any) -> list[Billed]:
     for cluster in client.list_clusters():
         pods = members.pop(cluster.id, [])
         marks = {(p.env or {}).get(OWNER_ENV) for p in pods}
+        owner_ids = {(p.env or {}).get(OWNER_ID_ENV) for p in pods}
         created = [t for t in (_epoch(p.created_at) for p in pods) if t is not None]
         cost = sum(float(p.cost or 0.0) for p in pods)
         mark = marks.pop() if len(marks) == 1 else None  # every member the same mark, or none
-        out.append(
-            Billed("cluster", cluster.id, cluster.name, cost, mark, min(created, default=None), len(pods))
-        )
+        owner_id = owner_ids.pop() if len(owner_ids) == 1 else None
+        first = min(created, default=None)
+        out.append(Billed("cluster", cluster.id, cluster.name, cost, mark, first, len(pods), owner_id))
     out += [_pod(p) for p in [*loose, *(p for stray in members.values() for p in stray)]]
     for volume in client.list_volumes():
         hourly = SNAPSHOT.volume_monthly(volume.size) / HOURS_PER_MONTH
@@ -159,8 +164,9 @@ def grace_problem(hours: float) -> str | None:
 def reconcile(
     billed: Iterable[Billed], states: Mapping[str, set[str]], project: str, now: float, grace_s: float
 ) -> list[Finding]:
-    """The unowned resources, in deletion order, each with its action; pure. A grace that is not a finite
-    number of at least MIN_GRACE_H hours is a ValueError: nothing young may ever be called lost."""
+    """The unowned resources, in deletion order, each with its action; pure. `states`: per stack, the
+    resource ids and the owner ids its state holds (`pulumi_states`). A grace that is not a finite number of
+    at least MIN_GRACE_H hours is a ValueError: nothing young may ever be called lost."""
     if grace_problem(grace_s / 3600) is not None or not math.isfinite(now):
         raise ValueError(f"reconcile: grace {grace_s!r} s or clock {now!r} is not one a round may use")
     owned = set().union(*states.values()) if states else set()
@@ -179,6 +185,13 @@ def reconcile(
             )
         elif stack not in states:
             why = f"marked {stack}'s, but this backend has no stack {stack} (wrong PULUMI_BACKEND_URL?): kept"
+        elif r.kind == "secret":
+            why = f"marked {stack}'s, but a secret's name and description can be copied: kept"
+        elif not r.owner_id or r.owner_id not in states[stack]:
+            why = (
+                f"marked {stack}'s, but its TRAINSTACK_OWNER_ID is not one {stack}'s state recorded at "
+                "create (a same-named stack of another backend, or a copied mark): kept"
+            )
         elif age is None:
             why = f"marked {stack}'s, but RunPod gives no creation time, so its age is unknown: kept"
         elif age < grace_s:
@@ -265,10 +278,15 @@ def run(
 def pulumi_states(
     cwd: Path, say: Callable[[str], None], binary: str = "pulumi"
 ) -> dict[str, set[str]] | None:
-    """Every stack of the project in the backend (not only those with a file here) -> its resource ids."""
+    """Every stack of the project in the backend (not only those with a file here) -> the resource ids and
+    the owner ids (ops/orphans.py `recorded_owner_ids`) its state holds: RunPod's ids and our random ones
+    never collide."""
     try:
         stacks = Stack("", cwd, binary=binary).stacks()
-        states = {stack: Stack(stack, cwd, binary=binary).export().ids for stack in stacks}
+        states = {}
+        for stack in stacks:
+            state = Stack(stack, cwd, binary=binary).export()
+            states[stack] = state.ids | recorded_owner_ids(state.deployment)
     except (PulumiError, KeyError, TypeError) as exc:
         say(f"reconcile: a state is unreadable: {exc}")
         return None

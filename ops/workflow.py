@@ -368,9 +368,17 @@ def _recover(prog: str, stack: str, yes: bool, delete_orphans: bool, workspace: 
     # A pending delete against an S3 endpoint that is gone fails every up: forget it.
     for line in pending_deletes.forget(stack, workspace):
         print(line, file=sys.stderr)
+    # The owner ids the state recorded, pending creates included, before the refresh drops those: a create
+    # cut short is provably the stack's only through them (ops/ownership.py).
+    try:
+        recorded = orphans.recorded_owner_ids(orphans.export_state(stack, workspace))
+    except PulumiError:  # an unreadable state: the refresh below says why; nothing is provable from it
+        recorded = set()
     if not Stack(stack, workspace).refresh("--yes", "--clear-pending-creates", capture=False).ok:
         return FAILED
-    report = orphans.check(stack, workspace, delete=delete_orphans, yes=yes or delete_orphans)
+    report = orphans.check(
+        stack, workspace, delete=delete_orphans, yes=yes or delete_orphans, recorded=recorded
+    )
     if report.outcome == "left":
         say(prog, f"'{stack}' state matches RunPod, except the orphans listed above; run "
             f"'scripts/up {stack}' "

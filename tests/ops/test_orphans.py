@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from types import SimpleNamespace
 from typing import Any
 
@@ -13,7 +14,7 @@ from components.names import (
     secret_description,
 )
 from components.names import secret_name as runpod_secret_name
-from facts.pods import OWNER_ENV
+from facts.pods import OWNER_ENV, OWNER_ID_ENV
 from ops import orphans
 from ops.orphans import find_orphans, state_ids
 from ops.ownership import Live, is_ours
@@ -25,10 +26,12 @@ DEV = declared_resources(
     "dev", load_stack_config({"cluster": {"nodes": 2}, "training": {"secrets": ["HF_TOKEN"]}}), "trainstack"
 )
 OURS_SECRET = runpod_secret_name("dev", "HF_TOKEN")
+# The owner ids dev's state recorded when it planned its pods (issue #62): the identity only it holds.
+RECORDED = frozenset({"oid-p0", "oid-p1"})
 
 
 def _pod(pid: str, name: str, mark: str | None = MARK, cost: float = 23.92, cluster: Any = None) -> Any:
-    env = {} if mark is None else {OWNER_ENV: mark}
+    env = {} if mark is None else {OWNER_ENV: mark, OWNER_ID_ENV: f"oid-{pid}"}
     return SimpleNamespace(id=pid, name=name, cost=cost, cluster=cluster, env=env)
 
 
@@ -79,11 +82,12 @@ class FakeAccount:
 def test_only_the_stacks_own_resources_missing_from_state_are_orphans_and_they_are_priced() -> None:
     account = FakeAccount()
     live = orphans.read_live(account)
-    found, kept = find_orphans(DEV, live, known_ids={"p0"})
-    assert [(o.kind, o.id) for o in found] == [("pod", "p1"), ("secret", "s1")]
+    found, kept = find_orphans(DEV, live, known_ids={"p0"}, recorded=RECORDED)
+    assert [(o.kind, o.id) for o in found] == [("pod", "p1")]
     assert found[0].usd_per_hour == pytest.approx(23.92)
-    # dev declares no cluster and no volume: they look like dev's but are someone else's, kept.
-    assert {r.id for r, _ in kept} == {"c1", "v1", "p9", "s2"}
+    # dev declares no cluster and no volume: they look like dev's but are someone else's, kept; so is its
+    # secret, which nothing but a copyable name and description marks (issue #62).
+    assert {r.id for r, _ in kept} == {"c1", "v1", "p9", "s2", "s1"}
     cluster = next(r for r, _ in kept if r.id == "c1")
     assert cluster.usd_per_hour == pytest.approx(31.92)  # its member pods' cost, the member not listed twice
     assert "total $23.92/h" in orphans.describe(found)
@@ -91,7 +95,7 @@ def test_only_the_stacks_own_resources_missing_from_state_are_orphans_and_they_a
 
 def test_nothing_is_an_orphan_when_the_state_holds_every_id() -> None:
     live = orphans.read_live(FakeAccount())
-    assert find_orphans(DEV, live, {"p0", "p1", "s1"})[0] == []
+    assert find_orphans(DEV, live, {"p0", "p1", "s1"}, RECORDED)[0] == []
 
 
 # The hostile corpus (issue #34, class 1): resources someone else made through the API whose names merely
@@ -147,25 +151,56 @@ HOSTILE: list[tuple[str, Live, Any]] = [
         _CLUSTER,
     ),
     ("a dev-2 stack's pod", Live("pod", "h19", "trainstack-dev-2-pod-0", 24.0, "trainstack/dev-2"), _PODS),
+    (
+        "a dev-pod-0 stack's pod",
+        Live("pod", "h20", "trainstack-dev-pod-0-pod-0", 24.0, "trainstack/dev-pod-0"),
+        _PODS,
+    ),
+    # Issue #62: the exact name and mark, but not an owner id dev's state recorded: the same-named `dev` of
+    # another backend (the team's, seen from the local demo), or a copied mark. Never dev's.
+    ("another backend's dev", Live("pod", "h21", "trainstack-dev-pod-0", 24.0, MARK, "theirs"), _PODS),
+    (
+        "the exact name and mark, no owner id",
+        Live("pod", "h22", "trainstack-dev-pod-0", 24.0, MARK, None),
+        _PODS,
+    ),
+    (
+        "the stack's own secret",
+        Live("secret", "h23", OURS_SECRET, 0.0, secret_description("dev", "HF_TOKEN")),
+        DEV,
+    ),
 ]
 
 
 @pytest.mark.parametrize(("what", "resource", "declared"), HOSTILE, ids=[row[0] for row in HOSTILE])
 def test_a_look_alike_is_never_ours(what: str, resource: Live, declared: Any) -> None:
-    verdict = is_ours(declared, resource)
+    # Every rule but the owner id's is what refuses these: their owner ids count as recorded (but "theirs").
+    recorded = {"oid"}
+    if resource.owner_id is None and "no owner id" not in what:
+        resource = dataclasses.replace(resource, owner_id="oid")
+    verdict = is_ours(declared, resource, recorded)
     assert not verdict.ours, what
     assert verdict.reason
-    found, _kept = find_orphans(declared, [resource], known_ids=set())
+    found, _kept = find_orphans(declared, [resource], known_ids=set(), recorded=recorded)
     assert found == [], what
 
 
 def test_what_the_stack_made_is_ours() -> None:
     cluster_stack_mark = owner_mark("trainstack", "prod")
-    assert is_ours(_PODS, Live("pod", "o1", "trainstack-dev-pod-0", 24.0, MARK)).ours
-    assert is_ours(_CLUSTER, Live("cluster", "o2", "trainstack-prod-cluster", 64.0, cluster_stack_mark)).ours
-    secret = Live("secret", "o3", OURS_SECRET, 0.0, secret_description("dev", "HF_TOKEN"))
-    assert is_ours(DEV, secret).ours
-    assert not is_ours(DEV, Live("secret", "o4", OURS_SECRET, 0.0, "made by hand")).ours
+    pod = Live("pod", "o1", "trainstack-dev-pod-0", 24.0, MARK, "oid-1")
+    assert is_ours(_PODS, pod, {"oid-1"}).ours
+    cluster = Live("cluster", "o2", "trainstack-prod-cluster", 64.0, cluster_stack_mark, "oid-2")
+    assert is_ours(_CLUSTER, cluster, {"oid-2"}).ours
+    assert "not one stack 'dev''s state recorded" in is_ours(_PODS, pod, {"oid-2"}).reason
+
+
+def test_the_owner_ids_a_state_recorded_include_its_pending_creates() -> None:
+    """A create cut short is in the state only as a pending operation, with its checked inputs."""
+    deployment = {
+        "resources": [{"id": "p0", "inputs": {"env": {OWNER_ID_ENV: "a"}}}, {"id": "b1", "inputs": {}}],
+        "pending_operations": [{"type": "creating", "resource": {"inputs": {"env": {OWNER_ID_ENV: "b"}}}}],
+    }
+    assert orphans.recorded_owner_ids(deployment) == {"a", "b"}
 
 
 def test_a_cluster_is_marked_only_when_every_member_carries_the_mark() -> None:
@@ -186,8 +221,12 @@ def test_state_ids_include_pending_deletes() -> None:
 def _run(
     monkeypatch: pytest.MonkeyPatch, account: FakeAccount, known: set[str], *argv: str, answer: str = "n"
 ) -> int:
-    monkeypatch.setattr(orphans, "export_state", lambda stack, cwd: {"resources": [{"id": i} for i in known]})
+    recorded = [{"inputs": {"env": {OWNER_ID_ENV: oid}}} for oid in RECORDED]
+    state = {"resources": [*({"id": i} for i in known), *recorded]}
+    monkeypatch.setattr(orphans, "export_state", lambda stack, cwd: state)
     monkeypatch.setattr(orphans, "stack_declared", lambda stack, cwd: DEV)
+    for key in ("RUNPOD_API_URL", "RUNPOD_API_KEY", "TRAINSTACK_LOCAL", "PULUMI_BACKEND_URL"):
+        monkeypatch.delenv(key, raising=False)  # the local demo's shell: the target rule lets it through
 
     class Client:
         @classmethod
@@ -220,7 +259,7 @@ def test_listing_keeps_them_and_says_how_to_delete(
 def test_delete_removes_only_the_orphans_compute_first(monkeypatch: pytest.MonkeyPatch) -> None:
     account = FakeAccount()
     assert _run(monkeypatch, account, {"p0"}, "--delete", "--yes") == 0
-    assert account.deleted == ["pod p1", "secret s1"]
+    assert account.deleted == ["pod p1"]  # its secret s1 is listed as kept: nothing proves a secret ours
 
 
 def test_an_interactive_yes_deletes(monkeypatch: pytest.MonkeyPatch) -> None:

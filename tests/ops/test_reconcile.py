@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from emulator.config import DEFAULT_API_KEY, DEFAULT_READ_ONLY_KEY
+from facts.pods import OWNER_ID_ENV
 from harness.inprocess import InProcessRunPod, in_process
 from ops import orphans, reconcile
 from ops.reconcile import Billed, marked_stack
@@ -44,18 +45,23 @@ def make(rp: InProcessRunPod) -> dict[str, str]:
             ids[name] = gql(api, doc, i=variables)["data"]["secretCreate"]["id"]
 
         pod("trainstack-dev-pod-0", OURS)  # in dev's state
-        pod("trainstack-dev-pod-1", OURS)  # lost by a cut-short `up`: ours, in no state
+        pod("trainstack-dev-pod-1", OURS | {OWNER_ID_ENV: "oid-dev-1"})  # lost by a cut-short `up`: ours
+        # Issue #62: dev's name and mark, an owner id dev's state never recorded (another backend's dev).
+        pod("trainstack-dev-pod-4", OURS | {OWNER_ID_ENV: "theirs"})
         pod("trainstack-dev-pod-2", {})  # a look-alike: no mark
         pod("trainstack-dev-pod-3", {"TRAINSTACK_OWNER": "someone-else/dev"})  # another project's mark
         pod("trainstack-gone-pod-0", {"TRAINSTACK_OWNER": "trainstack/gone"})  # a stack the backend lacks
-        body = cluster_body("trainstack-prod-cluster", env={"TRAINSTACK_OWNER": "trainstack/prod"})
+        owner = {"TRAINSTACK_OWNER": "trainstack/prod", OWNER_ID_ENV: "oid-prod"}
+        body = cluster_body("trainstack-prod-cluster", env=owner)
         ids["trainstack-prod-cluster"] = api.post("/v2/clusters", json=body).json()["id"]
         volume = {"name": "trainstack-dev-volume", "size": 100, "dataCenter": "US-TX-3"}
         ids["trainstack-dev-volume"] = api.post("/v2/network-volumes", json=volume).json()["id"]
         secret("trainstack-dev-hf_token", "trainstack stack dev: HF_TOKEN")  # ours, lost
         secret("my-token", "trainstack stack dev: HF_TOKEN")  # a copied description on another name
         rp.world.clock.advance(7 * 3600)
-        pod("young", {"TRAINSTACK_OWNER": "trainstack/search"})  # a create `up` has not recorded yet
+        pod(
+            "young", {"TRAINSTACK_OWNER": "trainstack/search", OWNER_ID_ENV: "oid-search"}
+        )  # a create in flight
     return ids
 
 
@@ -80,25 +86,33 @@ def live_names(rp: InProcessRunPod) -> set[str]:
 
 def test_unowned_are_reported_with_cost_and_age_and_only_ours_are_deleted(rp: InProcessRunPod) -> None:
     ids = make(rp)
-    states = {"dev": {ids["trainstack-dev-pod-0"]}, "search": set(), "prod": set()}
+    # Each state: its resources' ids and the owner ids it recorded (a cut-short create's, pending).
+    states = {
+        "dev": {ids["trainstack-dev-pod-0"], "oid-dev-1"},
+        "search": {"oid-search"},
+        "prod": {"oid-prod"},
+    }
     code, lines, sent = round_(rp, states, remove=False)
     assert code == reconcile.EXIT_UNOWNED
     unowned = [ln for ln in lines if ln.startswith("unowned")]
-    assert len(unowned) == 9 and not any("trainstack-dev-pod-0" in ln for ln in lines)  # owned: silent
+    assert len(unowned) == 10 and not any("trainstack-dev-pod-0 " in ln for ln in lines)  # owned: silent
     cluster = next(ln for ln in unowned if "trainstack-prod-cluster" in ln)
     assert "(2 pods)" in cluster and "$63.84/h" in cluster and "7.0 h" in cluster  # 2 x 8 H100 SXM
-    assert len(sent) == 1 and "9 billed RunPod resources no stack owns" in sent[0]
+    assert len(sent) == 1 and "10 billed RunPod resources no stack owns" in sent[0]
     assert live_names(rp) >= {"trainstack-dev-pod-1", "trainstack-prod-cluster"}  # a report deletes nothing
 
     code, lines, sent = round_(rp, states, remove=True)
     deleted = sorted(ln.split()[3] for ln in lines if ln.startswith("reconcile: deleted"))
-    assert deleted == ["trainstack-dev-hf_token", "trainstack-dev-pod-1", "trainstack-prod-cluster"]
+    assert deleted == ["trainstack-dev-pod-1", "trainstack-prod-cluster"]
     assert code == reconcile.EXIT_UNOWNED  # the rest is still billed, still reported
     left = live_names(rp)
     kept_names = ["trainstack-dev-pod-0", "trainstack-dev-pod-2", "trainstack-dev-pod-3", "young"]
     for kept in [*kept_names, "trainstack-gone-pod-0", "trainstack-dev-volume", "my-token"]:
         assert kept in left, kept
+    assert {"trainstack-dev-pod-4", "trainstack-dev-hf_token"} <= left  # not provably dev's: kept
     reasons = {ln.split()[2]: ln for ln in lines if ln.startswith("unowned")}
+    assert "not one dev's state recorded" in reasons["trainstack-dev-pod-4"]
+    assert "can be copied" in reasons["trainstack-dev-hf_token"]
     assert "no ownership mark" in reasons["trainstack-dev-pod-2"]
     assert "no ownership mark" in reasons["trainstack-dev-pod-3"]
     assert (
@@ -213,8 +227,8 @@ def test_a_grace_that_would_call_a_create_in_flight_lost_is_refused(
 
 
 def test_a_pod_created_seconds_ago_is_never_deleted() -> None:
-    young = Billed("pod", "p1", "trainstack-dev-pod-1", 3.99, "trainstack/dev", created=1000.0)
-    states = {"dev": set[str]()}
+    young = Billed("pod", "p1", "trainstack-dev-pod-1", 3.99, "trainstack/dev", created=1000.0, owner_id="o")
+    states = {"dev": {"o"}}
     [finding] = reconcile.reconcile(
         [young], states, PROJECT, now=1005.0, grace_s=reconcile.MIN_GRACE_H * 3600
     )

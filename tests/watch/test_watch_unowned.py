@@ -50,7 +50,7 @@ def test_the_view_lists_what_no_stack_owns_with_a_read_only_key_and_deletes_noth
     rp: InProcessRunPod, project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ids = make(rp)
-    states = {"dev": {ids["trainstack-dev-pod-0"]}, "prod": set(), "search": set()}
+    states = {"dev": {ids["trainstack-dev-pod-0"], "oid-dev-1"}, "prod": set(), "search": set()}
     monkeypatch.setattr(reconcile, "pulumi_states", lambda cwd, say, binary="pulumi": states)
     before = live_names(rp)
     with rp.client(DEFAULT_READ_ONLY_KEY) as client:  # a preview's key is enough to look

@@ -15,6 +15,7 @@ from emulator.pods import delete_pod, get_pod
 from emulator.problems import ApiError
 from emulator.routes_v2 import world_of
 from emulator.world import CapacityFaults, Limits, World
+from facts.pods import OWNER_ENV
 
 router = APIRouter(prefix="/_admin")
 
@@ -189,6 +190,9 @@ def _live_pods(world: World) -> list[dict[str, Any]]:
             "cost": 0.0 if p.halted else p.hourly_cost,
             "clusterId": p.cluster_id,
             "spot": p.spot,
+            # The ownership mark the pod carries (env TRAINSTACK_OWNER, `<project>/<stack>`): which stack made
+            # it, read by the local account's lines (ops/local_account.py), never guessed from the name.
+            "owner": p.env.get(OWNER_ENV),
         }
         for p in world.pods.values()
     ]

@@ -40,13 +40,22 @@ def account_limit(limits: Mapping[str, float]) -> float:
     return max(limits.values(), default=DEFAULT_SPEND_LIMIT_PER_HOUR)
 
 
+def marked_stack(pod: Mapping[str, Any]) -> str:
+    """The stack a pod's ownership mark (env TRAINSTACK_OWNER, `<project>/<stack>`) names; '?' without one.
+    Never the name: `trainstack-dev-pod-0-pod-0` is stack `dev-pod-0`'s, not `dev`'s (issue #62)."""
+    mark = pod.get("owner")
+    project, slash, stack = mark.partition("/") if isinstance(mark, str) else ("", "", "")
+    return stack if project and slash and stack else "?"
+
+
 def spend_by_stack(live: Mapping[str, Any]) -> dict[str, float]:
-    """USD/h billed now per stack, from the local RunPod's /_admin/live answer (unnamed pods: '?')."""
+    """USD/h billed now per stack, from the local RunPod's /_admin/live answer, by each pod's mark (pods
+    without one: '?')."""
     spend: dict[str, float] = {}
     for pod in live.get("pods") or []:
         cost = float(pod.get("cost") or 0)
         if cost > 0:
-            stack = owner(str(pod.get("name") or "")) or "?"
+            stack = marked_stack(pod)
             spend[stack] = round(spend.get(stack, 0.0) + cost, 4)
     return spend
 
@@ -86,12 +95,19 @@ def _live() -> dict[str, Any]:
 def leftovers(live: Mapping[str, Any]) -> dict[str, list[str]]:
     """What the local RunPod still holds, by owning stack ('?' for names trainstack did not give)."""
     held: dict[str, list[str]] = {}
+    members = {str(p.get("clusterId")): p for p in live.get("pods") or [] if p.get("clusterId")}
     for kind in ("pods", "clusters", "volumes"):
         for item in live.get(kind) or []:
             if kind == "pods" and item.get("clusterId"):
                 continue  # counted with its cluster
             name = str(item.get("name") or "")
-            held.setdefault(owner(name) or "?", []).append(name)
+            if kind == "pods":
+                stack = marked_stack(item)
+            elif kind == "clusters":
+                stack = marked_stack(members.get(str(item.get("id")), {}))
+            else:  # a volume carries no mark: its name says whose it looks like, for this listing only
+                stack = owner(name) or "?"
+            held.setdefault(stack, []).append(name)
     return held
 
 

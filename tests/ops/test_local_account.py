@@ -59,23 +59,37 @@ def test_pod_names_map_to_their_stack() -> None:
 
 LIVE = {
     "pods": [
-        {"name": "trainstack-prod-cluster-0", "cost": 31.92, "clusterId": "c1"},
-        {"name": "trainstack-prod-cluster-1", "cost": 31.92, "clusterId": "c1"},
-        {"name": "trainstack-dev-pod-0", "cost": 0.0, "clusterId": None},  # stopped: not billed
-        {"name": "hand-made", "cost": 2.5, "clusterId": None},
+        {"name": "trainstack-prod-cluster-0", "cost": 31.92, "clusterId": "c1", "owner": "trainstack/prod"},
+        {"name": "trainstack-prod-cluster-1", "cost": 31.92, "clusterId": "c1", "owner": "trainstack/prod"},
+        {
+            "name": "trainstack-dev-pod-0",
+            "cost": 0.0,
+            "clusterId": None,
+            "owner": "trainstack/dev",
+        },  # stopped
+        {"name": "hand-made", "cost": 2.5, "clusterId": None, "owner": None},
+        # Issue #62: stack `dev-pod-0`'s pod, whose name starts like dev's: counted by its mark, as its own.
+        {
+            "name": "trainstack-dev-pod-0-pod-0",
+            "cost": 4.0,
+            "clusterId": None,
+            "owner": "trainstack/dev-pod-0",
+        },
+        {"name": "trainstack-dev-pod-1", "cost": 1.0, "clusterId": None, "owner": None},  # a look-alike
     ],
-    "clusters": [{"name": "trainstack-prod-cluster"}],
+    "clusters": [{"id": "c1", "name": "trainstack-prod-cluster"}],
     "volumes": [{"name": "trainstack-prod-volume"}],
 }
 
 
 def test_spend_and_leftovers_by_stack() -> None:
-    assert spend_by_stack(LIVE) == {"prod": 63.84, "?": 2.5}
+    assert spend_by_stack(LIVE) == {"prod": 63.84, "dev-pod-0": 4.0, "?": 3.5}
     held = leftovers(LIVE)
     assert held == {
         "prod": ["trainstack-prod-cluster", "trainstack-prod-volume"],
         "dev": ["trainstack-dev-pod-0"],
-        "?": ["hand-made"],
+        "dev-pod-0": ["trainstack-dev-pod-0-pod-0"],
+        "?": ["hand-made", "trainstack-dev-pod-1"],
     }
 
 
@@ -97,7 +111,9 @@ def test_the_up_check_against_a_running_local_runpod(tmp_path: Path) -> None:
         server.admin.limits(spendLimit=300)
         compute = {"gpuTypeId": H100, "gpuCountPerPod": 8, "podCount": 8}
         with server.client() as api:
-            made = api.post("/v2/clusters", json=cluster_body("trainstack-prod-cluster", compute=compute))
+            mark = {"TRAINSTACK_OWNER": "trainstack/prod"}
+            body = cluster_body("trainstack-prod-cluster", compute=compute, env=mark)
+            made = api.post("/v2/clusters", json=body)
             assert made.status_code == 201, made.text
         env = os.environ | server.env()
 

@@ -22,7 +22,7 @@ import argparse
 import copy
 import json
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ import yaml
 
 from common.stackname import stack_name_problem
 from common.terminal import plain
+from forecast.chart import ChartError, compare_chart, memory_chart
 from forecast.compare import CompareError, compare
 from forecast.keys import KeyError_, resolve
 from forecast.presets import UnknownPreset, apply_preset
@@ -147,6 +148,13 @@ def _parser() -> argparse.ArgumentParser:
         help="compare every GPU type, node count and sharding RunPod rents for this run (or only the GPU "
         "types named, e.g. H100_SXM,H200_SXM), cheapest run first",
     )
+    p.add_argument(
+        "--png",
+        type=Path,
+        metavar="FILE",
+        help="also draw the forecast into FILE: with --compare run cost against hours of every option, "
+        "else the memory per GPU by part (needs matplotlib)",
+    )
     p.add_argument("--stacks-dir", type=Path, default=files.STACKS_DIR, help=argparse.SUPPRESS)
     p.add_argument(
         "--policy-dir", type=Path, default=files.REPO / "policy" / "config", help=argparse.SUPPRESS
@@ -203,6 +211,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         else:
             render_compare(args.stack, comparison)
+        if args.png is not None and _drawn(lambda: compare_chart(args.stack, comparison, args.png)) != 0:
+            return EXIT_BAD_INPUT
         return EXIT_FITS if comparison.cheapest is not None else EXIT_DOES_NOT_FIT
     try:
         cap, where = run_cap(args.stack, config, args.policy_dir)
@@ -224,9 +234,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         if said:  # the forecast first, then what the stack's rules say of the stack it describes
             print(f"the stack's rules refuse it ({len(said)}; scripts/up and the preview stop here):")
             print("".join(f"  - {plain(line)}\n" for line in said), end="")
+    if args.png is not None:
+        memory = result.to_output()["memory_gb_per_gpu"]
+        if _drawn(lambda: memory_chart(args.stack, memory, args.png)) != 0:
+            return EXIT_BAD_INPUT
     if not result.memory.fits:
         return EXIT_DOES_NOT_FIT
     return EXIT_OVER_CAP if run_usd > cap or said else EXIT_FITS
+
+
+def _drawn(draw: Callable[[], Path]) -> int:
+    """Draw a picture: its path said on stderr, 0; a ChartError (no matplotlib) said, 2."""
+    try:
+        path = draw()
+    except (ChartError, OSError) as exc:
+        print(f"forecast: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(f"forecast: drew {path}", file=sys.stderr)
+    return 0
 
 
 def invented_shapes(config: StackConfig) -> str | None:

@@ -160,3 +160,18 @@ def test_the_pack_starts_on_a_good_file_and_pairs_configs_with_packs(
     refuse_at_start(PACK, pid)  # returns: nothing to refuse
     assert capsys.readouterr().err == ""
     assert passed_config(PACK, cli_like("preview")) is None  # no config given: the engine's defaults
+
+
+@pytest.mark.parametrize("case", ["not utf-8", "nested 200,000 deep"])
+def test_the_checker_scripts_up_runs_first_says_one_line_per_file(
+    case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue #62: `scripts/up` runs `python -m policy.config_file` before anything; both raised out of it."""
+    from policy import config_file
+
+    text, words = BAD_FILES[case]
+    path = tmp_path / "bad.json"
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    assert config_file.main([str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"{path}: (file): ") and words in err and err.count("\n") == 1, err

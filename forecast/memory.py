@@ -41,8 +41,17 @@ Activations — Korthikanti et al. 2022, "Reducing Activation Recomputation in L
 
 Measured on one H200 (docs/journal/2026-12-01-gpu.md, "LoRA on H200": Hugging Face Llama shapes of
 1.5B-8B, s = 2048, bf16 autocast, SDPA; activations = max_memory_allocated less the model states):
-- the Llama block (`block: llama`, RMSNorm computed in fp32, SwiGLU MLP, no dropout) keeps K = 50, not 34:
-  without checkpointing 49.6 (7B, LoRA), 46.8 (3B, LoRA), 57.3 (1.5B, LoRA) bytes per s·b·h per layer;
+- the Llama block (`block: llama`, RMSNorm computed in fp32, SwiGLU MLP, no dropout) keeps more than the
+  GPT block's 34, and what it keeps grows with the FFN's width F, not with h alone: per token per layer,
+  H·h + 8·F bytes. The 8·F is the SwiGLU MLP's four F-wide bf16 tensors kept for the backward pass (gate's
+  output, which SiLU keeps; SiLU's output and up's output, which their product keeps; down's input); H·h
+  the rest (two fp32 RMSNorm inputs and their bf16 outputs, SDPA's q, k and v at full width after
+  repeat_kv and its output, o's input; a full fine-tune's norms also keep their fp32 outputs, its weights
+  train). H = 28 (LoRA) and 33.5 (full), fitted to the 37 runs without checkpointing of
+  docs/gpu-validation/2026-12-03-h200-sweep (least squares of log(forecast / measured)); a free fit of
+  both terms gives 28.5·h + 7.7·F. At Llama-2's F = 2.7h this is the 50 per s·b·h first measured here
+  (49.6 for the 7B, 46.8 for the 3B); at Qwen 2.5's F = 5.3-5.8h, with its ~150k vocabulary, it is
+  70-75, which a flat 50 missed (issue #69);
 - at V = 128256 the logits take 12 bytes each (checkpointed 1.5B/3B/8B LoRA runs: what is left beside
   12·s·b·V is 2.0-2.4 bytes per s·b·h per layer, the 2 checkpointing keeps); 10 was fitted to GPT-2 runs;
 - checkpointed, the peak is the loss's, not loss plus a rebuilt layer (7B, V = 32000: 5.3 GB measured, 5.4
@@ -66,18 +75,22 @@ allocator's cache beyond the tensors is not counted: PyTorch frees it and retrie
 error, so the forecast is judged against max_memory_allocated + the context.
 
 Uncertainty band (docs/FORECAST.md) — 0.90 x the tensors + the context to 1.10 x the tensors + the
-allowance: measured / forecast 0.92-1.08 over the 66 runs of docs/gpu-validation/2026-12-03-h200-sweep and
-0.94-1.07 over 27 earlier full-depth runs; `fits` means the upper end fits.
+allowance: measured / forecast 0.92-1.06 over the 66 runs of docs/gpu-validation/2026-12-03-h200-sweep and
+0.94-1.00 over 27 earlier full-depth runs; `fits` means the upper end fits.
 """
 
 from __future__ import annotations
 
 from forecast.model import Hardware, MemoryForecast, Workload
+from forecast.shapes import ffn_width
 
 GB = 1e9
 WEIGHT_BYTES = 2  # bf16/fp16 weights and gradients
 OPTIMIZER_BYTES: dict[str, float] = {"adamw": 12, "adamw_8bit": 6, "sgd": 8}  # K, bytes per trainable param
-LAYER_BYTES: dict[str, float] = {"gpt": 34.0, "llama": 50.0}  # K per s·b·h per layer (see above)
+LAYER_BYTES: dict[str, float] = {"gpt": 34.0}  # K per s·b·h per layer (see above)
+# The Llama block, bytes per token per layer: LLAMA_HIDDEN_BYTES[method]·h + LLAMA_FFN_BYTES·F (see above)
+LLAMA_HIDDEN_BYTES: dict[str, float] = {"lora": 28.0, "full": 33.5}
+LLAMA_FFN_BYTES = 8.0  # SwiGLU: gate's output, SiLU's output, up's output, down's input, bf16 each
 # Checkpointed, bytes kept per s·b·h per layer (each block's input): 2 for a bf16 model (LoRA's frozen base,
 # measured 2.0-2.4), 6 for a full fine-tune whose module holds fp32 master weights, so its residual stream
 # is fp32 (measured 4.9-7.3 with the output layer's share, docs/gpu-validation/2026-12-03-h200-sweep).
@@ -87,8 +100,8 @@ PREFETCHED_LAYERS = 2  # zero3: the layer computing and the one gathered ahead o
 CUDA_CONTEXT_GB = 0.8  # measured 0.80-0.82 GB on H200 (mem_get_info used less memory_reserved)
 # NCCL's and cuBLAS's buffers of a job over several GPUs: an assumption (not measured; one GPU has none)
 COLLECTIVE_BUFFERS_GB = 1.2
-# The tensors' band: measured (max_memory_allocated + context) / forecast 0.92-1.08 over the 66 runs of
-# docs/gpu-validation/2026-12-03-h200-sweep (calls 1 and 2, every run) and 0.94-1.07 over the 27 earlier
+# The tensors' band: measured (max_memory_allocated + context) / forecast 0.92-1.06 over the 66 runs of
+# docs/gpu-validation/2026-12-03-h200-sweep (calls 1 and 2, every run) and 0.94-1.00 over the 27 earlier
 # full and LoRA runs of docs/gpu-validation/2026-12-01-h200-lora* that were never fitted; the upper end
 # 1.10 x the tensors keeps every one of them at or under it.
 BAND_TENSORS = (0.90, 1.10)
@@ -113,7 +126,10 @@ def model_states(w: Workload, gpus: int) -> tuple[float, float, float]:
 def layer_activations(w: Workload) -> float:
     """Bytes one transformer layer keeps for its backward pass (Korthikanti et al. 2022, §4.1)."""
     s, b, h, a = w.sequence_length, w.micro_batch_per_gpu, w.hidden_size, w.attention_heads
-    kept = LAYER_BYTES[w.block]
+    if w.block == "llama":
+        kept = LLAMA_HIDDEN_BYTES[w.method] + LLAMA_FFN_BYTES * ffn_width(w) / h
+    else:
+        kept = LAYER_BYTES[w.block]
     per_token_hidden = kept if w.flash_attention else kept + 5.0 * a * s / h
     return s * b * h * per_token_hidden
 
@@ -141,8 +157,8 @@ def memory(w: Workload, gpu: Hardware, gpus: int) -> MemoryForecast:
     The peak is the larger of two moments: the end of the forward pass (weights, optimizer state and the
     activations; the gradients of the last step were freed by zero_grad(set_to_none)) and the end of the
     backward pass (every gradient, the activations gone). Measured on H200 (docs/FORECAST.md, "Memory"):
-    `max_memory_allocated` + the CUDA context lies within 0.92-1.08 of this peak over 66 sweep runs and 27
-    earlier full-depth runs (0.94-1.07), full and LoRA, checkpointed or not.
+    `max_memory_allocated` + the CUDA context lies within 0.92-1.06 of this peak over 66 sweep runs and 27
+    earlier full-depth runs (0.94-1.00), full and LoRA, checkpointed or not.
     """
     weights, gradients, optimizer = (x / GB for x in model_states(w, gpus))
     acts = activations(w) / GB

@@ -51,7 +51,8 @@ def test_model_states_per_sharding_mode(
 
 # Korthikanti et al. 2022 with s = 1024, b = 2, h = 1024, a = 16, L = 8, V = 32000:
 #   GPT layer, FlashAttention: 34·s·b·h = 71,303,168; eager: s·b·h·(34 + 5·a·s/h) = 239,075,328
-#   Llama layer (measured on H200, forecast/memory.py): 50·s·b·h = 104,857,600
+#   Llama layer with FFN F = 2816 (measured on H200, forecast/memory.py): s·b·(H·h + 8·F), H = 33.5 for a
+#   full fine-tune: 2048 x (34,304 + 22,528) = 116,391,936; 28 for LoRA: 2048 x 51,200 = 104,857,600
 #   output layer: 4·s·b·h + 12·s·b·V = 8,388,608 + 786,432,000 = 794,820,608 (16-bit logits, fp32 copy, fp32
 #   log-softmax and part of its gradient; 10·s·b·V before the LoRA measurements, 4·s·b·h·(1 + V/h) before
 #   the GPT-2 ones)
@@ -61,7 +62,7 @@ ACTIVATIONS = [
     ("gpt", True, False, 8 * 71_303_168 + 794_820_608),
     ("gpt", False, False, 8 * 239_075_328 + 794_820_608),
     ("gpt", True, True, 8 * 6 * 1024 * 2 * 1024 + 794_820_608),
-    ("llama", True, False, 8 * 104_857_600 + 794_820_608),
+    ("llama", True, False, 8 * 116_391_936 + 794_820_608),
     ("llama", True, True, 8 * 6 * 1024 * 2 * 1024 + 794_820_608),
 ]
 
@@ -69,15 +70,26 @@ ACTIVATIONS = [
 @pytest.mark.parametrize(("block", "flash", "checkpointing", "expected"), ACTIVATIONS)
 def test_activations_by_hand(block: str, flash: bool, checkpointing: bool, expected: int) -> None:
     w = SMALL._replace(block=block, flash_attention=flash, activation_checkpointing=checkpointing)
-    assert activations(w) == pytest.approx(expected)
+    assert activations(w._replace(ffn_hidden_size=2816)) == pytest.approx(expected)
 
 
 def test_checkpointed_peak_is_a_rebuilt_layer_when_it_outweighs_the_logits() -> None:
-    """A small vocabulary: one layer's full activations (50·s·b·h) are the larger peak, not the loss's."""
-    w = SMALL._replace(block="llama", vocab_size=1000, activation_checkpointing=True)
-    assert activations(w) == pytest.approx(8 * 6 * 1024 * 2 * 1024 + 104_857_600)
+    """A small vocabulary: one layer's full activations (s·b·(H·h + 8·F)) are the larger peak, not the
+    loss's."""
+    w = SMALL._replace(block="llama", vocab_size=1000, activation_checkpointing=True, ffn_hidden_size=2816)
+    assert activations(w) == pytest.approx(8 * 6 * 1024 * 2 * 1024 + 116_391_936)
     lora = w._replace(method="lora", trainable_fraction=0.01)  # a bf16 base keeps 2 bytes
     assert activations(lora) == pytest.approx(8 * 2 * 1024 * 2 * 1024 + 104_857_600)
+
+
+def test_a_llama_layer_keeps_more_the_wider_its_ffn() -> None:
+    """Issue #69: SwiGLU keeps four F-wide bf16 tensors a token (gate's and up's outputs, SiLU's output,
+    down's input), so Qwen 2.5's FFN of 5.8h keeps ~75 bytes per s·b·h where Llama-2's 2.7h keeps 50; a flat
+    50 per s·b·h (the model before) read the two alike."""
+    llama = SMALL._replace(block="llama", method="lora", trainable_fraction=0.01, ffn_hidden_size=2816)
+    wide = llama._replace(ffn_hidden_size=5952)  # 5.8h
+    per_layer = 8 * 2048 * (5952 - 2816)  # 8 bytes per token per unit of F, one layer
+    assert activations(wide) - activations(llama) == pytest.approx(8 * per_layer)
 
 
 def test_activations_are_per_gpu_not_sharded() -> None:

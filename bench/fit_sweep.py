@@ -41,6 +41,12 @@ SHAPES: dict[str, tuple[int, int, int, int, int, int]] = {
     "8192": (8192, 2, 64, 8, 28672, 128256),
     "1024d": (1024, 24, 8, 8, 2816, 32000),  # the second call: deeper, for the per-layer accounting
     "2048d": (2048, 16, 16, 8, 8192, 128256),
+    # the H100 call (issue #69, bench/gpu_sweep.py's LARGE_VOCAB): Qwen 2.5's widths and ~150k vocabulary
+    "q896": (896, 6, 14, 2, 4864, 151936),
+    "q1536": (1536, 4, 12, 2, 8960, 151936),
+    "q3584": (3584, 4, 28, 4, 18944, 152064),
+    "q1536d": (1536, 12, 12, 2, 8960, 151936),
+    "v2048": (2048, 4, 16, 8, 8192, 151936),
 }
 # bench/gpu_lora.py's shapes, and bench/gpu_lora8b.py's variants
 EARLIER_SHAPES: dict[str, tuple[int, int, int, int, int, int]] = {
@@ -53,8 +59,26 @@ METHODS = {"f": "full", "l": "lora", "full": "full", "lora": "lora"}
 FITTED = tuple(STEP_CONSTANTS)
 
 
+H100_SWEEP = ROOT / "docs/gpu-validation/2026-12-07-h100/sweep.json"
+
+
 def h200() -> Hardware:
     return hardware(GPUS["H200_SXM"])
+
+
+def h100() -> Hardware:
+    return hardware(GPUS["H100_SXM"])
+
+
+def h100_runs() -> list[dict[str, Any]]:
+    """The H100 call's completed runs (issue #69), named as the H200 sweep's: bench/gpu_sweep.py's `w4096mha`
+    is `4096m` here, `w1024` is `1024`; `call` is "h100"."""
+    runs = []
+    for index, r in enumerate(json.loads(H100_SWEEP.read_text())["runs"]):
+        if "step_s" in r:
+            shape = str(r["shape"]).removeprefix("w").replace("mha", "m")
+            runs.append({**r, "shape": shape, "call": "h100", "index": index})
+    return runs
 
 
 def workload(run: dict[str, Any], shapes: dict[str, tuple[int, int, int, int, int, int]]) -> Workload:
@@ -208,8 +232,10 @@ def kernel_counts() -> dict[tuple[str, bool], tuple[float, float]]:
     return out
 
 
-def forecast_step(run: dict[str, Any], constants: dict[str, float], shapes: Any = None) -> float:
-    return step_parts(workload(run, shapes or SHAPES), h200(), constants=constants).total
+def forecast_step(
+    run: dict[str, Any], constants: dict[str, float], shapes: Any = None, gpu: Hardware | None = None
+) -> float:
+    return step_parts(workload(run, shapes or SHAPES), gpu or h200(), constants=constants).total
 
 
 def name(run: dict[str, Any]) -> str:

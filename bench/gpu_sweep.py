@@ -2,10 +2,11 @@
 
 Runs on the GPU machine from the repository root (python3 with torch, transformers and peft):
 `PYTHONUNBUFFERED=1 python3 bench/gpu_sweep.py` writes $OUT/sweep.json after every run (a call cut short
-keeps the runs before it). Each run builds a Hugging Face `LlamaForCausalLM` at random on the GPU with a few
-decoder layers of a real model's shape (the forecast is given the same layer count, so it is judged per
-layer plus the embeddings and head), SDPA attention, bf16 autocast, random tokens as inputs and labels,
-fused AdamW on what trains, 2 warm-up steps then the median of 5 timed steps, as bench/gpu_lora.py did:
+keeps the runs before it); `SWEEP_PLAN=h100` runs the H100 call's plan (PLANS). Each run builds a Hugging
+Face `LlamaForCausalLM` at random on the GPU with a few decoder layers of a real model's shape (the
+forecast is given the same layer count, so it is judged per layer plus the embeddings and head), SDPA
+attention, bf16 autocast, random tokens as inputs and labels, fused AdamW on what trains, 2 warm-up steps
+then the median of 5 timed steps, as bench/gpu_lora.py did:
 
 - full: fp32 weights (the master copy) under bf16 autocast, AdamW over every parameter (Hugging Face
   Trainer's bf16 layout);
@@ -43,6 +44,12 @@ SHAPES = {
     "w5120": (5120, 3, 40, 40, 13824, 32000),  # Llama-2-13B
     "w6144": (6144, 2, 48, 8, 16384, 32000),  # a 30B-class GQA shape
     "w8192": (8192, 2, 64, 8, 28672, 128256),  # Llama-3-70B
+    # issue #69: a ~150k vocabulary (Qwen 2.5's 151936 and 152064) on Llama blocks, for the logits' memory
+    "q896": (896, 6, 14, 2, 4864, 151936),  # Qwen2.5-0.5B's widths
+    "q1536": (1536, 4, 12, 2, 8960, 151936),  # Qwen2.5-1.5B's widths
+    "q3584": (3584, 4, 28, 4, 18944, 152064),  # Qwen2.5-7B's widths
+    "q1536d": (1536, 12, 12, 2, 8960, 151936),  # deeper: the per-layer share apart from the logits'
+    "v2048": (2048, 4, 16, 8, 8192, 151936),  # Llama-3.2-1B's layers (FFN 4h) with the large vocabulary
 }
 TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 # shape, method, checkpointing, micro-batch, sequence; spread so each shape has full and LoRA, ckpt on/off
@@ -88,6 +95,27 @@ PLAN: list[tuple[str, str, int, int, int]] = [
     ("w1024", "full", 1, 16, 1024),
     ("w3072", "full", 1, 1, 8192),
 ]
+
+
+# The H100 call of issue #69: the large-vocabulary runs (no checkpointing, full and LoRA, and two
+# checkpointed beside them), then call 1's plan above unchanged, so each of its runs has an H200 twin.
+LARGE_VOCAB: list[tuple[str, str, int, int, int]] = [
+    ("q1536", "full", 0, 4, 2048),
+    ("q1536", "lora", 0, 4, 2048),
+    ("q1536", "lora", 0, 8, 2048),
+    ("q1536", "full", 0, 2, 4096),
+    ("q3584", "full", 0, 2, 2048),
+    ("q3584", "lora", 0, 4, 2048),
+    ("q896", "lora", 0, 8, 2048),
+    ("q896", "full", 0, 4, 4096),
+    ("q1536", "full", 1, 8, 2048),
+    ("q3584", "lora", 1, 8, 2048),
+    ("q1536d", "lora", 0, 4, 2048),
+    ("q1536d", "full", 0, 2, 2048),
+    ("v2048", "lora", 0, 8, 2048),
+    ("v2048", "full", 0, 4, 2048),
+]
+PLANS = {"h200": PLAN, "h100": LARGE_VOCAB + PLAN, "vocab": LARGE_VOCAB}
 
 
 def build(shape: str, method: str, ckpt: int, s: int) -> torch.nn.Module:
@@ -156,6 +184,7 @@ def run(shape: str, method: str, ckpt: int, b: int, s: int) -> dict[str, Any]:
         )
         entry.update(alloc=torch.cuda.max_memory_allocated(), reserved=torch.cuda.max_memory_reserved())
         entry.update(context=total - free - torch.cuda.memory_reserved(), gpu_total=total)
+        entry["phases"] = phases(model, optimizer, tokens)
     except torch.OutOfMemoryError as error:
         entry["oom"] = str(error)[:300]
     except Exception as error:
@@ -164,6 +193,30 @@ def run(shape: str, method: str, ckpt: int, b: int, s: int) -> dict[str, Any]:
     gc.collect()
     torch.cuda.empty_cache()
     return entry
+
+
+def phases(model: torch.nn.Module, optimizer: torch.optim.Optimizer, tokens: torch.Tensor) -> dict[str, int]:
+    """One more step, untimed, read by phase: the peak of the forward pass (loss included), what the forward
+    leaves for the backward, and the step's peak (the backward's, or the optimizer's)."""
+    gc.collect()
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    start = torch.cuda.memory_allocated()
+    with torch.autocast("cuda", torch.bfloat16):
+        loss = model(input_ids=tokens, labels=tokens).loss
+    forward_peak, forward_end = torch.cuda.max_memory_allocated(), torch.cuda.memory_allocated()
+    loss.backward()
+    backward_peak = torch.cuda.max_memory_allocated()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    torch.cuda.synchronize()
+    return dict(
+        start=start,
+        forward_peak=forward_peak,
+        forward_end=forward_end,
+        backward_peak=backward_peak,
+        step_peak=torch.cuda.max_memory_allocated(),
+    )
 
 
 def main() -> None:
@@ -180,8 +233,10 @@ def main() -> None:
         "timed": TIMED,
         "runs": [],
     }
+    plan = os.environ.get("SWEEP_PLAN", "h200")
+    record["plan"] = plan
     begin = time.monotonic()
-    for planned in PLAN:
+    for planned in PLANS[plan]:
         if time.monotonic() - begin > BUDGET_S:
             record["cut_at"] = list(planned)
             break

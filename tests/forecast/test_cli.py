@@ -79,11 +79,11 @@ def test_a_stack_without_the_one_cap_is_held_to_its_policy_configs_old_key(
     doc = yaml.safe_load((REPO / "stacks/Pulumi.prod.yaml").read_text())
     del doc["config"]["trainstack:run"]
     (stacks / "Pulumi.team.yaml").write_text(yaml.safe_dump(doc))
-    (policies / "team.json").write_text('{"run-cost-within-budget": {"max_run_cost_usd": 4000}}')
+    (policies / "team.json").write_text('{"run-cost-within-budget": {"max_run_cost_usd": 3500}}')
     argv = ["team", "--stacks-dir", str(stacks), "--policy-dir", str(policies)]
-    assert main(argv) == EXIT_OVER_CAP  # ~ $4.3k against the old key's $4,000
+    assert main(argv) == EXIT_OVER_CAP  # ~ $3.9k against the old key's $3,500
     last = capsys.readouterr().out.strip().splitlines()[-1]
-    assert "run cap: $4,000.00 (run-cost-within-budget.max_run_cost_usd in " in last
+    assert "run cap: $3,500.00 (run-cost-within-budget.max_run_cost_usd in " in last
     (policies / "team.json").write_text("{}")
     assert main(argv) == EXIT_FITS
     last = capsys.readouterr().out.strip().splitlines()[-1]
@@ -98,11 +98,11 @@ def test_where_both_caps_are_set_the_stricter_holds_as_in_the_policy_pack(
     stacks.mkdir()
     policies.mkdir()
     (stacks / "Pulumi.team.yaml").write_text((REPO / "stacks/Pulumi.prod.yaml").read_text())  # cap $10,000
-    (policies / "team.json").write_text('{"run-cost-within-budget": {"max_run_cost_usd": 4000}}')
+    (policies / "team.json").write_text('{"run-cost-within-budget": {"max_run_cost_usd": 3500}}')
     argv = ["team", "--stacks-dir", str(stacks), "--policy-dir", str(policies)]
-    assert main(argv) == EXIT_OVER_CAP  # ~ $4.3k: within the stack's $10,000, over the file's $4,000
+    assert main(argv) == EXIT_OVER_CAP  # ~ $3.9k: within the stack's $10,000, over the file's $3,500
     last = capsys.readouterr().out.strip().splitlines()[-1]
-    assert "run cap: $4,000.00 (run-cost-within-budget.max_run_cost_usd in " in last
+    assert "run cap: $3,500.00 (run-cost-within-budget.max_run_cost_usd in " in last
     assert (
         "the stricter of two caps: trainstack:run.max_cost_usd in stacks/Pulumi.team.yaml is $10,000" in last
     )

@@ -29,7 +29,10 @@ _IGNORED_PROPS = frozenset({"__provider"})
 # it, and the report must not repeat the value in a pull request comment.
 _SECRET_NAME = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|ACCESS_KEY|PRIVATE_KEY)$", re.IGNORECASE)
 # The secret's value, and the salted hash the provider keeps to see it change: neither goes in a comment.
-_ALWAYS_SECRET = {contract.SECRET.type: frozenset({"value", "value_hash"})}
+_ALWAYS_SECRET = {
+    contract.SECRET.type: frozenset({"value", "value_hash"}),
+    contract.SECRETS_FILE.type: frozenset({"values", "values_hash"}),  # a node's secrets (issue #67)
+}
 
 
 class PreviewParseError(ValueError):

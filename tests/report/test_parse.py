@@ -83,6 +83,15 @@ def test_diff_never_shows_a_secret_resources_value_or_hash() -> None:
     assert MASKED in shown
 
 
+def test_diff_never_shows_a_nodes_secrets_file_values_or_hash() -> None:
+    """delivery:SecretsFile (issue #67): the values and their hash are masked even if a preview shows them."""
+    typ = "pulumi-python:dynamic/delivery:SecretsFile"
+    old = {"pod_id": "p1", "values": {"DB_URL": "postgres://old_plaintext"}, "values_hash": "hmac-sha256$aa$bb"}
+    new = {"pod_id": "p2", "values": {"DB_URL": "postgres://new_plaintext"}, "values_hash": "hmac-sha256$cc$dd"}
+    shown = " ".join(f"{c.path} {c.before} {c.after}" for c in diff_props(typ, old, new, []))
+    assert "plaintext" not in shown and "hmac" not in shown and "p2" in shown
+
+
 def test_secret_named_as_replace_reason_shows_as_changed_even_though_masked() -> None:
     marker = {SECRET_SIG: "1b47061264138c4ac30d75fd1eb44270", "ciphertext": "x"}
     (change,) = diff_props(SECRET, {"value": marker}, {"value": marker}, ["value"])

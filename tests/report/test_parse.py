@@ -86,8 +86,8 @@ def test_diff_never_shows_a_secret_resources_value_or_hash() -> None:
 def test_diff_never_shows_a_nodes_secrets_file_values_or_hash() -> None:
     """delivery:SecretsFile (issue #67): the values and their hash are masked even if a preview shows them."""
     typ = "pulumi-python:dynamic/delivery:SecretsFile"
-    old = {"pod_id": "p1", "values": {"DB_URL": "postgres://old_plaintext"}, "values_hash": "hmac-sha256$aa$bb"}
-    new = {"pod_id": "p2", "values": {"DB_URL": "postgres://new_plaintext"}, "values_hash": "hmac-sha256$cc$dd"}
+    old = {"pod_id": "p1", "values": {"DB_URL": "pg://old_plaintext"}, "values_hash": "hmac-sha256$aa$bb"}
+    new = {"pod_id": "p2", "values": {"DB_URL": "pg://new_plaintext"}, "values_hash": "hmac-sha256$cc$dd"}
     shown = " ".join(f"{c.path} {c.before} {c.after}" for c in diff_props(typ, old, new, []))
     assert "plaintext" not in shown and "hmac" not in shown and "p2" in shown
 

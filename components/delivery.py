@@ -4,14 +4,13 @@ whether delivery can run at all."""
 from __future__ import annotations
 
 import functools
-import ipaddress
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from urllib.parse import urlparse
 
 import pulumi
 
+from common.loopback import is_loopback_url
 from components import slurm
 from components.render import Artifacts, Node, job_files
 from providers import settings
@@ -52,12 +51,7 @@ def node_files(artifacts: Artifacts, rank: int, train: dict[str, str]) -> dict[s
 def control_plane_only_reason(api_url: str | None = None) -> str | None:
     """Why delivery cannot work here: a local RunPod without hosts. None for real RunPod or hosts on."""
     url = api_url or settings.current().runpod_api_url or pulumi.Config("runpod").get("apiUrl")
-    host = urlparse(url or settings.DEFAULT_API_URL).hostname or ""
-    try:
-        local = host == "localhost" or ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        local = False
-    if not local:
+    if not is_loopback_url(url or settings.DEFAULT_API_URL):  # the target rule's own reading (issue #62)
         return None
     # One GET on loopback: the standard library's client, so the Pulumi program never loads httpx (~0.1 s).
     import urllib.request

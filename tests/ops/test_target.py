@@ -12,9 +12,10 @@ import pytest
 import yaml
 
 from common import pulumi
+from common.loopback import is_loopback_url
 from localcloud.servers import Servers
 from ops import workspace
-from ops.workspace import Target, TargetConflict, is_loopback_url, resolve_target
+from ops.workspace import Target, TargetConflict, resolve_target
 from scripts.cli import main as trainstack
 
 REPO = Path(__file__).resolve().parents[2]

@@ -23,7 +23,7 @@ from common import pulumi
 from common.imports import collector_paused
 from common.stackname import stack_name_problem
 from localcloud.servers import LocalRunPodError, Servers
-from ops import workflow
+from ops import completion, workflow
 from ops.workflow import BAD_USE, BUSY, FAILED, OK, Stop, say
 from ops.workspace import workspace_for
 from stackconfig import files
@@ -228,20 +228,20 @@ def parser(passthrough: Sequence[Passthrough]) -> argparse.ArgumentParser:
         )  # fmt: skip
 
     up = command("up", "bring a stack up (dev on the local RunPod by default)", UP_HELP)
-    up.add_argument(
+    up_stack = up.add_argument(
         "stack", nargs="?", default="dev", metavar="STACK", help="a stack of stacks/ (default: dev)"
     )
     up.add_argument("-y", "--yes", action="store_true", help="apply without asking (the real RunPod)")
     up.set_defaults(run=lambda a, extra: workflow.up(a.stack, a.yes, extra), extra_ok=True)
 
     down = command("down", "take a stack down; stop the local RunPod once it is empty", DOWN_HELP)
-    down.add_argument(
+    down_stack = down.add_argument(
         "stack", nargs="?", default="dev", metavar="STACK", help="a stack of stacks/ (default: dev)"
     )
     down.set_defaults(run=lambda a, extra: workflow.down(a.stack, extra), extra_ok=True)
 
     rec = command("recover", "recover a stack after an interrupted up", RECOVER_HELP)
-    rec.add_argument("stack", metavar="STACK")
+    rec_stack = rec.add_argument("stack", metavar="STACK")
     rec.add_argument("--yes", action="store_true", help="remove a lock it cannot check; keep the orphans")
     rec.add_argument("--delete-orphans", action="store_true", help="delete the orphans without asking")
     rec.add_argument("--cwd", type=Path, metavar="DIR", help="the workspace (default: the one up uses)")
@@ -254,7 +254,14 @@ def parser(passthrough: Sequence[Passthrough]) -> argparse.ArgumentParser:
     local.set_defaults(run=lambda a, _: local_runpod(a.verb), extra_ok=False)
 
     for other in (*CORE, *passthrough):
-        sub.add_parser(other.name, help=other.help, add_help=False)
+        placeholder = sub.add_parser(other.name, help=other.help, add_help=False)
+        if other.name in completion.STACK_FIRST:  # its own parser reads it; here for completion only
+            completion.stack_names(placeholder.add_argument("stack", nargs="?", metavar="STACK"))
+    for action in (up_stack, down_stack, rec_stack):
+        completion.stack_names(action)
+    shell = command("completion", "print the shell code that completes trainstack", completion.HELP)
+    shell.add_argument("shell", choices=completion.SHELLS)
+    shell.set_defaults(run=lambda a, _: completion.shellcode(a.shell), extra_ok=False)
     return p
 
 
@@ -287,6 +294,7 @@ def main(argv: Sequence[str] | None = None, passthrough: Sequence[Passthrough] =
     # Python process a command starts); trainstack uses none.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     by_name = {c.name: c for c in (*CORE, *passthrough)}
+    completion.answer(lambda: parser(passthrough))  # a shell asking: answered from the parsers, then exit
     try:
         if args and args[0] in by_name:
             return by_name[args[0]].run(args[1:])

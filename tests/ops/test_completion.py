@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 
 import pytest
+from argcomplete.finders import CompletionFinder
 
 from ops import cli, completion
 from scripts.cli import COMMANDS
@@ -16,6 +17,9 @@ def _complete(line: str, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     monkeypatch.setenv("COMP_LINE", line)
     monkeypatch.setenv("COMP_POINT", str(len(line)))
     monkeypatch.setenv("_ARGCOMPLETE_IFS", "\n")
+    # argcomplete's debug stream is fd 9 by default, which under pytest is another file's (its docstring
+    # says so): keep it on stderr, or the test run loses that descriptor.
+    monkeypatch.setattr(CompletionFinder, "_init_debug_stream", lambda self: None)
     out = io.StringIO()
     exits: list[int] = []
     completion.answer(lambda: cli.parser(COMMANDS), output_stream=out, exit_method=exits.append)

@@ -408,3 +408,17 @@ def test_node_0_gets_the_alert_rules_of_the_components_own_forecast(
         assert alerts_json == cluster.alert_rules.to_json()
 
     return cluster.artifacts.apply(lambda a: check(a.alerts_json))
+
+
+def test_without_delivery_the_preview_says_the_secrets_reach_no_node(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue #67: no secret goes to RunPod any more, so a stack that starts its nodes its own way is told."""
+    from components.delivery import deliver_to_nodes
+
+    said: list[str] = []
+    monkeypatch.setattr("pulumi.runtime.is_dry_run", lambda: True)
+    monkeypatch.setattr("pulumi.log.warn", lambda message, *a, **k: said.append(message))
+    config = stack_config("dev")
+    config = config.model_copy(update={"delivery_enabled": False})
+    assert deliver_to_nodes("dev", config, None, None, pulumi.ResourceOptions(), {"A": "v"}) == []  # type: ignore[arg-type]
+    (line,) = said
+    assert "AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY reach no node" in line and "secrets_file.py" in line

@@ -70,6 +70,17 @@ def stack_workspace(prog: str, stack: str, *, start: bool, required: bool = True
     return workspace_for(stack, target.local, os.environ)
 
 
+def found_workspace(prog: str, stack: str, given: Path | None, *, required: bool = True) -> Path | int:
+    """`given`, else the workspace the one command line would have found for a bare `python -m watch STACK`
+    (`stack_workspace`); the exit code it stopped with when it cannot be found."""
+    if given is not None:
+        return given
+    try:
+        return stack_workspace(prog, stack, start=False, required=required)
+    except Stop as stop:
+        return stop.code
+
+
 def stack_command(prog: str, main: Main, *, required: bool = True) -> Main:
     """`main STACK --cwd WORKSPACE ARGS...` after `stack_workspace` (watch, supervise)."""
 

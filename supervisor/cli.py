@@ -246,12 +246,20 @@ def show_log(stack: str, workspace: Path) -> int:
     return 0
 
 
+# The usage line and its sentence, whole (the first line of the docstring stopped mid-sentence), and the
+# examples under the options.
+DESCRIPTION = " ".join((__doc__ or "").split("\n\n")[0].split()).split(": ", 1)[1]
+EXAMPLES = "examples:\n" + "\n".join(f"  {line}" for line in (__doc__ or "").split("\n\n")[1].splitlines())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="scripts/supervise", description=__doc__.splitlines()[0])
-    p.add_argument("stack")
-    p.add_argument(
-        "--cwd", type=Path, required=True, help="the stack's Pulumi workspace (scripts/supervise sets it)"
-    )
+    p = argparse.ArgumentParser(
+        prog="scripts/supervise", description=DESCRIPTION, epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )  # fmt: skip
+    p.add_argument("stack", metavar="STACK", help="a stack of stacks/ (its compute up or released)")
+    # The workspace: scripts/supervise finds it (ops/cli.py); a bare `python -m supervisor.cli` the same way.
+    p.add_argument("--cwd", type=Path, default=None, help=argparse.SUPPRESS)
     p.add_argument("--once", action="store_true", help="one round, then exit")
     p.add_argument("--dry-run", action="store_true", help="decide and print; change nothing")
     p.add_argument("--json", action="store_true", help="one JSON object per round")
@@ -264,6 +272,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     problem = stack_name_problem(args.stack)  # before any path is built from it
     if problem is not None:
         p.error(problem)
+    from ops.cli import found_workspace
+
+    found = found_workspace("scripts/supervise", args.stack, args.cwd, required=False)
+    if isinstance(found, int):
+        return found
+    args.cwd = found
     webhook = os.environ.get(WEBHOOK_ENV)
     bad_webhook = webhook_url_problem(webhook) if webhook else None  # never quotes the URL: the secret
     if bad_webhook:

@@ -33,6 +33,8 @@ from common.stackname import stack_name_problem
 from stackview import snapshot, sources
 from watch.render import render
 
+DESCRIPTION = "The running stack at a glance: its nodes, steps and money; exit 1 when critical."
+EXAMPLES = "examples:\n" + "\n".join(f"  {line}" for line in (__doc__ or "").split("\n\n")[1].splitlines())
 EXIT_CRITICAL = 1
 EXIT_USAGE = 2
 EXIT_NOT_UP = 3
@@ -215,9 +217,13 @@ def keys() -> Iterator[Callable[[float], str]]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="scripts/watch", description=__doc__.splitlines()[0])
-    p.add_argument("stack")
-    p.add_argument("--cwd", type=Path, required=True, help=argparse.SUPPRESS)  # scripts/watch sets it
+    p = argparse.ArgumentParser(
+        prog="scripts/watch", description=DESCRIPTION, epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )  # fmt: skip
+    p.add_argument("stack", metavar="STACK", help="a stack that is up (stacks/Pulumi.STACK.yaml)")
+    # The workspace: scripts/watch finds it (ops/cli.py); a bare `python -m watch STACK` the same way.
+    p.add_argument("--cwd", type=Path, default=None, help=argparse.SUPPRESS)
     p.add_argument("--once", action="store_true", help="print once and exit")
     p.add_argument("--json", action="store_true", help="one JSON document (implies --once)")
     p.add_argument("--every", type=float, default=30.0, help="seconds between refreshes of the live view")
@@ -239,6 +245,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.reconcile_every < 0:
         print("scripts/watch: --reconcile-every must be 0 (never) or more minutes", file=sys.stderr)
         return EXIT_USAGE
+    from ops.cli import found_workspace
+
+    found = found_workspace("scripts/watch", args.stack, args.cwd)
+    if isinstance(found, int):
+        return found
+    args.cwd = found
     unowned_of = Every(account_unowned, args.reconcile_every * 60) if args.reconcile_every else None
     try:
         if args.json or args.once:

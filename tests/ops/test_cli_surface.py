@@ -34,3 +34,23 @@ def test_the_stack_is_checked_before_the_target_or_the_local_runpod(
     with pytest.raises(cli.Stop) as stop:
         cli.stack_workspace("scripts/watch", "prdo", start=False)
     assert stop.value.code == 2
+
+
+@pytest.mark.parametrize("module", ["watch.cli", "supervisor.cli"])
+def test_watch_and_supervise_alone_need_no_cwd_and_say_their_whole_sentence(
+    module: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`python -m watch STACK` demanded a --cwd its usage did not show; supervise's help showed that internal
+    --cwd as required and its description stopped mid-sentence."""
+    import importlib
+
+    main = importlib.import_module(module).main
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = capsys.readouterr().out
+    assert "--cwd" not in text and "examples:" in text
+    description = text.split("\n\n")[1]
+    assert description.rstrip().endswith(".")
+    assert main(["devv"]) == 2  # found like scripts/watch finds it: the stack's closest name, not "--cwd"
+    err = capsys.readouterr().err
+    assert "did you mean dev?" in err and "--cwd" not in err

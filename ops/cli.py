@@ -176,13 +176,32 @@ def _forecast(argv: Sequence[str]) -> int:
     return main(argv)
 
 
+def on_account(prog: str, main: Main) -> Main:
+    """`main` about the whole RunPod account (reconcile, team-budget), after the target is decided: on the
+    local RunPod its address is read from the running one, as `scripts/watch` finds it (they refused the
+    demo without `eval "$(scripts/local-runpod env)"`); Stop(3) when it is not running."""
+
+    def run(argv: Sequence[str]) -> int:
+        if wants_help(argv):
+            return main(argv)
+        target = workflow.decided_target(prog)  # the account and the states: one decision
+        os.environ.update(pulumi.environment())
+        if target.local and not os.environ.get("RUNPOD_API_URL"):
+            servers = Servers.from_env(os.environ)
+            if not servers.running():
+                say(prog, "the local RunPod is not running, so it has no account to read; scripts/up STACK "
+                    "(or scripts/local-runpod start) starts it")  # fmt: skip
+                return BUSY
+            os.environ.update(servers.env())
+        return main(argv)
+
+    return run
+
+
 def _reconcile(argv: Sequence[str]) -> int:
     from ops.reconcile import main
 
-    if not wants_help(argv):
-        workflow.decided_target("scripts/reconcile")  # the account and the states: one decision
-        os.environ.update(pulumi.environment())
-    return main(argv)
+    return on_account("scripts/reconcile", main)(argv)
 
 
 CORE = (

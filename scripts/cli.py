@@ -38,7 +38,8 @@ ON_STACK = (  # name, summary, module and function of its main
     ("ssh", "a shell or one command on any node of a live stack", "stackview.reach", "ssh"),
     ("supervise", "release a run's compute when it finished, failed or idles", "supervisor.cli", "main"),
 )
-BUDGET, TEST = cli.lazy("report.team_budget", "main"), cli.lazy("harness.lanes", "main")  # ops/ never does
+BUDGET = cli.on_account("scripts/team-budget", cli.lazy("report.team_budget", "main"))
+TEST = cli.lazy("harness.lanes", "main")  # ops/ never does
 BENCH, EMULATOR = (cli.lazy("bench.cli", f) for f in ("bench", "emulator"))
 COMMANDS = (
     cli.Passthrough("test", "set up, then the static checks and the suite in its lanes", TEST),

@@ -3,6 +3,8 @@ the closest one, never advice to bring it up (`watch devv` advised `scripts/up d
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from ops import cli
@@ -54,3 +56,34 @@ def test_watch_and_supervise_alone_need_no_cwd_and_say_their_whole_sentence(
     assert main(["devv"]) == 2  # found like scripts/watch finds it: the stack's closest name, not "--cwd"
     err = capsys.readouterr().err
     assert "did you mean dev?" in err and "--cwd" not in err
+
+
+@pytest.mark.parametrize("command", ["reconcile", "team-budget"])
+def test_reconcile_and_team_budget_find_the_demo_alone_like_watch(
+    command: str, tmp_path: object, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """They refused the demo without `eval "$(scripts/local-runpod env)"`; watch found it alone."""
+    monkeypatch.setattr(os, "environ", os.environ.copy())  # what the command adds stays in this test
+    for name in ("RUNPOD_API_URL", "RUNPOD_API_KEY", "PULUMI_BACKEND_URL", "TRAINSTACK_LOCAL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("TRAINSTACK_STATE_DIR", str(tmp_path))  # no local RunPod runs there
+    assert scripts_cli.main([command, "report.json"] if command == "team-budget" else [command]) == 3
+    assert "the local RunPod is not running" in capsys.readouterr().err
+
+    seen: dict[str, str] = {}
+
+    class Running:
+        @staticmethod
+        def from_env(env: object) -> Running:
+            return Running()
+
+        def running(self) -> bool:
+            return True
+
+        def env(self) -> dict[str, str]:
+            return {"RUNPOD_API_URL": "http://127.0.0.1:9", "RUNPOD_API_KEY": "local-key"}
+
+    monkeypatch.setattr(cli, "Servers", Running)
+    wrapped = cli.on_account(f"scripts/{command}", lambda argv: seen.update(os.environ) or 0)
+    assert wrapped([]) == 0
+    assert seen["RUNPOD_API_URL"] == "http://127.0.0.1:9"

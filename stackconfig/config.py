@@ -256,7 +256,7 @@ class TrainingConfig(_Model):
     min_free_disk_gb: StrictInt = 20  # preflight: free space needed where checkpoints are written
     max_restarts: StrictInt = 3  # torchrun --max-restarts
     device: Literal["cuda", "cpu"] = "cuda"  # cpu: test clusters without GPUs (gloo, no GPU health gate)
-    secrets: tuple[str, ...] = ()  # env var names the node gets as RunPod secret references
+    secrets: tuple[str, ...] = ()  # env var names the node gets over SSH (delivery:SecretsFile)
     model: ModelConfig | None = None  # what is trained, for the forecast (stackconfig/model.py)
     # Node health (train/node/, docs/NODE-HEALTH.md).
     burn_in_min: Number = 0.0  # GEMM + all-reduce stress before training; 0 = off (set it for new hardware)

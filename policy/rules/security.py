@@ -139,8 +139,9 @@ def check_no_plaintext_secrets(args: ResourceValidationArgs, report: ReportViola
     shape = token_shape(start_args, cfg) if start_args is not None else None
     if shape is not None:
         report(
-            f"{noun} '{args.name}' args hold a plain-text value shaped like {shape}. Pass it through env "
-            "as a '{{ RUNPOD_SECRET_<name> }}' reference and read the variable in the start command.",
+            f"{noun} '{args.name}' args hold a plain-text value shaped like {shape}. Make it a stack secret "
+            "(trainstack:training.secrets, `pulumi config set --secret trainstack:secrets.<NAME>`) and read "
+            "the variable in the start command: the node gets it over SSH.",
             None,
         )
 

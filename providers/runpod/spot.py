@@ -15,6 +15,7 @@ from pulumi.dynamic import CheckFailure
 
 from facts import sources
 from providers.common import is_unknown
+from providers.runpod import errors
 
 if TYPE_CHECKING:
     from providers.runpod.client import RunPodClient
@@ -28,8 +29,11 @@ def graphql_gone(client_factory: Callable[[], RunPodClient]) -> str | None:
     """Why GraphQL cannot rent spot now, asked once per provider process (one short query)."""
     with _lock:
         if "graphql" not in _gone:
-            with client_factory() as client:
-                _gone["graphql"] = client.graphql_gone()
+            try:
+                with client_factory() as client:
+                    _gone["graphql"] = client.graphql_gone()
+            except errors.RunPodError:  # no key or no answer says nothing about retirement: advisory
+                _gone["graphql"] = None
         return _gone["graphql"]
 
 

@@ -4,7 +4,7 @@
         --stack prod --state metrics/aggregator.json
 
 The start script of rank 0 starts it beside training (no laptop needed) and stops it with training. The
-webhook URL comes from `$ALERT_WEBHOOK_URL` (a RunPod secret, like the other secrets); without it alerts
+webhook URL comes from `$ALERT_WEBHOOK_URL` (a stack secret, delivered like the others); without it alerts
 are only written to the state file, which `scripts/watch` reads over SSH. Every round rewrites the state file
 atomically (write, fsync, rename), and a restarted aggregator keeps the run's start time from it, so the
 cost projection survives a resume.

@@ -11,7 +11,7 @@ and is left alone.
 
 from __future__ import annotations
 
-from facts.pods import is_terminal
+from facts.pods import OWNER_ENV, is_terminal
 from providers.runpod.records import (
     ApiCluster,
     ApiPod,
@@ -32,7 +32,11 @@ def pod_matches(pod: ApiPod, body: PodCreate) -> bool:
     same_gpu = pod.gpu.id == body.gpu.id and pod.gpu.count == body.gpu.count
     same_cloud = pod.cloud is None or pod.cloud == body.cloud
     in_place = not body.data_center_ids or pod.data_center_id in body.data_center_ids
-    return same_gpu and same_cloud and in_place
+    # A pod named like ours without our ownership mark (a stranger's, another stack's) is never taken: the
+    # stack would later destroy it (issue #62). The owner id is not compared: an `up` after a crash plans
+    # the create anew, with an id of its own.
+    same_mark = (pod.env or {}).get(OWNER_ENV) == (body.env or {}).get(OWNER_ENV)
+    return same_gpu and same_cloud and in_place and same_mark
 
 
 def cluster_matches(cluster: ApiCluster, body: ClusterCreate) -> bool:

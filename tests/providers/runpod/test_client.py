@@ -7,6 +7,7 @@ import ssl
 import certifi
 import pytest
 
+from facts.pods import OWNER_ENV
 from providers.runpod import errors
 from providers.runpod.client import RunPodClient
 from providers.runpod.http import HttpCore, tls_context
@@ -251,3 +252,16 @@ def test_a_window_the_server_reports_spent_is_drained() -> None:
     before = fake.clock.now
     bucket.acquire()
     assert fake.clock.now - before >= 3600 / (3000 - 60) * 0.99  # waited for one hour-window token
+
+
+def test_a_same_name_pod_without_our_mark_is_never_adopted() -> None:
+    """Issue #62: adopting a stranger's pod (or another stack's) named like ours would make it the stack's,
+    and its `down` would delete it."""
+    fake = FakeRunPod()
+    ours = _body().model_copy(update={"env": {OWNER_ENV: "trainstack/dev"}})
+    with fake.client() as client:
+        stranger = client.create_pod(_body().model_copy(update={"env": {OWNER_ENV: "someone/else"}}))
+        made = client.create_pod(ours)
+        again = client.create_pod(ours)  # the same stack's own, after a crash: adopted
+    assert made.id != stranger.id and again.id == made.id
+    assert fake.count("POST", "/v2/pods") == 2

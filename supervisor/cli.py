@@ -30,7 +30,7 @@ from common.stackname import stack_name_problem
 from ops import backend_repair
 from stackconfig.config import ConfigError, StackConfig
 from stackconfig.derived import run_cost_cap
-from supervisor import store
+from supervisor import outage, store
 from supervisor.act import Actuator, RecoveryError, ReleaseError, recover_with, summary_text
 from supervisor.decide import Policy, decide
 from supervisor.localstore import LOCAL_BUCKET, DirObjects
@@ -96,8 +96,18 @@ class Round:
         mem, mem_bucket = (s3, bucket) if bucket else (self._local_memory(), LOCAL_BUCKET)
         src = self.sources or Sources(s3=s3)
         src = replace(src, memory=(mem, mem_bucket))
-        history = store.read_audit(mem, mem_bucket, self.stack, since=now - history_window_s(config))
+        # the supervisor's own records failing are this round's problems, never its end
+        unread: list[str] = []
+        try:
+            history = store.read_audit(mem, mem_bucket, self.stack, since=now - history_window_s(config))
+        except Exception as exc:
+            history = []
+            unread.append(f"audit lines: not read ({outage.why(exc)}); deciding without past rounds")
         obs = observe(self.stack, config, outputs, now, src)
+        obs, spend_problem = outage.carry_spend(mem, mem_bucket, self.stack, obs, write=not dry)
+        unread += [spend_problem] if spend_problem else []
+        if unread:
+            obs = replace(obs, problems=obs.problems + tuple(unread))
         if obs.job_ids:  # the one-time messages this run already sent
             obs = replace(obs, notices=store.read_notices(mem, mem_bucket, self.stack, obs.job_ids))
         policy = Policy.of(
@@ -129,9 +139,16 @@ class Round:
                 trials=decision.trials,
             )
         if decision.once and "notify" in done:
-            store.write_notice(mem, mem_bucket, self.stack, obs.job_ids, decision.once, now)
+            try:
+                store.write_notice(mem, mem_bucket, self.stack, obs.job_ids, decision.once, now)
+            except Exception as exc:  # at worst the message goes once more
+                errors.append(f"notice: not recorded ({outage.why(exc)})")
         record = RoundRecord(self.stack, obs, decision, tuple(done), self.holder, dry, tuple(errors))
-        store.write_audit(mem, mem_bucket, record)
+        try:
+            store.write_audit(mem, mem_bucket, record)
+        except Exception as exc:
+            self.log(f"audit line: not written ({outage.why(exc)})")
+            record = replace(record, errors=(*record.errors, f"audit line: not written ({outage.why(exc)})"))
         return record
 
     def _local_memory(self) -> Any:
@@ -161,7 +178,13 @@ class Round:
         lease = (
             store.Lease(mem, mem_bucket, self.stack, self.holder, clock=self.clock) if mem_bucket else None
         )
-        if lease is not None and not lease.acquire():
+        try:
+            taken = lease is None or lease.acquire()
+        except Exception as exc:  # no word from the lease: never act (another supervisor may be acting)
+            self.log(f"lease: not read ({outage.why(exc)}); not acting this round")
+            errors.append(f"lease: not read ({outage.why(exc)})")
+            return
+        if lease is not None and not taken:
             self.log(f"lease held by {lease.held_by}: another supervisor acts on {self.stack}; not acting")
             errors.append(LEASE_LOST)
             return
@@ -291,13 +314,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return show_report(args.stack, args.cwd, args.png)
         sup = Round(args.stack, args.cwd, dry_run=args.dry_run)
-        while True:
+        if args.once:
             record = sup.run_once()
             _print(record, args.json)
-            if args.once:
-                return EXIT_FAILED if any(e != LEASE_LOST for e in record.errors) else 0
-            interval = stack_config(read_config(args.cwd, args.stack)).supervisor.interval_min
-            time.sleep(interval * 60)
+            return EXIT_FAILED if any(e != LEASE_LOST for e in record.errors) else 0
+        outage.run_loop(
+            sup.run_once,
+            lambda record: _print(record, args.json),
+            lambda: stack_config(read_config(args.cwd, args.stack)).supervisor.interval_min * 60,
+            sup.log,
+        )
+        return 0
     except StackUnreadable as exc:
         print(f"scripts/supervise: not acting on '{args.stack}': {exc}", file=sys.stderr)
         return EXIT_UNREADABLE

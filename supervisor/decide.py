@@ -191,6 +191,8 @@ def spend(obs: Observation, history: Sequence[RoundRecord]) -> tuple[float | Non
         starts.append(obs.created_at)
     if obs.nodes > 0:
         bounds.append((obs.at - min(starts)) * rate)
+    if obs.spend_bound_usd is not None:  # persisted: the last bill read plus $/h since (supervisor/outage.py)
+        bounds.append(obs.spend_bound_usd)
     return (max(bounds), "bounded (billing unreadable)") if bounds else (None, "unknown")
 
 

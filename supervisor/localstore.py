@@ -16,8 +16,10 @@ import fcntl
 import hashlib
 import io
 import os
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from email.utils import formatdate
 from pathlib import Path
 from typing import Any
 
@@ -78,7 +80,14 @@ class DirObjects:
             body = path.read_bytes()
         except FileNotFoundError:
             raise LocalStoreError("NoSuchKey", Key) from None
-        return {"Body": io.BytesIO(body), "ETag": _etag(body)}
+        modified = datetime.fromtimestamp(path.stat().st_mtime, UTC)
+        date = formatdate(time.time(), usegmt=True)  # this machine's clock: the one its files are dated by
+        return {
+            "Body": io.BytesIO(body),
+            "ETag": _etag(body),
+            "LastModified": modified,
+            "ResponseMetadata": {"HTTPHeaders": {"date": date}},
+        }
 
     def list_objects_v2(
         self, *, Bucket: str, Prefix: str = "", StartAfter: str = "", **_kw: Any

@@ -148,6 +148,9 @@ class Observation:
     # A `scheduler: slurm` stack's queue on its controller (supervisor/slurm.py `queue_reading`): empty,
     # queued, running or unknown; None: not a Slurm stack, or the controller's Slurm was not read this round.
     slurm_queue: str | None = None
+    # The spend bound persisted while billing is unreadable (supervisor/outage.py): the last bill
+    # read plus the stack's $/h since, never limited to the history window. None: billed, or nothing carried.
+    spend_bound_usd: float | None = None
 
     @property
     def blind(self) -> bool:

@@ -3,7 +3,8 @@
 Keys (docs/SUPERVISOR.md):
 
     run/<run id>/state.json                 the run's own record, by the job's rank 0 (train/node/transfer.py)
-    supervisor/<stack>/lease.json           who may act now: {holder, expires_at}; conditional writes only
+    supervisor/<stack>/lease.json           who may act now: {holder, ttl_s}, judged by the bucket's clock
+    supervisor/<stack>/spend.json           the spend bound while billing is unreadable (supervisor/outage.py)
     supervisor/<stack>/audit/<time>-<holder>.json   one JSON line per round
 
 The lease is taken with S3 conditional writes: `If-None-Match: *` creates it only where there is none, and
@@ -19,6 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 from supervisor.faults import Attempt
@@ -72,8 +74,13 @@ class Lease:
         return True
 
     def acquire(self) -> bool:
+        """Judged by one clock, the bucket's: a lease is held while its object is younger than `ttl_s` by the
+        bucket's own time (the answer's Date against the object's Last-Modified), never by the holder's
+        `expires_at` against ours (a holder whose clock ran two hours ahead would block everyone two hours;
+        one behind would be taken over while it acts). Without a Date header, this machine's clock stands
+        in for the bucket's; the holder's clock is never read."""
         now = self.clock()
-        mine = {"holder": self.holder, "expires_at": now + self.ttl_s, "taken_at": now}
+        mine = {"holder": self.holder, "expires_at": now + self.ttl_s, "taken_at": now, "ttl_s": self.ttl_s}
         try:
             current = self.s3.get_object(Bucket=self.bucket, Key=lease_key(self.stack))
         except Exception as exc:
@@ -81,7 +88,7 @@ class Lease:
                 raise
             return self._put(mine, IfNoneMatch="*")
         data = json.loads(current["Body"].read() or b"{}")
-        if data.get("holder") != self.holder and float(data.get("expires_at") or 0) > now:
+        if data.get("holder") != self.holder and held(current, data, now, self.ttl_s):
             self.held_by = str(data.get("holder"))
             return False
         return self._put(mine, IfMatch=current["ETag"])
@@ -93,6 +100,28 @@ class Lease:
                 {"holder": self.holder, "expires_at": 0, "given_back_at": self.clock()}, IfMatch=self.etag
             )
             self.etag = None
+
+
+def bucket_now(answer: dict[str, Any], fallback: float) -> float:
+    """The bucket's time of an answer (its HTTP Date header), else `fallback`."""
+    date = (answer.get("ResponseMetadata") or {}).get("HTTPHeaders", {}).get("date")
+    if date:
+        try:
+            return parsedate_to_datetime(str(date)).timestamp()
+        except (TypeError, ValueError):
+            pass
+    return fallback
+
+
+def held(answer: dict[str, Any], data: dict[str, Any], now: float, ttl_s: float) -> bool:
+    """A lease object (`answer`: get_object's, `data`: its body) still held by its writer."""
+    if "given_back_at" in data or data.get("expires_at") == 0:
+        return False  # given back: written expired by its holder
+    modified = answer.get("LastModified")
+    if modified is None:  # a store that does not say when it was written: the holder's word, as before
+        return float(data.get("expires_at") or 0) > now
+    age = bucket_now(answer, now) - float(modified.timestamp())
+    return age < ttl_s
 
 
 def notices_prefix(stack: str, run_ids: tuple[str, ...]) -> str:

@@ -15,6 +15,7 @@ import pytest
 
 from supervisor import store
 from supervisor.model import Decision, Observation, RoundRecord
+from tests.supervisor.test_outage import BucketLater
 from train.node import transfer as node_transfer
 
 pytestmark = pytest.mark.services  # a moto S3 server beside the test
@@ -71,7 +72,8 @@ def test_lease_expires_is_given_back_and_is_never_deleted(s3: Any, bucket: str) 
     a = store.Lease(s3, bucket, "dev", "a", ttl_s=600, clock=clock)
     b = store.Lease(s3, bucket, "dev", "b", ttl_s=600, clock=clock)
     assert a.acquire() and not b.acquire() and b.held_by == "a"
-    clock.t += 601  # a was killed mid-action: after the ttl the next one takes over
+    # a was killed mid-action: once the bucket's clock says the ttl passed, the next one takes over
+    b.s3 = BucketLater(s3, 601)
     assert b.acquire()
     assert not a.acquire()
     b.give_back()

@@ -426,27 +426,38 @@ def job_ended(obs: Observation, _history: Sequence[RoundRecord], _policy: Policy
     )
 
 
-def _idle_now(obs: Observation, history: Sequence[RoundRecord], policy: Policy) -> tuple[str, float] | None:
-    """Why this round looks idle and since when (the supervisor's clock), or None."""
+def _idle_sign(obs: Observation, policy: Policy) -> str | None:
+    """This round's own sign of idling: a step to compare across rounds, and GPUs that are not busy (low, or
+    unknown: no NVML on the node). GPUs reading busy are never idle, even at a stalled step (a run this
+    supervisor cannot judge)."""
     if obs.nodes == 0 or obs.node0_reachable is not True or obs.slurm_queue in ("queued", "unknown"):
         return None  # a Slurm job waiting (or in a state not known) is Slurm's wait, never idle
-    # A step to compare across rounds, and GPUs that are not busy: low, or unknown (no NVML on the node).
-    # GPUs reading busy are never idle, even at a stalled step (a run this supervisor cannot judge).
-    why = None
     if obs.step is not None and obs.gpu_util_max is None:
-        why = "GPU utilisation unknown (no GPU metrics)"
-    elif (
+        return "GPU utilisation unknown (no GPU metrics)"
+    if (
         obs.step is not None
         and obs.gpu_util_max is not None
         and pct(obs.gpu_util_max) < Decimal(repr(policy.idle_util_pct))
     ):
-        why = f"GPU utilisation at most {obs.gpu_util_max:.0%} (under {policy.idle_util_pct:g}%)"
+        return f"GPU utilisation at most {obs.gpu_util_max:.0%} (under {policy.idle_util_pct:g}%)"
+    return None
+
+
+def _idle_now(obs: Observation, history: Sequence[RoundRecord], policy: Policy) -> tuple[str, float] | None:
+    """Why this round looks idle and since when (the supervisor's clock), or None."""
+    if obs.nodes == 0 or obs.node0_reachable is not True or obs.slurm_queue in ("queued", "unknown"):
+        return None  # a Slurm job waiting (or in a state not known) is Slurm's wait, never idle
+    why = _idle_sign(obs, policy)
     if why is not None:
         start = obs.at
         for past in earlier(obs, history):
-            if past.step != obs.step or _idle_now(past, [], policy) is None:
+            if past.step != obs.step or _idle_sign(past, policy) is None:
                 break
             start = past.at
+        if obs.gpu_util_max is None and start == obs.at:
+            # Without GPU metrics the one sign of idling is a step that did not move since an earlier round:
+            # a first round (a --dry-run) has none, and a training run is not "idle" for want of NVML.
+            return None
         return why, start
     # The aggregator's own round stamp (its node's clock, compared only with itself) has not moved: it
     # stopped. A pool's is the newest of its pods' own aggregators (stackview/sources.py): stopped only when

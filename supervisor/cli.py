@@ -1,9 +1,10 @@
 """`scripts/supervise STACK [--once] [--dry-run] [--json] [--log]`: release a run's compute when it is done,
 idle or over budget (docs/SUPERVISOR.md).
 
-scripts/supervise prod             # a round every trainstack:supervisor.interval_min (5), until Ctrl-C
+scripts/supervise prod             # a round every trainstack:supervisor.interval_min (5), until Ctrl-C;
+                                   # a round that fails is one line and the next one runs
 scripts/supervise prod --once      # one round, then exit (what .github/workflows/supervise.yml runs)
-scripts/supervise prod --dry-run   # decide and print, change nothing (no message, no sync, no release)
+scripts/supervise prod --dry-run   # decide and print, change nothing (no message, sync, release or audit line)
 scripts/supervise prod --json      # one JSON object per round
 scripts/supervise prod --log       # the audit lines of past rounds, from the bucket, then exit
 scripts/supervise prod --report    # the run's goodput ledger: where the GPU-hours went (--png FILE: a plot)
@@ -144,6 +145,8 @@ class Round:
             except Exception as exc:  # at worst the message goes once more
                 errors.append(f"notice: not recorded ({outage.why(exc)})")
         record = RoundRecord(self.stack, obs, decision, tuple(done), self.holder, dry, tuple(errors))
+        if self.dry_run:  # `--dry-run` changes nothing: no audit line, so no ledger entry and no history
+            return record
         try:
             store.write_audit(mem, mem_bucket, record)
         except Exception as exc:

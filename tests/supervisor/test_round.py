@@ -9,6 +9,7 @@ import threading
 import uuid
 from pathlib import Path
 from typing import Any
+from unittest.mock import ANY
 
 import boto3
 import pytest
@@ -186,6 +187,10 @@ def test_dry_run_decides_and_changes_nothing(s3: Any, bucket: str, tmp_path: Pat
         record = make_round(s3, raw, actor, dry_run=flag).run_once()
         assert record.decision.kind == "finished" and record.dry_run and record.done == ()
         assert actor.calls == []
+        written = s3.list_objects_v2(Bucket=bucket, Prefix="supervisor/dev/").get("Contents", [])
+        # --dry-run leaves no audit line (the ledger and the next rounds' history read them); a stack set
+        # to trainstack:supervisor.dry_run keeps recording its rounds (its rules count episodes from them)
+        assert [o["Key"] for o in written if "/audit/" in o["Key"]] == ([] if flag else [ANY])
 
 
 def test_disabled_supervisor_observes_but_never_acts(s3: Any, bucket: str, tmp_path: Path) -> None:

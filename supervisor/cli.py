@@ -4,7 +4,7 @@ idle or over budget (docs/SUPERVISOR.md).
 scripts/supervise prod             # a round every trainstack:supervisor.interval_min (5), until Ctrl-C;
                                    # a round that fails is one line and the next one runs
 scripts/supervise prod --once      # one round, then exit (what .github/workflows/supervise.yml runs)
-scripts/supervise prod --dry-run   # decide and print, change nothing (no message, sync, release or audit line)
+scripts/supervise prod --dry-run   # decide and print, change nothing (no message, sync, release, audit line)
 scripts/supervise prod --json      # one JSON object per round
 scripts/supervise prod --log       # the audit lines of past rounds, from the bucket, then exit
 scripts/supervise prod --report    # the run's goodput ledger: where the GPU-hours went (--png FILE: a plot)

@@ -150,7 +150,11 @@ def check_run_cost(args: StackValidationArgs, report: ReportViolation) -> None:
     shown = listing([f"{c.name}: {usd(round(c.burn, 2))}/h x {h:g} h" for c, h in ranked if c.burn > 0])
     assumed = "" if declared else f" (no training.max_run_hours set: assumed {longest:g} h)"
     report(
-        f"one run costs {usd(total)} ({shown}){assumed}, {usd(round(total - cap, 2))} over the "
+        # Not "one run": the report's one run cost is the forecast's hours at the stack's price; this is the
+        # ceiling the watchdog allows, each resource for its training.max_run_hours (issue #68: two figures
+        # both called "one run", $47.39 in the headline and $127.71 here).
+        f"the run at its longest (training.max_run_hours, where the watchdog stops it) costs {usd(total)} "
+        f"({shown}){assumed}, {usd(round(total - cap, 2))} over the "
         f"configured cap of {usd(cap)}{held.why}. Shorten training.max_run_hours, use fewer GPUs, or raise "
         f"{held.key}.",
         None,

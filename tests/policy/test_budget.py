@@ -70,7 +70,12 @@ class TestRunCost:
     def test_run_cost_uses_max_run_hours(self) -> None:
         reports = check_stack(RUN_COST, _prod(), {"max_run_usd": 3000})
         # 255.36 $/h x 12 h = 3064.32
-        assert "one run costs $3,064.32 (prod-cluster: $255.36/h x 12 h)" in reports.text
+        # the ceiling at max_run_hours, never called "one run" (the report's one run is the forecast's)
+        assert (
+            "the run at its longest (training.max_run_hours, where the watchdog stops it) costs $3,064.32 "
+            "(prod-cluster: $255.36/h x 12 h)"
+        ) in reports.text
+        assert "one run costs" not in reports.text
         assert "$64.32 over the configured cap of $3,000" in reports.text
 
     def test_under_cap_passes(self) -> None:

@@ -32,11 +32,12 @@ MODULES_ARG = "modules"
 # the order H100Cluster registers them. A test checks the list against components/.
 PROVIDER_MODULES: tuple[str, ...] = (
     "providers.runpod.volume",
-    "providers.runpod.secret",
     "providers.s3.bucket",
     "providers.runpod.registry",
     "providers.runpod.cluster",
     "providers.runpod.pod",
+    # Imports providers.runpod.secret too: an older state's runpod:Secret unpickles its provider from there.
+    "providers.delivery.secrets_file",
     "providers.delivery.node_files",
 )
 

@@ -131,3 +131,18 @@ def test_a_restart_torchrun_made_on_its_own_gets_the_restarts_bound(tmp_path: Pa
     assert dog.tick(None, [], 30) is None
     assert dog.tick(None, [], 30 + B.floor_s + 5) is None and kills.pids == []  # booting, not hung
     assert dog.tick(None, [], 30 + B.restart_s + 1) is not None and kills.pids == [42]
+
+
+def test_every_node_takes_its_stacks_before_any_node_ends_its_ranks(tmp_path: Path) -> None:
+    # The node whose rank is stopped may have a larger bound than a peer that acts first (whose restart then
+    # ends the stopped rank through torchrun's rendezvous): the stacks come at 70 % of the bound, no kill.
+    kills = Kills()
+    dog = watchdog(tmp_path, [diagnostics.Rank(42, 2, 0, "T")], kills)
+    for now, step, saved in ((0, 10, 0.0), (10, 20, 2.0), (20, 30, 2.0)):
+        dog.tick(line(step, saved), [], now)
+    assert dog.tick(None, [], 20 + 60) is None and not (tmp_path / "diagnostics").exists()  # under 63 s
+    assert dog.tick(None, [], 20 + 0.7 * B.floor_s + 1) is None and kills.pids == []
+    [taken] = (tmp_path / "diagnostics").glob("node-*/p1/ranks.json")
+    assert "rank 2 (pid 42) stopped" in json.loads(taken.read_text())["summary"]
+    rec = dog.tick(None, [], 20 + B.floor_s + 1)
+    assert rec is not None and kills.pids == [42] and rec.bundle == str(taken.parent)

@@ -31,7 +31,9 @@ from typing import Any
 from train.node import diagnostics, hang, xid
 from train.node.progress import Progress
 
-PACE_NAME = "pace.{node}.json"  # in the node's .run folder: what train/node/launch.py reads at a (re)start
+PACE_NAME = "pace.{node}.json"
+# The share of the hang bound at which the stacks are taken (train/node/hang.py), ahead of any kill.
+EARLY_BUNDLE_SHARE = 0.7  # in the node's .run folder: what train/node/launch.py reads at a (re)start
 
 
 @dataclass
@@ -79,6 +81,8 @@ class Watchdog:
         self._xids_seen: dict[int, int] = {}  # gpu -> how many of its xid_events were already judged
         self._pace_written: float | None = None
         self._start_seen: tuple[int, int] | None = None  # the launch's start marker (mtime_ns, inode)
+        self._bundle_for: float | None = None  # the silence (its step_at) the early bundle was taken in
+        self._bundle: Path | None = None
 
     def busy(self) -> bool:
         return self.busy_file is not None and self.busy_file.exists()
@@ -92,18 +96,35 @@ class Watchdog:
         restartable, needs_replace = self._new_xids(gpus)
         if needs_replace and self.host_failed is not None:  # the supervisor replaces; no host gets it again
             codes = ", ".join(f"GPU {g}: XID {c}" for g, c in needs_replace)
-            self.host_failed(
-                list(gpus), codes
-            )  # returns at once (the agent's puts it in the bucket from a thread)
+            self.host_failed(list(gpus), codes)  # at once: the agent puts it in the bucket from a thread
         if restartable:
             codes = ", ".join(f"GPU {g}: XID {c} ({xid.TABLE[c][1]})" for g, c in restartable)
             return self._restart(now, "xid", f"{codes}: a process restart clears it", bundle=False)
+        self._early_bundle(now)
         silent = hang.hung_for(self.pace, self.bounds, now)
         if silent is not None:
             limit = hang.limit_s(self.pace, self.bounds)
             why = f"no new step for {silent:.0f} s (step {self.pace.step}; this run's bound {limit:.0f} s)"
             return self._restart(now, "hang", why, bundle=True)
         return None
+
+    def _early_bundle(self, now: float) -> None:
+        """The stacks at EARLY_BUNDLE_SHARE of the bound, before any node ends its ranks: every node sees the
+        same silence, and the first to act gets its peers' ranks restarted by torchrun's rendezvous before
+        their own bound; the node whose rank is stopped must have its bundle by then."""
+        p = self.pace
+        if p.step_at is None or self._bundle_for == p.step_at or self.bundles is None:
+            return
+        if now - p.step_at <= EARLY_BUNDLE_SHARE * hang.limit_s(p, self.bounds):
+            return
+        self._bundle_for = p.step_at
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
+        folder = self.bundles / f"node-{stamp}" / self.node
+        try:
+            diagnostics.bundle(folder, self.node, self.find_ranks(), self.trace_prefix)
+            self._bundle = folder
+        except OSError as exc:
+            self.log(f"diagnostics bundle not written: {exc}")
 
     def _group_started(self) -> bool:
         """Whether the worker group (re)started since the last tick (train/node/launch.py mark_start)."""
@@ -130,9 +151,9 @@ class Watchdog:
 
     def _restart(self, now: float, cause: str, reason: str, bundle: bool) -> Restart:
         ranks = self.find_ranks()
-        folder = None
+        folder = self._bundle if bundle and self._bundle_for == self.pace.step_at else None
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
-        if bundle and self.bundles is not None:
+        if bundle and folder is None and self.bundles is not None:
             folder = self.bundles / f"node-{stamp}" / self.node
             try:  # the stacks first, while the ranks still hang where they hang
                 diagnostics.bundle(folder, self.node, ranks, self.trace_prefix)

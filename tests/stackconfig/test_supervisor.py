@@ -119,7 +119,7 @@ def fake() -> FakeProviders:
 
 
 @pulumi.runtime.test
-def test_released_prod_declares_no_compute_but_keeps_volume_bucket_secrets(
+def test_released_prod_declares_no_compute_but_keeps_volume_and_bucket(
     fake: FakeProviders,
 ) -> pulumi.Output[None]:
     cluster = _with_phase("prod", "released")
@@ -128,10 +128,12 @@ def test_released_prod_declares_no_compute_but_keeps_volume_bucket_secrets(
         nodes, hostfile, _per_hour = out
         kinds = {r.typ for r in fake.resources}
         assert CLUSTER not in kinds and POD not in kinds
-        assert {VOLUME, BUCKET, SECRET} <= kinds
+        assert {VOLUME, BUCKET} <= kinds
+        # no secret is kept anywhere: RunPod holds none, and the nodes' files went with the nodes (#67)
+        assert SECRET not in kinds and "pulumi-python:dynamic/delivery:SecretsFile" not in kinds
         assert nodes == [] and hostfile == ""
 
-    # cost_per_hour waits for the volume and the secrets, so every child is registered by then
+    # cost_per_hour waits for the volume, so every child is registered by then
     return pulumi.Output.all(cluster.nodes, cluster.hostfile, cluster.cost_per_hour).apply(check)
 
 

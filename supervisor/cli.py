@@ -147,6 +147,10 @@ class Round:
         record = RoundRecord(self.stack, obs, decision, tuple(done), self.holder, dry, tuple(errors))
         if self.dry_run:  # `--dry-run` changes nothing: no audit line, so no ledger entry and no history
             return record
+        try:  # the sign of life scripts/watch and scripts/status read (its age by the bucket's clock)
+            store.write_heartbeat(mem, mem_bucket, record, config.supervisor.interval_min * 60)
+        except Exception as exc:
+            self.log(f"heartbeat: not written ({outage.why(exc)})")
         try:
             store.write_audit(mem, mem_bucket, record)
         except Exception as exc:

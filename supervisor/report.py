@@ -7,6 +7,7 @@ table and, with --png, writes the run's timeline (phases, step, recoveries).
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -87,3 +88,40 @@ def ledger_line(
         return None
     attempts = read_attempts(s3, config.bucket.name, stack, since=0.0)
     return watch_line(build(inputs_from_rounds(rounds, attempts, config.cluster.gpus_per_node)))
+
+
+SILENT_ROUNDS = 2  # a supervisor silent longer than this many of its rounds is an alert
+
+
+def supervisor_line(
+    stack: str,
+    workspace: Path,
+    s3: Any = None,
+    read: Callable[[Path, str], dict[str, Any]] = read_config,
+    now: Callable[[], float] = time.time,
+) -> tuple[str, bool] | None:
+    """scripts/watch's line on the supervisor: the run's state as its last round saw it and its heartbeat's
+    age (by the bucket's clock), and whether it is silent (past two rounds: an alert, red in watch). None
+    when the stack has no bucket."""
+    config = stack_config(read(workspace, stack))
+    if config.bucket is None:
+        return None
+    if s3 is None:
+        from supervisor.cli import make_s3
+
+        s3 = make_s3(config)
+    beat = store.read_heartbeat(s3, config.bucket.name, stack, now())
+    if beat is None:
+        return (f"supervisor: no heartbeat yet (is anything running scripts/supervise {stack}?)", False)
+    data, age = beat
+    interval = float(data.get("interval_s") or config.supervisor.interval_min * 60)
+    ago = f"{age:.0f} s" if age < 120 else f"{age / 60:.0f} min"
+    state = data.get("state") or data.get("decision") or "?"
+    reason = str(data.get("reason") or "")[:160]
+    if age > SILENT_ROUNDS * interval:
+        line = (
+            f"supervisor silent: its last heartbeat is {ago} old, more than {SILENT_ROUNDS} rounds of "
+            f"{interval / 60:g} min; nothing guards {stack} now (its last round: {state}: {reason})"
+        )
+        return line, True
+    return f"supervisor: {state}: {reason} (heartbeat {ago} ago, every {interval / 60:g} min)", False

@@ -5,6 +5,7 @@ Keys (docs/SUPERVISOR.md):
     run/<run id>/state.json                 the run's own record, by the job's rank 0 (train/node/transfer.py)
     supervisor/<stack>/lease.json           who may act now: {holder, ttl_s}, judged by the bucket's clock
     supervisor/<stack>/spend.json           the spend bound while billing is unreadable (supervisor/outage.py)
+    supervisor/<stack>/heartbeat.json       the last round's state and decision, overwritten every round
     supervisor/<stack>/audit/<time>-<holder>.json   one JSON line per round
 
 The lease is taken with S3 conditional writes: `If-None-Match: *` creates it only where there is none, and
@@ -122,6 +123,49 @@ def held(answer: dict[str, Any], data: dict[str, Any], now: float, ttl_s: float)
         return float(data.get("expires_at") or 0) > now
     age = bucket_now(answer, now) - float(modified.timestamp())
     return age < ttl_s
+
+
+def heartbeat_key(stack: str) -> str:
+    return f"supervisor/{stack}/heartbeat.json"
+
+
+def write_heartbeat(s3: Any, bucket: str, record: RoundRecord, interval_s: float) -> None:
+    """The supervisor's sign of life, overwritten every round: what it saw and decided. Its age is read by the
+    bucket's clock (`read_heartbeat`), never from `round_at`."""
+    o, d = record.observation, record.decision
+    body = {
+        "holder": record.holder,
+        "round_at": o.at,
+        "interval_s": interval_s,
+        "state": d.state,
+        "decision": d.kind,
+        "reason": d.reason,
+        "step": o.step,
+        "spent_usd": o.spent_usd,
+        "usd_per_hour": o.usd_per_hour,
+        "done": list(record.done),
+        "errors": list(record.errors),
+    }
+    s3.put_object(
+        Bucket=bucket,
+        Key=heartbeat_key(record.stack),
+        Body=json.dumps(body, sort_keys=True, default=str).encode(),
+        ContentType="application/json",
+    )
+
+
+def read_heartbeat(s3: Any, bucket: str, stack: str, now: float) -> tuple[dict[str, Any], float] | None:
+    """The last heartbeat and its age in seconds by the bucket's clock; None when no round wrote one."""
+    try:
+        answer = s3.get_object(Bucket=bucket, Key=heartbeat_key(stack))
+    except Exception as exc:
+        if _missing(exc):
+            return None
+        raise
+    data = json.loads(answer["Body"].read() or b"{}")
+    modified = answer.get("LastModified")
+    written = float(modified.timestamp()) if modified is not None else float(data.get("round_at") or now)
+    return (data if isinstance(data, dict) else {}), max(0.0, bucket_now(answer, now) - written)
 
 
 def notices_prefix(stack: str, run_ids: tuple[str, ...]) -> str:

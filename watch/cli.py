@@ -47,6 +47,13 @@ def run_ledger(stack: str, cwd: Path) -> str | None:
     return ledger_line(stack, cwd)
 
 
+def run_heartbeat(stack: str, cwd: Path) -> tuple[str, bool] | None:
+    """The supervisor's last round, its heartbeat's age and whether it is silent (supervisor/report.py)."""
+    from supervisor.report import supervisor_line
+
+    return supervisor_line(stack, cwd)
+
+
 RECONCILE_EVERY_MIN = 15.0  # how often the live view looks for unowned billed resources (a stack export each)
 
 
@@ -110,6 +117,7 @@ def collect(
     outputs_of: Callable[[Path, str], dict[str, Any]] = sources.stack_outputs,
     ledger_of: Callable[[str, Path], str | None] | None = None,
     unowned_of: Callable[[Path], tuple[dict[str, Any], ...]] | None = None,
+    heartbeat_of: Callable[[str, Path], tuple[str, bool] | None] | None = None,
 ) -> snapshot.WatchSnapshot:
     """Read every source once; each failure is kept as one line of `problems`. `ledger_of`: where the
     run's ledger line comes from (scripts/watch: `run_ledger`; None: not shown). `unowned_of`: where the
@@ -128,6 +136,16 @@ def collect(
             ledger = ledger_of(stack, cwd)
         except Exception as exc:  # the ledger is one more source: its failure is a problem line
             problems.append(f"ledger: {type(exc).__name__}: {str(exc)[:200]}")
+    if heartbeat_of is not None:  # the supervisor as it sees the run; silent past two rounds: a red line
+        try:
+            beat = heartbeat_of(stack, cwd)
+        except Exception as exc:
+            problems.append(f"supervisor heartbeat: {type(exc).__name__}: {str(exc)[:200]}")
+        else:
+            if beat is not None and beat[1]:
+                problems.append(beat[0])
+            elif beat is not None:
+                ledger = f"{beat[0]}\n{ledger}" if ledger else beat[0]
     state: dict[str, Any] | None = None
     node0_answered = False
     ssh = sources.ViewSsh()  # a node that does not answer is waited for once in this view, not at each read
@@ -254,7 +272,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     unowned_of = Every(account_unowned, args.reconcile_every * 60) if args.reconcile_every else None
     try:
         if args.json or args.once:
-            snap = collect(args.stack, args.cwd, ledger_of=run_ledger, unowned_of=unowned_of)
+            snap = collect(
+                args.stack, args.cwd, ledger_of=run_ledger, unowned_of=unowned_of, heartbeat_of=run_heartbeat
+            )
             if args.json:
                 print(json.dumps(snap.to_json(), indent=1, default=str))
             else:
@@ -265,7 +285,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         console = Console()
         with Live(console=console, auto_refresh=False) as live, keys() as pressed:
             while True:
-                snap = collect(args.stack, args.cwd, ledger_of=run_ledger, unowned_of=unowned_of)
+                snap = collect(
+                    args.stack,
+                    args.cwd,
+                    ledger_of=run_ledger,
+                    unowned_of=unowned_of,
+                    heartbeat_of=run_heartbeat,
+                )
                 live.update(render(snap), refresh=True)
                 if pressed(args.every) == "q":
                     return 0

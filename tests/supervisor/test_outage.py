@@ -229,3 +229,21 @@ def test_killed_mid_release_the_next_supervisor_finishes_it(s3: Any, bucket: str
     later_bucket = BucketLater(s3, store.LEASE_TTL_S + 5)
     record = rounds(later_bucket, config_of(bucket), actor, clock, lambda _o, **_k: 12.5).run_once()
     assert record.decision.kind == "finished" and "release" in record.done
+
+
+def test_every_round_writes_a_heartbeat_that_watch_reads_by_the_buckets_clock(
+    s3: Any, bucket: str, tmp_path: Path
+) -> None:
+    from supervisor.report import supervisor_line
+
+    finished_run(s3, bucket, tmp_path)
+    raw = config_of(bucket)
+    clock, actor = Clock(), Recorder()
+    rounds(s3, raw, actor, clock, lambda _o, **_k: 12.5, dry_run=True).run_once()
+    assert store.read_heartbeat(s3, bucket, "dev", T0) is None  # --dry-run writes nothing
+    rounds(s3, raw, actor, clock, lambda _o, **_k: 12.5).run_once()
+    read = lambda _w, _s: raw  # noqa: E731
+    line, silent = supervisor_line("dev", Path("."), s3=BucketLater(s3, 30), read=read) or ("", True)
+    assert not silent and line.startswith("supervisor: finished: ") and "heartbeat 30 s ago" in line
+    line, silent = supervisor_line("dev", Path("."), s3=BucketLater(s3, 601), read=read) or ("", False)
+    assert silent and line.startswith("supervisor silent: its last heartbeat is 10 min old")

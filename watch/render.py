@@ -6,6 +6,7 @@ the screen or makes a link, and rich never reads it as markup."""
 
 from __future__ import annotations
 
+from rich import box
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
@@ -34,7 +35,7 @@ def _row(n: NodeView) -> list[RenderableType]:
     elif n.reachable is None:
         state = Text("unknown", style="dim")
     elif n.alerts:
-        state = _t(", ".join(n.alerts), style="yellow")
+        state = _t("\n".join(n.alerts), style="yellow")  # one a line: a name is never cut
     else:
         state = Text("ok", style="green")
     steps_per_s = None if not n.step_time_s else 1 / n.step_time_s
@@ -52,23 +53,40 @@ def _row(n: NodeView) -> list[RenderableType]:
     ]
 
 
+COLUMNS = (
+    ("rank", "right"),
+    ("pod", "left"),
+    ("GPU util", "right"),
+    ("mem GB", "right"),
+    ("temp C", "right"),
+    ("busbw GB/s", "right"),
+    ("NVMe p99 us", "right"),
+    ("step", "right"),
+    ("step/s", "right"),
+    ("health / alerts", "left"),
+)
+
+
+def _width(cell: RenderableType) -> int:
+    text = cell.plain if isinstance(cell, Text) else str(cell)
+    return max((len(line) for line in text.splitlines()), default=0)
+
+
 def render(s: WatchSnapshot) -> RenderableType:
-    table = Table(title=_t(f"trainstack {s.stack}"), title_justify="left")
-    for name, justify in (
-        ("rank", "right"),
-        ("pod", "left"),
-        ("GPU util", "right"),
-        ("mem GB", "right"),
-        ("temp C", "right"),
-        ("busbw GB/s", "right"),
-        ("NVMe p99 us", "right"),
-        ("step", "right"),
-        ("step/s", "right"),
-        ("health / alerts", "left"),
-    ):
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
-    for n in s.nodes:
-        table.add_row(*_row(n))
+    # At 80 columns (issue #68: pod "e19a…", alert "nvme…") every cell keeps its whole width: one space
+    # between columns, no borders, headers wrapped at their words ("busbw" over "GB/s"), one alert a line.
+    table = Table(
+        title=_t(f"trainstack {s.stack}"), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
+        show_edge=False,
+        padding=0,
+    )  # fmt: skip
+    rows = [_row(n) for n in s.nodes]
+    for i, (name, justify) in enumerate(COLUMNS):
+        widest = max([_width(r[i]) for r in rows] + [max(len(word) for word in name.split())])
+        last = i == len(COLUMNS) - 1  # the alerts take what is left; the rest are as wide as their cells
+        table.add_column(name, justify=justify, min_width=widest, max_width=None if last else widest)  # type: ignore[arg-type]
+    for row in rows:
+        table.add_row(*row)
     parts: list[RenderableType] = [table]
     for n in s.nodes:
         if n.note and (n.reachable is False or n.exited):
@@ -82,7 +100,8 @@ def render(s: WatchSnapshot) -> RenderableType:
             _t(f"{str(a.get('severity', '')).upper()} {a.get('rule')}: {a.get('summary')}", style=style)
         )
     m = s.money
-    money = f"money: ${m.cost_per_hour_usd:,.2f}/h; spent {_f(m.spent_usd, ',.2f', '?')} USD ({m.source})"
+    spent = "?" if m.spent_usd is None else f"${m.spent_usd:,.2f}"  # dollars as the rate is ("1.31 USD" was)
+    money = f"money: ${m.cost_per_hour_usd:,.2f}/h; spent {spent} ({m.source})"
     if m.projected_usd is not None:
         money += f"; projected ${m.projected_usd:,.0f}"
     if m.forecast_usd is not None:

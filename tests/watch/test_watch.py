@@ -279,7 +279,7 @@ def test_the_table_shows_every_column_the_operator_needs() -> None:
         "start-node: preflight failed",
         "CRITICAL node_unreachable",
         "$63.84/h",
-        "spent 18.12",
+        "spent $18.12",
         "forecast $850",
         "budget $1,000",
         "30 s ago",

@@ -29,6 +29,7 @@ from ops.workspace import workspace_for
 from stackconfig import files
 
 PROG = "trainstack"
+HELP_WIDTH = 110  # the width of every --help without a terminal (pyproject's line length)
 Main = Callable[[Sequence[str]], int]
 
 
@@ -323,6 +324,10 @@ def main(argv: Sequence[str] | None = None, passthrough: Sequence[Passthrough] =
     # pydantic scans every installed package's entry points for plugins on its first model (~30 ms in each
     # Python process a command starts); trainstack uses none.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    if wants_help(args) and "COLUMNS" not in os.environ and not sys.stdout.isatty():
+        # One help width for every command: the texts written by hand are 110 columns wide (the project's
+        # line length), so argparse wraps its own at 110 too, not at the 80 it assumes without a terminal.
+        os.environ["COLUMNS"] = str(HELP_WIDTH + 2)
     by_name = {c.name: c for c in (*CORE, *passthrough)}
     completion.answer(lambda: parser(passthrough))  # a shell asking: answered from the parsers, then exit
     try:

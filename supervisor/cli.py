@@ -279,7 +279,7 @@ def show_log(stack: str, workspace: Path) -> int:
 # The usage line and its sentence, whole (the first line of the docstring stopped mid-sentence), and the
 # examples under the options.
 DESCRIPTION = " ".join((__doc__ or "").split("\n\n")[0].split()).split(": ", 1)[1]
-EXAMPLES = "examples:\n" + "\n".join(f"  {line}" for line in (__doc__ or "").split("\n\n")[1].splitlines())
+EXAMPLES = "examples:\n" + (__doc__ or "").split("\n\n")[1]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -87,3 +87,20 @@ def test_reconcile_and_team_budget_find_the_demo_alone_like_watch(
     wrapped = cli.on_account(f"scripts/{command}", lambda argv: seen.update(os.environ) or 0)
     assert wrapped([]) == 0
     assert seen["RUNPOD_API_URL"] == "http://127.0.0.1:9"
+
+
+@pytest.mark.parametrize("command", ["forecast", "up", "watch", "supervise", "logs", "reconcile"])
+def test_every_help_wraps_at_one_width(
+    command: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Help wrapped at 80 columns in some commands (argparse without a terminal) and 110 in others (the
+    texts written by hand): now every one at 110."""
+    monkeypatch.setattr(os, "environ", os.environ.copy())
+    monkeypatch.delenv("COLUMNS", raising=False)
+    with pytest.raises(SystemExit):
+        scripts_cli.main([command, "--help"])
+    lines = capsys.readouterr().out.splitlines()
+    assert max(len(line) for line in lines) <= cli.HELP_WIDTH
+    if command == "forecast":  # argparse's own wrapping (the options' help) goes past 80 now
+        assert max(len(line) for line in lines if line.startswith("  --")) > 80
+    assert os.environ["COLUMNS"] == str(cli.HELP_WIDTH + 2)

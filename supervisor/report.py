@@ -125,3 +125,44 @@ def supervisor_line(
         )
         return line, True
     return f"supervisor: {state}: {reason} (heartbeat {ago} ago, every {interval / 60:g} min)", False
+
+
+def released_summary(
+    stack: str,
+    workspace: Path,
+    s3: Any = None,
+    read: Callable[[Path, str], dict[str, Any]] = read_config,
+) -> dict[str, Any] | None:
+    """The run as the supervisor left it, for scripts/watch once the compute is gone: the round that released
+    it (why, steps, spent vs forecast, the summary message) and the run's goodput ledger. None when the stack
+    has no bucket or no round of the supervisor released anything."""
+    from supervisor.act import summary_text  # pure: the text of the release's message
+
+    config = stack_config(read(workspace, stack))
+    if config.bucket is None:
+        return None
+    if s3 is None:
+        from supervisor.cli import make_s3
+
+        s3 = make_s3(config)
+    rounds = store.read_audit(s3, config.bucket.name, stack)
+    released = [r for r in rounds if "release" in r.done]
+    if not released:
+        return None
+    last = released[-1]
+    o = last.observation
+    attempts = read_attempts(s3, config.bucket.name, stack, since=0.0)
+    ledger = watch_line(build(inputs_from_rounds(rounds, attempts, config.cluster.gpus_per_node)))
+    steps = [r.last_step for r in o.runs if r.last_step is not None]
+    return {
+        "stack": stack,
+        "state": "released",
+        "released_at": o.at,
+        "why": last.decision.reason,
+        "ended_as": last.decision.state or last.decision.kind,
+        "steps": max(steps) if steps else o.step,
+        "spent_usd": o.spent_usd,
+        "forecast_usd": o.forecast_usd,
+        "goodput": ledger,
+        "summary": summary_text(o, config.training.max_run_hours, last.decision.reason),
+    }

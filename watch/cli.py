@@ -54,6 +54,24 @@ def run_heartbeat(stack: str, cwd: Path) -> tuple[str, bool] | None:
     return supervisor_line(stack, cwd)
 
 
+def run_released(stack: str, cwd: Path) -> dict[str, Any] | None:
+    """The released run's summary from the supervisor's records; None when there is none or it cannot be
+    read (watch then says the stack is not up, as before)."""
+    from supervisor.report import released_summary
+
+    if not cwd.is_dir():  # no workspace: never up here, so nothing was released here either
+        return None
+    try:
+        return released_summary(stack, cwd)
+    except Exception:  # the summary is a courtesy of a stack that is down: never an error of its own
+        return None
+
+
+def released_text(ended: dict[str, Any]) -> str:
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(float(ended["released_at"])))
+    return f"{ended['stack']}: released at {when} by the supervisor. {ended['summary']}\n{ended['goodput']}"
+
+
 RECONCILE_EVERY_MIN = 15.0  # how often the live view looks for unowned billed resources (a stack export each)
 
 
@@ -296,6 +314,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if pressed(args.every) == "q":
                     return 0
     except sources.NotUpError as exc:
+        ended = run_released(args.stack, args.cwd)
+        if ended is not None:  # released by the supervisor: the run's summary, not "run scripts/up first"
+            print(json.dumps(ended, indent=1, default=str) if args.json else released_text(ended))
+            return 0
         print(f"scripts/watch: {exc}", file=sys.stderr)
         return EXIT_NOT_UP
     except sources.WatchError as exc:

@@ -247,3 +247,19 @@ def test_every_round_writes_a_heartbeat_that_watch_reads_by_the_buckets_clock(
     assert not silent and line.startswith("supervisor: finished: ") and "heartbeat 30 s ago" in line
     line, silent = supervisor_line("dev", Path("."), s3=BucketLater(s3, 601), read=read) or ("", False)
     assert silent and line.startswith("supervisor silent: its last heartbeat is 10 min old")
+
+
+def test_after_the_release_watch_has_the_runs_summary(s3: Any, bucket: str, tmp_path: Path) -> None:
+    from supervisor.report import released_summary
+    from watch.cli import released_text
+
+    raw = config_of(bucket)
+    read = lambda _w, _s: raw  # noqa: E731
+    finished_run(s3, bucket, tmp_path)
+    assert released_summary("dev", Path("."), s3=s3, read=read) is None  # nothing released yet
+    rounds(s3, raw, Recorder(), Clock(), lambda _o, **_k: 12.5).run_once()
+    ended = released_summary("dev", Path("."), s3=s3, read=read)
+    assert ended is not None and ended["state"] == "released" and ended["ended_as"] == "finished"
+    assert ended["steps"] == 50 and ended["spent_usd"] == 12.5 and ended["forecast_usd"] == 64.0
+    assert "goodput" in ended["goodput"] and "steps: 50" in ended["summary"]
+    assert released_text(ended).startswith("dev: released at ")

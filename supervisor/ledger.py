@@ -321,6 +321,17 @@ def inputs_from_rounds(
     progress = tuple(
         Point(r.observation.at, r.observation.step) for r in ordered if r.observation.step is not None
     )
+    # The last step: a job that finished between two rounds reached it after the last round that read a
+    # step; its own run state says which step and when (issue #68: the timeline's step stopped short of it).
+    ends = {
+        (run.finished_at, float(run.last_step))
+        for r in ordered
+        for run in r.observation.runs
+        if run.status == "finished" and run.last_step is not None and run.finished_at is not None
+    }
+    last_read = progress[-1].time if progress else float("-inf")
+    finals = [Point(at, step) for at, step in sorted(ends) if at > last_read]
+    progress = (*progress, *finals)
     health, checkpoints = _measured_spans(groups, compute, first_answer)
     recoveries = []
     for a in attempts:

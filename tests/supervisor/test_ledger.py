@@ -272,3 +272,19 @@ def test_rounds_without_the_durations_leave_health_and_checkpoint_empty() -> Non
     assert inputs.health == () and inputs.checkpoints == ()
     back = RoundRecord.from_json(measured(1, 100, 9.5, 30.0).to_json())
     assert back.observation.checkpoint_s == 9.5 and back.observation.health_s == 30.0
+
+
+def test_the_timeline_reaches_the_last_step_the_job_finished_at() -> None:
+    """A job that finished between two rounds: its run state's last step and finish time end the progress,
+    so the timeline's step reaches it (issue #68: it stopped at the last round's step)."""
+    from dataclasses import replace
+
+    from supervisor.model import RunState
+
+    rounds = [rec(0, 4, None, reachable=False), rec(0.5, 4, 0), rec(1, 4, 100), rec(1.5, 4, 180)]
+    done = RunState("search-0", "finished", True, last_step=200, finished_at=1.6 * H)
+    last = rec(2, 4, None)
+    rounds.append(replace(last, observation=replace(last.observation, runs=(done,))))
+    inputs = inputs_from_rounds(rounds, [], gpus_per_node=8)
+    assert inputs.progress[-1] == Point(1.6 * H, 200.0)
+    assert [p.step for p in inputs.progress] == [0, 100, 180, 200]

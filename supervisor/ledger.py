@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 
 from supervisor.faults import HALTED, Attempt
+from supervisor.firstround import began_stepping
 from supervisor.model import RoundRecord
 
 CATEGORIES = ("productive", "provisioning", "health", "checkpoint", "lost", "recovery", "idle")
@@ -332,6 +333,10 @@ def inputs_from_rounds(
     last_read = progress[-1].time if progress else float("-inf")
     finals = [Point(at, step) for at, step in sorted(ends) if at > last_read]
     progress = (*progress, *finals)
+    began = began_stepping(groups, compute[0].start if compute else None, first_answer)
+    if began is not None:  # the nodes trained before any round saw them: from there, not from the round
+        progress = (Point(began, 0.0), *progress)
+        first_answer[0] = began
     health, checkpoints = _measured_spans(groups, compute, first_answer)
     recoveries = []
     for a in attempts:

@@ -288,3 +288,36 @@ def test_the_timeline_reaches_the_last_step_the_job_finished_at() -> None:
     inputs = inputs_from_rounds(rounds, [], gpus_per_node=8)
     assert inputs.progress[-1] == Point(1.6 * H, 200.0)
     assert [p.step for p in inputs.progress] == [0, 100, 180, 200]
+
+
+def created_at(record: RoundRecord, at: float) -> RoundRecord:
+    """The round as RunPod's listing said its pods were created at `at`."""
+    from dataclasses import replace
+
+    from supervisor.faults import Fleet, NodeFacts
+
+    nodes = tuple(NodeFacts(rank=i, pod_id=f"p{i}", reachable=True, created_at=at) for i in range(4))
+    return replace(record, observation=replace(record.observation, fleet=Fleet("cluster", (), nodes)))
+
+
+def test_steps_before_the_first_round_count_as_training_by_the_jobs_own_pace() -> None:
+    """The compute was created at 0; the supervisor's first round came at 0.5 h (a loop started late) and saw
+    step 1800, the next one 3600 at 1 h: the job steps once a second, so it began 1800 s before the first
+    round, but never before the compute's start plus the 600 s of health checks the nodes measured. It was
+    0.5 h of provisioning and health for a job that trained from its 10th minute."""
+    rounds = [created_at(measured(0.5, 1800, 0.0, 600.0), 0.0), measured(1, 3600, 0.0, 600.0)]
+    rounds += [rec(1.5, 0, None)]
+    inputs = inputs_from_rounds(rounds, [], gpus_per_node=8)
+    assert inputs.compute == (Span(0.0, 1.5 * H, 32),)
+    assert inputs.progress[0] == Point(600.0, 0.0)
+    ledger = build(inputs)
+    gs = ledger.gpu_seconds
+    assert gs["provisioning"] == 0.0 and gs["health"] == pytest.approx(600 * 32)
+    assert gs["productive"] == pytest.approx((1 * H - 600) * 32)  # then idle: no step after 1 h
+    assert ledger.goodput == pytest.approx((1 * H - 600) / (1.5 * H))  # was (0.5 h) / 1.5 h
+    slow = [created_at(measured(0.5, 900, 0.0, 600.0), 0.0), measured(1, 2700, 0.0, 600.0)]
+    gs = build(inputs_from_rounds([*slow, rec(1.5, 0, None)], [], gpus_per_node=8)).gpu_seconds
+    assert gs["productive"] == pytest.approx((1 * H - 900) * 32)  # began at 900 s
+    assert gs["health"] == pytest.approx(600 * 32)  # the nodes' own 600 s, just before it
+    assert gs["provisioning"] == pytest.approx(300 * 32)
+    assert sum(gs.values()) == pytest.approx(1.5 * H * 32)

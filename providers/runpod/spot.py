@@ -64,7 +64,7 @@ def capacity_failures(
         f"{why}, and RunPod removed spot from its pricing docs in May 2026 ({sources.SPOT})"
     )
     if capacity == "spot":
-        return [CheckFailure("capacity", f"{gone}; set capacity: on_demand: {on_demand()}")]
+        return [CheckFailure("capacity", f"{gone}; set capacity: on_demand ({on_demand()})")]
     with _lock:
         first = "auto" not in _said
         _said.add("auto")

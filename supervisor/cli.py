@@ -322,7 +322,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             return show_report(args.stack, args.cwd, args.png)
         sup = Round(args.stack, args.cwd, dry_run=args.dry_run)
         if args.once:
-            record = sup.run_once()
+            try:
+                record = sup.run_once()
+            except StackUnreadable:
+                raise
+            except Exception as exc:  # one line for CI's log, not a traceback; the next schedule tries again
+                print(f"scripts/supervise: {outage.failed_line(exc)}", file=sys.stderr)
+                return EXIT_FAILED
             _print(record, args.json)
             return EXIT_FAILED if any(e != LEASE_LOST for e in record.errors) else 0
         outage.run_loop(

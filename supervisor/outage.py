@@ -106,6 +106,13 @@ def carry_spend(
     return obs, None
 
 
+def failed_line(exc: BaseException) -> str:
+    """A round that raised, in one line: its type, message (cut) and where it was raised."""
+    where = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
+    at = f" at {where.filename.rsplit('/', 1)[-1]}:{where.lineno}" if where else ""
+    return f"round failed: {type(exc).__name__}: {str(exc)[:300]}{at}"
+
+
 def run_loop(
     round_once: Callable[[], RoundRecord],
     show: Callable[[RoundRecord], None],
@@ -124,9 +131,7 @@ def run_loop(
         try:
             show(round_once())
         except Exception as exc:  # the loop never dies of its inputs
-            where = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
-            at = f" at {where.filename.rsplit('/', 1)[-1]}:{where.lineno}" if where else ""
-            log(f"round failed: {type(exc).__name__}: {str(exc)[:300]}{at}; the next round runs as usual")
+            log(f"{failed_line(exc)}; the next round runs as usual")
         try:
             last_interval = interval_s()
         except Exception as exc:

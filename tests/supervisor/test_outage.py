@@ -263,3 +263,18 @@ def test_after_the_release_watch_has_the_runs_summary(s3: Any, bucket: str, tmp_
     assert ended["steps"] == 50 and ended["spent_usd"] == 12.5 and ended["forecast_usd"] == 64.0
     assert "goodput" in ended["goodput"] and "steps: 50" in ended["summary"]
     assert released_text(ended).startswith("dev: released at ")
+
+
+def test_a_once_round_that_raises_is_one_line_and_exit_1(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from supervisor import cli
+
+    def broken(_self: Round) -> RoundRecord:
+        raise ClientError({"Error": {"Code": "503", "Message": "Slow Down"}}, "ListObjectsV2")
+
+    monkeypatch.setattr(cli.Round, "run_once", broken)
+    assert cli.main(["dev", "--cwd", ".", "--once"]) == cli.EXIT_FAILED
+    err = capsys.readouterr().err
+    assert err.startswith("scripts/supervise: round failed: ClientError: ") and "503" in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err

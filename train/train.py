@@ -253,7 +253,7 @@ def main() -> None:
         origin = f"resumed from step-{best:08d}.pt" if best >= 0 else "fresh start"
         print(f"first step {first} ({origin})", flush=True)
     broadcast_weights(params, src)
-    busy_file = os.environ.get("TRAINSTACK_BUSY_FILE", "") if rank == 0 else ""
+    busy_file = os.environ.get("TRAINSTACK_BUSY_FILE", "") if local_rank == 0 else ""
     saver = AsyncSaver(ckpt_dir)
 
     step, tick = first, time.perf_counter()
@@ -268,10 +268,15 @@ def main() -> None:
         sgd_step(params, LR)
         step += 1
         stop = _should_stop(stop_file, device)
-        if rank == 0 and (step % every == 0 or step == steps or stop):
+        if step % every == 0 or step == steps or stop:
+            # Every rank waits here for rank 0's save (a barrier), under every node's busy marker: each node's
+            # agent then learns the save's length from its own checkpoint_s (train/node/hang.py), not rank 0's
+            # node alone, whose peers would otherwise keep the 10-minute bound of a run never seen saving.
             began = time.perf_counter()
             with busy(busy_file, "saving"):  # the copy, and the previous write if it still runs
-                saver.save(step, {"model": snapshot(model), "step": step, "lr": LR})
+                if rank == 0:
+                    saver.save(step, {"model": snapshot(model), "step": step, "lr": LR})
+                dist.barrier(device_ids=[local_rank] if use_cuda else None)
             saving += time.perf_counter() - began
         if progress_file and step % LOG_EVERY == 0:
             now = time.perf_counter()

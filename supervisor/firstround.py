@@ -16,13 +16,13 @@ def began_stepping(
     """The first round's step counted back at the job's own pace between the first two rounds of the first
     compute that saw it step (the nodes' step records over the supervisor's clock, never a node's
     timestamp), never before the compute's start plus the health checks the nodes measured (`health_s`).
-    None where the first round saw step 0, or there is no second step to pace it by."""
+    None where the first round saw step 0 or no answer, or there is no second step to pace it by."""
     live = [g for g in groups if g[0].observation.nodes]
     if not live or compute_start is None or not first_answer:
         return None
     stepped = [r.observation for r in live[0] if r.observation.node0_reachable and r.observation.step]
-    if len(stepped) < 2 or stepped[0].at != first_answer[0]:
-        return None
+    if len(stepped) < 2 or stepped[0].at != first_answer[0] or stepped[0].at != live[0][0].observation.at:
+        return None  # an earlier round saw this compute without a step: the boot is what it saw, as before
     first = stepped[0]
     later = next((o for o in stepped[1:] if (o.step or 0) > (first.step or 0) and o.at > first.at), None)
     if later is None or first.step is None or later.step is None:

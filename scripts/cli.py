@@ -26,6 +26,22 @@ def _report(argv: Sequence[str]) -> int:
     return main(["--local", *argv])
 
 
+def _status(argv: Sequence[str]) -> int:
+    """Every stack of the project, each found in its own workspace as watch finds one (never started)."""
+    from pathlib import Path
+
+    from supervisor.status import main
+
+    if cli.wants_help(argv):
+        return main(["--help"])
+
+    def workspace_of(stack: str) -> Path | None:
+        found = cli.found_workspace("scripts/status", stack, None, required=False)
+        return found if isinstance(found, Path) else None
+
+    return main(argv, workspace_of=workspace_of)
+
+
 def _on_stack(name: str, module: str, function: str) -> cli.Main:
     """A command about a live stack (`NAME STACK ...`): its workspace found first (ops/cli.py)."""
     main = cli.stack_command(f"scripts/{name}", cli.lazy(module, function), required=name != "supervise")
@@ -44,6 +60,7 @@ BENCH, EMULATOR = (cli.lazy("bench.cli", f) for f in ("bench", "emulator"))
 COMMANDS = (
     cli.Passthrough("test", "set up, then the static checks and the suite in its lanes", TEST),
     *(cli.Passthrough(name, summary, _on_stack(name, m, f)) for name, summary, m, f in ON_STACK),
+    cli.Passthrough("status", "every stack: state, nodes, $/h, spent, the supervisor's heartbeat", _status),
     cli.Passthrough("preview-report", "preview stacks and print the Markdown report", _report),
     cli.Passthrough("team-budget", "a pull request's team budget check", BUDGET),
     cli.Passthrough("bench", "benchmark against the local RunPod; writes docs/PERFORMANCE.md", BENCH),

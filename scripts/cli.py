@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import sys
 from collections.abc import Sequence
@@ -35,9 +37,11 @@ def _status(argv: Sequence[str]) -> int:
     if cli.wants_help(argv):
         return main(["--help"])
 
-    def workspace_of(stack: str) -> Path | None:
-        found = cli.found_workspace("scripts/status", stack, None, required=False)
-        return found if isinstance(found, Path) else None
+    def workspace_of(stack: str) -> Path | str:
+        said = io.StringIO()  # its "not up here" line goes into the stack's row, not above the listing
+        with contextlib.redirect_stderr(said):
+            found = cli.found_workspace("scripts/status", stack, None, required=False)
+        return found if isinstance(found, Path) else said.getvalue().strip().split(": ", 1)[-1]
 
     return main(argv, workspace_of=workspace_of)
 

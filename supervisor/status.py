@@ -51,12 +51,14 @@ def stack_names(repo: Path = REPO) -> list[str]:
 
 def status_of(
     stack: str,
-    workspace: Path | None,
+    workspace: Path | str | None,
     read: Callable[[Path, str], tuple[dict[str, Any], dict[str, Any]]] = read_stack,
     s3_of: Callable[[Any], Any] | None = None,
     now: Callable[[], float] = time.time,
 ) -> StackStatus:
     """One stack's line; every failure is its `why`."""
+    if isinstance(workspace, str):  # why its workspace was not found (the local RunPod not running...)
+        return StackStatus(stack, "not up here", why=workspace)
     if workspace is None or not workspace.is_dir():
         return StackStatus(stack, "not up here")
     try:
@@ -100,7 +102,7 @@ def replace_status(s: StackStatus, **changes: Any) -> StackStatus:
 
 def main(
     argv: Sequence[str] | None = None,
-    workspace_of: Callable[[str], Path | None] = lambda _s: None,
+    workspace_of: Callable[[str], Path | str | None] = lambda _s: None,
     names: Callable[[], list[str]] = stack_names,
 ) -> int:
     p = argparse.ArgumentParser(

@@ -68,6 +68,8 @@ def test_a_stack_that_cannot_be_read_is_a_line_and_the_listing_goes_on(
     bad = status.status_of("prod", tmp_path, read=broken)
     assert bad.state == "unreadable" and "passphrase" in bad.why
     assert status.status_of("dev", None).state == "not up here"
+    why = status.status_of("dev", "the local RunPod is not running")  # what the workspace lookup said
+    assert why.state == "not up here" and why.line().endswith("(the local RunPod is not running)")
     assert status.main([], workspace_of=lambda _s: None, names=lambda: ["dev", "prod"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert [ln.split()[0] for ln in lines] == ["dev", "prod"] and all("not up here" in ln for ln in lines)

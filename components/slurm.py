@@ -147,11 +147,16 @@ while true; do
   sleep 2
 done
 # One job of this name at a time: a re-delivery (any changed file) must not queue the run twice. A new name
-# (trainstack:cluster.slurm.job) is a new job: it is queued behind any other the cluster runs.
-states=PENDING,RUNNING,CONFIGURING,COMPLETING,REQUEUED,SUSPENDED,COMPLETED
+# (trainstack:cluster.slurm.job) is a new job: it is queued behind any other the cluster runs. A job a person
+# cancelled (scancel) is their stop: never submitted again, also after slurmctld forgot it (MinJobAge), as
+# long as slurmdbd remembers it (sacct).
+states=PENDING,RUNNING,CONFIGURING,COMPLETING,REQUEUED,SUSPENDED,COMPLETED,CANCELLED
 existing=$(squeue -h -t "$states" -n {job} -o '%i %T' 2>/dev/null | head -n 1)
+if [[ -z "$existing" ]]; then
+  existing=$(sacct -X -n -P --name {job} -o JobIDRaw,State 2>/dev/null | grep -m 1 '|CANCELLED') || true
+fi
 if [[ -n "$existing" ]]; then
-  log "job {job} is already in Slurm ($existing); not submitting it again"
+  log "job {job} is already in Slurm or was cancelled there ($existing); not submitting it again"
   exit 0
 fi
 id=$(sbatch --parsable {SBATCH})

@@ -22,7 +22,7 @@ import socket
 import sys
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -33,33 +33,48 @@ from stackconfig.config import ConfigError, StackConfig
 from stackconfig.derived import run_cost_cap
 from supervisor import outage, store
 from supervisor.act import Actuator, RecoveryError, ReleaseError, recover_with, summary_text
-from supervisor.decide import Policy, decide
+from supervisor.decide import Policy, decide, look_back_min
 from supervisor.localstore import LOCAL_BUCKET, DirObjects
 from supervisor.model import Decision, Observation, Plan, RoundRecord
 from supervisor.observe import Sources, StackUnreadable, observe, read_config, read_stack, stack_config
 from supervisor.report import ledger_note
 from train.monitor.webhook_url import webhook_url_problem
+from supervisor.store import make_s3
 
 EXIT_FAILED = 1
 EXIT_UNREADABLE = 2
 WEBHOOK_ENV = "ALERT_WEBHOOK_URL"
 LEASE_LOST = "lease held by another supervisor"
+# The workflow that runs a round every 5 minutes on a runner that forgets everything after it
+# (.github/workflows/supervise.yml's `name`).
+CI_WORKFLOW = "supervise"
 
 
-def make_s3(config: StackConfig) -> Any:
-    """A boto3 client for the stack's bucket (endpoint: trainstack:s3EndpointUrl, else the AWS env)."""
-    import boto3
+def forgetful_runner(env: Mapping[str, str] | None = None) -> bool:
+    """This round runs on a CI runner of the supervise workflow: its disk is gone after the round."""
+    env = os.environ if env is None else env
+    return env.get("GITHUB_ACTIONS") == "true" and env.get("GITHUB_WORKFLOW") == CI_WORKFLOW
 
-    endpoint = config.s3_endpoint_url or os.environ.get("AWS_ENDPOINT_URL_S3") or None
-    region = config.bucket.region if config.bucket else None
-    return boto3.client("s3", region_name=region, endpoint_url=endpoint)
+
+def no_memory_problem(stack: str) -> str:
+    return (
+        f"stack '{stack}' has no bucket (trainstack:bucket), and this CI runner forgets the supervisor's "
+        "records after the round: nothing would count its recoveries or remember its messages (a pod that "
+        "fails after every replace would be replaced every round until the cap). Fix: give the stack a "
+        "bucket (scripts/pulumi config set --path trainstack:bucket.name NAME), or run `scripts/supervise "
+        f"{stack}` in a loop on a machine that keeps ~/.cache/trainstack, and drop it from "
+        ".github/workflows/supervise.yml"
+    )
+
+
+def policy_of(config: StackConfig) -> Policy:
+    """The stack's parsed supervisor and recovery sections, its cost cap and burn-in, as they are."""
+    return Policy.of(config.supervisor, run_cost_cap(config), config.recovery, config.training.burn_in_min)
 
 
 def history_window_s(config: StackConfig) -> float:
-    """How far back a decision looks: the longest episode a rule counts (the boot too), plus two rounds."""
-    s = config.supervisor
-    boot = s.boot_timeout_min + config.training.burn_in_min
-    return (max(s.idle_for_min + s.idle_grace_min, s.blind_for_min, boot) + 2 * s.interval_min) * 60
+    """How far back a decision looks: the longest look-back a rule declares, plus two rounds."""
+    return look_back_min(policy_of(config)) * 60
 
 
 @dataclass
@@ -94,6 +109,8 @@ class Round:
         s3 = self.s3 if self.s3 is not None else (make_s3(config) if bucket else None)
         # The supervisor's own records (audit lines, notices, lease, recoveries): in the bucket, or without
         # one in a directory of this machine (with no memory nothing could be counted or bounded).
+        if not bucket and self.memory is None and forgetful_runner():
+            raise StackUnreadable(no_memory_problem(self.stack))  # exit 2: never act without memory
         mem, mem_bucket = (s3, bucket) if bucket else (self._local_memory(), LOCAL_BUCKET)
         src = self.sources or Sources(s3=s3)
         src = replace(src, memory=(mem, mem_bucket))
@@ -111,9 +128,7 @@ class Round:
             obs = replace(obs, problems=obs.problems + tuple(unread))
         if obs.job_ids:  # the one-time messages this run already sent
             obs = replace(obs, notices=store.read_notices(mem, mem_bucket, self.stack, obs.job_ids))
-        policy = Policy.of(
-            config.supervisor, run_cost_cap(config), config.recovery, config.training.burn_in_min
-        )
+        policy = policy_of(config)
         if config.supervisor.enabled:
             decision = decide(obs, history, policy)
         else:  # observed and recorded, never acted on

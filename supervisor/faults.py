@@ -17,7 +17,10 @@ Outcome = Literal["begun", "done", "failed"]
 # XID and uncorrected-ECC alerts of the aggregator (train/monitor/evaluate.py): hardware the node cannot fix.
 HARDWARE_ALERTS = frozenset({"gpu_xid", "gpu_ecc_uncorrected"})
 STRAGGLER_ALERT = "straggler"
-HALTED = frozenset({"EXITED", "ERROR", "TERMINATED", "DEAD"})
+# A pod RunPod's listing left out: gone, by that listing's word alone (one listing can omit pods that run:
+# a replace then waits for a second signal, supervisor/rules/detect.py).
+ABSENT = "ABSENT"
+HALTED = frozenset({"EXITED", "ERROR", "TERMINATED", "DEAD", ABSENT})
 PodStatus = tuple[str, str | None, float | None]  # RunPod's status, data center, creation (epoch s)
 
 
@@ -57,6 +60,9 @@ class Attempt:
     # The failed run states this attempt answered (RunState.key): a state is news until one answers it, so
     # no clock of a node is ever compared with the supervisor's.
     answered: tuple[str, ...] = ()
+    # A pool's trials (pod indices, stable across a replace) this attempt recovered: each trial's recoveries
+    # count against its own max_recoveries. Empty: the whole run (a cluster, or an older record).
+    trials: tuple[int, ...] = ()
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Attempt:
@@ -71,6 +77,7 @@ class Attempt:
             replaced=tuple(str(r) for r in data.get("replaced") or ()),
             released_at=float(data["released_at"]) if data.get("released_at") is not None else None,
             answered=tuple(str(k) for k in data.get("answered") or ()),
+            trials=tuple(int(t) for t in data.get("trials") or ()),
         )
 
 
@@ -134,6 +141,13 @@ def current_runs(runs: Sequence[Any], attempts: Sequence[Attempt]) -> tuple[Any,
     return tuple(r for r in runs if not (r.status == "failed" and r.key in answered))
 
 
+def news(run: Any, attempts: Sequence[Attempt]) -> bool:
+    """A failed run state no recovery answered yet, by identity (the node's finish time was
+    compared with the supervisor's clock, so a node clock behind it hid a failure, one ahead re-answered it).
+    """
+    return not any(run.key in a.answered for a in attempts)
+
+
 def _epoch(iso: str | None) -> float | None:
     from datetime import datetime
 
@@ -144,11 +158,11 @@ def _epoch(iso: str | None) -> float | None:
 
 
 def pod_statuses(pod_ids: Sequence[str]) -> dict[str, PodStatus]:
-    """RunPod's (status, data center) of each pod in one listing (one the listing lacks is gone). The listing
+    """RunPod's (status, data center) of each pod in one listing (one the listing lacks: ABSENT). The listing
     includes Instant Cluster members: without `includeClusterPods` RunPod leaves them out, and every node of
     a healthy cluster would read as gone."""
     from providers.runpod.client import RunPodClient  # the RunPod records load only when asked
 
     with RunPodClient.from_env() as client:
         listed = {p.id: (p.status, p.data_center_id, _epoch(p.created_at)) for p in client.list_all_pods()}
-    return {pod_id: listed.get(pod_id, ("TERMINATED", None, None)) for pod_id in pod_ids}
+    return {pod_id: listed.get(pod_id, (ABSENT, None, None)) for pod_id in pod_ids}

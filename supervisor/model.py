@@ -83,10 +83,11 @@ class Plan:
     message: str = ""
     answered: tuple[str, ...] = ()  # the failed run states this recovery answers (run_key)
     cause: str | None = None  # a failed job's classified cause
+    trials: tuple[int, ...] = ()  # a pool's trials (pod indices) it recovers: each has its own budget
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Plan:
-        tuples = ("targets", "data_center_order", "avoided", "answered")
+        tuples = ("targets", "data_center_order", "avoided", "answered", "trials")
         return cls(**{**data, **{k: tuple(data.get(k) or ()) for k in tuples}})
 
 
@@ -151,6 +152,10 @@ class Observation:
     # The spend bound persisted while billing is unreadable (supervisor/outage.py): the last bill
     # read plus the stack's $/h since, never limited to the history window. None: billed, or nothing carried.
     spend_bound_usd: float | None = None
+    # The stack's own job (the newest of the configured name): its id and Slurm's state as Slurm wrote it
+    # ("PENDING", "NODE_FAIL", "CANCELLED by 0"); None: not a Slurm stack, not read, or no such job yet.
+    slurm_job: str | None = None
+    slurm_state: str | None = None
 
     @property
     def blind(self) -> bool:

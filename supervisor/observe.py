@@ -22,7 +22,7 @@ from stackconfig.loader import load_stack_config
 from stackview import snapshot, sources
 from supervisor import faults
 from supervisor.model import ExitFacts, Observation, RunState
-from supervisor.slurm import SlurmJob, Source, queue_reading, read_jobs, slurm_exits
+from supervisor.slurm import SlurmJob, Source, latest, queue_reading, read_jobs, slurm_exits
 from supervisor.store import read_attempts, verify_run
 
 SECRET_CONFIG_PREFIX = "trainstack:secrets."  # noqa: S105 (a key prefix; these values are never read)
@@ -139,16 +139,18 @@ def observe(
     # The exit records before the run states: a start script writes its run state (rank 0) before its exit
     # record, so a state read after an exit record is at least as new as that node's end. Read the other
     # way round, a round that straddles the job's end sees the nodes ended and the state still running.
-    exits = _exits(stack, config, outputs, snap, ids, pod_ids, has_key, answered, src, problems)
+    exits = _exits(stack, config, outputs, ids, pod_ids, has_key, answered, src, problems)
     runs: tuple[RunState, ...] = ()
     if src.s3 is not None and config.bucket is not None:
         runs = tuple(verify_run(src.s3, config.bucket.name, run_id) for run_id in ids)
     slurm_queue: str | None = None
+    own: SlurmJob | None = None
     if config.cluster.scheduler == "slurm" and has_key and answered:
         read = _slurm_jobs(src.slurm(stack, outputs))
         if read is not None:  # neither sacct nor scontrol answered: no word on the queue
             jobs, source = read
             slurm_queue = queue_reading(jobs)
+            own = latest(jobs, slurm_job_name(stack, config))
             exits += slurm_exits(slurm_job_name(stack, config), jobs, pod_ids, exits)
             if source == "scontrol":
                 problems.append("slurm: sacct did not answer (no slurmdbd?): jobs read with scontrol")
@@ -179,6 +181,8 @@ def observe(
         ssh_key=has_key or not nodes,
         created_at=min(created) if created else None,
         slurm_queue=slurm_queue,
+        slurm_job=own.job_id if own else None,
+        slurm_state=own.state if own else None,
     )
 
 
@@ -194,7 +198,6 @@ def _exits(
     stack: str,
     config: StackConfig,
     outputs: Mapping[str, Any],
-    snap: snapshot.WatchSnapshot,
     run_ids: Sequence[str],
     pod_ids: Sequence[str],
     has_key: bool,
@@ -203,8 +206,9 @@ def _exits(
     problems: list[str],
 ) -> tuple[ExitFacts, ...]:
     """each ended start script's exit record, from the bucket (`run/<run id>/exit/<rank>.json`, a
-    failed node's) and, for nodes the aggregator did not read, over SSH while node 0 answers (a stack without
-    a bucket too), all nodes at once."""
+    failed node's) and, for every node the bucket had none of, over SSH while node 0 answers (a stack without
+    a bucket too), all nodes at once: whatever the aggregator's file says of a node (a stale one says it
+    answered after its start script ended, issue #63), the node's own record is read."""
     from train.node import exitrecord
 
     by_pod: dict[str, ExitFacts] = {}
@@ -235,7 +239,7 @@ def _exits(
             except Exception as exc:  # the bucket is one more source; its failure is a problem line
                 problems.append(f"exit records: bucket not read ({type(exc).__name__})")
                 break
-    unread = [v.pod_id for v in snap.nodes if v.reachable is not True and v.pod_id not in by_pod]
+    unread = [p for p in pod_ids if p not in by_pod]
     if has_key and node0_answered and unread:
         # All at once: a node that does not answer costs its SSH timeout, not the sum of them (prod's 8).
         from concurrent.futures import ThreadPoolExecutor

@@ -36,9 +36,7 @@ def show_report(
         )
         return EXIT_UNREADABLE
     if s3 is None:
-        from supervisor.cli import make_s3
-
-        s3 = make_s3(config)
+        s3 = store.make_s3(config)
     rounds = store.read_audit(s3, config.bucket.name, stack)
     attempts = read_attempts(s3, config.bucket.name, stack, since=0.0)
     if not rounds:
@@ -80,9 +78,7 @@ def ledger_line(
     if config.bucket is None:
         return None
     if s3 is None:
-        from supervisor.cli import make_s3
-
-        s3 = make_s3(config)
+        s3 = store.make_s3(config)
     rounds = store.read_audit(s3, config.bucket.name, stack)
     if not rounds:
         return None

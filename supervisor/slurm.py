@@ -10,9 +10,11 @@ already owns (docs/SUPERVISOR.md):
     running   RUNNING, COMPLETING, STAGE_OUT
     finished  COMPLETED                          -> `finished` (still verified against the bucket)
     failed    FAILED, TIMEOUT, OUT_OF_MEMORY, DEADLINE, BOOT_FAIL -> `job_ended` (or recovery's, by cause)
-    lost      NODE_FAIL, PREEMPTED, REVOKED      -> recovery: Slurm requeues where it can; a node RunPod lost
-                                                    means a new cluster
-    stopped   CANCELLED                          -> someone ran `scancel`: a stop, never retried
+    lost      NODE_FAIL, PREEMPTED, REVOKED      -> recovery's: Slurm requeues the job (it waits again), a
+                                                    node RunPod lost means a new cluster; no exit facts
+    stopped   CANCELLED                          -> someone ran `scancel`: a stop, never resubmitted
+
+TIMEOUT, OUT_OF_MEMORY and DEADLINE (`FINAL`) end the run with their reason: a retry would end the same way.
 
 A state this table does not know is `unknown`: never read as running, and never as an end.
 """
@@ -55,6 +57,19 @@ OUTCOMES: dict[str, Outcome] = {
     "CANCELLED": "stopped",
 }
 ENDED: frozenset[Outcome] = frozenset({"finished", "failed", "lost", "stopped"})
+# Ends a retry would reach again: the run ends with Slurm's reason (supervisor/rules/slurm.py).
+FINAL = {
+    "TIMEOUT": "the job ran past its time limit (sbatch --time); a retry stops at the same limit",
+    "OUT_OF_MEMORY": "a task ran out of the memory Slurm allows it; the same job runs out again",
+    "DEADLINE": "the job reached its deadline (sbatch --deadline); a retry is past it already",
+}
+
+
+def state_word(state: str) -> str:
+    """Slurm's state in one word: "CANCELLED by 0" -> CANCELLED, "RUNNING+" -> RUNNING."""
+    return state.strip().split(" ", 1)[0].rstrip("+").upper()
+
+
 # What an ended job's nodes are, in the exit records' words (train/node/exitrecord.py).
 _EXIT_STATUS: dict[Outcome, str] = {
     "finished": "finished",
@@ -66,8 +81,7 @@ _EXIT_STATUS: dict[Outcome, str] = {
 
 def outcome(state: str) -> Outcome:
     """Slurm's state (`JobState`, or sacct's `State` such as "CANCELLED by 0") -> the supervisor's outcome."""
-    word = state.strip().split(" ", 1)[0].rstrip("+").upper()
-    return OUTCOMES.get(word, "unknown")
+    return OUTCOMES.get(state_word(state), "unknown")
 
 
 @dataclass(frozen=True)
@@ -173,9 +187,10 @@ def latest(jobs: Sequence[SlurmJob], name: str) -> SlurmJob | None:
 
 def exit_facts(job: SlurmJob, pods: Sequence[str], recorded: Iterable[ExitFacts]) -> tuple[ExitFacts, ...]:
     """The ended job's word for each node (`pods` in rank order) whose start script left no exit record: a
-    node Slurm lost, or a job Slurm ended before the script could write one (TIMEOUT's SIGKILL, a
-    NODE_FAIL). The start scripts' own records win where they exist; nothing while the job has not ended."""
-    if job.outcome not in ENDED:
+    job Slurm ended before the script could write one (TIMEOUT's SIGKILL). The start scripts' own records win
+    where they exist; nothing while the job has not ended, nor for a job Slurm lost (NODE_FAIL, PREEMPTED):
+    Slurm requeues it, and a node's end is not the run's."""
+    if job.outcome not in ENDED or job.outcome == "lost":
         return ()
     have = {f.pod_id for f in recorded}
     status = _EXIT_STATUS[job.outcome]

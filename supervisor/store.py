@@ -17,19 +17,32 @@ for the other). It is never deleted: giving it back writes it expired. Nothing h
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from supervisor.faults import Attempt
 from supervisor.model import RoundRecord, RunState
 from train.node.transfer import object_sha256, state_key
 
+if TYPE_CHECKING:
+    from stackconfig.config import StackConfig
+
 LEASE_TTL_S = 600.0  # a holder killed mid-action blocks others this long at most
 _LOST = {"PreconditionFailed", "ConditionalRequestConflict", "412", "409"}
+
+
+def make_s3(config: StackConfig) -> Any:
+    """A boto3 client for the stack's bucket (endpoint: trainstack:s3EndpointUrl, else the AWS env)."""
+    import boto3
+
+    endpoint = config.s3_endpoint_url or os.environ.get("AWS_ENDPOINT_URL_S3") or None
+    region = config.bucket.region if config.bucket else None
+    return boto3.client("s3", region_name=region, endpoint_url=endpoint)
 
 
 def lease_key(stack: str) -> str:
@@ -171,26 +184,45 @@ def read_heartbeat(s3: Any, bucket: str, stack: str, now: float) -> tuple[dict[s
 def notices_prefix(stack: str, run_ids: tuple[str, ...]) -> str:
     """Where one run's one-time messages are kept (a warning once per run per threshold, however
     long the run, not once per audit window)."""
+
+
+# One-time messages about the run as a whole (the budget warning, a missing SSH key): kept per run (the
+# set of its run ids). Every other key names what it is about (a trial's run, a run state, an outage's
+# first round) and is kept per stack, so it goes once whatever other trials or clusters come and go.
+RUN_NOTICES = ("over_budget:", "unreachable:no_key")
+
+
+def notices_prefix(stack: str, run_ids: tuple[str, ...] | None = None) -> str:
+    """Where one-time messages are kept: a run's own (a warning once per run per threshold, however long
+    the run, not once per audit window), or (run_ids None) the stack's, for keys that name their subject."""
     import hashlib
 
+    if run_ids is None:
+        return f"supervisor/{stack}/notices/about/"
     run = hashlib.sha256("|".join(run_ids).encode()).hexdigest()[:16]
     return f"supervisor/{stack}/notices/{run}/"
 
 
+def _notice_prefix(stack: str, run_ids: tuple[str, ...], key: str) -> str:
+    return notices_prefix(stack, run_ids if key.startswith(RUN_NOTICES) else None)
+
+
 def read_notices(s3: Any, bucket: str, stack: str, run_ids: tuple[str, ...]) -> tuple[str, ...]:
-    prefix = notices_prefix(stack, run_ids)
-    try:
-        listed = s3.list_objects_v2(Bucket=bucket, Prefix=prefix).get("Contents", [])
-    except Exception:  # advice: without it a message may be sent twice, never lost
-        return ()
-    return tuple(sorted(obj["Key"][len(prefix) :].removesuffix(".json") for obj in listed))
+    found: list[str] = []
+    for prefix in (notices_prefix(stack, run_ids), notices_prefix(stack)):
+        try:
+            listed = s3.list_objects_v2(Bucket=bucket, Prefix=prefix).get("Contents", [])
+        except Exception:  # advice: without it a message may be sent twice, never lost
+            listed = []
+        found += [obj["Key"][len(prefix) :].removesuffix(".json") for obj in listed]
+    return tuple(sorted(found))
 
 
 def write_notice(s3: Any, bucket: str, stack: str, run_ids: tuple[str, ...], key: str, at: float) -> None:
-    safe = "".join(c if c.isalnum() or c in "._:-" else "_" for c in key)
+    safe = "".join(c if c.isalnum() or c in "._:-@" else "_" for c in key)
     s3.put_object(
         Bucket=bucket,
-        Key=f"{notices_prefix(stack, run_ids)}{safe}.json",
+        Key=f"{_notice_prefix(stack, run_ids, key)}{safe}.json",
         Body=json.dumps({"key": key, "at": at}).encode(),
         ContentType="application/json",
     )

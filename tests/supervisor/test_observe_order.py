@@ -56,3 +56,28 @@ def test_the_exit_records_are_read_before_the_run_state() -> None:
     kinds = [r.split("/")[-1] or "exit/" for r in bucket.reads]
     assert kinds and kinds[-1] == "state.json" and "exit/" in kinds[0], bucket.reads
     assert kinds.index("state.json") > max(i for i, k in enumerate(kinds) if k == "exit/"), bucket.reads
+
+
+def test_every_nodes_exit_record_is_read_whatever_the_aggregator_says() -> None:
+    """A stale aggregator file that says every node answered hid the nodes' exit records (issue #63: a
+    finished cluster whose run state failed to write was restarted three times, not released as job_ended)."""
+    from train.node.exitrecord import ExitRecord
+
+    asked: list[str] = []
+
+    def exits(_s: str, _o: Any, pods: Any) -> dict[str, Any]:
+        asked.extend(pods)
+        return {p: ExitRecord("finished", "finish", 0, "done", node=p) for p in pods}
+
+    stale = {"time": 1.0, "nodes": [{"node": "a", "ok": True}, {"node": "b", "ok": True}]}
+    src = Sources(
+        aggregator=lambda _s, _o: stale,
+        billing=lambda _o, **_kw: 1.0,
+        pod_statuses=lambda _ids: {},
+        exits=exits,
+        ssh_key=lambda: True,
+        slurm=lambda _s, _o: "",
+    )
+    obs = observe("local-cpu", load("local-cpu"), OUTPUTS, 1_800_000_000.0, src)
+    assert sorted(asked) == ["podA", "podB"]
+    assert [(e.pod_id, e.status) for e in obs.exits] == [("podA", "finished"), ("podB", "finished")]

@@ -174,6 +174,7 @@ def test_an_attempt_record_holds_no_secret_and_round_trips(s3: Any, bucket: str)
     assert set(data) == {
         *("at", "kind", "targets", "data_center", "outcome", "what", "cause", "replaced", "released_at"),
         "answered",
+        "trials",  # a pool's trials, each with its own budget (issue #63)
     }
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from supervisor.model import ExitFacts
@@ -103,9 +105,11 @@ def test_an_empty_queue_is_idle_and_a_pending_job_is_not() -> None:
 def test_an_ended_job_speaks_for_nodes_without_their_own_exit_record() -> None:
     lost = parse_scontrol(SCONTROL)[0]
     own = ExitFacts(rank=0, pod_id="podA", status="failed", phase="training", exit_status=143)
-    facts = exit_facts(lost, ["podA", "podB"], [own])
+    assert exit_facts(lost, ["podA", "podB"], [own]) == ()  # NODE_FAIL: Slurm requeues it (issue #63)
+    timed_out = replace(lost, state="TIMEOUT", reason="TimeLimit")
+    facts = exit_facts(timed_out, ["podA", "podB"], [own])
     assert [(f.rank, f.pod_id, f.status, f.phase) for f in facts] == [(1, "podB", "failed", "training")]
-    assert facts[0].reason == "Slurm job 3 NODE_FAIL (NodeDown)"
+    assert facts[0].reason == "Slurm job 3 TIMEOUT (TimeLimit)"
     done = SlurmJob("2", "local-cpu", "COMPLETED", nodes=("podA", "podB"))
     assert [f.status for f in exit_facts(done, ["podA", "podB"], [])] == ["finished", "finished"]
     cancelled = SlurmJob("5", "local-cpu", "CANCELLED", exit_code="0:15")

@@ -43,14 +43,24 @@ def _sources(asked: list[str], answer: str = NODE_FAIL + SLURM_READ) -> Sources:
     )
 
 
-def test_a_node_fail_job_is_an_exit_fact_of_each_node_without_its_own_record() -> None:
+def test_an_ended_job_is_an_exit_fact_of_each_node_without_its_own_record() -> None:
     asked: list[str] = []
-    obs = observe("local-cpu", _config("slurm"), OUTPUTS, 1_800_000_000.0, _sources(asked))
+    timeout = NODE_FAIL.replace("NODE_FAIL Reason=NodeDown", "TIMEOUT Reason=TimeLimit")
+    obs = observe(
+        "local-cpu", _config("slurm"), OUTPUTS, 1_800_000_000.0, _sources(asked, timeout + SLURM_READ)
+    )
     assert asked == ["local-cpu"]
     assert [(e.rank, e.pod_id, e.status, e.reason) for e in obs.exits] == [
-        (0, "podA", "failed", "Slurm job 4 NODE_FAIL (NodeDown)"),
-        (1, "podB", "failed", "Slurm job 4 NODE_FAIL (NodeDown)"),
+        (0, "podA", "failed", "Slurm job 4 TIMEOUT (TimeLimit)"),
+        (1, "podB", "failed", "Slurm job 4 TIMEOUT (TimeLimit)"),
     ]
+    assert (obs.slurm_job, obs.slurm_state) == ("4", "TIMEOUT")
+
+
+def test_a_node_fail_job_is_no_nodes_end_but_the_jobs_own_state() -> None:
+    """Slurm requeues a NODE_FAIL job: its nodes have not ended (issue #63); the round keeps Slurm's word."""
+    obs = observe("local-cpu", _config("slurm"), OUTPUTS, 1_800_000_000.0, _sources([]))
+    assert obs.exits == () and (obs.slurm_job, obs.slurm_state) == ("4", "NODE_FAIL")
 
 
 def test_a_stack_without_slurm_never_asks_the_controller() -> None:
@@ -84,8 +94,8 @@ def test_sacct_is_read_first_where_the_cluster_runs_slurmdbd() -> None:
     sacct = f"4|local-cpu|NODE_FAIL|0:0|podA,podB\n{SACCT_READ}\n"
     running = "JobId=4 JobName=local-cpu JobState=RUNNING Reason=None NodeList=podA,podB\n"
     obs = observe("local-cpu", config, OUTPUTS, 1.0, _sources([], sacct + running + SLURM_READ))
-    assert {e.reason for e in obs.exits} == {"Slurm job 4 NODE_FAIL"} and obs.slurm_queue == "empty"
+    assert obs.slurm_state == "NODE_FAIL" and obs.exits == () and obs.slurm_queue == "empty"
     assert not any(p.startswith("slurm:") for p in obs.problems)
     fallback = observe("local-cpu", config, OUTPUTS, 1.0, _sources([], running + SLURM_READ))
-    assert fallback.exits == () and fallback.slurm_queue == "running"
+    assert fallback.exits == () and fallback.slurm_queue == "running" and fallback.slurm_state == "RUNNING"
     assert "slurm: sacct did not answer (no slurmdbd?): jobs read with scontrol" in fallback.problems

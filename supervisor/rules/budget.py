@@ -25,10 +25,10 @@ def spend(obs: Observation, history: Sequence[RoundRecord]) -> tuple[float | Non
     starts = [compute_since(obs, history)]
     if obs.created_at is not None:
         starts.append(obs.created_at)
-    billed: list[Observation | None] = [p for p in earlier(obs, history) if p.spent_usd is not None][:2]
-    last = billed[0] if billed else None
+    billed = [p for p in earlier(obs, history) if p.spent_usd is not None][:2]
+    last: Observation | None = billed[0] if billed else None
     if last is not None:  # one implausible reading alone is no evidence: the one before it bounds the spend
-        if len(billed) == 2 and billed[1] is not None and _implausible(last, billed[1]):
+        if len(billed) == 2 and _implausible(last, billed[1]):
             last = billed[1]
         elif len(billed) == 1 and (last.spent_usd or 0.0) > (last.at - min(starts)) * rate * 1.5 + 1.0:
             last = None  # and the compute's age at its price does not bear it out either
@@ -95,9 +95,9 @@ def _jump(obs: Observation, history: Sequence[RoundRecord], interval_min: float)
     if obs.spent_usd is None:
         return None
     before = next((o for o in earlier(obs, history) if o.spent_usd is not None), None)
-    if before is not None and not _implausible(obs, before, interval_min):
-        return None
-    rise = obs.spent_usd - (before.spent_usd or 0.0 if before is not None else 0.0)
+    if before is None or before.spent_usd is None or not _implausible(obs, before, interval_min):
+        return None  # the first reading has nothing to compare with: the cap comes first
+    rise = obs.spent_usd - before.spent_usd
     aged = (obs.at - min(compute_since(obs, history), obs.created_at or obs.at)) * obs.usd_per_hour / 3600
     if aged + obs.usd_per_hour * interval_min / 60 >= obs.spent_usd:
         return None  # the compute's age at its price bears the bill out: the nodes agree

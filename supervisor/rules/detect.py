@@ -118,7 +118,7 @@ def _node_fault(obs: Observation, history: Sequence[RoundRecord], policy: Policy
     if halted:
         parts = [
             f"node {n.rank} ({n.pod_id}) is "
-            + ("gone from RunPod's listing" if n.status == ABSENT else n.status)
+            + ("gone from RunPod's listing" if n.status == ABSENT else str(n.status))
             for n in halted
         ]
         return Fault("node_lost", "; ".join(parts), tuple(halted), confirmed=_confirmed(obs, history, halted))

@@ -16,7 +16,7 @@ from stackconfig.supervisor import RecoveryConfig, SupervisorConfig
 class Policy:
     """The parsed config, the run's cost cap (USD, 0: none) and the burn-in added to the boot.
 
-    `Policy(idle_for_min=10, cap_usd=100)`: any field of SupervisorConfig may be given by name (tests and
+    `Policy(warn_at=0.5, cap_usd=100)`: any field of SupervisorConfig may be given by name (tests and
     `dataclasses.replace`); it is validated by the config's own model, so a policy is always one a stack
     could have."""
 
@@ -53,7 +53,7 @@ class Policy:
         return cls(config, cap_usd, recovery, burn_in_min)
 
     def __getattr__(self, name: str) -> Any:
-        """A field of the supervisor section by its own name (`policy.idle_for_min`): read, not copied."""
+        """A field of the supervisor section by its own name (`policy.warn_at`): read, not copied."""
         if name != "supervisor" and name in SupervisorConfig.model_fields:
             return getattr(self.supervisor, name)
         raise AttributeError(name)

@@ -30,8 +30,6 @@ def spend(obs: Observation, history: Sequence[RoundRecord]) -> tuple[float | Non
     if last is not None:  # one implausible reading alone is no evidence: the one before it bounds the spend
         if len(billed) == 2 and _implausible(last, billed[1]):
             last = billed[1]
-        elif len(billed) == 1 and (last.spent_usd or 0.0) > (last.at - min(starts)) * rate * 1.5 + 1.0:
-            last = None  # and the compute's age at its price does not bear it out either
     if last is not None and last.spent_usd is not None:
         bounds.append(last.spent_usd + (obs.at - last.at) * rate)
     if obs.nodes > 0:

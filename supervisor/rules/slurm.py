@@ -36,10 +36,11 @@ def job_outcome(obs: Observation) -> str | None:
 
 def restart_blocked(obs: Observation) -> str | None:
     """Why recovery must not restart (re-deliver, so resubmit) this Slurm stack's job, or None: it is not
-    running by Slurm's word (waiting, lost and being requeued, cancelled by a person, or ended for good).
+    running by Slurm's word (waiting, lost and being requeued, cancelled by a person, completed, or ended
+    for good): no stall, no failed job to restart.
     Node faults RunPod reports are still recovery's (a lost node means a new cluster)."""
     word = job_outcome(obs)
-    if word is None or word in ("running", "finished"):
+    if word is None or word == "running":
         return None
     if word == "failed" and state_word(obs.slurm_state or "") not in FINAL:
         return None  # FAILED: the job's own failure, retried within max_recoveries like any other

@@ -58,7 +58,7 @@ def slurm_obs(r: int, state: str, step: float, other: str | None = None, failed:
         if failed and word in ("failed", "stopped", "lost")
         else ()
     )
-    running = word == "running"
+    running = word == "running" or other == "RUNNING"  # a job runs: the GPUs are busy
     nodes = tuple(
         NodeFacts(i, p, True, step, 1.0, status="RUNNING", data_center="X") for i, p in enumerate(PODS)
     )
@@ -204,7 +204,11 @@ class SlurmRun:
 @st.composite
 def slurm_runs(draw: st.DrawFn) -> SlurmRun:
     segments = draw(st.lists(st.tuples(st.sampled_from(STATES), st.integers(1, 6)), min_size=1, max_size=6))
-    states = ["RUNNING"] + [s for s, n in segments for _ in range(n)]
+    states = ["RUNNING"]
+    for state, n in segments:  # an ended job's id stays ended (a requeue keeps NODE_FAIL's, PREEMPTED's)
+        if outcome(states[-1]) in ("finished", "failed", "stopped"):
+            state = states[-1]
+        states += [state] * n
     others = draw(
         st.lists(
             st.sampled_from([None, None, "PENDING", "RUNNING"]), min_size=len(states), max_size=len(states)

@@ -37,7 +37,13 @@ def failed_to_start(obs: Observation, history: Sequence[RoundRecord], policy: Po
         return None
     text = f"failed to start: {tail(failed)}"
     if jobs_left(obs, ended_pods(obs)):  # a pool whose other trials still run: this trial's pod alone goes
-        return end_trials(obs, "failed_to_start", [e.pod_id for e in failed], text, history)
+        pods = [e.pod_id for e in failed]
+        late = [p for p in _late(obs, history, policy) if p not in pods]  # past their boot in this round too
+        if late and jobs_left(obs, ended_pods(obs) | set(late)):
+            timeout = policy.boot_timeout_min
+            text += f"; trial(s) on {', '.join(late)} never started (boot_timeout_min {timeout:g})"
+            pods += late
+        return end_trials(obs, "failed_to_start", pods, text, history)
     return Decision(
         "failed_to_start", text.splitlines()[0] + ": releasing compute", ("release",), text, state="failed"
     )
@@ -69,6 +75,14 @@ def _not_started(obs: Observation, history: Sequence[RoundRecord]) -> tuple[list
     ended = ended_pods(obs)
     pods = [p for p in obs.pods if p not in stepped and p not in ended and by_pod.get(p) not in wrote]
     return pods, obs.at - since
+
+
+def _late(obs: Observation, history: Sequence[RoundRecord], policy: Policy) -> list[str]:
+    """A pool's pods whose own trial never stepped boot_timeout_min after it came up."""
+    pods, _ = _not_started(obs, history)
+    if obs.topology != "pods":
+        return []
+    return [p for p in pods if obs.at - compute_since(obs, history, p) >= policy.boot_timeout_min * 60]
 
 
 def never_started(obs: Observation, history: Sequence[RoundRecord], policy: Policy) -> Decision | None:

@@ -27,9 +27,9 @@ def spend(obs: Observation, history: Sequence[RoundRecord]) -> tuple[float | Non
         starts.append(obs.created_at)
     billed = [p for p in earlier(obs, history) if p.spent_usd is not None][:2]
     last: Observation | None = billed[0] if billed else None
-    if last is not None:  # one implausible reading alone is no evidence: the one before it bounds the spend
-        if len(billed) == 2 and _implausible(last, billed[1]):
-            last = billed[1]
+    # One implausible reading alone is no evidence: the one before it bounds the spend.
+    if last is not None and len(billed) == 2 and _implausible(last, billed[1]):
+        last = billed[1]
     if last is not None and last.spent_usd is not None:
         bounds.append(last.spent_usd + (obs.at - last.at) * rate)
     if obs.nodes > 0:

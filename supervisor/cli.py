@@ -38,8 +38,8 @@ from supervisor.localstore import LOCAL_BUCKET, DirObjects
 from supervisor.model import Decision, Observation, Plan, RoundRecord
 from supervisor.observe import Sources, StackUnreadable, observe, read_config, read_stack, stack_config
 from supervisor.report import ledger_note
-from train.monitor.webhook_url import webhook_url_problem
 from supervisor.store import make_s3
+from train.monitor.webhook_url import webhook_url_problem
 
 EXIT_FAILED = 1
 EXIT_UNREADABLE = 2

@@ -103,9 +103,7 @@ def supervisor_line(
     if config.bucket is None:
         return None
     if s3 is None:
-        from supervisor.cli import make_s3
-
-        s3 = make_s3(config)
+        s3 = store.make_s3(config)
     beat = store.read_heartbeat(s3, config.bucket.name, stack, now())
     if beat is None:
         return (f"supervisor: no heartbeat yet (is anything running scripts/supervise {stack}?)", False)
@@ -138,9 +136,7 @@ def released_summary(
     if config.bucket is None:
         return None
     if s3 is None:
-        from supervisor.cli import make_s3
-
-        s3 = make_s3(config)
+        s3 = store.make_s3(config)
     rounds = store.read_audit(s3, config.bucket.name, stack)
     released = [r for r in rounds if "release" in r.done]
     if not released:

@@ -181,11 +181,6 @@ def read_heartbeat(s3: Any, bucket: str, stack: str, now: float) -> tuple[dict[s
     return (data if isinstance(data, dict) else {}), max(0.0, bucket_now(answer, now) - written)
 
 
-def notices_prefix(stack: str, run_ids: tuple[str, ...]) -> str:
-    """Where one run's one-time messages are kept (a warning once per run per threshold, however
-    long the run, not once per audit window)."""
-
-
 # One-time messages about the run as a whole (the budget warning, a missing SSH key): kept per run (the
 # set of its run ids). Every other key names what it is about (a trial's run, a run state, an outage's
 # first round) and is kept per stack, so it goes once whatever other trials or clusters come and go.

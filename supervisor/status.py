@@ -73,9 +73,7 @@ def status_of(
         return replace_status(base, silent=bool(nodes), why="no bucket: its supervisor keeps no heartbeat")
     try:
         if s3_of is None:
-            from supervisor.cli import make_s3
-
-            s3_of = make_s3
+            s3_of = store.make_s3
         beat = store.read_heartbeat(s3_of(config), config.bucket.name, stack, now())
     except Exception as exc:
         return replace_status(base, why=f"heartbeat not read ({type(exc).__name__})")

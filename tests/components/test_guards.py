@@ -159,8 +159,8 @@ def _no_model(raw: dict[str, Any]) -> dict[str, Any]:
     return raw
 
 
-# (case, raw config, key refused or None, words in the message). Forecast run costs: dev $4.74
-# (0.15 h x $31.93/h), prod $4,174.22 (16.3 h x $255.63/h), dev without a model $63.86 (2 h x $31.93/h).
+# (case, raw config, key refused or None, words in the message). Forecast run costs: dev $4.34
+# (0.14 h x $31.93/h), prod $3,859.29 (15.1 h x $255.63/h), dev without a model $63.86 (2 h x $31.93/h).
 RUN_CAP_CASES: list[tuple[str, dict[str, Any], str | None, str]] = [
     ("dev at its shipped cap ($100)", _stack("dev"), None, ""),
     (
@@ -174,12 +174,12 @@ RUN_CAP_CASES: list[tuple[str, dict[str, Any], str | None, str]] = [
         "",
     ),
     ("dev under its cap", _stack("dev", run={"max_cost_usd": 6}), None, ""),
-    ("dev at its cap to the cent", _stack("dev", run={"max_cost_usd": 4.74}), None, ""),
+    ("dev at its cap to the cent", _stack("dev", run={"max_cost_usd": 4.34}), None, ""),
     (
         "dev a cent over",
-        _stack("dev", run={"max_cost_usd": 4.73}),
+        _stack("dev", run={"max_cost_usd": 4.33}),
         "trainstack:run.max_cost_usd",
-        "about $4.74 (forecast: 0.1 h of training), $0.01 over this cap of $4.73",
+        "about $4.34 (forecast: 0.1 h of training), $0.01 over this cap of $4.33",
     ),
     (
         "dev at 100 x the tokens",
@@ -201,7 +201,7 @@ RUN_CAP_CASES: list[tuple[str, dict[str, Any], str | None, str]] = [
         "prod over a $1,000 cap",
         _stack("prod", run={"max_cost_usd": 1000}),
         "trainstack:run.max_cost_usd",
-        "about $4,174.22 (forecast: 16.3 h of training), $3,174.22 over this cap of $1,000.00",
+        "about $3,859.29 (forecast: 15.1 h of training), $2,859.29 over this cap of $1,000.00",
     ),
     (
         "no model: $/h x max_run_hours over the cap",

@@ -159,7 +159,7 @@ def test_up_with_skip_preview_creates_nothing_for_a_forecast_that_cannot_hold(
 
 # Issue #34, class 2, the money checks: the run's one cost cap and the declared account spend limit hold under
 # `pulumi up --skip-preview` too. prod (an 8-node Instant Cluster, its 2 TB volume, the checkpoint bucket and
-# 4 secrets; $255.63/h, forecast run $4,174.22) against a local RunPod whose account may spend the stack's
+# 4 secrets; $255.63/h, forecast run $3,859.29) against a local RunPod whose account may spend the stack's
 # shipped $300/h: were the program not to refuse, all of it would be created before any policy ran.
 PROD_BUCKET = "trainstack-prod-checkpoints"
 OVER_THE_MONEY = [
@@ -167,7 +167,7 @@ OVER_THE_MONEY = [
         "forecast run over trainstack:run.max_cost_usd",
         "trainstack:run",
         {"phase": "active", "max_cost_usd": 1000},
-        ["trainstack:run.max_cost_usd", "about $4,174.22", "over this cap of $1,000.00"],
+        ["trainstack:run.max_cost_usd", "about $3,859.29", "over this cap of $1,000.00"],
     ),
     (
         "hourly price over the declared spend limit",

@@ -141,7 +141,7 @@ def test_up_against_the_real_runpod_shows_the_cost_and_asks_or_wants_yes(tmp_pat
     )  # fmt: skip
     assert proc.returncode == 2, proc.stderr
     assert (
-        "scripts/up: 'prod' costs $255.63/h; one run $4,174.22 (forecast: 16.3 h of training)" in proc.stderr
+        "scripts/up: 'prod' costs $255.63/h; one run $3,859.29 (forecast: 15.1 h of training)" in proc.stderr
     )
     assert "pass --yes to apply without asking" in proc.stderr
     assert not any(state.rglob("*.json")), "a stack was created"

@@ -218,7 +218,10 @@ class Workspace:
 
 @pytest.fixture(scope="module")
 def runpod(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRunPod]:
-    server = start_local_runpod(tmp_path_factory.mktemp("policy-runpod"), *FAST_ARGS)
+    # GraphQL on: the spot policies judge spot pods, which only GraphQL rents (podRentInterruptable); once it
+    # answers 410 a spot pod is refused by check() before any policy runs (tests/providers/runpod/
+    # test_graphql_retired.py), and the policies still guard every stack made while GraphQL answers.
+    server = start_local_runpod(tmp_path_factory.mktemp("policy-runpod"), *FAST_ARGS, "--graphql", "on")
     yield server
     server.stop()
 

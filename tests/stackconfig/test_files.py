@@ -60,9 +60,9 @@ def test_secret_values_are_not_parsed(tmp_path: Path) -> None:
 
 def test_the_entry_points_refuse_a_missing_stack_with_the_same_words(tmp_path: Path) -> None:
     expected = str(files.UnknownStackError("staging", files.STACKS_DIR))
-    with pytest.raises(SystemExit) as exit_:
+    with pytest.raises(files.UnknownStackError) as unknown:
         workspace.prepare("staging", tmp_path)
-    assert str(exit_.value) == expected
+    assert str(unknown.value) == expected
     with pytest.raises(files.UnknownStackError) as err:
         local_account.stack_cost("staging")
     assert str(err.value) == expected

@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from stackconfig.numbers import Number
 from train.monitor.rules import BY_CONFIG_KEY, THRESHOLDS, AlertRules
+from train.monitor.ruletable import prometheus_group
 
 _DAY_MIN = 1440  # the longest window or grace any alert takes, in minutes
 WEBHOOK_SECRET = "ALERT_WEBHOOK_URL"  # noqa: S105 (a name, not a value) listed in training.secrets; the aggregator reads it from its env
@@ -106,110 +107,13 @@ def alert_rules(
     return AlertRules(**values)
 
 
-def _dur(seconds: float) -> str:
-    return f"{max(0, round(seconds))}s"
-
-
 def prometheus_rules(rules: AlertRules, stack: str) -> str:
-    """`alerts.rules.yml` for teams with their own Prometheus, over the agents' metrics (same thresholds).
+    """`alerts.rules.yml` for teams with their own Prometheus, over the agents' metrics.
 
-    Format: Prometheus alerting rules (prometheus.io/docs/prometheus/latest/configuration/alerting_rules/);
-    `promtool check rules` accepts it (tests/stackconfig/test_alerts.py)."""
-    sel = f'stack="{stack}"'
-    idle_bytes = rules.memory_idle_ratio * rules.gpu_memory_bytes
-    nvme_s = rules.nvme_p99_max_us / 1e6
-    window = _dur(rules.interval_s * 2)  # two scrapes: increase() needs at least two samples
-    floor_bytes = rules.min_busbw_gb_per_s * 1e9
-    keep = _dur(rules.keep_firing_for_s)  # Prometheus >= 2.42
-    items: list[tuple[str, str, float, str, str]] = [
-        (
-            "GpuUtilisationLow",
-            f"trainstack_gpu_utilization_ratio{{{sel}}} < {rules.util_low_ratio:g}",
-            rules.util_low_for_s,
-            "warning",
-            "input pipeline or CPU bottleneck",
-        ),
-        (
-            "GpuUtilisationHigh",
-            f"trainstack_gpu_utilization_ratio{{{sel}}} > {rules.util_high_ratio:g}",
-            rules.util_high_for_s,
-            "warning",
-            "memory pressure",
-        ),
-        (
-            "GpuIdle",
-            f"trainstack_gpu_memory_used_bytes{{{sel}}} < {idle_bytes:.0f}",
-            rules.memory_idle_for_s,
-            "warning",
-            "idle GPU",
-        ),
-        (
-            "GpuTemperatureHigh",
-            f"trainstack_gpu_temperature_celsius{{{sel}}} > {rules.temperature_max_c:g}",
-            0,
-            "warning",
-            "GPU too hot",
-        ),
-        (
-            "GpuXid",
-            f"increase(trainstack_gpu_xid_errors_total{{{sel}}}[{window}]) > 0",
-            0,
-            "critical",
-            "new XID error: replace the pod",
-        ),
-        (
-            "GpuEccUncorrected",
-            f"increase(trainstack_gpu_ecc_uncorrected_errors_total{{{sel}}}[{window}]) > 0",
-            0,
-            "critical",
-            "new uncorrected ECC error: replace the pod",
-        ),
-        (
-            "NvmeLatencyHigh",
-            f'trainstack_storage_write_latency_seconds{{{sel},quantile="0.99"}} > {nvme_s:g}',
-            0,
-            "warning",
-            "checkpoint volume slow: pause writes",
-        ),
-        (
-            "TrainingStalled",
-            f"changes(trainstack_train_step{{{sel}}}[{_dur(rules.stalled_after_s)}]) == 0",
-            0,
-            "critical",
-            "no new training step",
-        ),
-        (
-            "NodeUnreachable",
-            f'up{{{sel},job="trainstack-agent"}} == 0',
-            rules.interval_s * max(0, rules.unreachable_after - 1),
-            "critical",
-            "metrics agent unreachable",
-        ),
-    ]
-    if rules.min_busbw_gb_per_s > 0:
-        items.append(
-            (
-                "AllReduceBusBandwidthLow",
-                f"trainstack_allreduce_busbw_bytes_per_second{{{sel}}} < {floor_bytes:.0f}",
-                0,
-                "warning",
-                "fabric slower than the stack's floor",
-            )
-        )
-    group = {
-        "name": f"trainstack-{stack}",
-        "interval": _dur(rules.interval_s),
-        "rules": [
-            {
-                "alert": name,
-                "expr": expr,
-                **({"for": _dur(for_s)} if for_s > 0 else {}),
-                **({"keep_firing_for": keep} if rules.keep_firing_for_s > 0 else {}),
-                "labels": {"severity": severity, "stack": stack},
-                "annotations": {"summary": summary + " on {{ $labels.node }} GPU {{ $labels.gpu }}"},
-            }
-            for name, expr, for_s, severity, summary in items
-        ],
-    }
+    Each rule comes from the one table the node aggregator evaluates (train/monitor/ruletable.py), with the
+    same thresholds. Format: Prometheus alerting rules
+    (prometheus.io/docs/prometheus/latest/configuration/alerting_rules/); `promtool check rules` accepts it
+    and `promtool test rules` fires the aggregator's alerts on the aggregator's series
+    (tests/stackconfig/test_alerts.py, tests/train/monitor/test_rule_parity.py)."""
     header = f"# Rendered from trainstack:alerts of stack {stack}; do not edit (docs/MONITORING.md).\n"
-    return header + yaml.safe_dump({"groups": [group]}, sort_keys=False, width=200)
+    return header + yaml.safe_dump({"groups": [prometheus_group(rules, stack)]}, sort_keys=False, width=200)

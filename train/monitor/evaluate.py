@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from train.monitor.rules import AlertRules
+from train.monitor.ruletable import BY_NAME, RULES_TABLE, RuleDef, for_seconds
 from train.monitor.scrape import NodeSample
 
 Severity = Literal["warning", "critical"]
@@ -117,127 +118,58 @@ class Evaluator:
         self.firing = active
         return transitions
 
+    def _alert(self, d: RuleDef, node: str, gpu: str | None, **words: Any) -> Alert:
+        """An alert in the table's words for this rule (`where` names the node and the GPU)."""
+        where = f"{node} GPU {gpu}" if gpu is not None else node
+        summary = d.message.format(r=self.rules, **{"where": where, **words})
+        return Alert(d.name, d.severity, node, gpu, summary, d.advice)
+
     def _unreachable(self, sample: NodeSample) -> Iterator[_Candidate]:
+        d = BY_NAME["node_unreachable"]
         count = self.failures[sample.node]
         if count >= self.rules.unreachable_after:
-            yield _Candidate(
-                Alert(
-                    "node_unreachable",
-                    "critical",
-                    sample.node,
-                    None,
-                    f"{sample.node}: metrics agent unreachable for {count} rounds ({sample.error})",
-                    "check the pod in RunPod's console or `scripts/watch`; replace it if it is gone",
-                ),
-                0.0,
-            )
+            yield _Candidate(self._alert(d, sample.node, None, value=count, limit=sample.error), 0.0)
 
     def _node_candidates(self, s: NodeSample, now: float) -> Iterator[_Candidate]:
-        r = self.rules
-        yield from self._gpu_candidates(s)
-        if s.nvme_write_p99_s is not None and s.nvme_write_p99_s * 1e6 > r.nvme_p99_max_us:
-            yield _Candidate(
-                Alert(
-                    "nvme_latency_high",
-                    "warning",
-                    s.node,
-                    None,
-                    f"{s.node}: checkpoint volume p99 write latency {s.nvme_write_p99_s * 1e6:.0f} us "
-                    f"(limit {r.nvme_p99_max_us:.0f} us)",
-                    "pause checkpoint writes or data loading on this volume until latency recovers",
-                ),
-                0.0,
-            )
-        busbw = s.busbw_bytes_per_s
-        if r.min_busbw_gb_per_s > 0 and busbw is not None and busbw / 1e9 < r.min_busbw_gb_per_s:
-            yield _Candidate(
-                Alert(
-                    "busbw_low",
-                    "warning",
-                    s.node,
-                    None,
-                    f"{s.node}: all-reduce bus bandwidth {busbw / 1e9:.1f} GB/s "
-                    f"(floor {r.min_busbw_gb_per_s:g} GB/s)",
-                    "check the fabric (NCCL_SOCKET_IFNAME, NVLink state); replace a node that stays slow",
-                ),
-                0.0,
-            )
-        yield from self._stall_candidates(s, now)
+        for d in RULES_TABLE:
+            if d.kind == "gauge":
+                yield from self._gauge(d, s)
+            elif d.kind == "increase":
+                yield from self._increase(d, s)
+            elif d.kind == "stalled":
+                yield from self._stall(d, s, now)
 
-    def _gpu_candidates(self, s: NodeSample) -> Iterator[_Candidate]:
+    def _gauge(self, d: RuleDef, s: NodeSample) -> Iterator[_Candidate]:
+        """The series' value (x the rule's scale, or over its denominator) against the rule's threshold."""
         r = self.rules
-        for gpu, util in s.gpu_util.items():
-            where = f"{s.node} GPU {gpu}"
-            if util < r.util_low_ratio:
-                yield _Candidate(
-                    Alert(
-                        "gpu_util_low",
-                        "warning",
-                        s.node,
-                        gpu,
-                        f"{where}: utilisation {util:.0%} "
-                        f"(healthy {r.util_low_ratio:.0%}-{r.util_high_ratio:.0%})",
-                        "input pipeline or CPU bottleneck: more data-loader workers, faster storage",
-                    ),
-                    r.util_low_for_s,
-                )
-            elif util > r.util_high_ratio:
-                yield _Candidate(
-                    Alert(
-                        "gpu_util_high",
-                        "warning",
-                        s.node,
-                        gpu,
-                        f"{where}: utilisation {util:.0%} for {r.util_high_for_s / 60:.0f} min",
-                        "memory pressure, no headroom: smaller micro-batch or activation checkpointing",
-                    ),
-                    r.util_high_for_s,
-                )
-        for gpu, used in s.gpu_mem_used.items():
-            total = s.gpu_mem_total.get(gpu) or r.gpu_memory_bytes
-            if total > 0 and used / total < r.memory_idle_ratio:
-                yield _Candidate(
-                    Alert(
-                        "gpu_idle",
-                        "warning",
-                        s.node,
-                        gpu,
-                        f"{s.node} GPU {gpu}: memory use {used / total:.0%} for "
-                        f"{r.memory_idle_for_s / 60:.0f} min: the GPU is idle",
-                        "check that every rank started; an idle GPU still bills",
-                    ),
-                    r.memory_idle_for_s,
-                )
-        for gpu, temp in s.gpu_temp.items():
-            if temp > r.temperature_max_c:
-                yield _Candidate(
-                    Alert(
-                        "gpu_temperature_high",
-                        "warning",
-                        s.node,
-                        gpu,
-                        f"{s.node} GPU {gpu}: {temp:.0f} C (limit {r.temperature_max_c:.0f} C)",
-                        "expect thermal throttling; ask RunPod support if it persists",
-                    ),
-                    0.0,
-                )
-        for label, series in (("XID", s.gpu_xid), ("uncorrected ECC", s.gpu_ecc_uncorrected)):
-            for gpu, count in series.items():
-                base = self.baselines.setdefault((label, s.node, gpu), count)
-                if count > base:
-                    yield _Candidate(
-                        Alert(
-                            "gpu_xid" if label == "XID" else "gpu_ecc_uncorrected",
-                            "critical",
-                            s.node,
-                            gpu,
-                            f"{s.node} GPU {gpu}: {count - base:.0f} new {label} error(s)",
-                            "the GPU is faulty: checkpoint, then replace the pod (or the cluster)",
-                        ),
-                        0.0,
-                    )
+        limit = float(getattr(r, d.threshold or ""))
+        if d.off_at_zero and limit <= 0:
+            return
+        raw: Any = getattr(s, d.sample)
+        values: dict[str | None, float] = dict(raw) if d.per_gpu else ({} if raw is None else {None: raw})
+        for_s = for_seconds(d, r)
+        for gpu, v in values.items():
+            if d.denominator is not None:
+                _, attr, fallback = d.denominator
+                total = getattr(s, attr).get(gpu) or getattr(r, fallback)
+                if total <= 0:
+                    continue
+                value = v / total
+            else:
+                value = v * d.scale
+            if value < limit if d.op == "<" else value > limit:
+                words = {"value": value, "limit": limit, "for_min": for_s / 60}
+                yield _Candidate(self._alert(d, s.node, gpu, **words), for_s)
 
-    def _stall_candidates(self, s: NodeSample, now: float) -> Iterator[_Candidate]:
+    def _increase(self, d: RuleDef, s: NodeSample) -> Iterator[_Candidate]:
+        """A counter above its first reading (an XID or ECC error already there at start is not new)."""
+        series: dict[str, float] = getattr(s, d.sample)
+        for gpu, count in series.items():
+            base = self.baselines.setdefault((d.name, s.node, gpu), count)
+            if count > base:
+                yield _Candidate(self._alert(d, s.node, gpu, value=count - base), 0.0)
+
+    def _stall(self, d: RuleDef, s: NodeSample, now: float) -> Iterator[_Candidate]:
         r = self.rules
         p = self.progress.setdefault(s.node, _Progress(changed_at=now))
         if s.step is not None and s.step != p.step:
@@ -246,31 +178,14 @@ class Evaluator:
         since = p.changed_at if p.step is not None else min(p.changed_at, self.started_at)
         if now - since >= limit:
             what = f"no new step since step {p.step:.0f}" if p.step is not None else "no training step yet"
-            yield _Candidate(
-                Alert(
-                    "training_stalled",
-                    "critical",
-                    s.node,
-                    None,
-                    f"{s.node}: {what} for {_duration(now - since)}",
-                    "look at the node's training log; a hung collective usually means a dead rank",
-                ),
-                0.0,
-            )
+            yield _Candidate(self._alert(d, s.node, None, value=what, for_min=_duration(now - since)), 0.0)
 
     def _money_candidates(self, m: Money) -> Iterator[_Candidate]:
         if m.budget_usd > 0 and m.projected_usd > m.budget_usd:
+            d = BY_NAME["cost_over_budget"]
+            spent = f"(spent ${m.spent_usd:,.0f}, burning ${m.burn_usd_per_h:,.2f}/h)"
             yield _Candidate(
-                Alert(
-                    "cost_over_budget",
-                    "critical",
-                    "",
-                    None,
-                    f"run projected at ${m.projected_usd:,.0f} against a budget of ${m.budget_usd:,.0f} "
-                    f"(spent ${m.spent_usd:,.0f}, burning ${m.burn_usd_per_h:,.2f}/h)",
-                    "stop or shrink the run, or raise trainstack:run.max_cost_usd in a reviewed change",
-                ),
-                0.0,
+                self._alert(d, "", None, value=m.projected_usd, limit=m.budget_usd, where=spent), 0.0
             )
 
 

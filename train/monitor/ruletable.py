@@ -1,4 +1,4 @@
-"""The one definition of each alert rule: the node aggregator evaluates it, the Prometheus rules are made from it.
+"""The one definition of each alert rule: the aggregator evaluates it, the Prometheus rules come from it.
 
 `RULES_TABLE` names, per rule, the agent's series (train/node/agent.py, the names `scrape.parse` reads), how
 the series compares with which `AlertRules` threshold, the threshold's `for` duration, the severity and the

@@ -15,6 +15,7 @@ from typing import Any
 
 from common import pulumi
 from common.outputs import NodeOutput
+from common.stack import Stack
 from components.render import stack_run_ids
 from components.slurm import slurm_job_name
 from stackconfig.config import StackConfig
@@ -292,7 +293,7 @@ def read_config(workspace: Path, stack: str) -> dict[str, Any]:
     ledger, the report, the audit log, the loop's interval), or StackUnreadable naming what could not be
     read."""
     try:
-        return pulumi.config_entries(stack, workspace, timeout=60)
+        return Stack(stack, workspace, timeout=60).config_entries()
     except pulumi.PulumiError as exc:
         raise StackUnreadable(f"cannot read the config of stack '{stack}' in {workspace}: {exc}") from None
     except OSError as exc:  # no pulumi on PATH, or no such workspace

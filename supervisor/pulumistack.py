@@ -7,7 +7,6 @@ config the supervisor writes. supervisor/act.py (releases, a pool's trials) and 
 from __future__ import annotations
 
 import json
-import re
 import socket
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from common import contract, pulumi
+from common.stack import Stack, lock_owner
 
 REPO = Path(__file__).resolve().parents[1]
 PHASE_KEY = "trainstack:run.phase"
@@ -37,35 +37,31 @@ class RecoveryError(RuntimeError):
 
 @dataclass(frozen=True)
 class PulumiStack:
-    """One stack on its own workspace and backend (the one `scripts/up` uses), each verb a `pulumi` command
-    through the project's one runner (common/pulumi.py), in this process's environment (the supervisor's
-    command line sets Pulumi's). Every failure is a PulumiError naming the command and Pulumi's last line."""
+    """One stack on its own workspace and backend (the one `scripts/up` uses), each verb through the stack's
+    one client (common/stack.py), in this process's environment (the supervisor's command line sets
+    Pulumi's). Every failure is a PulumiError naming the command and Pulumi's last line."""
 
     name: str
     workspace: Path
 
+    @property
+    def client(self) -> Stack:
+        return Stack(self.name, self.workspace)
+
     def set_config(self, key: str, value: str) -> None:
         """`pulumi config set --path KEY VALUE` (plain text; a path's `[i]` makes a list, `2` an integer)."""
-        pulumi.run(
-            ["config", "set", "--path", key, "--plaintext", "--", value],
-            stack=self.name,
-            cwd=self.workspace,
-            check=True,
-        )
+        self.client.set_config(key, value, path=True, plaintext=True)
 
     def config(self) -> dict[str, Any]:
         """The stack's config, secrets dropped (common/pulumi.py's one reader)."""
-        return pulumi.config(self.name, self.workspace)
+        return self.client.config()
 
     def resources(self) -> list[Mapping[str, Any]]:
         """The resources of `pulumi stack export`'s deployment."""
-        state = pulumi.run_json(["stack", "export"], stack=self.name, cwd=self.workspace)
-        deployment = state.get("deployment") if isinstance(state, dict) else None
-        found = deployment.get("resources") if isinstance(deployment, dict) else None
-        return list(found or [])
+        return list(self.client.export().resources)
 
     def cancel(self) -> None:
-        pulumi.run(["cancel", "--yes"], stack=self.name, cwd=self.workspace, check=True)
+        self.client.cancel(check=True)
 
     def up(
         self,
@@ -89,13 +85,13 @@ class PulumiStack:
             if on_event is not None:
                 on_event(raw)
 
-        args = ["up", "--yes", "--skip-preview", "--color", "never", *(["--refresh"] if refresh else [])]
-        args += [flag for urn in replace for flag in ("--replace", urn)]
-        args += [flag for path in policy_packs for flag in ("--policy-pack", path)]
-        args += [flag for path in policy_pack_configs for flag in ("--policy-pack-config", path)]
-        done = pulumi.run(args, stack=self.name, cwd=self.workspace, on_output=on_output, on_event=event)
-        if done.returncode != 0:
-            raise pulumi.PulumiError(f"`pulumi up` failed ({done.returncode})", output=done.stdout)
+        flags = ["--yes", "--skip-preview", "--color", "never", *(["--refresh"] if refresh else [])]
+        flags += [flag for urn in replace for flag in ("--replace", urn)]
+        flags += [flag for path in policy_packs for flag in ("--policy-pack", path)]
+        flags += [flag for path in policy_pack_configs for flag in ("--policy-pack-config", path)]
+        done = self.client.up(*flags, on_output=on_output, on_event=event)
+        if not done.ok:
+            raise pulumi.PulumiError(f"`pulumi up` failed ({done.code})", output=done.output)
         return changes
 
 
@@ -184,23 +180,18 @@ def failing_as(fail: type[RuntimeError], prefix: str) -> Iterator[None]:
         raise fail(f"{prefix}: {exc}") from None
 
 
-_LOCK_RE = re.compile(
-    r"currently locked.*?created by (?P<user>[^@\s]+)@(?P<host>\S+) \(pid (?P<pid>\d+)\)", re.S
-)
-
-
 def stale_lock_holder(message: str, host: str | None = None) -> str | None:
     """`user@host (pid N)` when Pulumi's error says the stack is locked by a process of this machine that
     no longer runs (its pid gone, or reused by something other than pulumi); None otherwise: a lock held
     elsewhere, or by a live `pulumi`, is never cleared here (scripts/recover does it by hand)."""
-    m = _LOCK_RE.search(message)
-    if m is None or m.group("host") != (host or socket.gethostname()):
+    owner = lock_owner(message)  # common/stack.py reads Pulumi's refusal, the one place
+    if owner is None or owner.host != (host or socket.gethostname()):
         return None
-    pid = int(m.group("pid"))
+    pid = owner.pid
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         cmdline = b""
     if b"pulumi" in cmdline:
         return None
-    return f"{m.group('user')}@{m.group('host')} (pid {pid})"
+    return str(owner)

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from stackconfig import files
 from supervisor import store
 from supervisor.observe import read_stack, stack_config
 from supervisor.report import SILENT_ROUNDS
@@ -46,7 +47,7 @@ class StackStatus:
 
 
 def stack_names(repo: Path = REPO) -> list[str]:
-    return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in (repo / "stacks").glob("Pulumi.*.yaml"))
+    return files.stack_names(repo / "stacks")  # the one reader of stacks/ (stackconfig/files.py)
 
 
 def status_of(

@@ -121,5 +121,24 @@ def main(
     return EXIT_UNGUARDED if any(r.silent for r in rows) else 0
 
 
+def command(argv: Sequence[str]) -> int:
+    """`trainstack status`: every stack, each found in its workspace as watch finds one (never started)."""
+    import contextlib
+    import io
+
+    from ops import cli
+
+    if cli.wants_help(argv):
+        return main(["--help"])
+
+    def workspace_of(stack: str) -> Path | str:
+        said = io.StringIO()  # its "not up here" line goes into the stack's row, not above the listing
+        with contextlib.redirect_stderr(said):
+            found = cli.found_workspace("scripts/status", stack, None, required=False)
+        return found if isinstance(found, Path) else said.getvalue().strip().split(": ", 1)[-1]
+
+    return main(argv, workspace_of=workspace_of)
+
+
 if __name__ == "__main__":
     sys.exit(main())

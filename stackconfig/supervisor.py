@@ -4,9 +4,11 @@
       enabled: true                 # scripts/supervise acts on this stack (on for the shipped stacks)
       dry_run: false                # decide and report, never act
       interval_min: 5               # a round this often when scripts/supervise loops (CI runs --once)
-      idle_util_pct: 10             # GPU utilisation under this ...
-      idle_for_min: 30              # ... for this long with no new step: the run is idle
-      idle_grace_min: 15            # after the idle warning, release when still idle this much later
+      idle_util_pct: <pct>          # GPU utilisation under this ...
+      idle_for_min: <min>           # ... for this long with no new step: the run is idle
+      idle_grace_min: <min>         # after the idle warning, release when still idle this much later
+                                    # (these three left unset: the idle rule's own defaults, declared
+                                    # once in supervisor/rules/idle.py DEFAULTS)
       warn_at: 0.8                  # warn when the run has spent this share of run.max_cost_usd
       blind_for_min: 15             # no SSH to node 0 and no billing this long: alert (never act blind)
       boot_timeout_min: 30          # no training step this long after the compute came up (training's
@@ -44,9 +46,11 @@ class SupervisorConfig(_Section):
     enabled: bool = True
     dry_run: bool = False
     interval_min: float = Field(5.0, gt=0, le=1440)
-    idle_util_pct: float = Field(10.0, ge=0, le=100)
-    idle_for_min: float = Field(30.0, gt=0)
-    idle_grace_min: float = Field(15.0, ge=0)
+    # None: the idle rule's own default (supervisor/rules/idle.py DEFAULTS, the one place it is declared;
+    # this lower layer cannot import it). A stack that sets one is validated here.
+    idle_util_pct: float | None = Field(None, ge=0, le=100)
+    idle_for_min: float | None = Field(None, gt=0)
+    idle_grace_min: float | None = Field(None, ge=0)
     warn_at: float = Field(0.8, gt=0, le=1)
     blind_for_min: float = Field(15.0, gt=0)
     # A cold pull of a multi-GB training image, the GPU health gate, the straggler GEMM and the all-reduce

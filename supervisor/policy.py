@@ -1,7 +1,8 @@
 """The policy a round decides under: the stack's parsed `trainstack:supervisor` and `trainstack:recovery`
-sections as they are (stackconfig/supervisor.py declares each field and its default, once), the run's cost
-cap and the training's burn-in. Nothing is copied: a rule reads `policy.supervisor` (its idle thresholds,
-say), and the config's own default is the rule's.
+sections as they are (stackconfig/supervisor.py declares each field and its default, once; the idle
+thresholds' defaults are the idle rule's own, supervisor/rules/idle.py), the run's cost cap and the
+training's burn-in. Nothing is copied: a rule reads `policy.supervisor` (the idle rule through its own
+`threshold`, which resolves a field left unset).
 """
 
 from __future__ import annotations

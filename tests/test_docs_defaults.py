@@ -19,12 +19,16 @@ from providers.settings import HOST_KNOBS, KNOBS
 from stackconfig.alerts import AlertsConfig
 from stackconfig.config import BucketConfig, ClusterConfig, TrainingConfig
 from stackconfig.supervisor import RecoveryConfig, RunConfig, SupervisorConfig
+from supervisor.rules import idle
 from train.monitor.rules import BY_CONFIG_KEY
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 
 
 def _default(model: type[BaseModel], field: str) -> Any:
+    """The model's default; the idle thresholds' (None in the config) are the idle rule's own."""
+    if model is SupervisorConfig and field in idle.DEFAULTS:
+        return idle.DEFAULTS[field]  # type: ignore[index]
     value = model.model_fields[field].default
     return list(value) if isinstance(value, tuple) else value
 

@@ -4,20 +4,36 @@
            idle_for_min: one warning, then after idle_grace_min a last sync and release. Never on a Slurm
            stack whose queue holds a job pending or in a state trainstack does not know (Slurm's wait)
 
-Its thresholds are trainstack:supervisor's idle_util_pct, idle_for_min and idle_grace_min, declared once,
-with their defaults, in stackconfig/supervisor.py; the deadline below is the only arithmetic on them
-(supervisor/lifecycle.py, docs/SUPERVISOR.md's table and the round's history window read it from here).
-slurm.py's `slurm_queue_empty` releases through `idle_release` on the same thresholds.
+Its thresholds are trainstack:supervisor's idle_util_pct, idle_for_min and idle_grace_min. stackconfig
+validates a value a stack sets; their defaults are declared here, once (`DEFAULTS`): a field left unset is
+None in the config and resolved by `threshold` below, so changing a default touches this file and its test
+(docs/SUPERVISOR.md's figures are checked against `DEFAULTS` by tests/test_docs_defaults.py). The deadline
+below is the only arithmetic on them (supervisor/lifecycle.py, docs/SUPERVISOR.md's table and the round's
+history window read it from here). slurm.py's `slurm_queue_empty` releases through `idle_release` on the same
+thresholds.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Literal
 
 from supervisor.model import Decision, Observation, RoundRecord
 from supervisor.policy import Policy
 from supervisor.rules.base import Rule, State, earlier, minutes, notified, under
 from supervisor.slurm import outcome
+
+IdleKey = Literal["idle_util_pct", "idle_for_min", "idle_grace_min"]
+
+# The idle rule's defaults: GPU utilisation under 10 % with no new step for 30 min is idle; one warning, then
+# a release 15 min later.
+DEFAULTS: dict[IdleKey, float] = {"idle_util_pct": 10.0, "idle_for_min": 30.0, "idle_grace_min": 15.0}
+
+
+def threshold(policy: Policy, key: IdleKey) -> float:
+    """The stack's value of one idle threshold, or this rule's default where the stack leaves it unset."""
+    value: float | None = getattr(policy.supervisor, key)
+    return DEFAULTS[key] if value is None else value
 
 
 def _slurm_wait(obs: Observation) -> bool:
@@ -32,11 +48,11 @@ def _idle_sign(obs: Observation, policy: Policy) -> str | None:
     supervisor cannot judge)."""
     if obs.nodes == 0 or obs.node0_reachable is not True or _slurm_wait(obs):
         return None  # a Slurm job waiting (or in a state not known) is Slurm's wait, never idle
-    threshold = policy.supervisor.idle_util_pct
+    util = threshold(policy, "idle_util_pct")
     if obs.step is not None and obs.gpu_util_max is None:
         return "GPU utilisation unknown (no GPU metrics)"
-    if obs.step is not None and obs.gpu_util_max is not None and under(obs.gpu_util_max, threshold):
-        return f"GPU utilisation at most {obs.gpu_util_max:.0%} (under {threshold:g}%)"
+    if obs.step is not None and obs.gpu_util_max is not None and under(obs.gpu_util_max, util):
+        return f"GPU utilisation at most {obs.gpu_util_max:.0%} (under {util:g}%)"
     return None
 
 
@@ -84,7 +100,7 @@ def idle_release(
 ) -> Decision:
     """Idle since `start`: nothing before idle_for_min, then one warning, then after idle_grace_min a last
     sync and release (`detail`: what the warning says is missing)."""
-    idle_for, grace = policy.supervisor.idle_for_min, policy.supervisor.idle_grace_min
+    idle_for, grace = threshold(policy, "idle_for_min"), threshold(policy, "idle_grace_min")
     lasted = obs.at - start
     if lasted < idle_for * 60:
         return Decision("idle", f"{why} for {minutes(lasted)} (acts at {idle_for:g} min)", state="idle")
@@ -110,7 +126,7 @@ def idle_release(
 
 def deadline_min(p: Policy) -> float:
     """Two thresholds, each met at the first round at or past it: a round late by seconds slips one."""
-    return p.supervisor.idle_for_min + p.supervisor.idle_grace_min + 2 * p.interval_min
+    return threshold(p, "idle_for_min") + threshold(p, "idle_grace_min") + 2 * p.interval_min
 
 
 IDLE = Rule("idle", idle, ("idle",), deadline_min, look_back_min=deadline_min, history=("audit",))

@@ -107,7 +107,8 @@ def queue_empty_since(obs: Observation, history: Sequence[RoundRecord]) -> float
 def slurm_queue_empty(obs: Observation, history: Sequence[RoundRecord], policy: Policy) -> Decision | None:
     """Slurm has nothing for the cluster to do. Idle's thresholds, on the queue's own clock."""
     start = queue_empty_since(obs, history)
-    busy = obs.gpu_util_max is not None and not under(obs.gpu_util_max, policy.supervisor.idle_util_pct)
+    util = idle.threshold(policy, "idle_util_pct")
+    busy = obs.gpu_util_max is not None and not under(obs.gpu_util_max, util)
     if start is None or busy:  # GPUs busy outside Slurm are never called idle (the generic rule's word)
         return None
     since = strftime("%Y-%m-%d %H:%M UTC", gmtime(start))

@@ -25,8 +25,9 @@ BUSBW = {"nccl_min_busbw_gb_per_s": 100}
 def test_defaults_are_the_issues() -> None:
     s = load_stack_config({}).supervisor
     assert (s.enabled, s.dry_run, s.interval_min, s.idle_util_pct, s.idle_for_min, s.idle_grace_min) == (
-        True, False, 5.0, 10.0, 30.0, 15.0,
+        True, False, 5.0, None, None, None,
     )  # fmt: skip
+    # None for the idle three: the idle rule's own defaults (supervisor/rules/idle.py, test_rooms.py)
     assert (s.warn_at, s.blind_for_min, s.release_mode) == (0.8, 15.0, "delete")
     assert s.boot_timeout_min == 30.0  # issue #42: a cold image pull and the health checks (SUPERVISOR.md)
     assert load_stack_config({}).run == RunConfig(phase="active", max_cost_usd=0.0)

@@ -62,9 +62,41 @@ def test_only_the_idle_room_computes_with_idle_thresholds() -> None:
     uses = {
         str(p.relative_to(REPO))
         for p in (REPO / "supervisor").rglob("*.py")
-        if re.search(r"\.idle_(for|grace)_min\b", p.read_text())
+        if re.search(r"\.idle_(for|grace)_min\b|\bthreshold\(\w+, \"idle_(for|grace)_min\"\)", p.read_text())
     }
     assert uses == {"supervisor/rules/idle.py"}, uses
+
+
+def test_the_idle_defaults_are_declared_by_the_idle_rule_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Changing an idle default touches rules/idle.py (and this test): the config leaves the three unset, the
+    rule resolves them, and what depends on them (deadline, docs' table, history window) follows the rule."""
+    from stackconfig.supervisor import SupervisorConfig
+
+    declared = {k: SupervisorConfig.model_fields[k].default for k in idle.DEFAULTS}
+    assert declared == dict.fromkeys(idle.DEFAULTS)
+    assert {k: idle.threshold(Policy(), k) for k in idle.DEFAULTS} == idle.DEFAULTS
+    assert idle.threshold(Policy(idle_for_min=45.0), "idle_for_min") == 45.0  # a stack's own value wins
+    monkeypatch.setitem(idle.DEFAULTS, "idle_for_min", 40.0)
+    assert idle.deadline_min(Policy()) == 40 + 15 + 2 * 5 == STATES["idle"].deadline_min(Policy())
+    assert "| 65 min: **$276** |" in state_table(Policy(burn_in_min=10))
+    assert look_back_min(Policy()) == 65 + 10
+
+
+def test_no_other_module_spells_an_idle_default() -> None:
+    """Outside the rule's file, no code or config file writes an idle threshold with its default's number."""
+    pattern = re.compile(
+        r"idle_(util_pct|for_min|grace_min)\b[^\n]*?\b({})\b".format(
+            "|".join(f"{v:g}(?:\\.0)?" for v in idle.DEFAULTS.values())
+        )
+    )
+    spelled = {
+        str(p.relative_to(REPO))
+        for folder in ("stackconfig", "supervisor", "forecast", "report", "components", "stacks", "scripts")
+        if (REPO / folder).is_dir()
+        for p in (REPO / folder).rglob("*")
+        if p.suffix in (".py", ".yaml", ".yml") and pattern.search(p.read_text())
+    }
+    assert spelled == {"supervisor/rules/idle.py"}, spelled
 
 
 def test_history_window_is_the_longest_rule_look_back() -> None:

@@ -11,6 +11,7 @@ import pytest
 from supervisor.decide import Policy, decide
 from supervisor.lifecycle import STATES
 from supervisor.model import Decision, RoundRecord
+from supervisor.rules.idle import threshold
 from tests.supervisor.test_decide import FINISHED, obs
 
 POLICY = Policy(cap_usd=0.0)  # idle_for_min 30, idle_grace_min 15, interval 5
@@ -40,8 +41,8 @@ def test_an_empty_queue_warns_at_idle_for_min_and_releases_after_the_grace() -> 
     kinds = [(i * 5, d.kind, d.actions) for i, d in enumerate(decisions)]
     warned = next(i for i, d in enumerate(decisions) if "notify" in d.actions)
     released = next(i for i, d in enumerate(decisions) if "release" in d.actions)
-    assert (warned - first_empty) * 5 == POLICY.idle_for_min, kinds
-    assert (released - warned) * 5 == POLICY.idle_grace_min, kinds
+    assert (warned - first_empty) * 5 == threshold(POLICY, "idle_for_min"), kinds
+    assert (released - warned) * 5 == threshold(POLICY, "idle_grace_min"), kinds
     assert decisions[released].actions == ("sync", "release", "summary")
     assert decisions[released].kind == "idle" and decisions[released].state == "idle"
     since = "2027-01-15 08:10 UTC"  # T0 + 10 min: the first round that read the queue empty

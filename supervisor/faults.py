@@ -82,6 +82,37 @@ class Attempt:
 
 
 @dataclass(frozen=True)
+class NodeRestart:
+    """One restart a node's own watchdog made (train/node/watchdog.py), as the bucket keeps it
+    (`run/<run id>/node-restarts/<time>-<node>.json`): it counts against `max_recoveries`."""
+
+    key: str  # its object's key: its identity
+    node: str  # the pod whose watchdog ended its ranks
+    cause: str  # hang | xid
+    at: float  # the node's clock: compared with other nodes' records, never with the supervisor's
+    rank: int | None = None  # a pool's trial (its pod index); None: a cluster's job
+
+
+# Records of one cause this close together (node clocks) are one restart of the job: every node of a
+# cluster sees the same silence, and more than one may end its ranks before torchrun's rendezvous moves.
+SAME_RESTART_S = 60.0
+
+
+def restarts_of(records: Sequence[NodeRestart], ranks: set[int] | None = None) -> list[NodeRestart]:
+    """The job restarts the records tell (the first record of each), a pool's `ranks` only where given."""
+    chosen = sorted(
+        (r for r in records if ranks is None or r.rank in ranks), key=lambda r: (r.rank or 0, r.cause, r.at)
+    )
+    out: list[NodeRestart] = []
+    for r in chosen:
+        last = out[-1] if out else None
+        if last and (last.rank, last.cause) == (r.rank, r.cause) and r.at - last.at <= SAME_RESTART_S:
+            continue
+        out.append(r)
+    return out
+
+
+@dataclass(frozen=True)
 class Fleet:
     """The nodes of the stack this round and the run's recoveries so far."""
 
@@ -89,6 +120,7 @@ class Fleet:
     data_centers: tuple[str, ...]  # the stack's candidates, in order (a cluster has exactly one)
     nodes: tuple[NodeFacts, ...]
     attempts: tuple[Attempt, ...] = field(default=())  # oldest first
+    node_restarts: tuple[NodeRestart, ...] = field(default=())  # the nodes' own, this run's jobs
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -102,6 +134,7 @@ class Fleet:
                 NodeFacts(**{**n, "alerts": tuple(n.get("alerts") or ())}) for n in data.get("nodes") or ()
             ),
             attempts=tuple(Attempt.from_json(a) for a in data.get("attempts") or ()),
+            node_restarts=tuple(NodeRestart(**r) for r in data.get("node_restarts") or ()),
         )
 
 
@@ -112,6 +145,7 @@ def fleet_of(
     statuses: Mapping[str, PodStatus] | None = None,
     spot: bool = False,
     attempts: Sequence[Attempt] = (),
+    node_restarts: Sequence[NodeRestart] = (),
 ) -> Fleet:
     """The fleet from scripts/watch's rows (stackview.snapshot.NodeView) and the pods' RunPod status."""
     statuses = statuses or {}
@@ -130,7 +164,13 @@ def fleet_of(
         )
         for v in views
     )
-    return Fleet(topology, tuple(data_centers), nodes, tuple(sorted(attempts, key=lambda a: a.at)))
+    return Fleet(
+        topology,
+        tuple(data_centers),
+        nodes,
+        tuple(sorted(attempts, key=lambda a: a.at)),
+        tuple(node_restarts),
+    )
 
 
 def current_runs(runs: Sequence[Any], attempts: Sequence[Attempt]) -> tuple[Any, ...]:

@@ -129,6 +129,11 @@ def observe(
         ranks = [n.rank for n in nodes]  # a pool's index: gaps where one ended
         job = slurm_job_name(stack, config)  # a cluster's job: the stack's name, or the Slurm job's
         ids = tuple(stack_run_ids(job, config.cluster.topology, run_pods, boots, ranks))
+    restarts: tuple[faults.NodeRestart, ...] = ()
+    if config.recovery.enabled and src.s3 is not None and config.bucket is not None:
+        pool = config.cluster.topology == "pods"
+        trials: list[int | None] = [n.rank for n in nodes] if pool else [None]  # stack_run_ids' order
+        restarts = node_restarts(src.s3, config.bucket.name, ids, trials, problems)
     pod_ids = tuple(n.pod_id for n in nodes)
     statuses: Mapping[str, faults.PodStatus] = {}
     if nodes:
@@ -155,7 +160,7 @@ def observe(
             exits += slurm_exits(slurm_job_name(stack, config), jobs, pod_ids, exits)
             if source == "scontrol":
                 problems.append("slurm: sacct did not answer (no slurmdbd?): jobs read with scontrol")
-    fleet, runs = _fleet(config, snap, nodes, runs, attempts, statuses, problems)
+    fleet, runs = _fleet(config, snap, nodes, runs, attempts, statuses, problems, restarts)
     agg_round = (state or {}).get("time")
     return Observation(
         at=now,
@@ -258,6 +263,38 @@ def _exits(
     return tuple(by_pod[p] for p in pod_ids if p in by_pod)
 
 
+def node_restarts(
+    s3: Any, bucket: str, run_ids: Sequence[str], trials: Sequence[int | None], problems: list[str]
+) -> tuple[faults.NodeRestart, ...]:
+    """The restarts the nodes' own watchdogs made in this run's jobs (`run/<run id>/node-restarts/`,
+    train/node/watchdog.py), each with its trial (a pool's pod index; None: a cluster's job). The bucket is
+    one more source: a failure to read it, or a record that does not parse, is a problem line."""
+    import json
+
+    found: list[faults.NodeRestart] = []
+    for run_id, trial in zip(run_ids, trials, strict=False):
+        try:
+            listed = s3.list_objects_v2(Bucket=bucket, Prefix=f"run/{run_id}/node-restarts/").get(
+                "Contents", []
+            )
+            for obj in listed[:256]:
+                body = s3.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read()
+                try:
+                    data = json.loads(body[:65536])
+                    at = data["at"]
+                    if not isinstance(at, int | float) or isinstance(at, bool):
+                        raise TypeError("at")
+                    node, cause = str(data["node"]), str(data.get("cause") or "?")
+                except (ValueError, KeyError, TypeError):
+                    problems.append(f"node restarts: {obj['Key']} does not parse: counted as one")
+                    node, cause, at = "?", "?", 0.0
+                found.append(faults.NodeRestart(obj["Key"], node, cause, float(at), trial))
+        except Exception as exc:  # the bucket is one more source; its failure is a problem line
+            problems.append(f"node restarts: bucket not read ({type(exc).__name__})")
+            break
+    return tuple(found)
+
+
 def _fleet(
     config: StackConfig,
     snap: snapshot.WatchSnapshot,
@@ -266,13 +303,14 @@ def _fleet(
     attempts: list[faults.Attempt],
     statuses: Mapping[str, faults.PodStatus],
     problems: list[str],
+    restarts: Sequence[faults.NodeRestart] = (),
 ) -> tuple[faults.Fleet | None, tuple[RunState, ...]]:
     """each node, its pod's status, the run's recoveries; run states a recovery answered drop."""
     if not config.recovery.enabled or not nodes:
         return None, runs
     spot = config.cluster.capacity != "on_demand"
     fleet = faults.fleet_of(
-        config.cluster.topology, config.cluster.data_centers, snap.nodes, statuses, spot, attempts
+        config.cluster.topology, config.cluster.data_centers, snap.nodes, statuses, spot, attempts, restarts
     )
     return fleet, faults.current_runs(runs, attempts)
 

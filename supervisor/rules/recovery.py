@@ -40,7 +40,8 @@ RECOVERY = Rule(
 STATES = (
     State(
         "recovering",
-        "restart or replace through Pulumi, at most max_recoveries a run, backoff doubling",
+        "restart or replace through Pulumi, at most max_recoveries a run (the nodes' own restarts "
+        "counted too), backoff doubling",
         deadline_min,
         "the backoffs of max_recoveries attempts, then gave_up releases",
     ),

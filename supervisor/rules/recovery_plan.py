@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from stackconfig.supervisor import data_center_order
-from supervisor.faults import Attempt, Fleet
+from supervisor.faults import Attempt, Fleet, NodeRestart, restarts_of
 from supervisor.model import Decision, Observation, Plan, RoundRecord
 from supervisor.policy import Policy
 from supervisor.rules.detect import NODE_FAULTS, WHY_NEVER, Fault, find_fault
@@ -58,13 +58,64 @@ def _counted(fleet: Fleet, fault: Fault | None = None) -> list[Attempt]:
     replace keeps; an older record by its pod ids) or the whole pool."""
     if fleet.topology != "pods" or fault is None or not fault.nodes:
         return list(fleet.attempts)
-    ranks = {n.rank for n in fault.nodes}
-    pods = {n.pod_id for n in fault.nodes}
+    return _of_trials(fleet, {n.rank for n in fault.nodes}, {n.pod_id for n in fault.nodes})
+
+
+def _of_trials(fleet: Fleet, ranks: set[int], pods: set[str]) -> list[Attempt]:
     return [
         a
         for a in fleet.attempts
         if (set(a.trials) & ranks) or (not a.trials and (not a.targets or set(a.targets) & pods))
     ]
+
+
+def _node_made(fleet: Fleet, fault: Fault | None = None) -> list[NodeRestart]:
+    """The restarts the nodes' watchdogs made that count with the attempts (issue #66): the run's, a pool
+    trial's own."""
+    if fleet.topology != "pods" or fault is None or not fault.nodes:
+        return restarts_of(fleet.node_restarts)
+    return restarts_of(fleet.node_restarts, {n.rank for n in fault.nodes})
+
+
+def _tally(attempts: Sequence[Attempt], made: Sequence[NodeRestart], bound: int) -> str:
+    """`after N recoveries this run (...)`, the nodes' own restarts named with their causes."""
+    tried = ", ".join(a.kind for a in attempts) or "none"
+    on_nodes = ""
+    if made:
+        causes: dict[str, int] = {}
+        for r in made:
+            causes[r.cause] = causes.get(r.cause, 0) + 1
+        named = ", ".join(f"{n} {c}" for c, n in sorted(causes.items()))
+        on_nodes = f" and {len(made)} node restarts by the nodes' watchdogs ({named})"
+    return (
+        f"after {len(attempts)} recoveries by the supervisor ({tried}){on_nodes} this run "
+        f"(max_recoveries {bound})"
+    )
+
+
+def _past_bound(fleet: Fleet, bound: int) -> Plan | None:
+    """No fault this round, but the nodes' own restarts took the run (a pool: a trial) past max_recoveries:
+    given up, released (a pool's trial: its pods)."""
+    groups: list[tuple[set[int], tuple[str, ...]]] = []
+    if fleet.topology == "pods":
+        for node in fleet.nodes:
+            groups.append(({node.rank}, (node.pod_id,)))
+    else:
+        groups.append((set(), ()))
+    for ranks, pods in groups:
+        if ranks:
+            attempts = _of_trials(fleet, ranks, set(pods))
+            made = restarts_of(fleet.node_restarts, ranks)
+        else:
+            attempts, made = list(fleet.attempts), restarts_of(fleet.node_restarts)
+        if made and len(attempts) + len(made) > bound:
+            last = made[-1]
+            text = (
+                f"gave up, here is why: node {last.node} restarted the job itself ({last.cause}) past the "
+                f"bound, {_tally(attempts, made, bound)}"
+            )
+            return Plan("gave_up", text, "release", pods, message=text)
+    return None
 
 
 def assess(obs: Observation, history: Sequence[RoundRecord], policy: Policy) -> Plan | None:
@@ -91,6 +142,9 @@ def assess(obs: Observation, history: Sequence[RoundRecord], policy: Policy) -> 
         )
     fault = find_fault(obs, history, policy)
     if fault is None:
+        over = _past_bound(fleet, rc.max_recoveries)
+        if over is not None:
+            return over
         if obs.phase == "recovering":
             return Plan(
                 "recovering", "the recovered nodes answer: trainstack:run.phase back to active", "finish"
@@ -110,12 +164,9 @@ def assess(obs: Observation, history: Sequence[RoundRecord], policy: Policy) -> 
         text = f"gave up, here is why: {fault.reason}; never retried: {why}"
         return Plan("gave_up", text, "release", tuple(n.pod_id for n in fault.nodes), message=text)
     counted = _counted(fleet, fault)
-    if len(counted) >= rc.max_recoveries:
-        tried = ", ".join(f"{a.kind}" for a in counted) or "none allowed"
-        text = (
-            f"gave up, here is why: {fault.reason}, after {len(counted)} recoveries this run "
-            f"(max_recoveries {rc.max_recoveries}: {tried})"
-        )
+    made = _node_made(fleet, fault)
+    if len(counted) + len(made) >= rc.max_recoveries:
+        text = f"gave up, here is why: {fault.reason}, {_tally(counted, made, rc.max_recoveries)}"
         return Plan("gave_up", text, "release", tuple(n.pod_id for n in fault.nodes), message=text)
     if counted:
         wait = rc.backoff_min * 60 * 2 ** (len(counted) - 1)
@@ -127,7 +178,7 @@ def assess(obs: Observation, history: Sequence[RoundRecord], policy: Policy) -> 
                 f"{len(counted)} this run)",
                 "none",
             )
-    plan = _plan(obs, fault, fleet, dc, len(counted) + 1)
+    plan = _plan(obs, fault, fleet, dc, len(counted) + len(made) + 1)
     if fleet.topology == "pods" and fault.nodes:
         plan = replace(plan, trials=tuple(sorted({n.rank for n in fault.nodes})))
     # What this recovery answers: the failed run states and exit records of the jobs it restarts or replaces

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pulumi_policy import EnforcementLevel, ReportViolation, StackValidationArgs, StackValidationPolicy
 from pydantic import Field
 
+from common.outputs import ForecastOutput
 from facts.money import burn_per_hour
 from policy.rules.common import (
     RUNPOD_TYPES,
@@ -22,6 +23,7 @@ from policy.rules.common import (
     run_cap,
     usd,
 )
+from policy.rules.forecast import forecasts
 
 
 def _set(cfg: PolicyConfig, key: str) -> bool:
@@ -131,7 +133,9 @@ class RunCostConfig(PolicyConfig):
 
 
 def check_run_cost(args: StackValidationArgs, report: ReportViolation) -> None:
-    """One run (each resource's hourly burn times its training.max_run_hours) stays under `max_run_usd`."""
+    """One run stays under `max_run_usd`. One run is the stack's one run cost (the report's headline,
+    `scripts/up`'s "one run $X", the output `cost_per_run`): the stack's hourly price for the forecast's
+    hours where the stack declares training.model, else each resource's burn for its max_run_hours."""
     cfg = load_config(RunCostConfig, args.get_config(), report)
     if cfg is None or _refused_unpriced(args.resources, report):
         return
@@ -140,25 +144,44 @@ def check_run_cost(args: StackValidationArgs, report: ReportViolation) -> None:
     # Volumes and other resources without a run length are billed for as long as the longest run.
     longest = max(declared, default=cfg.default_run_hours)
     parts = [(c, c.run_hours if c.run_hours is not None else longest) for c in items]
-    total = round(sum(c.burn * hours for c, hours in parts), 2)
+    bound = round(sum(c.burn * hours for c, hours in parts), 2)
     # Two caps may apply (the stack's one cap, this policy's own deprecated key): the stricter holds.
     held = run_cap(args.resources, "run-cost-limit.max_run_usd", cfg.max_run_usd, _set(cfg, "max_run_usd"))
     cap = held.usd
+    # A forecast that does not parse is refused by the forecast policies; here the bound stands in for it.
+    models = [fc for _, fc in forecasts(args.resources) if isinstance(fc, ForecastOutput)]
+    hours = max((_forecast_hours(fc) for fc in models), default=None)
+    price = burn_per_hour(sum(c.per_hour for c in items), sum(c.storage_per_month for c in items))
+    total = bound if hours is None else round(price * hours, 2)
     if total <= cap:
         return
     ranked = sorted(parts, key=lambda part: part[0].burn * part[1], reverse=True)
     shown = listing([f"{c.name}: {usd(round(c.burn, 2))}/h x {h:g} h" for c, h in ranked if c.burn > 0])
-    assumed = "" if declared else f" (no training.max_run_hours set: assumed {longest:g} h)"
+    over = f"{usd(round(total - cap, 2))} over the configured cap of {usd(cap)}{held.why}"
+    if models:
+        # The one run cost everywhere (issue #68: $47.39 in the report's headline, $127.71 here); the
+        # max_run_hours figure is only the bound the watchdog sets, said as such.
+        report(
+            f"one run costs {usd(total)} (forecast: {hours:,.1f} h of training x {usd(round(price, 2))}/h), "
+            f"{over}; at most (stopped by the watchdog at "
+            f"training.max_run_hours) it would cost {usd(bound)} ({shown}). Train on fewer tokens, use "
+            f"fewer GPUs, or raise {held.key}.",
+            None,
+        )
+        return
+    assumed = "" if declared else f"; no training.max_run_hours set: assumed {longest:g} h"
     report(
-        # Not "one run": the report's one run cost is the forecast's hours at the stack's price; this is the
-        # ceiling the watchdog allows, each resource for its training.max_run_hours (issue #68: two figures
-        # both called "one run", $47.39 in the headline and $127.71 here).
-        f"the run at its longest (training.max_run_hours, where the watchdog stops it) costs {usd(total)} "
-        f"({shown}){assumed}, {usd(round(total - cap, 2))} over the "
-        f"configured cap of {usd(cap)}{held.why}. Shorten training.max_run_hours, use fewer GPUs, or raise "
-        f"{held.key}.",
+        f"one run costs {usd(total)} at its longest (no training.model to forecast: $/h x "
+        f"training.max_run_hours, where the watchdog stops it; {shown}{assumed}), {over}. Shorten "
+        f"training.max_run_hours, use fewer GPUs, or raise {held.key}.",
         None,
     )
+
+
+def _forecast_hours(fc: ForecastOutput) -> float:
+    """The forecast's hours to the precision of its run cost (the output rounds `hours` to 0.01 h), as the
+    report's headline and the output `cost_per_run` take them: run_cost_usd / usd_per_hour, else `hours`."""
+    return fc.run_cost_usd / fc.usd_per_hour if fc.usd_per_hour else fc.hours
 
 
 class StorageConfig(PolicyConfig):
@@ -225,11 +248,16 @@ HOURLY_BURN = StackValidationPolicy(
 
 RUN_COST = StackValidationPolicy(
     name="run-cost-limit",
-    description="One training run (hourly burn x training.max_run_hours) stays under `max_run_usd`.",
+    description=(
+        "One training run (the stack's price for the forecast's hours, else hourly burn x "
+        "training.max_run_hours) stays under `max_run_usd`."
+    ),
     validate=check_run_cost,
     enforcement_level=EnforcementLevel.MANDATORY,
     config_schema=config_schema(RunCostConfig),
-    remediation_steps="Shorten training.max_run_hours, use fewer GPUs, or raise `max_run_usd`.",
+    remediation_steps=(
+        "Train on fewer tokens, shorten training.max_run_hours, use fewer GPUs, or raise `max_run_usd`."
+    ),
 )
 
 STORAGE_COST = StackValidationPolicy(

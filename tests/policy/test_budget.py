@@ -21,6 +21,7 @@ from tests.policy.factories import (
     stack_resource,
     volume,
 )
+from tests.policy.test_forecast import component, forecast_of
 
 
 def _prod() -> list[PolicyResource]:
@@ -67,19 +68,36 @@ class TestHourlyBurn:
 
 
 class TestRunCost:
-    def test_run_cost_uses_max_run_hours(self) -> None:
+    def test_without_a_model_one_run_is_max_run_hours_said_as_such(self) -> None:
         reports = check_stack(RUN_COST, _prod(), {"max_run_usd": 3000})
-        # 255.36 $/h x 12 h = 3064.32
-        # the ceiling at max_run_hours, never called "one run" (the report's one run is the forecast's)
-        assert (
-            "the run at its longest (training.max_run_hours, where the watchdog stops it) costs $3,064.32 "
-            "(prod-cluster: $255.36/h x 12 h)"
-        ) in reports.text
-        assert "one run costs" not in reports.text
+        # 255.36 $/h x 12 h = 3064.32: no forecast, so one run is the bound, and the message says so
+        assert reports.text.startswith(
+            "one run costs $3,064.32 at its longest (no training.model to forecast: $/h x "
+            "training.max_run_hours, where the watchdog stops it; prod-cluster: $255.36/h x 12 h)"
+        )
         assert "$64.32 over the configured cap of $3,000" in reports.text
 
     def test_under_cap_passes(self) -> None:
         assert check_stack(RUN_COST, _prod(), {"max_run_usd": 3100}).calls == []
+
+    def test_with_a_model_one_run_is_the_forecasts_and_max_run_hours_only_the_bound(self) -> None:
+        # a pods stack's two 8-GPU pods (2 x $31.93/h) and the component's forecast (issue #68: the policy
+        # said $127.71 where the report's headline said $47.39)
+        fc = forecast_of()
+        hours = fc["run_cost_usd"] / fc["usd_per_hour"]
+        pods = [
+            stack_resource(POD, f"dev-pod-{i}", pod(cost_per_hour=31.93, storage_cost_per_month=0.0))
+            for i in range(2)
+        ]
+        resources = [component(fc), *pods]
+        one_run = round(2 * 31.93 * hours, 2)
+        (message,) = check_stack(RUN_COST, resources, {"max_run_usd": one_run - 0.01}).messages
+        assert message.startswith(
+            f"one run costs ${one_run:,.2f} (forecast: {hours:,.1f} h of training x $63.86/h)"
+        )
+        assert "at most (stopped by the watchdog at training.max_run_hours) it would cost $638.60" in message
+        # the bound over the cap, the forecast under it: one run fits
+        assert check_stack(RUN_COST, resources, {"max_run_usd": one_run}).calls == []
 
     def test_volumes_bill_for_the_longest_run(self) -> None:
         resources = [

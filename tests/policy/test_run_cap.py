@@ -39,10 +39,12 @@ STACK_KEY = "trainstack:run.max_cost_usd"
 
 
 def _stack(cap: float | None, forecast_usd: float = 6000.0, per_hour: float = 10.0) -> list[Any]:
-    props: dict[str, Any] = {"forecast": FORECAST | {"run_cost_usd": forecast_usd}}
+    # The forecast's hours (run_cost_usd / usd_per_hour) are 10 h, its max_run_hours bound 10 h too.
+    hours = {"run_cost_usd": forecast_usd, "usd_per_hour": forecast_usd / 10, "hours": 10.0}
+    props: dict[str, Any] = {"forecast": FORECAST | hours}
     if cap is not None:
         props["run_cost_cap_usd"] = cap
-    # 10 $/h x 10 h: run-cost-limit judges $100 (plus the cluster's storage, none here).
+    # 10 $/h x the forecast's 10 h: run-cost-limit judges $100 (plus the cluster's storage, none here).
     pods = cluster(cost_per_hour=per_hour, storage_cost_per_month=0.0, training={"max_run_hours": 10})
     return [stack_resource(COMPONENT, "prod", props), stack_resource(CLUSTER, "prod-cluster", pods)]
 

@@ -128,6 +128,11 @@ class Round:
             obs = replace(obs, problems=obs.problems + tuple(unread))
         if obs.job_ids:  # the one-time messages this run already sent
             obs = replace(obs, notices=store.read_notices(mem, mem_bucket, self.stack, obs.job_ids))
+        if (obs.nodes == 0 or obs.phase == "released") and not dry:
+            try:  # no compute: the stack's run is over, the next one is warned anew (store.end_run)
+                store.end_run(mem, mem_bucket, self.stack, now)
+            except Exception as exc:  # at worst the next run's first warning is not sent: said here
+                obs = replace(obs, problems=(*obs.problems, f"notices: run not ended ({outage.why(exc)})"))
         policy = policy_of(config)
         if config.supervisor.enabled:
             decision = decide(obs, history, policy)

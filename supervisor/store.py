@@ -181,46 +181,80 @@ def read_heartbeat(s3: Any, bucket: str, stack: str, now: float) -> tuple[dict[s
     return (data if isinstance(data, dict) else {}), max(0.0, bucket_now(answer, now) - written)
 
 
-# One-time messages about the run as a whole (the budget warning, a missing SSH key): kept per run (the
-# set of its run ids). Every other key names what it is about (a trial's run, a run state, an outage's
-# first round) and is kept per stack, so it goes once whatever other trials or clusters come and go.
+# Messages about the stack's run as a whole (the budget warning, a missing SSH key) are kept per run of the
+# stack, which a replaced cluster or an ended trial does not end; it ends with its compute (`end_run`). Every
+# other key names what it is about (a trial's run, an outage's first round) and is kept per stack.
 RUN_NOTICES = ("over_budget:", "unreachable:no_key")
+_RUNS = "runs/"  # under the stack's notices: runs/current.json (the run's number), runs/<n>/<key>.json
 
 
-def notices_prefix(stack: str, run_ids: tuple[str, ...] | None = None) -> str:
-    """Where one-time messages are kept: a run's own (a warning once per run per threshold, however long
-    the run, not once per audit window), or (run_ids None) the stack's, for keys that name their subject."""
-    import hashlib
-
-    if run_ids is None:
-        return f"supervisor/{stack}/notices/about/"
-    run = hashlib.sha256("|".join(run_ids).encode()).hexdigest()[:16]
-    return f"supervisor/{stack}/notices/{run}/"
+def notices_prefix(stack: str) -> str:
+    """Where one-time messages are kept: the stack's, its runs' under `runs/<n>/`."""
+    return f"supervisor/{stack}/notices/about/"
 
 
-def _notice_prefix(stack: str, run_ids: tuple[str, ...], key: str) -> str:
-    return notices_prefix(stack, run_ids if key.startswith(RUN_NOTICES) else None)
+def _current_run(s3: Any, bucket: str, stack: str) -> int:
+    """The number of the stack's run (0 until a run has ended)."""
+    try:
+        answer = s3.get_object(Bucket=bucket, Key=f"{notices_prefix(stack)}{_RUNS}current.json")
+    except Exception as exc:
+        if _missing(exc):
+            return 0
+        raise
+    data = json.loads(answer["Body"].read() or b"{}")
+    run = data.get("run") if isinstance(data, dict) else None
+    return run if isinstance(run, int) and run >= 0 else 0
+
+
+def _listed(s3: Any, bucket: str, prefix: str) -> list[str]:
+    try:  # advice: without it a message may be sent twice, never lost
+        listed = s3.list_objects_v2(Bucket=bucket, Prefix=prefix).get("Contents", [])
+    except Exception:
+        listed = []
+    return [obj["Key"][len(prefix) :].removesuffix(".json") for obj in listed]
 
 
 def read_notices(s3: Any, bucket: str, stack: str, run_ids: tuple[str, ...]) -> tuple[str, ...]:
+    """The one-time messages already sent: the stack's and its current run's (`run_ids`: unused since #63,
+    a set of run ids is no run: a replaced cluster or an ended trial changes it)."""
+    try:
+        run = _current_run(s3, bucket, stack)
+    except Exception:  # advice, as above
+        run = 0
     found: list[str] = []
-    for prefix in (notices_prefix(stack, run_ids), notices_prefix(stack)):
-        try:
-            listed = s3.list_objects_v2(Bucket=bucket, Prefix=prefix).get("Contents", [])
-        except Exception:  # advice: without it a message may be sent twice, never lost
-            listed = []
-        found += [obj["Key"][len(prefix) :].removesuffix(".json") for obj in listed]
+    for key in _listed(s3, bucket, notices_prefix(stack)):
+        if not key.startswith(_RUNS):
+            found.append(key)
+        elif key.startswith(f"{_RUNS}{run}/"):
+            found.append(key.removeprefix(f"{_RUNS}{run}/"))
     return tuple(sorted(found))
 
 
 def write_notice(s3: Any, bucket: str, stack: str, run_ids: tuple[str, ...], key: str, at: float) -> None:
+    """Record a message as sent: under the stack's current run for one about the run, else the stack's."""
     safe = "".join(c if c.isalnum() or c in "._:-@" else "_" for c in key)
+    where = f"{_RUNS}{_current_run(s3, bucket, stack)}/" if key.startswith(RUN_NOTICES) else ""
     s3.put_object(
         Bucket=bucket,
-        Key=f"{_notice_prefix(stack, run_ids, key)}{safe}.json",
+        Key=f"{notices_prefix(stack)}{where}{safe}.json",
         Body=json.dumps({"key": key, "at": at}).encode(),
         ContentType="application/json",
     )
+
+
+def end_run(s3: Any, bucket: str, stack: str, at: float) -> bool:
+    """No compute (or released): the run is over, the next is warned anew. Only a run that sent a message
+    is ended, so repeated rounds without compute change nothing; True when it ended one."""
+    run = _current_run(s3, bucket, stack)
+    if not _listed(s3, bucket, f"{notices_prefix(stack)}{_RUNS}{run}/"):
+        return False
+    s3.put_object(
+        Bucket=bucket,
+        Key=f"{notices_prefix(stack)}{_RUNS}current.json",
+        Body=json.dumps({"run": run + 1, "at": at}).encode(),
+        ContentType="application/json",
+    )
+    return True
 
 
 def stamp(ts: float) -> str:

@@ -45,4 +45,5 @@ def test_the_lease_audit_and_notices_work_on_it(tmp_path: Path) -> None:
     assert [r.decision.reason for r in store.read_audit(mem, LOCAL_BUCKET, "dev")] == ["m0", "m5", "m10"]
     store.write_notice(mem, LOCAL_BUCKET, "dev", ("run-1",), "over_budget:0.8", T0)
     assert store.read_notices(mem, LOCAL_BUCKET, "dev", ("run-1",)) == ("over_budget:0.8",)
-    assert store.read_notices(mem, LOCAL_BUCKET, "dev", ("run-2",)) == ()  # a new run: warned anew
+    assert store.end_run(mem, LOCAL_BUCKET, "dev", T0)  # the compute is gone: the next run is warned anew
+    assert store.read_notices(mem, LOCAL_BUCKET, "dev", ("run-2",)) == ()

@@ -92,7 +92,24 @@ def test_a_trials_message_is_kept_whatever_other_trials_do(tmp_path: Path) -> No
     store.write_notice(mem, LOCAL_BUCKET, "search", ("r0", "r1", "r2"), "trial_ended:r0", T0)
     assert "trial_ended:r0" in store.read_notices(mem, LOCAL_BUCKET, "search", ("r1", "r2"))
     store.write_notice(mem, LOCAL_BUCKET, "search", ("r0", "r1"), "over_budget:0.8", T0)
-    assert "over_budget:0.8" not in store.read_notices(mem, LOCAL_BUCKET, "search", ("r5",))  # a new run
+    assert "over_budget:0.8" in store.read_notices(mem, LOCAL_BUCKET, "search", ("r1",))  # the same run
+
+
+def test_a_run_message_is_not_repeated_when_its_cluster_is_replaced(tmp_path: Path) -> None:
+    """Before: the budget warning and the missing-key alert were kept under the set of the run's ids, so a
+    replaced cluster's new run id (or a pool trial's end) sent them again. They are about the stack's run:
+    once per run, which ends with its compute (store.end_run); the next run is told anew, once."""
+    mem = DirObjects(tmp_path)
+    run_messages = ("over_budget:0.8", "unreachable:no_key")
+    for key in run_messages:
+        store.write_notice(mem, LOCAL_BUCKET, "prod", ("prod-pod-a-0",), key, T0)
+    replaced = store.read_notices(mem, LOCAL_BUCKET, "prod", ("prod-pod-b-0",))  # the new cluster's run id
+    assert set(run_messages) <= set(replaced), replaced
+    assert store.end_run(mem, LOCAL_BUCKET, "prod", T0 + 600)  # a round without compute: the run is over
+    assert not store.end_run(mem, LOCAL_BUCKET, "prod", T0 + 900)  # once: the new run has sent nothing
+    assert store.read_notices(mem, LOCAL_BUCKET, "prod", ("prod-pod-c-0",)) == ()
+    store.write_notice(mem, LOCAL_BUCKET, "prod", ("prod-pod-c-0",), "over_budget:0.8", T0 + 1200)
+    assert store.read_notices(mem, LOCAL_BUCKET, "prod", ("prod-pod-d-0",)) == ("over_budget:0.8",)
 
 
 # ---- two signals before anything destructive ---------------------------------------------------------------

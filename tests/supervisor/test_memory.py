@@ -6,6 +6,7 @@ the cap)."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -65,3 +66,18 @@ def test_every_stack_the_workflow_supervises_has_a_bucket() -> None:
     line = next(x for x in workflow.splitlines() if x.strip().startswith("stack: ["))
     stacks = [s.strip() for s in line.split("[", 1)[1].rstrip("]").split(",")]
     assert stacks and all(load(s).bucket is not None for s in stacks), stacks
+
+
+def test_a_round_without_compute_ends_the_stacks_run_for_its_messages(tmp_path: Path) -> None:
+    """The budget warning is kept per run of the stack (store.py), not per set of run ids: the round that
+    finds no compute ends that run, so the next compute's run is warned anew."""
+    from supervisor import store
+    from supervisor.localstore import LOCAL_BUCKET, DirObjects
+
+    mem = DirObjects(tmp_path)
+    store.write_notice(mem, LOCAL_BUCKET, "dev", ("dev-pod-a-0",), "over_budget:0.8", 1.0)
+    no_compute = replace(_round(memory=mem), read=lambda _w, _s: ({}, NO_BUCKET))
+    record = no_compute.run_once()
+    assert record.observation.nodes == 0 and record.decision.state == "no_compute"
+    assert not store.end_run(mem, LOCAL_BUCKET, "dev", 2.0)  # the round ended it already
+    assert store.read_notices(mem, LOCAL_BUCKET, "dev", ("dev-pod-b-0",)) == ()

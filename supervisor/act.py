@@ -71,6 +71,7 @@ __all__ = [
     "Recoverer",
     "RecoveryError",
     "ReleaseError",
+    "failed_hosts_note",
     "policy_options",
     "recover_with",
     "replace_urns",
@@ -210,4 +211,12 @@ def summary_text(obs: Observation, max_run_hours: float, why: str) -> str:
         f"{'unknown' if wall_h is None else f'{wall_h:.2f} h'}; spent {spent} ({forecast}); saved about "
         f"${obs.usd_per_hour * left_h:,.2f} (${obs.usd_per_hour:,.2f}/h no longer billed, "
         f"{left_h:.1f} h left of max_run_hours)"
-    )
+    ) + failed_hosts_note(obs)
+
+
+def failed_hosts_note(obs: Observation) -> str:
+    """'; hosts that failed ...' for the release's and the summary's message: what a RunPod support ticket
+    names (RunPod's API names no machine; a node knows its host by its GPUs' UUIDs)."""
+    if not obs.failed_hosts:
+        return ""
+    return f"; hosts that failed this run (for a RunPod support ticket): {'; '.join(obs.failed_hosts)}"

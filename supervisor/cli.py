@@ -32,7 +32,14 @@ from ops import backend_repair
 from stackconfig.config import ConfigError, StackConfig
 from stackconfig.derived import run_cost_cap
 from supervisor import outage, store
-from supervisor.act import Actuator, RecoveryError, ReleaseError, recover_with, summary_text
+from supervisor.act import (
+    Actuator,
+    RecoveryError,
+    ReleaseError,
+    failed_hosts_note,
+    recover_with,
+    summary_text,
+)
 from supervisor.decide import Policy, decide, look_back_min
 from supervisor.localstore import LOCAL_BUCKET, DirObjects
 from supervisor.model import Decision, Observation, Plan, RoundRecord
@@ -231,7 +238,7 @@ class Round:
                     actor.sync(outputs)
                 elif action == "release":
                     self.log(actor.release())
-                    actor.notify(f"released compute: {message or reason}")
+                    actor.notify(f"released compute: {message or reason}{failed_hosts_note(obs)}")
                 elif action == "summary":
                     text = summary_text(obs, config.training.max_run_hours, reason)
                     actor.notify(text + ledger_note(s3, bucket, self.stack, config, obs))

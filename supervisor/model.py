@@ -156,6 +156,9 @@ class Observation:
     # ("PENDING", "NODE_FAIL", "CANCELLED by 0"); None: not a Slurm stack, not read, or no such job yet.
     slurm_job: str | None = None
     slurm_state: str | None = None
+    # The hosts that failed in this run (the bucket's hosts/failed/, train/node/hostid.py), one line each:
+    # "<GPU UUIDs> (pod <id>: <reason>)", for the summary's support ticket.
+    failed_hosts: tuple[str, ...] = ()
 
     @property
     def blind(self) -> bool:
@@ -211,7 +214,7 @@ class RoundRecord:
         obs["runs"] = tuple(RunState(**r) for r in obs.get("runs") or ())
         obs["problems"] = tuple(obs.get("problems") or ())
         obs["fleet"] = Fleet.from_json(obs["fleet"]) if obs.get("fleet") else None
-        for key in ("pods", "notices", "ranks", "node_steps"):
+        for key in ("pods", "notices", "ranks", "node_steps", "failed_hosts"):
             obs[key] = tuple(obs.get(key) or ())
         obs["exits"] = tuple(ExitFacts.from_json(e) for e in obs.get("exits") or ())
         dec = dict(data["decision"])

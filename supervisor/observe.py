@@ -134,6 +134,9 @@ def observe(
         pool = config.cluster.topology == "pods"
         trials: list[int | None] = [n.rank for n in nodes] if pool else [None]  # stack_run_ids' order
         restarts = node_restarts(src.s3, config.bucket.name, ids, trials, problems)
+    hosts: tuple[str, ...] = ()
+    if src.s3 is not None and config.bucket is not None and nodes:
+        hosts = failed_hosts(src.s3, config.bucket.name, now - config.training.max_run_hours * 3600, problems)
     pod_ids = tuple(n.pod_id for n in nodes)
     statuses: Mapping[str, faults.PodStatus] = {}
     if nodes:
@@ -189,6 +192,7 @@ def observe(
         slurm_queue=slurm_queue,
         slurm_job=own.job_id if own else None,
         slurm_state=own.state if own else None,
+        failed_hosts=hosts,
     )
 
 
@@ -293,6 +297,26 @@ def node_restarts(
             problems.append(f"node restarts: bucket not read ({type(exc).__name__})")
             break
     return tuple(found)
+
+
+def failed_hosts(s3: Any, bucket: str, since: float, problems: list[str]) -> tuple[str, ...]:
+    """The hosts that failed in this run (a record since `since`, the run's longest start; one without a
+    time too), one line each for the summary's support ticket. A bucket not read is a problem line."""
+    from train.node import hostid
+
+    try:
+        records = hostid.read_failed(s3, bucket)
+    except Exception as exc:  # the bucket is one more source; its failure is a problem line
+        problems.append(f"failed hosts: bucket not read ({type(exc).__name__})")
+        return ()
+    lines = []
+    for rec in records:
+        at = rec.get("at")
+        if isinstance(at, int | float) and not isinstance(at, bool) and at < since:
+            continue
+        gpus = ", ".join(str(u) for u in rec.get("gpu_uuids") or ()) or "no GPU UUID"
+        lines.append(f"{gpus} (pod {rec.get('pod') or '?'}: {rec.get('reason') or '?'})")
+    return tuple(sorted(lines))
 
 
 def _fleet(

@@ -383,8 +383,11 @@ def _idle_then_release(
         if "release" in record.done:
             break
         env.runpod.admin.advance(300)
+    # The first round has no earlier round to compare the step with and the emulated hosts serve no GPU
+    # metrics, so it calls nothing idle (issue #68: no "idle" for want of GPU metrics); the second, whose step
+    # has not moved since the first, does, and the warning and the release keep their times.
     assert kinds == [
-        ("idle", ()),
+        ("none", ()),
         ("idle", ()),
         ("idle", ("notify",)),
         ("idle", ("sync", "release", "summary")),

@@ -26,7 +26,7 @@ RECORD_KEYS = frozenset({"ssh_endpoint", "billed_ids", "cluster_id", "volume_id"
 ALLOWED = {
     # replace_urns reads an InstantCluster resource's own `cluster_id` in the exported state (the provider's
     # output, providers/runpod/cluster.py), not the component's billed_ids.
-    ("supervisor/act.py", "cluster_id"),
+    ("supervisor/recoverer.py", "cluster_id"),
 }
 
 

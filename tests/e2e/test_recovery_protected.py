@@ -69,15 +69,22 @@ def _config(run: StackRun) -> StackConfig:
 
 
 def _observe(run: StackRun, outputs: dict[str, Any], at: float, attempts: list[Attempt]) -> Observation:
-    """What a round sees of the nodes: RunPod's own listing (the real client), agents that answered."""
+    """What a round sees of the nodes: RunPod's own listing (the real client), and the agents of the nodes it
+    still lists answering: a host that died answers no agent either, the second signal a replace needs
+    (issue #63: two signals before anything destructive)."""
     nodes = outputs["nodes"]
+    statuses = pod_statuses([n["pod_id"] for n in nodes])
     views = [
         SimpleNamespace(
-            rank=n["rank"], pod_id=n["pod_id"], reachable=True, step=10.0, step_time_s=1.0, alerts=()
+            rank=n["rank"],
+            pod_id=n["pod_id"],
+            reachable=statuses[n["pod_id"]][0] == "RUNNING",
+            step=10.0,
+            step_time_s=1.0,
+            alerts=(),
         )
         for n in nodes
     ]
-    statuses = pod_statuses([n["pod_id"] for n in nodes])
     return Observation(
         at=at,
         phase=str((run.config().get("trainstack:run") or {}).get("phase", "active")),

@@ -78,6 +78,10 @@ class _Admin:
     def advance(self, seconds: float) -> None:
         self.moved.append(seconds)
 
+    def now(self) -> float:
+        """The emulator's clock: where the fake has moved it (a round notes its start, harness/storm.py)."""
+        return sum(self.moved)
+
 
 @dataclass
 class _Storm:
